@@ -1,0 +1,107 @@
+"""`roceview` command line: argparse, an Environment, an ExitStatus (httpie's shape).
+
+Each sub-command lives in `roceview/commands/<name>.py` with two functions:
+`add_arguments(parser)` and `run(args, env) -> ExitStatus`. Modules are imported only
+when their command runs, so `roceview --help` stays fast.
+"""
+from __future__ import annotations
+
+import argparse
+import enum
+import importlib
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import IO
+
+COMMANDS = {
+    "analyze": "per-queue-pair analysis report (PSN gaps, retransmits, NAKs, PFC, ECN/CNP)",
+    "dissect": "one line per packet like tshark; -V for a detail tree, --jsonl for JSON",
+    "generate": "write a synthetic capture of a fault scenario",
+    "convert": "write the packets table as Parquet",
+    "tui": "interactive terminal UI on a capture",
+    "live": "capture from an interface and analyze live",
+}
+
+
+class ExitStatus(enum.IntEnum):
+    OK = 0
+    ERROR = 1
+    BAD_INPUT = 2
+    FINDINGS = 3
+
+
+@dataclass
+class Environment:
+    stdin: IO = field(default_factory=lambda: sys.stdin)
+    stdout: IO = field(default_factory=lambda: sys.stdout)
+    stderr: IO = field(default_factory=lambda: sys.stderr)
+
+    @property
+    def stderr_isatty(self) -> bool:
+        return hasattr(self.stderr, "isatty") and self.stderr.isatty()
+
+    def warn(self, message: str) -> None:
+        print(f"roceview: warning: {message}", file=self.stderr)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2: usage errors are bad input
+        raise SystemExit(_usage_error(self.prog, message))
+
+
+def _usage_error(prog: str, message: str) -> int:
+    print(f"{prog}: error: {message}", file=sys.stderr)
+    return ExitStatus.BAD_INPUT
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="roceview", description="RoCE traffic analyzer and congestion diagnoser")
+    parser.add_argument("--version", action="version", version="roceview 0.1.0")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name, help_text in COMMANDS.items():
+        sub.add_parser(name, help=help_text, add_help=False)
+    return parser
+
+
+def _command_parser(name: str):
+    module = importlib.import_module(f"roceview.commands.{name}")
+    parser = _Parser(prog=f"roceview {name}", description=COMMANDS[name])
+    module.add_arguments(parser)
+    return module, parser
+
+
+def main(argv: list[str] | None = None, env: Environment | None = None) -> int:
+    from roceview.errors import RoceviewError
+
+    env = env or Environment()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    top = build_parser()
+    if not argv or argv[0] not in COMMANDS:
+        args = top.parse_args(argv)  # prints help/version or a usage error
+        top.print_help(env.stdout)
+        return ExitStatus.OK
+    try:
+        module, parser = _command_parser(argv[0])
+        args = parser.parse_args(argv[1:])
+        return int(module.run(args, env))
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    except RoceviewError as exc:
+        print(f"roceview: error: {exc}", file=env.stderr)
+        return ExitStatus.BAD_INPUT
+    except KeyboardInterrupt:
+        return ExitStatus.ERROR
+    except BrokenPipeError:
+        # `roceview dissect big.pcap | head`: stop quietly like tshark does
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        return ExitStatus.OK
+
+
+def entry() -> None:
+    code = main()
+    sys.stdout.flush()
+    raise SystemExit(code)
