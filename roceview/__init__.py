@@ -1,0 +1,23 @@
+"""roceview: RoCE traffic analyzer and congestion diagnoser."""
+__version__ = "0.1.0"
+
+
+def read_packets(paths, columns=None, roce_ports=(), warn=None):
+    """The packets table as a pandas DataFrame (columns: docs/columns.md)."""
+    from roceview.packets import read_packets as _read
+
+    return _read(paths, columns=columns, roce_ports=roce_ports, warn=warn)
+
+
+def iter_packets(paths, columns=None, roce_ports=(), chunk_packets=1 << 18, warn=None):
+    """The packets table in DataFrame chunks, for files larger than memory."""
+    from roceview.packets import iter_packets as _iter
+
+    return _iter(paths, columns=columns, roce_ports=roce_ports, chunk_packets=chunk_packets, warn=warn)
+
+
+def analyze(paths, **options):
+    """Per-queue-pair analysis; see roceview.api.analyze."""
+    from roceview.api import analyze as _analyze
+
+    return _analyze(paths, **options)

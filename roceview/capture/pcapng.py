@@ -1,0 +1,144 @@
+"""pcapng sections, interfaces and timestamps; the block walk itself is in walk.py."""
+from __future__ import annotations
+
+import struct
+from typing import Iterator
+
+import numpy as np
+
+from roceview.capture import walk
+from roceview.errors import BadInput
+
+SHB, IDB = 0x0A0D0D0A, 1
+OPT_IF_TSRESOL, OPT_IF_TSOFFSET = 9, 14
+
+
+class _Interfaces:
+    """Per-interface link type and timestamp conversion, across sections."""
+
+    def __init__(self):
+        self.linktype: list[int] = []
+        self.tsresol: list[int] = []        # byte as in if_tsresol (default 6: microseconds)
+        self.tsoffset: list[int] = []
+        self.section_base = 0
+
+    def add(self, linktype: int, tsresol: int, tsoffset: int) -> None:
+        self.linktype.append(linktype)
+        self.tsresol.append(tsresol)
+        self.tsoffset.append(tsoffset)
+
+    def to_ns(self, raw: np.ndarray, local_if: np.ndarray) -> np.ndarray:
+        ts = np.zeros(len(raw), np.int64)
+        for k in np.unique(local_if):
+            g = self.section_base + int(k)
+            rows = local_if == k
+            ts[rows] = _units_to_ns(raw[rows], self.tsresol[g]) + self.tsoffset[g] * 1_000_000_000
+        return ts
+
+
+def _units_to_ns(raw: np.ndarray, resol: int) -> np.ndarray:
+    raw = raw.astype(np.int64)
+    exp = resol & 0x7F
+    if resol & 0x80:                       # 2^-exp seconds
+        whole = raw >> exp
+        frac = raw & ((1 << exp) - 1)
+        return whole * 1_000_000_000 + ((frac * 1_000_000_000) >> exp if exp <= 33 else 0)
+    if exp <= 9:
+        return raw * 10 ** (9 - exp)
+    return raw // 10 ** (exp - 9)
+
+
+def _options(body: bytes, e: str) -> dict[int, bytes]:
+    opts, pos = {}, 0
+    while pos + 4 <= len(body):
+        code, length = struct.unpack(e + "HH", body[pos:pos + 4])
+        if code == 0:
+            break
+        opts[code] = body[pos + 4:pos + 4 + length]
+        pos += 4 + length + (-length % 4)
+    return opts
+
+
+def _block(buf, e: str) -> tuple[int, bytes] | None:
+    if buf.filled - buf.pos < 12 and not buf.eof:
+        buf.refill()
+    head = bytes(buf.store[buf.pos:buf.pos + 12])
+    if len(head) < 12 or buf.filled - buf.pos < 12:
+        return None
+    btype = struct.unpack(e + "I", head[:4])[0]
+    if btype == SHB:                       # byte order comes from the SHB's own magic
+        e = "<" if head[8:12] == b"\x4d\x3c\x2b\x1a" else ">"
+    blen = struct.unpack(e + "I", head[4:8])[0]
+    if blen < 12 or blen > (1 << 24):
+        raise _Damaged(f"a pcapng block claims {blen} bytes")
+    data = buf.take(blen)
+    if len(data) < blen:
+        raise _Damaged("file ends in the middle of a block")
+    return btype, data
+
+
+class _Damaged(Exception):
+    pass
+
+
+def _pcapng(buf, chunk_packets: int, warn, iface_base: int) -> Iterator:
+    from roceview.capture.readers import _chunk, _linktype_checked, _Outputs
+
+    if bytes(buf.store[8:12]) not in (b"\x4d\x3c\x2b\x1a", b"\x1a\x2b\x3c\x4d"):
+        if not buf.eof:
+            buf.refill()
+    e = "<" if bytes(buf.store[8:12]) == b"\x4d\x3c\x2b\x1a" else ">"
+    ifs = _Interfaces()
+    out = _Outputs(chunk_packets)
+    while True:
+        try:
+            blk = _block(buf, e)
+        except _Damaged as exc:
+            warn(f"{buf.name}: {exc}; file damaged, stopped reading there")
+            return
+        if blk is None:
+            return
+        btype, data = blk
+        if btype == SHB:
+            e = "<" if data[8:12] == b"\x4d\x3c\x2b\x1a" else ">"
+            ifs.section_base = len(ifs.linktype)
+        elif btype == IDB:
+            lt, _, _snap = struct.unpack(e + "HHI", data[8:16])
+            opts = _options(data[16:-4], e)
+            resol = opts.get(OPT_IF_TSRESOL, b"\x06")[0]
+            tsoff = struct.unpack(e + "q", opts[OPT_IF_TSOFFSET][:8])[0] if OPT_IF_TSOFFSET in opts else 0
+            ifs.add(_linktype_checked(lt, buf.name), resol, tsoff)
+        big = e == ">"
+        while True:
+            if not buf.eof and buf.filled - buf.pos < walk.MAX_CAPLEN + 64:
+                buf.refill()
+            n, pos, status = walk.walk_pcapng(buf.arr, buf.pos, buf.filled, big, out.off, out.cap,
+                                              out.wire, out.ts, out.iface)
+            buf.pos = pos
+            if n:
+                yield _records(buf, out, n, ifs, iface_base, _chunk)
+            if status == walk.BLOCK:
+                break
+            if status == walk.BAD_BLOCK:
+                warn(f"{buf.name}: a pcapng block has an impossible length; file damaged, stopped reading there")
+                return
+            if status == walk.NEED_MORE and buf.eof:
+                if buf.filled > buf.pos:
+                    warn(f"{buf.name}: file ends in the middle of a block "
+                         f"({buf.filled - buf.pos} bytes left over); stopped reading there")
+                return
+
+
+def _records(buf, out, n, ifs: _Interfaces, iface_base: int, make_chunk):
+    local = out.iface[:n].astype(np.int64)
+    known = len(ifs.linktype) - ifs.section_base
+    if known <= 0 or local.max(initial=0) >= known:
+        raise BadInput(f"{buf.name}: packet refers to an interface that was never described")
+    ts = ifs.to_ns(out.ts[:n], local)
+    spb = out.ts[:n] < 0
+    if spb.any():                           # SPBs carry no timestamp: keep the previous one
+        ts[spb] = 0
+    glob = ifs.section_base + local
+    linktype = np.asarray(ifs.linktype, np.uint16)[glob]
+    out.iface[:n] = glob
+    return make_chunk(buf, out, n, linktype_of=linktype, iface_base=iface_base, ts=ts)

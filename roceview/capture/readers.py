@@ -1,0 +1,145 @@
+"""Chunked capture readers: pcap and pcapng into numpy record arrays.
+
+A reader fills one reused byte buffer with `readinto`, lets a numba walk find the records
+in it, and yields `RecordChunk`s that point into that buffer. The buffer is reused for the
+next chunk, so a consumer must finish with a chunk before asking for the next one; memory
+stays bounded whatever the file size.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+import numpy as np
+
+from roceview.capture import walk
+from roceview.capture.layers import SUPPORTED_LINKTYPES
+from roceview.capture.source import PCAP_MAGICS, CorruptStream, capture_kind, open_capture
+from roceview.errors import BadInput
+
+BUFFER_BYTES = 8 << 20
+PAD = 1024                     # room for fixed-width gathers past the last record
+
+
+@dataclass
+class RecordChunk:
+    buf: np.ndarray            # uint8, valid while the chunk is current
+    off: np.ndarray            # int64 offset of each record's first byte in buf
+    cap: np.ndarray            # uint32 captured length
+    wire: np.ndarray           # uint32 original length
+    ts: np.ndarray             # int64 ns since the epoch
+    iface: np.ndarray          # uint16 interface index
+    linktype: np.ndarray       # uint16 link type per record
+
+    @property
+    def n(self) -> int:
+        return len(self.off)
+
+    def frame(self, i: int) -> bytes:
+        return self.buf[self.off[i]: self.off[i] + self.cap[i]].tobytes()
+
+
+Warn = Callable[[str], None]
+
+
+class _Buffer:
+    """A reused read buffer that keeps the unconsumed tail across refills."""
+
+    def __init__(self, stream, name: str):
+        self.stream, self.name = stream, name
+        self.store = bytearray(BUFFER_BYTES + PAD)
+        self.arr = np.frombuffer(self.store, dtype=np.uint8)
+        self.pos = self.filled = 0
+        self.eof = False
+
+    def refill(self) -> None:
+        tail = self.filled - self.pos
+        self.store[:tail] = self.store[self.pos:self.filled]
+        self.pos, self.filled = 0, tail
+        view = memoryview(self.store)
+        while self.filled < BUFFER_BYTES and not self.eof:
+            got = self.stream.readinto(view[self.filled:BUFFER_BYTES])
+            if not got:
+                self.eof = True
+            self.filled += got or 0
+
+    def take(self, count: int) -> bytes:
+        if self.filled - self.pos < count and not self.eof:
+            self.refill()
+        data = bytes(self.store[self.pos:self.pos + count])
+        self.pos += len(data)
+        return data
+
+
+class _Outputs:
+    def __init__(self, size: int):
+        self.off = np.empty(size, np.int64)
+        self.cap = np.empty(size, np.uint32)
+        self.wire = np.empty(size, np.uint32)
+        self.ts = np.empty(size, np.int64)
+        self.iface = np.zeros(size, np.uint32)
+
+
+def read_records(path: str, chunk_packets: int, warn: Warn, iface_base: int = 0) -> Iterator[RecordChunk]:
+    stream, name, head = open_capture(path)
+    try:
+        kind = capture_kind(head, name)
+        buf = _Buffer(stream, name)
+        reader = _pcap if kind == "pcap" else _pcapng
+        yielded = False
+        try:
+            for chunk in reader(buf, chunk_packets, warn, iface_base):
+                yielded = True
+                yield chunk
+        except CorruptStream as exc:
+            if not yielded:
+                raise BadInput(str(exc)) from None
+            warn(f"{exc}; stopped reading there")
+    finally:
+        if path != "-":
+            stream.close()
+
+
+def _linktype_checked(linktype: int, name: str) -> int:
+    if linktype not in SUPPORTED_LINKTYPES:
+        raise BadInput(f"{name}: unsupported link type {linktype} (roceview reads "
+                       + ", ".join(f"{v} ({k})" for k, v in SUPPORTED_LINKTYPES.items()) + ")")
+    return linktype
+
+
+def _pcap(buf: _Buffer, chunk_packets: int, warn: Warn, iface_base: int) -> Iterator[RecordChunk]:
+    header = buf.take(24)
+    if len(header) < 24:
+        raise BadInput(f"{buf.name}: pcap file header is cut short")
+    _, big, frac_ns = PCAP_MAGICS[header[:4]]
+    linktype = _linktype_checked(struct.unpack((">" if big else "<") + "I", header[20:24])[0] & 0xFFFF, buf.name)
+    out = _Outputs(chunk_packets)
+    while True:
+        if not buf.eof:
+            buf.refill()
+        n, pos, status = walk.walk_pcap(buf.arr, buf.pos, buf.filled, big, frac_ns,
+                                        out.off, out.cap, out.wire, out.ts)
+        buf.pos = pos
+        if n:
+            yield _chunk(buf, out, n, linktype_of=np.full(n, linktype, np.uint16), iface_base=iface_base)
+        if status == walk.ABSURD:
+            cap = struct.unpack((">" if big else "<") + "I", bytes(buf.store[pos + 8:pos + 12]))[0]
+            warn(f"{buf.name}: a record claims {cap} captured bytes (more than 256 KiB): "
+                 "file damaged, stopped reading there")
+            return
+        if status == walk.NEED_MORE and buf.eof:
+            if buf.filled > buf.pos:
+                warn(f"{buf.name}: file ends in the middle of a record "
+                     f"({buf.filled - buf.pos} bytes left over); stopped reading there")
+            return
+
+
+def _chunk(buf: _Buffer, out: _Outputs, n: int, linktype_of: np.ndarray, iface_base: int,
+           ts: np.ndarray | None = None) -> RecordChunk:
+    return RecordChunk(buf.arr, out.off[:n].copy(), out.cap[:n].copy(), out.wire[:n].copy(),
+                       (out.ts[:n] if ts is None else ts).copy(),
+                       (out.iface[:n] + iface_base).astype(np.uint16), linktype_of)
+
+
+from roceview.capture.pcapng import _pcapng  # noqa: E402  (pcapng needs the helpers above)

@@ -1,0 +1,74 @@
+"""The packets table: capture files -> Batches (numpy) -> pandas DataFrames."""
+from __future__ import annotations
+
+import sys
+from typing import Callable, Iterable, Iterator
+
+import numpy as np
+
+from roceview.batch import Batch
+from roceview.capture.readers import read_records
+from roceview.capture.source import expand_paths
+from roceview.decode import decode_chunk, port_table
+
+DEFAULT_CHUNK = 1 << 18
+
+
+def _stderr_warn(message: str) -> None:
+    print(f"roceview: warning: {message}", file=sys.stderr)
+
+
+def iter_chunks(paths, roce_ports: Iterable[int] = (), chunk_packets: int = DEFAULT_CHUNK,
+                warn: Callable[[str], None] | None = None):
+    """Yield (RecordChunk, Batch) pairs; the chunk's raw bytes are valid until the next."""
+    warn = warn or _stderr_warn
+    ports = port_table(roce_ports)
+    frame = 1
+    files = _time_ordered(expand_paths(paths), warn)
+    for index, path in enumerate(files):
+        for chunk in read_records(path, chunk_packets, warn, iface_base=0):
+            batch = decode_chunk(chunk, ports, frame)
+            if len(files) > 1:
+                batch.cols["_file"] = np.full(batch.n, index, np.uint16)
+            frame += chunk.n
+            yield chunk, batch
+
+
+def iter_batches(paths, roce_ports: Iterable[int] = (), chunk_packets: int = DEFAULT_CHUNK,
+                 warn: Callable[[str], None] | None = None) -> Iterator[Batch]:
+    """The packets table in chunks of numpy columns (see roceview.batch)."""
+    for _, batch in iter_chunks(paths, roce_ports, chunk_packets, warn):
+        yield batch
+
+
+def iter_packets(paths, columns=None, roce_ports: Iterable[int] = (), chunk_packets: int = DEFAULT_CHUNK,
+                 warn=None):
+    """The packets table in chunks of pandas DataFrames."""
+    from roceview.table import to_dataframe
+
+    for batch in iter_batches(paths, roce_ports, chunk_packets, warn):
+        yield to_dataframe(batch, columns)
+
+
+def read_packets(paths, columns=None, roce_ports: Iterable[int] = (), warn=None):
+    """The whole packets table as one pandas DataFrame (columns: docs/columns.md)."""
+    from roceview.table import to_dataframe
+
+    batches = list(iter_batches(paths, roce_ports, warn=warn))
+    return to_dataframe(Batch.concat(batches) if batches else None, columns)
+
+
+def _first_ts(path: str) -> int:
+    try:
+        for chunk in read_records(path, 1, lambda m: None):
+            return int(chunk.ts[0])
+    except Exception:  # noqa: BLE001 - a bad file reports its own error when read for real
+        return -1
+    return -1
+
+
+def _time_ordered(files: list[str], warn) -> list[str]:
+    """Several files (a ring buffer directory): read in order of their first packet."""
+    if len(files) < 2 or "-" in files:
+        return files
+    return sorted(files, key=lambda f: (_first_ts(f), f))

@@ -1,0 +1,99 @@
+"""Batch -> pandas DataFrame with the documented column names and nullable dtypes."""
+from __future__ import annotations
+
+import ipaddress
+
+import numpy as np
+import pandas as pd
+
+from dissectors import ib, opcodes
+from roceview.batch import PROTO_NAMES, Batch
+
+COLUMNS = (
+    "frame ts_ns wire_len cap_len interface mirror_session src_mac dst_mac vlan_id pcp "
+    "inner_vlan_id inner_pcp ethertype proto src_ip dst_ip dscp ecn ttl ip_frag flow_label "
+    "udp_sport udp_dport opcode opcode_name transport se migreq pad tver pkey fecn becn dest_qp "
+    "ackreq psn reth_va reth_rkey reth_dmalen aeth_syndrome aeth_kind aeth_code aeth_msn "
+    "deth_qkey deth_src_qp rdeth_ee_context imm_data ieth_rkey atomic_va atomic_rkey "
+    "atomic_swap_add atomic_compare atomic_ack_data xrc_srq payload_len icrc icrc_ok truncated "
+    "pfc_enable pfc_quanta0 pfc_quanta1 pfc_quanta2 pfc_quanta3 pfc_quanta4 pfc_quanta5 "
+    "pfc_quanta6 pfc_quanta7 pause_quanta lldp_pfc_enable slid dlid sl vl"
+).split()
+
+OPCODE_NAMES = [opcodes.opcode_name(i) for i in range(256)]
+TRANSPORT_NAMES = ["RC", "UC", "RD", "UD", "CNP", "XRC"]
+_TRANSPORT_CODE = np.array([0, 1, 2, 3, 4, 5, -1, -1], np.int64)   # by OpCode[7:5]
+
+
+def format_mac(values: np.ndarray) -> np.ndarray:
+    b = values.astype(">u8").view(np.uint8).reshape(-1, 8)[:, 2:]
+    return np.array([":".join(f"{x:02x}" for x in row) for row in b], dtype=object)
+
+
+def format_addr(raw: bytes) -> str:
+    if raw[:10] == b"\0" * 10 and raw[10:12] == b"\xfe\xfe":
+        return f"lid:0x{int.from_bytes(raw[14:], 'big'):04x}"
+    addr = ipaddress.IPv6Address(raw)
+    return str(addr.ipv4_mapped) if addr.ipv4_mapped else str(addr)
+
+
+def _categorical(codes: np.ndarray, ok: np.ndarray, categories) -> pd.Categorical:
+    return pd.Categorical.from_codes(np.where(ok, codes.astype(np.int64), -1), categories=list(categories))
+
+
+def _unique_formatted(values: np.ndarray, ok: np.ndarray, fmt) -> pd.Categorical:
+    """Format only the distinct values (a capture has few addresses, many packets)."""
+    if values.ndim == 2:
+        keys = np.ascontiguousarray(values).view(f"V{values.shape[1]}").reshape(-1)
+    else:
+        keys = values
+    uniq, inverse = np.unique(keys[ok], return_inverse=True) if ok.any() else (keys[:0], np.zeros(0, np.int64))
+    codes = np.full(len(values), -1, np.int64)
+    codes[ok] = inverse.reshape(-1)
+    names = [fmt(u) for u in uniq]
+    # distinct raw values can format alike (IPv4 vs IPv4-mapped GID): merge them
+    cats = list(dict.fromkeys(names))
+    remap = np.array([cats.index(n) for n in names] + [-1], np.int64)
+    return pd.Categorical.from_codes(remap[codes], categories=cats)
+
+
+def _strings(b: Batch) -> dict:
+    out = {}
+    out["src_mac"] = _unique_formatted(b.cols["_src_mac"], b.mask("_src_mac"), lambda v: format_mac(np.array([v]))[0])
+    out["dst_mac"] = _unique_formatted(b.cols["_dst_mac"], b.mask("_dst_mac"), lambda v: format_mac(np.array([v]))[0])
+    out["proto"] = _categorical(b.cols["_proto"], np.ones(b.n, bool), PROTO_NAMES)
+    out["src_ip"] = _unique_formatted(b.cols["_src_addr"], b.mask("_src_addr"), lambda v: format_addr(v.tobytes()))
+    out["dst_ip"] = _unique_formatted(b.cols["_dst_addr"], b.mask("_dst_addr"), lambda v: format_addr(v.tobytes()))
+    op, has = b.cols["opcode"], b.mask("opcode")
+    out["opcode_name"] = _categorical(op, has, OPCODE_NAMES)
+    tcode = _TRANSPORT_CODE[op >> 5]
+    out["transport"] = _categorical(tcode, has & (tcode >= 0), TRANSPORT_NAMES)
+    kind = (b.cols["aeth_syndrome"] >> 5) & 3
+    out["aeth_kind"] = _categorical(kind, b.mask("aeth_syndrome"), [ib.AETH_KINDS[k] for k in range(4)])
+    return out
+
+
+def to_dataframe(b: Batch | None, columns=None) -> pd.DataFrame:
+    wanted = list(COLUMNS if columns is None else columns)
+    if b is None or b.n == 0:
+        return pd.DataFrame({c: pd.Series([], dtype="object") for c in wanted})
+    strings = _strings(b) if any(c in wanted for c in ("src_mac", "dst_mac", "proto", "src_ip", "dst_ip",
+                                                        "opcode_name", "transport", "aeth_kind")) else {}
+    data = {}
+    for name in wanted:
+        if name in strings:
+            data[name] = strings[name]
+            continue
+        values = b.cols[name]
+        mask = b.valid.get(name)
+        if mask is None or mask.all():
+            data[name] = values
+        else:
+            data[name] = _nullable(values, mask)
+    return pd.DataFrame(data, copy=False)
+
+
+def _nullable(values: np.ndarray, mask: np.ndarray):
+    if values.dtype == bool:
+        return pd.arrays.BooleanArray(values, ~mask)
+    return pd.arrays.IntegerArray(values, ~mask) if values.dtype.kind in "iu" else values
