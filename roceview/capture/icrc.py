@@ -2,9 +2,10 @@
 
 ICRC = CRC-32 (IEEE 802.3 polynomial, as zlib) over: for RoCE, 8 bytes of 0xFF standing
 for the LRH, then the IP header / GRH, UDP header, BTH and everything up to the ICRC, with
-the variant fields replaced by ones: IPv4 TOS, TTL, header checksum; IPv6/GRH traffic
-class, flow label, hop limit; UDP checksum; BTH resv8a (byte 4, FECN/BECN). For native IB
-the LRH itself is covered with its VL replaced by ones. Stored little-endian.
+the variant fields replaced by ones (measured on ibdump captures: a native IB packet with
+a GRH also has its whole LRH replaced by ones, exactly like RoCE): IPv4 TOS, TTL, header checksum; IPv6/GRH traffic
+class, flow label, hop limit; UDP checksum; BTH resv8a (byte 4, FECN/BECN). For native IB local
+packets (no GRH) the LRH itself is covered with its VL replaced by ones. Stored little-endian.
 """
 from __future__ import annotations
 
@@ -77,7 +78,7 @@ def compute_icrc(buf, l3, l3kind, udp, lrh, bth, icrc_at, t, out):
         if icrc_at[i] < 0:
             continue
         c = np.uint32(0xFFFFFFFF)
-        if lrh[i] >= 0:
+        if lrh[i] >= 0 and l3[i] < 0:       # IBA local packet: LRH covered, VL masked
             c = _masked(t, c, buf, lrh[i], 8, 8)
         else:
             for _ in range(8):

@@ -1,0 +1,149 @@
+"""Wire format: the simulator's packets as real Ethernet frames (struct, no scapy).
+
+RoCEv2 frame = Ethernet [802.1Q tag] / IPv4 / UDP dport 4791 / BTH / [RETH] [AETH] [ImmDt] /
+payload / pad / ICRC (IBTA Annex A17.4). PFC frame = 802.1Qbb MAC control (clause 36).
+The FCS is not stored, as in ordinary captures.
+"""
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass
+
+from roceview.generate import ib
+
+ETH_P_8021Q = 0x8100
+ETH_P_IPV4 = 0x0800
+ETH_P_MAC_CONTROL = 0x8808
+PFC_OPCODE = 0x0101               # 802.1Qbb 36.1.1 "Priority-based flow control"
+PFC_DST_MAC = bytes.fromhex("0180c2000001")
+MIN_FRAME = 60                    # without FCS
+WIRE_OVERHEAD = 4 + 8 + 12        # FCS + preamble/SFD + inter-frame gap: bytes on the wire
+_FF8 = b"\xff" * 8                # the LRH stand-in of the ICRC pseudo-header (A17.4.1)
+
+
+@dataclass(slots=True)
+class RocePacket:
+    """One RoCEv2 packet as the simulator moves it; `wire()` makes the bytes."""
+    src: int                 # host index (addresses come from the Addressing table)
+    dst: int
+    sport: int               # UDP source port: per QP (entropy for ECMP)
+    pcp: int
+    dscp: int
+    ecn: int
+    opcode: int
+    dest_qp: int
+    psn: int
+    ackreq: bool = False
+    becn: bool = False
+    se: bool = False
+    reth: tuple | None = None       # (virtual address, R_Key, DMA length), IBTA 9.3.3
+    aeth: tuple | None = None       # (syndrome, MSN), IBTA 9.3.5
+    imm: int | None = None          # ImmDt, IBTA 9.3.4
+    payload_len: int = 0
+    ip_id: int = 0
+    ingress: int = -1               # switch annotation: ingress port (PFC accounting)
+
+    @property
+    def ext_len(self) -> int:
+        n = 16 if self.reth else 0
+        n += 4 if self.aeth else 0
+        n += 4 if self.imm is not None else 0
+        return n + (16 if self.opcode == ib.CNP else 0)
+
+    @property
+    def frame_len(self) -> int:
+        pad = -self.payload_len % 4
+        n = 14 + 4 + 20 + 8 + 12 + self.ext_len + self.payload_len + pad + 4
+        return max(n, MIN_FRAME)
+
+    @property
+    def wire_bytes(self) -> int:
+        return self.frame_len + WIRE_OVERHEAD
+
+    @property
+    def is_data(self) -> bool:
+        return self.opcode not in (ib.ACKNOWLEDGE, ib.CNP)
+
+
+@dataclass(slots=True)
+class PfcFrame:
+    """802.1Qbb PFC frame: class-enable vector and eight pause times in quanta (512 bit times)."""
+    src_mac: bytes
+    enable_vector: int
+    quanta: tuple
+
+    @property
+    def frame_len(self) -> int:
+        return MIN_FRAME
+
+    @property
+    def wire_bytes(self) -> int:
+        return MIN_FRAME + WIRE_OVERHEAD
+
+
+@dataclass(frozen=True)
+class Addressing:
+    macs: tuple              # host index -> 6-byte MAC
+    ips: tuple               # host index -> 4-byte IPv4 address
+    vlan: int = 100
+    ttl: int = 64
+
+
+def ipv4_checksum(header: bytes) -> int:
+    words = struct.unpack(f"!{len(header) // 2}H", header)
+    total = sum(words)
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF
+
+
+def icrc(ip_hdr: bytes, udp_hdr: bytes, bth_rest: bytes) -> bytes:
+    """Invariant CRC (IBTA A17.4.1): variant fields of IP, UDP and BTH replaced by ones."""
+    ip_masked = ip_hdr[:1] + b"\xff" + ip_hdr[2:8] + b"\xff" + ip_hdr[9:10] + b"\xff\xff" + ip_hdr[12:]
+    udp_masked = udp_hdr[:6] + b"\xff\xff"
+    bth_masked = bth_rest[:4] + b"\xff" + bth_rest[5:]
+    crc = zlib.crc32(bth_masked, zlib.crc32(udp_masked, zlib.crc32(ip_masked, zlib.crc32(_FF8))))
+    return struct.pack("<I", crc)  # stored as the little-endian CRC register, like the NICs
+
+
+def _bth(p: RocePacket, pad: int) -> bytes:
+    """Base Transport Header, IBTA 9.2 Figure 94."""
+    flags = (p.se << 7) | (pad << 4)  # MigReq 0, TVer 0
+    b4 = p.becn << 6                  # FECN bit 7, BECN bit 6 (A17.9.1)
+    return struct.pack("!BBHII", p.opcode, flags, ib.PKEY_DEFAULT, (b4 << 24) | p.dest_qp,
+                       (p.ackreq << 31) | (p.psn & ib.PSN_MASK))
+
+
+def _extensions(p: RocePacket) -> bytes:
+    out = b""
+    if p.reth:
+        out += struct.pack("!QII", *p.reth)
+    if p.aeth:
+        out += struct.pack("!I", (p.aeth[0] << 24) | (p.aeth[1] & 0xFFFFFF))
+    if p.imm is not None:
+        out += struct.pack("!I", p.imm)
+    if p.opcode == ib.CNP:
+        out += bytes(16)  # A17.9.2: 16 reserved bytes after the BTH
+    return out
+
+
+def roce_frame(p: RocePacket, addr: Addressing, payload: bytes) -> bytes:
+    pad = -p.payload_len % 4
+    transport = _bth(p, pad) + _extensions(p) + payload + bytes(pad)
+    udp_len = 8 + len(transport) + 4
+    udp = struct.pack("!HHHH", p.sport, ib.ROCEV2_UDP_PORT, udp_len, 0)  # UDP checksum 0: A17.3.2
+    tos = (p.dscp << 2) | p.ecn
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, tos, 20 + udp_len, p.ip_id, 0x4000, addr.ttl, 17, 0,
+                     addr.ips[p.src], addr.ips[p.dst])
+    ip = ip[:10] + struct.pack("!H", ipv4_checksum(ip)) + ip[12:]
+    tag = struct.pack("!HHH", ETH_P_8021Q, (p.pcp << 13) | addr.vlan, ETH_P_IPV4)
+    frame = addr.macs[p.dst] + addr.macs[p.src] + tag + ip + udp + transport + icrc(ip, udp, transport)
+    return frame + bytes(MIN_FRAME - len(frame)) if len(frame) < MIN_FRAME else frame
+
+
+def pfc_frame(f: PfcFrame) -> bytes:
+    """802.1Qbb 36.1.3: DA 01-80-C2-00-00-01, type 0x8808, opcode 0x0101, vector, 8 x time."""
+    body = struct.pack("!HH8H", PFC_OPCODE, f.enable_vector, *f.quanta)
+    frame = PFC_DST_MAC + f.src_mac + struct.pack("!H", ETH_P_MAC_CONTROL) + body
+    return frame + bytes(MIN_FRAME - len(frame))
