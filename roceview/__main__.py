@@ -1,0 +1,3 @@
+from roceview.cli import entry
+
+entry()

@@ -1,0 +1,104 @@
+"""An RC queue pair: one requester, one responder, the addressing both use, and the
+application that posts work requests to it."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from roceview.generate import ib
+from roceview.generate.dcqcn import ReactionPoint
+from roceview.generate.frames import RocePacket
+from roceview.generate.requester import Requester
+from roceview.generate.responder import Responder
+
+
+@dataclass
+class QpSettings:
+    pcp: int = 3
+    dscp: int = 26
+    ecn: int = 2               # ECT(0); 0 = ECN disabled on the NIC
+    window: int = 64           # outstanding PSNs the NIC allows (its WQE/doorbell pipeline)
+    timeout_exp: int = 14      # QP attribute `timeout`: 4.096 us * 2^14 = 67 ms
+    retry_cnt: int = 7
+    ack_delay_ns: int = 1000   # responder ACK coalescing window
+    rnr_timer_code: int = 12   # min RNR timer 0.64 ms (IBTA Table 45)
+
+
+class QueuePair:
+    def __init__(self, host, qpn: int, peer: int, peer_qpn: int, sport: int,
+                 sq_psn: int, rq_psn: int, settings: QpSettings):
+        self.host, self.sim, self.truth = host, host.sim, host.truth
+        self.qpn, self.peer, self.peer_qpn, self.sport = qpn, peer, peer_qpn, sport
+        self.sq_psn, self.rq_psn = sq_psn, rq_psn   # first PSN of own requests / of the peer's
+        self.pcp, self.dscp, self.ecn = settings.pcp, settings.dscp, settings.ecn
+        self.mtu = host.mtu
+        self.rp = ReactionPoint(line_gbps=host.port.gbps)
+        self.requester = Requester(self, settings.window, settings.timeout_exp, settings.retry_cnt)
+        self.responder = Responder(self, settings.ack_delay_ns * 1000, settings.rnr_timer_code)
+
+    def span(self, length: int) -> int:
+        """PSNs a READ of `length` bytes consumes: ceil(length / PMTU), at least 1 (9.7.1)."""
+        return max(1, -(-length // self.mtu))
+
+    @staticmethod
+    def _unwrap(psn: int, base: int, ref: int) -> int:
+        delta = (psn - base - ref) & ib.PSN_MASK
+        return ref + (delta - (1 << 24) if delta >= 1 << 23 else delta)
+
+    def unwrap_sq(self, psn: int, ref: int) -> int:
+        return self._unwrap(psn, self.sq_psn, ref)
+
+    def unwrap_rq(self, psn: int, ref: int) -> int:
+        return self._unwrap(psn, self.rq_psn, ref)
+
+    def packet(self, opcode: int, seq: int, peer_space: bool = False, **fields) -> RocePacket:
+        base = self.rq_psn if peer_space else self.sq_psn
+        return RocePacket(src=self.host.index, dst=self.peer, sport=self.sport, pcp=self.pcp,
+                          dscp=self.dscp, ecn=self.ecn, opcode=opcode, dest_qp=self.peer_qpn,
+                          psn=(base + seq) & ib.PSN_MASK, ip_id=self.host.next_ip_id(), **fields)
+
+    def send_response(self, pkt: RocePacket) -> None:
+        self.host.port.enqueue(pkt, self.pcp)
+
+    def receive(self, pkt: RocePacket) -> None:
+        if pkt.opcode == ib.CNP:
+            self.truth.count("cnps_received")
+            self.rp.on_cnp(self.sim.now)
+        elif pkt.opcode == ib.ACKNOWLEDGE or pkt.opcode in ib.READ_RESPONSE_OPCODES:
+            self.requester.on_response(pkt)
+        else:
+            self.responder.on_request(pkt)
+
+
+@dataclass
+class Workload:
+    """What the application posts: `messages` (op, length) in order, at most `qd`
+    outstanding, `gap_ns` think time after each completion, from `start_ns`."""
+    messages: list
+    qd: int = 8
+    gap_ns: int = 0
+    start_ns: int = 0
+    rkey: int = 0x1234
+    bad_rkey_at: int | None = None   # index of a message sent with a stale R_Key
+
+
+class Application:
+    def __init__(self, qp: QueuePair, workload: Workload):
+        self.qp, self.w = qp, workload
+        self.next = 0
+        qp.requester.on_complete = self._completed
+        qp.sim.at(workload.start_ns * 1000, self._fill)
+
+    def _fill(self) -> None:
+        req = self.qp.requester
+        while self.next < len(self.w.messages) and len(req.wrs) - req.done < self.w.qd:
+            self._post(self.next)
+            self.next += 1
+
+    def _post(self, i: int) -> None:
+        op, length = self.w.messages[i]
+        rkey = self.w.rkey + (1 if i == self.w.bad_rkey_at else 0)
+        va = 0x7F0000000000 + (i % 64) * 0x100000
+        self.qp.requester.post(op, length, va, rkey, imm=i)
+
+    def _completed(self, wr) -> None:
+        self.qp.sim.after(self.w.gap_ns * 1000, self._fill)

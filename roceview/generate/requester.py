@@ -1,0 +1,182 @@
+"""RC requester (IBTA 9.7.4 - 9.7.6): packetises work requests into PSNs, go-back-N.
+
+State is kept in unwrapped sequence numbers (`seq`, 0-based); the wire PSN is
+(first_psn + seq) mod 2^24. `snd_una` is the oldest unacknowledged PSN, `snd_nxt` the next
+one to transmit; a NAK or a timeout moves `snd_nxt` back to the PSN to resend (go-back-N,
+IBTA 9.7.5.1.3 / 9.7.6.1.3). `sent_hi` is the highest PSN ever sent + 1: a packet below it is
+a retransmission.
+"""
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+from roceview.generate import ib
+from roceview.generate.engine import serialisation_ps
+from roceview.generate.frames import RocePacket
+
+
+@dataclass
+class WorkRequest:
+    op: str            # SEND, SEND_IMM, WRITE, WRITE_IMM, READ
+    length: int
+    first: int         # first seq
+    npkts: int
+    va: int
+    rkey: int
+    imm: int = 0
+
+    @property
+    def end(self) -> int:
+        return self.first + self.npkts
+
+
+class Requester:
+    def __init__(self, qp, window: int, timeout_exp: int, retry_cnt: int = 7, ackreq_every: int = 16):
+        self.qp = qp
+        self.window, self.retry_cnt, self.ackreq_every = window, retry_cnt, ackreq_every
+        self.timeout_ps = ib.local_ack_timeout_ps(timeout_exp)
+        self.wrs: list[WorkRequest] = []
+        self._starts: list[int] = []
+        self.snd_una = self.snd_nxt = self.sent_hi = self.posted_end = 0
+        self.done = 0                 # index of the oldest incomplete work request
+        self.next_tx = self.hold_until = 0
+        self.timer_gen, self.timer_armed, self.retries = 0, False, 0
+        self.error = False
+        self.on_complete = lambda wr: None
+
+    # ---- posting ----------------------------------------------------------------------------
+    def post(self, op: str, length: int, va: int, rkey: int, imm: int = 0) -> WorkRequest:
+        npkts = max(1, -(-length // self.qp.mtu))
+        wr = WorkRequest(op, length, self.posted_end, npkts, va, rkey, imm)
+        self.wrs.append(wr)
+        self._starts.append(wr.first)
+        self.posted_end = wr.end
+        self.qp.host.port.kick()
+        return wr
+
+    # ---- transmission (pulled by the NIC port) ---------------------------------------------
+    def next_packet(self, now: int, allowed):
+        if self.error or self.qp.pcp not in allowed or self.snd_nxt >= self.posted_end:
+            return None, None
+        if self.snd_nxt - self.snd_una >= self.window:
+            return None, None          # an ACK will kick the port
+        wait = max(self.hold_until, self.next_tx)
+        if now < wait:
+            return None, wait
+        pkt = self._build(self.snd_nxt)
+        self.next_tx = now + serialisation_ps(pkt.wire_bytes, self.qp.rp.rate(now))
+        self._arm_timer()
+        return pkt, None
+
+    def _build(self, seq: int) -> RocePacket:
+        wr = self.wrs[bisect.bisect_right(self._starts, seq) - 1]
+        i = seq - wr.first
+        if seq < self.sent_hi:
+            self.qp.truth.retransmitted[f"{self.qp.qpn:#08x}"] += 1
+            self.qp.truth.count("retransmitted_packets")
+        if wr.op == "READ":
+            return self._read_request(wr, i)
+        return self._data_packet(wr, i, seq)
+
+    def _read_request(self, wr: WorkRequest, i: int) -> RocePacket:
+        offset = i * self.qp.mtu  # a resent READ asks only for what is still missing (9.7.4.1.4)
+        self.snd_nxt = wr.end
+        self.sent_hi = max(self.sent_hi, wr.end)
+        return self.qp.packet(ib.RDMA_READ_REQUEST, wr.first + i, ackreq=True,
+                              reth=(wr.va + offset, wr.rkey, wr.length - offset))
+
+    def _data_packet(self, wr: WorkRequest, i: int, seq: int) -> RocePacket:
+        first, middle, last, only = ib.MESSAGE_OPCODES[wr.op]
+        n = wr.npkts
+        opcode = only if n == 1 else first if i == 0 else last if i == n - 1 else middle
+        size = self.qp.mtu if i < n - 1 else wr.length - (n - 1) * self.qp.mtu
+        reth = (wr.va, wr.rkey, wr.length) if opcode in ib.RETH_OPCODES else None
+        imm = wr.imm if opcode in ib.IMMDT_OPCODES else None
+        ackreq = i == n - 1 or i % self.ackreq_every == self.ackreq_every - 1
+        self.snd_nxt = seq + 1
+        self.sent_hi = max(self.sent_hi, seq + 1)
+        return self.qp.packet(opcode, seq, ackreq=ackreq, reth=reth, imm=imm, payload_len=size,
+                              se=opcode in ib.IMMDT_OPCODES)
+
+    # ---- responses (ACK / NAK / READ responses) ---------------------------------------------
+    def on_response(self, pkt: RocePacket) -> None:
+        if self.error:
+            return
+        seq = self.qp.unwrap_sq(pkt.psn, self.snd_una)
+        if pkt.opcode != ib.ACKNOWLEDGE:
+            if seq >= self.snd_una:     # a READ response acknowledges everything before it
+                self._advance(seq + 1)
+            return
+        syndrome = pkt.aeth[0]
+        kind = syndrome >> 5
+        if kind == 0:
+            self._advance(seq + 1)
+        elif kind == 1:
+            self._rnr_nak(seq, syndrome & 0x1F)
+        elif kind == 3 and (syndrome & 0x1F) == ib.NAK_PSN_SEQUENCE_ERROR:
+            self._sequence_nak(seq)
+        elif kind == 3:
+            self._fatal_nak(syndrome & 0x1F)
+
+    def _sequence_nak(self, seq: int) -> None:
+        """NAK PSN sequence error: everything before `seq` arrived; resend from it (9.7.5.1.3)."""
+        if seq < self.snd_una:
+            return
+        self.qp.truth.count("naks_seq_received")
+        self._advance(seq)
+        self.snd_nxt = min(self.snd_nxt, seq)
+        self.qp.host.port.kick()
+
+    def _rnr_nak(self, seq: int, timer_code: int) -> None:
+        """RNR NAK: wait the RNR timer, then resend from `seq` (9.7.5.2.8)."""
+        if seq < self.snd_una:
+            return
+        self.qp.truth.count("naks_rnr_received")
+        self._advance(seq)
+        self.snd_nxt = min(self.snd_nxt, seq)
+        self.hold_until = self.qp.sim.now + ib.RNR_TIMER_US[timer_code] * 1_000_000
+        self.qp.host.port._wake(self.hold_until)
+
+    def _fatal_nak(self, code: int) -> None:
+        """Invalid request / remote access / remote operational error: the QP goes to Error."""
+        self.qp.truth.count("naks_other_received")
+        self.error = True
+        self.timer_gen += 1
+
+    def _advance(self, new_una: int) -> None:
+        if new_una <= self.snd_una:
+            return
+        self.snd_una = min(new_una, self.sent_hi)
+        self.snd_nxt = max(self.snd_nxt, self.snd_una)
+        self.retries = 0
+        while self.done < len(self.wrs) and self.wrs[self.done].end <= self.snd_una:
+            self.done += 1
+            self.on_complete(self.wrs[self.done - 1])
+        self._restart_timer()
+        self.qp.host.port.kick()
+
+    # ---- Local ACK Timeout (9.7.6.1.3) ---------------------------------------------------------
+    def _arm_timer(self) -> None:
+        if not self.timer_armed:
+            self._restart_timer(force=True)
+
+    def _restart_timer(self, force: bool = False) -> None:
+        self.timer_gen += 1
+        self.timer_armed = force or self.snd_una < self.sent_hi
+        if self.timer_armed:
+            self.qp.sim.after(self.timeout_ps, self._timeout, self.timer_gen)
+
+    def _timeout(self, gen: int) -> None:
+        if gen != self.timer_gen or self.error:
+            return
+        self.timer_armed = False
+        if self.snd_una >= self.sent_hi:
+            return
+        self.retries += 1
+        self.qp.truth.count("ack_timeouts")
+        if self.retries > self.retry_cnt:
+            self.error = True      # retry exceeded: QP to Error (local_ack_timeout_err)
+            return
+        self.snd_nxt = self.snd_una
+        self.qp.host.port.kick()

@@ -1,0 +1,47 @@
+"""Ground truth kept by the simulator beside the frames: what really happened, so tests
+(and the analysis tests) can compare a capture's analysis against known numbers."""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Drop:
+    where: str          # "switch" (network loss), "switch-buffer" (lossy-class overflow), "mirror"
+    ts_ns: int
+    src_ip: str
+    dst_ip: str
+    dest_qp: int
+    psn: int | None     # None for PFC frames
+    opcode: int | None
+
+
+@dataclass
+class Truth:
+    scenario: str = ""
+    seed: int = 0
+    mirror: str = ""
+    drops: list[Drop] = field(default_factory=list)
+    counters: Counter = field(default_factory=Counter)
+    # per requester QP (hex qpn): packets sent with a PSN already sent before
+    retransmitted: Counter = field(default_factory=Counter)
+    pause_sources: dict = field(default_factory=dict)   # source MAC -> "switch" | "host"
+    qps: list[dict] = field(default_factory=list)       # one dict per QP: addresses, QPNs, first PSN
+    expected_kinds: tuple = ()
+    forbidden_kinds: tuple = ()
+
+    def count(self, name: str, n: int = 1) -> None:
+        self.counters[name] += n
+
+    def drops_at(self, where: str) -> list[Drop]:
+        return [d for d in self.drops if d.where == where]
+
+    def as_dict(self) -> dict:
+        return {
+            "scenario": self.scenario, "seed": self.seed, "mirror": self.mirror,
+            "drops": [vars(d) for d in self.drops], "counters": dict(self.counters),
+            "retransmitted": dict(self.retransmitted), "pause_sources": dict(self.pause_sources),
+            "qps": list(self.qps), "expected_kinds": list(self.expected_kinds),
+            "forbidden_kinds": list(self.forbidden_kinds),
+        }

@@ -1,0 +1,64 @@
+"""`dissect -V`: a rich Tree per packet, built from the header declarations."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from rich.console import Console
+from rich.markup import escape
+from rich.tree import Tree
+
+from dissectors import ethernet, ib, ip, macctl, opcodes
+from dissectors.tree import header_node
+from roceview.capture import layers
+from roceview.decode import EXT_BY_NAME, O, port_table
+
+_BY_SLOT = (("eth", ethernet.ETHERNET), ("sll", ethernet.SLL), ("sll2", ethernet.SLL2), ("vlan1", ethernet.VLAN),
+            ("vlan2", ethernet.INNER_VLAN), ("lrh", ib.LRH))
+
+
+def _headers(frame: bytes, o: np.ndarray, start: int, meta: np.ndarray):
+    """(Header, offset within frame) in wire order for one frame."""
+    rel = {k: (o[i] - start if o[i] >= 0 else -1) for k, i in O.items()}
+    out = [(h, rel[k]) for k, h in _BY_SLOT if rel[k] >= 0]
+    if rel["l3"] >= 0:
+        kind = meta[1]
+        out.append((ip.IPV4 if kind == layers.L3_IPV4 else ip.IPV6 if kind == layers.L3_IPV6 else ib.GRH, rel["l3"]))
+    if rel["udp"] >= 0:
+        out.append((ip.UDP, rel["udp"]))
+    if rel["bth"] >= 0:
+        out.append((ib.BTH, rel["bth"]))
+        if rel["bth"] < len(frame):
+            pos = rel["bth"] + 12
+            for name in opcodes.OPCODES.get(frame[rel["bth"]], ("", "", ()))[2]:
+                out.append((EXT_BY_NAME[name], pos))
+                pos += EXT_BY_NAME[name].length
+    if rel["macctl"] >= 0:
+        op = int.from_bytes(frame[rel["macctl"]:rel["macctl"] + 2], "big")
+        out.append((macctl.PFC if op == macctl.MACCTL_OPCODE_PFC else macctl.PAUSE if op == macctl.MACCTL_OPCODE_PAUSE
+                    else macctl.MACCTL, rel["macctl"]))
+    return sorted(out, key=lambda item: item[1])
+
+
+def print_details(chunk, df, first_ts, out, n) -> None:
+    console = Console(file=out, highlight=False, soft_wrap=True, width=120, emoji=False)
+    o = np.empty((chunk.n, len(layers.OUT_FIELDS)), np.int64)
+    meta = np.empty((chunk.n, 10), np.int64)
+    layers.parse_layers(chunk.buf, chunk.off, chunk.cap, chunk.linktype, port_table(), o, meta)
+    from roceview.render.lines import packet_lines
+
+    summaries = packet_lines(df, first_ts)
+    for i in range(n):
+        frame = chunk.frame(i)
+        tree = Tree(escape(f"Frame {summaries[i].strip()}"))
+        for header, base in _headers(frame, o[i], int(chunk.off[i]), meta[i]):
+            node = header_node(header, frame, base)
+            branch = tree.add(f"[bold]{node.title}[/bold] ({header.name}, {node.spec}) @ {base}")
+            for label, value, meaning in node.lines:
+                if header is ib.BTH and label == "opcode":
+                    value += f" {opcodes.opcode_name(frame[base])}"
+                branch.add(f"{escape(label)} = {escape(value)}  [dim]{escape(meaning)}[/dim]")
+        if df["icrc"].notna().iloc[i]:
+            icrc = df["icrc_ok"].iloc[i]
+            state = "not checked: truncated" if icrc is pd.NA else "ok" if icrc else "BAD"
+            tree.add(escape(f"ICRC = 0x{int(df['icrc'].iloc[i]):08x} [{state}]"))
+        console.print(tree)

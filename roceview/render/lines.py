@@ -1,0 +1,69 @@
+"""One summary line per packet (the `dissect` default), from a packets-table DataFrame."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from dissectors.ib import NAK_CODES
+
+PROTO_LABEL = {"roce_v1": "RoCEv1", "roce_v2": "RoCEv2", "ib": "IB", "pfc": "PFC", "pause": "PAUSE",
+               "lldp": "LLDP", "other": "Eth"}
+
+
+def _col(df: pd.DataFrame, name: str) -> list:
+    s = df[name]
+    return [None if pd.isna(v) else v for v in s.astype(object).tolist()]
+
+
+def packet_lines(df: pd.DataFrame, first_ts: int | None) -> list[str]:
+    if len(df) == 0:
+        return []
+    first_ts = int(df["ts_ns"].iloc[0]) if first_ts is None else first_ts
+    rel = (df["ts_ns"].to_numpy(np.int64) - first_ts) / 1e9
+    c = {name: _col(df, name) for name in (
+        "frame", "proto", "src_ip", "dst_ip", "src_mac", "dst_mac", "opcode_name", "dest_qp", "psn",
+        "ackreq", "se", "fecn", "becn", "ecn", "aeth_kind", "aeth_code", "icrc_ok", "truncated",
+        "pfc_enable", "pause_quanta", "lldp_pfc_enable", "ethertype", "vlan_id", "pcp", "wire_len",
+        "mirror_session")}
+    quanta = [_col(df, f"pfc_quanta{p}") for p in range(8)]
+    lines = []
+    for i in range(len(df)):
+        row = {k: v[i] for k, v in c.items()}
+        src = row["src_ip"] or row["src_mac"] or "?"
+        dst = row["dst_ip"] or row["dst_mac"] or "?"
+        label = PROTO_LABEL.get(row["proto"], row["proto"])
+        info = _info(row, [q[i] for q in quanta])
+        lines.append(f"{row['frame']:>7} {rel[i]:12.6f} {src} → {dst} {label} {row['wire_len']} {info}".rstrip())
+    return lines
+
+
+def _info(row: dict, quanta: list) -> str:
+    parts = []
+    if row["opcode_name"] is not None:
+        parts += [row["opcode_name"], f"QP=0x{row['dest_qp']:06x}", f"PSN={row['psn']}"]
+        parts += [flag for flag, key in (("AckReq", "ackreq"), ("SE", "se"), ("FECN", "fecn"), ("BECN", "becn"))
+                  if row[key]]
+        if row["aeth_kind"] == "NAK":
+            parts.append(f"NAK({NAK_CODES.get(row['aeth_code'], row['aeth_code'])})")
+        elif row["aeth_kind"] == "RNR_NAK":
+            parts.append(f"RNR_NAK(timer={row['aeth_code']})")
+    elif row["proto"] == "pfc" and row["pfc_enable"] is not None:
+        en = row["pfc_enable"]
+        parts.append(f"enable=0x{en:02x} " + " ".join(f"P{p}={quanta[p]}" for p in range(8) if en >> p & 1))
+    elif row["proto"] == "pause" and row["pause_quanta"] is not None:
+        parts.append(f"quanta={row['pause_quanta']}" + (" (XON)" if row["pause_quanta"] == 0 else ""))
+    elif row["proto"] == "lldp" and row["lldp_pfc_enable"] is not None:
+        parts.append(f"DCBX PFC enable=0x{row['lldp_pfc_enable']:02x}")
+    elif row["ethertype"] is not None:
+        parts.append(f"ethertype=0x{row['ethertype']:04x}")
+    if row["ecn"] == 3:
+        parts.append("CE")
+    if row["vlan_id"] is not None:
+        parts.append(f"VLAN={row['vlan_id']} PCP={row['pcp']}")
+    if row["mirror_session"] is not None:
+        parts.append(f"mirror={row['mirror_session']}")
+    if row["icrc_ok"] is False:
+        parts.append("[bad ICRC]")
+    if row["truncated"]:
+        parts.append("[truncated]")
+    return " ".join(parts)
