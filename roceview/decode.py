@@ -1,19 +1,22 @@
-"""RecordChunk -> Batch: layer offsets (numba), then column-wise field gathers driven by
-the header declarations in `dissectors`."""
+"""RecordChunk -> Batch: layer offsets (numba), then every declared field in one pass of a
+kernel generated from the header declarations in `dissectors` (see capture/fieldgen.py)."""
 from __future__ import annotations
 
 import numpy as np
 
-from dissectors import ethernet, ib, ip, macctl, opcodes
-from dissectors.fields import decode_columns, gather_windows
-from roceview.batch import PROTO_CODE, Batch
+from dissectors import ib, opcodes
+from dissectors.fields import gather_windows
+from roceview.batch import Batch
+from roceview.capture import _fields_kernel as K
 from roceview.capture import layers
-from roceview.capture.icrc import CRC_TABLES, compute_icrc
+from roceview.capture.fieldgen import PLACEMENTS
+from roceview.capture.icrc import CRC_TABLES, NATIVE_CRC32, compute_icrc
 from roceview.capture.readers import RecordChunk
 
 O = {name: k for k, name in enumerate(layers.OUT_FIELDS)}
 M_PROTO, M_L3, M_ROCELEN, M_SESSION, M_INNERLEN, M_FRAG, M_TRUNC, M_ETYPE, M_WIRE, M_DECAP = range(10)
 EXT_BY_NAME = {h.name: h for h in ib.EXT_HEADERS}
+BOOL_COLUMNS = {f.column for h, _ in PLACEMENTS for f in h.columns if f.kind == "bool"}
 
 
 def _ext_layout():
@@ -52,10 +55,9 @@ def decode_chunk(chunk: RecordChunk, ports: np.ndarray, first_frame: int) -> Bat
     cols["ts_ns"] = chunk.ts
     cols["interface"] = chunk.iface
     _lengths(b, chunk, o, meta, cap_end)
-    _link_columns(b, chunk, o, meta, cap_end)
-    _ip_columns(b, chunk, o, meta, cap_end)
+    _fields(b, chunk, o, meta, cap_end)
+    _addresses(b, chunk, o, meta, cap_end)
     _transport_columns(b, chunk, o, meta, cap_end)
-    _macctl_columns(b, chunk, o, cap_end)
     _lldp_columns(b, chunk, o, cap_end)
     return b
 
@@ -84,76 +86,34 @@ def _lengths(b: Batch, chunk, o, meta, cap_end) -> None:
     b.valid["ip_frag"] = meta[:, M_L3] == layers.L3_IPV4
 
 
-def _link_columns(b: Batch, chunk, o, meta, cap_end) -> None:
+def _fields(b: Batch, chunk, o, meta, cap_end) -> None:
+    """Every declared column in one pass (kernel generated from the declarations)."""
     n = b.n
-    decode_columns(ethernet.ETHERNET, chunk.buf, o[:, O["eth"]], cap_end, b.cols, b.valid, n)
-    for hdr, key in ((ethernet.SLL, "sll"), (ethernet.SLL2, "sll2")):
-        rows = o[:, O[key]]
-        if (rows >= 0).any():
-            tmp_c, tmp_v = {}, {}
-            decode_columns(hdr, chunk.buf, rows, cap_end, tmp_c, tmp_v, n)
-            _merge(b, tmp_c, tmp_v)
-    decode_columns(ethernet.VLAN, chunk.buf, o[:, O["vlan1"]], cap_end, b.cols, b.valid, n)
-    decode_columns(ethernet.INNER_VLAN, chunk.buf, o[:, O["vlan2"]], cap_end, b.cols, b.valid, n)
-    decode_columns(ib.LRH, chunk.buf, o[:, O["lrh"]], cap_end, b.cols, b.valid, n)
-    b.cols["_src_mac"] = b.cols.pop("src_mac")
-    b.cols["_dst_mac"] = b.cols.pop("dst_mac")
-    b.valid["_src_mac"] = b.valid.pop("src_mac")
-    b.valid["_dst_mac"] = b.valid.pop("dst_mac")
+    mats = {k: np.zeros((c, n), np.dtype(k.replace("u", "uint"))) for k, c in K.COUNTS.items()}
+    ok = np.zeros((len(K.LAYOUT), n), np.bool_)
+    K.extract_fields(chunk.buf, o, meta, cap_end, EXT_OFFSETS, mats["u8"], mats["u16"], mats["u32"], mats["u64"], ok)
+    for name, (key, row, vrow) in K.LAYOUT.items():
+        values = mats[key][row]
+        b.cols[name] = values.view(np.bool_) if name in BOOL_COLUMNS else values
+        b.valid[name] = ok[vrow]
+    for raw, name in (("_src_mac", "src_mac"), ("_dst_mac", "dst_mac")):
+        b.cols[raw], b.valid[raw] = b.cols.pop(name), b.valid.pop(name)
 
 
-def _merge(b: Batch, cols: dict, valid: dict) -> None:
-    """Fill columns from another header on the rows where that header is valid."""
-    for name, values in cols.items():
-        ok = valid[name]
-        if name in b.cols:
-            b.cols[name] = np.where(ok, values, b.cols[name])
-            b.valid[name] = b.valid[name] | ok
-        else:
-            b.cols[name], b.valid[name] = values, ok
-
-
-def _ip_columns(b: Batch, chunk, o, meta, cap_end) -> None:
-    n, l3, kind = b.n, o[:, O["l3"]], meta[:, M_L3]
-    for hdr, k in ((ip.IPV4, layers.L3_IPV4), (ip.IPV6, layers.L3_IPV6), (ib.GRH, layers.L3_GRH)):
-        cols, valid = {}, {}
-        decode_columns(hdr, chunk.buf, np.where(kind == k, l3, -1), cap_end, cols, valid, n)
-        _merge(b, cols, valid)
-    for name in ("dscp", "ecn", "ttl", "flow_label"):
-        b.cols.setdefault(name, np.zeros(n, np.uint32 if name == "flow_label" else np.uint8))
-        b.valid.setdefault(name, np.zeros(n, bool))
+def _addresses(b: Batch, chunk, o, meta, cap_end) -> None:
+    n = b.n
     src = np.zeros((n, 16), np.uint8)
     dst = np.zeros((n, 16), np.uint8)
-    v4 = (kind == layers.L3_IPV4) & (l3 + 20 <= cap_end)
-    v6 = (kind != layers.L3_IPV4) & (l3 >= 0) & (l3 + 40 <= cap_end)
-    if v4.any():
-        w = gather_windows(chunk.buf, l3[v4] + 12, 8)
-        src[np.ix_(v4, [10, 11])] = 0xFF
-        dst[np.ix_(v4, [10, 11])] = 0xFF
-        src[v4, 12:] = w[:, :4]
-        dst[v4, 12:] = w[:, 4:]
-    if v6.any():
-        w = gather_windows(chunk.buf, l3[v6] + 8, 32)
-        src[v6], dst[v6] = w[:, :16], w[:, 16:]
-    lid = (o[:, O["lrh"]] >= 0) & ~v6 & b.valid["slid"]
-    if lid.any():                           # IB without GRH: the LID is the address
-        src[lid, 10:12] = dst[lid, 10:12] = 0xFE
-        src[lid, 14:] = b.cols["slid"][lid].astype(">u2").view(np.uint8).reshape(-1, 2)
-        dst[lid, 14:] = b.cols["dlid"][lid].astype(">u2").view(np.uint8).reshape(-1, 2)
+    ok = np.zeros(n, np.bool_)
+    layers.extract_addresses(chunk.buf, o, meta, cap_end, b.cols["slid"], b.cols["dlid"], b.valid["slid"],
+                             src, dst, ok)
     b.cols["_src_addr"], b.cols["_dst_addr"] = src, dst
-    b.valid["_src_addr"] = b.valid["_dst_addr"] = v4 | v6 | lid
-    decode_columns(ip.UDP, chunk.buf, o[:, O["udp"]], cap_end, b.cols, b.valid, n)
+    b.valid["_src_addr"] = b.valid["_dst_addr"] = ok
 
 
 def _transport_columns(b: Batch, chunk, o, meta, cap_end) -> None:
-    n, bth = b.n, o[:, O["bth"]]
-    decode_columns(ib.BTH, chunk.buf, bth, cap_end, b.cols, b.valid, n)
     has = b.valid["opcode"]
     op = b.cols["opcode"]
-    base = np.where(has, bth + 12, -1)
-    for k, hdr in enumerate(ib.EXT_HEADERS):
-        rel = EXT_OFFSETS[k][op]
-        decode_columns(hdr, chunk.buf, np.where(has & (rel >= 0), base + rel, -1), cap_end, b.cols, b.valid, n)
     roce_len = meta[:, M_ROCELEN]
     pay = roce_len - 12 - EXT_TOTAL[op] - b.cols["pad"] - ib.ICRC_LEN
     b.cols["payload_len"] = pay.clip(0).astype(np.uint32)
@@ -172,15 +132,9 @@ def _icrc(b: Batch, chunk, o, meta, cap_end, has) -> None:
     computed = np.zeros(n, np.uint32)
     at = np.where(stored_ok & ~b.cols["truncated"], at, -1)
     compute_icrc(chunk.buf, o[:, O["l3"]], meta[:, M_L3], o[:, O["udp"]], o[:, O["lrh"]], bth, at,
-                 CRC_TABLES, computed)
+                 CRC_TABLES, NATIVE_CRC32, computed)
     b.cols["icrc_ok"] = computed == stored
     b.valid["icrc_ok"] = at >= 0
-
-
-def _macctl_columns(b: Batch, chunk, o, cap_end) -> None:
-    n, mc, proto = b.n, o[:, O["macctl"]], b.cols["_proto"]
-    decode_columns(macctl.PFC, chunk.buf, np.where(proto == PROTO_CODE["pfc"], mc, -1), cap_end, b.cols, b.valid, n)
-    decode_columns(macctl.PAUSE, chunk.buf, np.where(proto == PROTO_CODE["pause"], mc, -1), cap_end, b.cols, b.valid, n)
 
 
 def _lldp_columns(b: Batch, chunk, o, cap_end) -> None:

@@ -9,8 +9,13 @@ packets (no GRH) the LRH itself is covered with its VL replaced by ones. Stored 
 """
 from __future__ import annotations
 
+import ctypes
+
 import numba as nb
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
 
 
 def _tables() -> np.ndarray:
@@ -27,6 +32,35 @@ def _tables() -> np.ndarray:
 
 CRC_TABLES = _tables()
 _jit = nb.njit(cache=True, nogil=True, boundscheck=False)
+
+
+def native_crc32() -> int:
+    """Address of zlib-ng's `zng_crc32` (carry-less multiply folding: ~0.06 us per KB here,
+    against ~0.85 us for the table-driven loop below), or 0 when zlib-ng is unavailable."""
+    try:
+        from zlib_ng import zlib_ng
+        fn = ctypes.CDLL(zlib_ng.__file__).zng_crc32
+    except (ImportError, OSError, AttributeError):
+        return 0
+    return ctypes.cast(fn, ctypes.c_void_p).value or 0
+
+
+NATIVE_CRC32 = native_crc32()
+
+
+@intrinsic
+def _call_crc32(typingctx, fn, crc, addr, length):
+    """crc32(crc, addr, length) through a C function pointer given as an integer (keeps the
+    kernel cacheable: numba cannot cache functions that hold ctypes objects)."""
+    sig = types.uint32(types.int64, types.uint32, types.int64, types.uint32)
+
+    def codegen(context, builder, signature, args):
+        f, c, a, n = args
+        byte_ptr = ir.IntType(8).as_pointer()
+        fnty = ir.FunctionType(ir.IntType(32), [ir.IntType(32), byte_ptr, ir.IntType(32)])
+        return builder.call(builder.inttoptr(f, fnty.as_pointer()), [c, builder.inttoptr(a, byte_ptr), n])
+
+    return sig, codegen
 
 
 @_jit
@@ -50,46 +84,56 @@ def _bulk(t, c, buf, p, end):
 
 
 @_jit
-def _masked(t, c, buf, p, n, kind):
-    """CRC over a header with its variant bytes set to ones. kind: 4 IPv4, 6 IPv6/GRH,
-    17 UDP, 12 BTH, 8 LRH."""
+def _copy(buf, p, n, scratch, at):
     for k in range(n):
-        b = buf[p + k]
-        if kind == 4 and (k == 1 or k == 8 or k == 10 or k == 11):
-            b = 0xFF
-        elif kind == 6 and (k == 1 or k == 2 or k == 3 or k == 7):
-            b = 0xFF
-        elif kind == 6 and k == 0:
-            b = b | 0x0F
-        elif kind == 17 and (k == 6 or k == 7):
-            b = 0xFF
-        elif kind == 12 and k == 4:
-            b = 0xFF
-        elif kind == 8 and k == 0:
-            b = b | 0xF0
-        c = _byte(t, c, b)
-    return c
+        scratch[at + k] = buf[p + k]
+    return at + n
 
 
 @_jit
-def compute_icrc(buf, l3, l3kind, udp, lrh, bth, icrc_at, t, out):
-    """out[i] = computed ICRC for rows with icrc_at >= 0 (ICRC wholly captured)."""
+def _masked_prefix(buf, i, l3, l3kind, udp, lrh, bth, scratch):
+    """Copy the covered headers (LRH stand-in, IP/GRH, UDP, BTH) into scratch and set
+    their variant fields to ones; returns the length."""
+    at = 0
+    if lrh[i] >= 0 and l3[i] < 0:           # IBA local packet: LRH covered, VL masked
+        at = _copy(buf, lrh[i], 8, scratch, 0)
+        scratch[0] |= 0xF0
+    else:                                   # 8 bytes of ones stand for the LRH
+        for k in range(8):
+            scratch[k] = 0xFF
+        at = 8
+    if l3[i] >= 0:
+        h = at
+        if l3kind[i] == 4:
+            at = _copy(buf, l3[i], udp[i] - l3[i], scratch, at)
+            scratch[h + 1] = scratch[h + 8] = scratch[h + 10] = scratch[h + 11] = 0xFF
+        else:
+            at = _copy(buf, l3[i], 40, scratch, at)
+            scratch[h] |= 0x0F
+            scratch[h + 1] = scratch[h + 2] = scratch[h + 3] = scratch[h + 7] = 0xFF
+    if udp[i] >= 0:
+        at = _copy(buf, udp[i], 8, scratch, at)
+        scratch[at - 2] = scratch[at - 1] = 0xFF
+    at = _copy(buf, bth[i], 12, scratch, at)
+    scratch[at - 8] = 0xFF                  # BTH resv8a (FECN, BECN, resv6)
+    return at
+
+
+@_jit
+def compute_icrc(buf, l3, l3kind, udp, lrh, bth, icrc_at, t, fn, out):
+    """out[i] = computed ICRC for rows with icrc_at >= 0 (ICRC wholly captured).
+    `fn`: address of a zlib-compatible crc32(crc, ptr, len), or 0 for the table loop."""
+    scratch = np.empty(128, np.uint8)
+    base = buf.ctypes.data
+    sbase = scratch.ctypes.data
     for i in range(bth.shape[0]):
         if icrc_at[i] < 0:
             continue
-        c = np.uint32(0xFFFFFFFF)
-        if lrh[i] >= 0 and l3[i] < 0:       # IBA local packet: LRH covered, VL masked
-            c = _masked(t, c, buf, lrh[i], 8, 8)
+        n = _masked_prefix(buf, i, l3, l3kind, udp, lrh, bth, scratch)
+        body = bth[i] + 12
+        if fn != 0:
+            c = _call_crc32(fn, np.uint32(0), sbase, np.uint32(n))
+            out[i] = _call_crc32(fn, c, base + body, np.uint32(icrc_at[i] - body))
         else:
-            for _ in range(8):
-                c = _byte(t, c, 0xFF)
-        if l3[i] >= 0:
-            if l3kind[i] == 4:
-                c = _masked(t, c, buf, l3[i], udp[i] - l3[i], 4)
-            else:
-                c = _masked(t, c, buf, l3[i], 40, 6)
-        if udp[i] >= 0:
-            c = _masked(t, c, buf, udp[i], 8, 17)
-        c = _masked(t, c, buf, bth[i], 12, 12)
-        c = _bulk(t, c, buf, bth[i] + 12, icrc_at[i])
-        out[i] = c ^ np.uint32(0xFFFFFFFF)
+            c = _bulk(t, np.uint32(0xFFFFFFFF), scratch, 0, n)
+            out[i] = _bulk(t, c, buf, body, icrc_at[i]) ^ np.uint32(0xFFFFFFFF)

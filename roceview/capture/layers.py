@@ -236,3 +236,29 @@ def parse_layers(buf, rec_off, cap, linktype, ports, o, meta):
             meta[i, 3], meta[i, 5], meta[i, 6], meta[i, 9] = session, 0, trunc, 1
             o[i, 0] = nxt
             nxt = _ethernet(buf, i, nxt, -2, end, o, meta, ports)
+
+
+@_jit
+def extract_addresses(buf, o, meta, cap_end, slid, dlid, lid_ok, src, dst, ok):
+    """Endpoint addresses as 16 bytes: IPv4 as ::ffff:a.b.c.d (so that an IPv4-mapped GID
+    of RoCEv1 is the same endpoint), IPv6 and GIDs as they are, and for IB without a GRH
+    the LID marked by 0xfefe in bytes 10-11 (written `lid:0xNNNN`)."""
+    for i in range(o.shape[0]):
+        q = o[i, 5]
+        kind = meta[i, 1]
+        if q >= 0 and kind == L3_IPV4 and q + 20 <= cap_end[i]:
+            src[i, 10] = src[i, 11] = dst[i, 10] = dst[i, 11] = 0xFF
+            for k in range(4):
+                src[i, 12 + k] = buf[q + 12 + k]
+                dst[i, 12 + k] = buf[q + 16 + k]
+            ok[i] = True
+        elif q >= 0 and kind != L3_IPV4 and q + 40 <= cap_end[i]:
+            for k in range(16):
+                src[i, k] = buf[q + 8 + k]
+                dst[i, k] = buf[q + 24 + k]
+            ok[i] = True
+        elif o[i, 7] >= 0 and lid_ok[i]:
+            src[i, 10] = src[i, 11] = dst[i, 10] = dst[i, 11] = 0xFE
+            src[i, 14], src[i, 15] = slid[i] >> 8, slid[i] & 0xFF
+            dst[i, 14], dst[i, 15] = dlid[i] >> 8, dlid[i] & 0xFF
+            ok[i] = True

@@ -1,0 +1,107 @@
+"""Decode benchmark: roceview's packets table vs `tshark -T fields` on the same files.
+
+    python benchmarks/bench_decode.py [--packets 1000000] [--repeat 3] [--big 10000000]
+
+Builds (once, into benchmarks/data/) 1 M-packet RoCEv2 captures at snaplen 128 and with
+full ~1 KB frames, then for each file prints packets/s of
+  * decode   - the whole packets table as numpy Batches (all columns, ICRC included),
+               timed in-process after imports (what the analysis pipeline consumes);
+  * table    - the same as one pandas DataFrame (`roceview.read_packets`);
+  * process  - a fresh `python -c "...iter_batches..."` process, start-up included;
+  * tshark   - `tshark -T fields -e opcode -e destqp -e psn -e ecn` (decodes only);
+and the peak RSS of each process. --big adds a longer file to show RSS does not grow.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "benchmarks" / "data"
+
+CHILD = r"""
+import json, resource, sys, time
+t0 = time.perf_counter()
+import roceview.packets as P
+t1 = time.perf_counter()
+mode, path = sys.argv[1], sys.argv[2]
+n = 0
+if mode == "decode":
+    for b in P.iter_batches(path):
+        n += b.n
+else:
+    n = len(P.read_packets(path))
+t2 = time.perf_counter()
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps({"n": n, "import_s": t1 - t0, "work_s": t2 - t1, "rss_mb": rss}))
+"""
+
+
+def ensure(name: str, packets: int, snaplen: int) -> Path:
+    DATA.mkdir(parents=True, exist_ok=True)
+    path = DATA / name
+    if not path.exists():
+        print(f"building {path} ({packets} packets, snaplen {snaplen}) ...", flush=True)
+        subprocess.run([sys.executable, str(ROOT / "benchmarks" / "make_capture.py"), str(path),
+                        "--packets", str(packets), "--snaplen", str(snaplen)], check=True)
+    return path
+
+
+def child(mode: str, path: Path) -> tuple[dict, float]:
+    t = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", CHILD, mode, str(path)], check=True, capture_output=True,
+                         text=True, cwd=ROOT)
+    return json.loads(out.stdout), time.perf_counter() - t
+
+
+def tshark(path: Path) -> float:
+    exe = shutil.which("tshark")
+    if not exe:
+        return float("nan")
+    t = time.perf_counter()
+    subprocess.run([exe, "-r", str(path), "-T", "fields", "-e", "infiniband.bth.opcode",
+                    "-e", "infiniband.bth.destqp", "-e", "infiniband.bth.psn", "-e", "ip.dsfield.ecn"],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - t
+
+
+def bench(path: Path, repeat: int, with_tshark: bool) -> None:
+    child("decode", path)                     # warm the numba cache and the page cache
+    best = {}
+    for mode in ("decode", "table"):
+        runs = [child(mode, path) for _ in range(repeat)]
+        best[mode] = min(runs, key=lambda r: r[0]["work_s"])
+    n = best["decode"][0]["n"]
+    ts = min(tshark(path) for _ in range(max(1, repeat - 1))) if with_tshark else float("nan")
+    rate = lambda s: n / s / 1e6  # noqa: E731
+    print(f"\n{path.name}: {n:,} packets, {path.stat().st_size / 1e6:.0f} MB")
+    d, p = best["decode"]
+    print(f"  decode  (in-process) {d['work_s']:.3f} s  {rate(d['work_s']):6.2f} M pkt/s   RSS {d['rss_mb']:.0f} MB")
+    t = best["table"][0]
+    print(f"  table   (DataFrame)  {t['work_s']:.3f} s  {rate(t['work_s']):6.2f} M pkt/s   RSS {t['rss_mb']:.0f} MB")
+    print(f"  process (start-up incl.) {p:.3f} s  {rate(p):6.2f} M pkt/s   (imports {d['import_s']:.2f} s)")
+    if with_tshark:
+        print(f"  tshark -T fields     {ts:.3f} s  {n / ts / 1e3:6.1f} k pkt/s")
+        print(f"  ratio: decode {ts / d['work_s']:.0f}x tshark, whole process {ts / p:.0f}x tshark")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--packets", type=int, default=1_000_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--big", type=int, default=0, help="also a snaplen-128 file of this many packets (RSS check)")
+    a = ap.parse_args()
+    m = a.packets // 1_000_000
+    bench(ensure(f"rocev2_{m}M_snap128.pcap", a.packets, 128), a.repeat, True)
+    bench(ensure(f"rocev2_{m}M_full.pcap", a.packets, 65535), a.repeat, True)
+    if a.big:
+        bench(ensure(f"rocev2_{a.big // 1_000_000}M_snap128.pcap", a.big, 128), 1, False)
+
+
+if __name__ == "__main__":
+    main()
