@@ -5,17 +5,19 @@ from __future__ import annotations
 import numpy as np
 
 from dissectors import ib, opcodes
-from dissectors.fields import gather_windows
 from roceview.batch import Batch
 from roceview.capture import _fields_kernel as K
 from roceview.capture import layers
 from roceview.capture.fieldgen import PLACEMENTS
-from roceview.capture.icrc import CRC_TABLES, NATIVE_CRC32, compute_icrc
+from roceview.capture.fused import decode_records
+from roceview.capture.icrc import CRC_TABLES, NATIVE_CRC32
 from roceview.capture.readers import RecordChunk
 
 O = {name: k for k, name in enumerate(layers.OUT_FIELDS)}
 M_PROTO, M_L3, M_ROCELEN, M_SESSION, M_INNERLEN, M_FRAG, M_TRUNC, M_ETYPE, M_WIRE, M_DECAP = range(10)
 EXT_BY_NAME = {h.name: h for h in ib.EXT_HEADERS}
+ROWS = np.array([K.LAYOUT["opcode"][1], K.LAYOUT["pad"][1], K.LAYOUT["slid"][1], K.LAYOUT["dlid"][1],
+                 K.LAYOUT["opcode"][2], K.LAYOUT["slid"][2]], np.int64)
 BOOL_COLUMNS = {f.column for h, _ in PLACEMENTS for f in h.columns if f.kind == "bool"}
 
 
@@ -47,94 +49,48 @@ def decode_chunk(chunk: RecordChunk, ports: np.ndarray, first_frame: int) -> Bat
     n = chunk.n
     o = np.empty((n, len(layers.OUT_FIELDS)), np.int64)
     meta = np.empty((n, 10), np.int64)
-    layers.parse_layers(chunk.buf, chunk.off, chunk.cap, chunk.linktype, ports, o, meta)
-    cap_end = chunk.off + chunk.cap
+    mats = {k: np.zeros((c, n), np.dtype(k.replace("u", "uint"))) for k, c in K.COUNTS.items()}
+    ok = np.zeros((len(K.LAYOUT), n), np.bool_)
+    src, dst = np.zeros((n, 16), np.uint8), np.zeros((n, 16), np.uint8)
+    addr_ok = np.zeros(n, np.bool_)
+    lens = np.zeros((3, n), np.uint32).T
+    flags = np.zeros((5, n), np.bool_).T
+    icrc = np.zeros(n, np.uint32)
+    decode_records(chunk.buf, chunk.off, chunk.cap, chunk.wire, chunk.linktype, ports, EXT_OFFSETS, EXT_TOTAL,
+                   ROWS, CRC_TABLES, NATIVE_CRC32, o, meta, mats["u8"], mats["u16"], mats["u32"], mats["u64"],
+                   ok, src, dst, addr_ok, lens, flags, icrc)
     b = Batch(n)
     cols, valid = b.cols, b.valid
+    for name, (key, row, vrow) in K.LAYOUT.items():
+        values = mats[key][row]
+        cols[name] = values.view(np.bool_) if name in BOOL_COLUMNS else values
+        valid[name] = ok[vrow]
+    for raw, name in (("_src_mac", "src_mac"), ("_dst_mac", "dst_mac")):
+        cols[raw], valid[raw] = cols.pop(name), valid.pop(name)
     cols["frame"] = np.arange(first_frame, first_frame + n, dtype=np.int64)
     cols["ts_ns"] = chunk.ts
     cols["interface"] = chunk.iface
-    _lengths(b, chunk, o, meta, cap_end)
-    _fields(b, chunk, o, meta, cap_end)
-    _addresses(b, chunk, o, meta, cap_end)
-    _transport_columns(b, chunk, o, meta, cap_end)
-    _lldp_columns(b, chunk, o, cap_end)
+    cols["_src_addr"], cols["_dst_addr"] = src, dst
+    valid["_src_addr"] = valid["_dst_addr"] = addr_ok
+    cols["wire_len"], cols["cap_len"] = lens[:, 0], lens[:, 1]
+    cols["payload_len"], valid["payload_len"] = lens[:, 2], flags[:, 1]
+    cols["truncated"] = flags[:, 0]
+    cols["icrc"], valid["icrc"] = icrc, flags[:, 2]
+    cols["icrc_ok"], valid["icrc_ok"] = flags[:, 3], flags[:, 4]
+    _meta_columns(b, meta)
+    _lldp_columns(b, chunk, o, chunk.off + chunk.cap)
     return b
 
 
-def _lengths(b: Batch, chunk, o, meta, cap_end) -> None:
-    start = np.where(o[:, O["eth"]] >= 0, o[:, O["eth"]], chunk.off)
-    start = np.where(o[:, O["lrh"]] >= 0, o[:, O["lrh"]], start)
-    decap = meta[:, M_DECAP] == 1
-    wire = chunk.wire.astype(np.int64)
-    override = meta[:, M_WIRE] >= 0
-    wire = np.where(override, meta[:, M_WIRE], wire)
-    inner = np.where(meta[:, M_INNERLEN] >= 0, meta[:, M_INNERLEN], wire - (start - chunk.off))
-    wire = np.where(decap, inner, wire)
-    cap = cap_end - start
-    b.cols["wire_len"] = wire.clip(0).astype(np.uint32)
-    b.cols["cap_len"] = cap.astype(np.uint32)
-    roce_end = np.where(o[:, O["bth"]] >= 0, o[:, O["bth"]] + meta[:, M_ROCELEN], -1)
-    b.cols["truncated"] = (cap < wire) | (meta[:, M_TRUNC] == 1) | (roce_end > cap_end)
+def _meta_columns(b: Batch, meta: np.ndarray) -> None:
     b.cols["_proto"] = meta[:, M_PROTO].astype(np.uint8)
     session = meta[:, M_SESSION]
-    b.cols["mirror_session"] = session.clip(0).astype(np.uint16)
+    b.cols["mirror_session"] = session.astype(np.uint16)
     b.valid["mirror_session"] = session >= 0
-    b.cols["ethertype"] = meta[:, M_ETYPE].clip(0).astype(np.uint16)
+    b.cols["ethertype"] = meta[:, M_ETYPE].astype(np.uint16)
     b.valid["ethertype"] = meta[:, M_ETYPE] >= 0
     b.cols["ip_frag"] = meta[:, M_FRAG] == 1
     b.valid["ip_frag"] = meta[:, M_L3] == layers.L3_IPV4
-
-
-def _fields(b: Batch, chunk, o, meta, cap_end) -> None:
-    """Every declared column in one pass (kernel generated from the declarations)."""
-    n = b.n
-    mats = {k: np.zeros((c, n), np.dtype(k.replace("u", "uint"))) for k, c in K.COUNTS.items()}
-    ok = np.zeros((len(K.LAYOUT), n), np.bool_)
-    K.extract_fields(chunk.buf, o, meta, cap_end, EXT_OFFSETS, mats["u8"], mats["u16"], mats["u32"], mats["u64"], ok)
-    for name, (key, row, vrow) in K.LAYOUT.items():
-        values = mats[key][row]
-        b.cols[name] = values.view(np.bool_) if name in BOOL_COLUMNS else values
-        b.valid[name] = ok[vrow]
-    for raw, name in (("_src_mac", "src_mac"), ("_dst_mac", "dst_mac")):
-        b.cols[raw], b.valid[raw] = b.cols.pop(name), b.valid.pop(name)
-
-
-def _addresses(b: Batch, chunk, o, meta, cap_end) -> None:
-    n = b.n
-    src = np.zeros((n, 16), np.uint8)
-    dst = np.zeros((n, 16), np.uint8)
-    ok = np.zeros(n, np.bool_)
-    layers.extract_addresses(chunk.buf, o, meta, cap_end, b.cols["slid"], b.cols["dlid"], b.valid["slid"],
-                             src, dst, ok)
-    b.cols["_src_addr"], b.cols["_dst_addr"] = src, dst
-    b.valid["_src_addr"] = b.valid["_dst_addr"] = ok
-
-
-def _transport_columns(b: Batch, chunk, o, meta, cap_end) -> None:
-    has = b.valid["opcode"]
-    op = b.cols["opcode"]
-    roce_len = meta[:, M_ROCELEN]
-    pay = roce_len - 12 - EXT_TOTAL[op] - b.cols["pad"] - ib.ICRC_LEN
-    b.cols["payload_len"] = pay.clip(0).astype(np.uint32)
-    b.valid["payload_len"] = has & (roce_len >= 16)
-    _icrc(b, chunk, o, meta, cap_end, has & (roce_len >= 16))
-
-
-def _icrc(b: Batch, chunk, o, meta, cap_end, has) -> None:
-    n, bth = b.n, o[:, O["bth"]]
-    at = np.where(has, bth + meta[:, M_ROCELEN] - ib.ICRC_LEN, -1)
-    stored_ok = has & (at + 4 <= cap_end)
-    stored = np.zeros(n, np.uint32)
-    if stored_ok.any():
-        stored[stored_ok] = gather_windows(chunk.buf, at[stored_ok], 4).copy().view("<u4").reshape(-1)
-    b.cols["icrc"], b.valid["icrc"] = stored, stored_ok
-    computed = np.zeros(n, np.uint32)
-    at = np.where(stored_ok & ~b.cols["truncated"], at, -1)
-    compute_icrc(chunk.buf, o[:, O["l3"]], meta[:, M_L3], o[:, O["udp"]], o[:, O["lrh"]], bth, at,
-                 CRC_TABLES, NATIVE_CRC32, computed)
-    b.cols["icrc_ok"] = computed == stored
-    b.valid["icrc_ok"] = at >= 0
 
 
 def _lldp_columns(b: Batch, chunk, o, cap_end) -> None:

@@ -5,7 +5,7 @@ import numpy as np
 
 from roceview.batch import PROTO_CODE
 
-DIGEST = "2197013ad31200af"
+DIGEST = "ffff8fe49a23b218"
 PROTO_PFC = PROTO_CODE["pfc"]
 PROTO_PAUSE = PROTO_CODE["pause"]
 # column -> (matrix, row, validity row)
@@ -14,285 +14,284 @@ COUNTS = {'u8': 18, 'u16': 16, 'u32': 13, 'u64': 7}
 
 
 @nb.njit(cache=True, nogil=True, boundscheck=False)
-def extract_fields(buf, o, meta, cap_end, ext, u8, u16, u32, u64, ok):
-    for i in range(o.shape[0]):
-        ce = cap_end[i]
-        opc = -1
-        # Ethernet (IEEE 802.3 3.2)
-        p = o[i, 0]
-        if p >= 0:
-            room = ce - p
-            if room >= 6:
-                u64[0, i] = (np.uint64(buf[p + 0]) << 40) | (np.uint64(buf[p + 1]) << 32) | (np.uint64(buf[p + 2]) << 24) | (np.uint64(buf[p + 3]) << 16) | (np.uint64(buf[p + 4]) << 8) | np.uint64(buf[p + 5])
-                ok[0, i] = True
-            if room >= 12:
-                u64[1, i] = (np.uint64(buf[p + 6]) << 40) | (np.uint64(buf[p + 7]) << 32) | (np.uint64(buf[p + 8]) << 24) | (np.uint64(buf[p + 9]) << 16) | (np.uint64(buf[p + 10]) << 8) | np.uint64(buf[p + 11])
-                ok[1, i] = True
-        # SLL (tcpdump LINKTYPE_LINUX_SLL)
-        p = o[i, 1]
-        if p >= 0:
-            room = ce - p
-            if room >= 12:
-                u64[1, i] = (np.uint64(buf[p + 6]) << 40) | (np.uint64(buf[p + 7]) << 32) | (np.uint64(buf[p + 8]) << 24) | (np.uint64(buf[p + 9]) << 16) | (np.uint64(buf[p + 10]) << 8) | np.uint64(buf[p + 11])
-                ok[1, i] = True
-        # SLL2 (tcpdump LINKTYPE_LINUX_SLL2)
-        p = o[i, 2]
-        if p >= 0:
-            room = ce - p
-            if room >= 18:
-                u64[1, i] = (np.uint64(buf[p + 12]) << 40) | (np.uint64(buf[p + 13]) << 32) | (np.uint64(buf[p + 14]) << 24) | (np.uint64(buf[p + 15]) << 16) | (np.uint64(buf[p + 16]) << 8) | np.uint64(buf[p + 17])
-                ok[1, i] = True
-        # 802.1Q (IEEE 802.1Q 9.6)
-        p = o[i, 3]
-        if p >= 0:
-            room = ce - p
-            if room >= 1:
-                u8[0, i] = ((np.int64(buf[p + 0])) >> 5) & 0x7
-                ok[2, i] = True
-            if room >= 2:
-                u16[0, i] = ((np.int64(buf[p + 0]) << 8) | np.int64(buf[p + 1])) & 0xfff
-                ok[3, i] = True
-        # 802.1Q inner (IEEE 802.1ad)
-        p = o[i, 4]
-        if p >= 0:
-            room = ce - p
-            if room >= 1:
-                u8[1, i] = ((np.int64(buf[p + 0])) >> 5) & 0x7
-                ok[4, i] = True
-            if room >= 2:
-                u16[1, i] = ((np.int64(buf[p + 0]) << 8) | np.int64(buf[p + 1])) & 0xfff
-                ok[5, i] = True
-        # LRH (IBTA 7.7)
-        p = o[i, 7]
-        if p >= 0:
-            room = ce - p
-            if room >= 1:
-                u8[2, i] = ((np.int64(buf[p + 0])) >> 4) & 0xf
-                ok[6, i] = True
-            if room >= 2:
-                u8[3, i] = ((np.int64(buf[p + 1])) >> 4) & 0xf
-                ok[7, i] = True
-            if room >= 4:
-                u16[2, i] = (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
-                ok[8, i] = True
-            if room >= 8:
-                u16[3, i] = (np.int64(buf[p + 6]) << 8) | np.int64(buf[p + 7])
-                ok[9, i] = True
-        # IPv4 (RFC 791)
-        p = o[i, 5] if meta[i, 1] == 4 else -1
-        if p >= 0:
-            room = ce - p
-            if room >= 2:
-                u8[4, i] = ((np.int64(buf[p + 1])) >> 2) & 0x3f
-                ok[10, i] = True
-            if room >= 2:
-                u8[5, i] = (np.int64(buf[p + 1])) & 0x3
-                ok[11, i] = True
-            if room >= 9:
-                u8[6, i] = np.int64(buf[p + 8])
-                ok[12, i] = True
-        # IPv6 (RFC 8200)
-        p = o[i, 5] if meta[i, 1] == 6 else -1
-        if p >= 0:
-            room = ce - p
-            if room >= 2:
-                u8[4, i] = (((np.int64(buf[p + 0]) << 8) | np.int64(buf[p + 1])) >> 6) & 0x3f
-                ok[10, i] = True
-            if room >= 2:
-                u8[5, i] = ((np.int64(buf[p + 1])) >> 4) & 0x3
-                ok[11, i] = True
-            if room >= 4:
-                u32[0, i] = ((np.int64(buf[p + 1]) << 16) | (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])) & 0xfffff
-                ok[13, i] = True
-            if room >= 8:
-                u8[6, i] = np.int64(buf[p + 7])
-                ok[12, i] = True
-        # GRH (IBTA 8.3)
-        p = o[i, 5] if meta[i, 1] == 1 else -1
-        if p >= 0:
-            room = ce - p
-            if room >= 2:
-                u8[4, i] = (((np.int64(buf[p + 0]) << 8) | np.int64(buf[p + 1])) >> 6) & 0x3f
-                ok[10, i] = True
-            if room >= 2:
-                u8[5, i] = ((np.int64(buf[p + 1])) >> 4) & 0x3
-                ok[11, i] = True
-            if room >= 4:
-                u32[0, i] = ((np.int64(buf[p + 1]) << 16) | (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])) & 0xfffff
-                ok[13, i] = True
-            if room >= 8:
-                u8[6, i] = np.int64(buf[p + 7])
-                ok[12, i] = True
-        # UDP (RFC 768)
-        p = o[i, 6]
-        if p >= 0:
-            room = ce - p
-            if room >= 2:
-                u16[4, i] = (np.int64(buf[p + 0]) << 8) | np.int64(buf[p + 1])
-                ok[14, i] = True
-            if room >= 4:
-                u16[5, i] = (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
-                ok[15, i] = True
-        # BTH (IBTA 9.2)
-        p = o[i, 8]
-        if p >= 0:
-            room = ce - p
-            if room >= 1:
-                u8[7, i] = np.int64(buf[p + 0])
-                ok[16, i] = True
-            if room >= 2:
-                u8[8, i] = ((np.int64(buf[p + 1])) >> 7) & 0x1
-                ok[17, i] = True
-            if room >= 2:
-                u8[9, i] = ((np.int64(buf[p + 1])) >> 6) & 0x1
-                ok[18, i] = True
-            if room >= 2:
-                u8[10, i] = ((np.int64(buf[p + 1])) >> 4) & 0x3
-                ok[19, i] = True
-            if room >= 2:
-                u8[11, i] = (np.int64(buf[p + 1])) & 0xf
-                ok[20, i] = True
-            if room >= 4:
-                u16[6, i] = (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
-                ok[21, i] = True
-            if room >= 5:
-                u8[12, i] = ((np.int64(buf[p + 4])) >> 7) & 0x1
-                ok[22, i] = True
-            if room >= 5:
-                u8[13, i] = ((np.int64(buf[p + 4])) >> 6) & 0x1
-                ok[23, i] = True
-            if room >= 8:
-                u32[1, i] = (np.int64(buf[p + 5]) << 16) | (np.int64(buf[p + 6]) << 8) | np.int64(buf[p + 7])
-                ok[24, i] = True
-            if room >= 9:
-                u8[14, i] = ((np.int64(buf[p + 8])) >> 7) & 0x1
-                ok[25, i] = True
-            if room >= 12:
-                u32[2, i] = (np.int64(buf[p + 9]) << 16) | (np.int64(buf[p + 10]) << 8) | np.int64(buf[p + 11])
-                ok[26, i] = True
-            opc = np.int64(buf[p]) if room >= 1 else -1
-        # RDETH (IBTA 9.3.1)
-        p = (o[i, 8] + 12 + ext[0, opc]) if (opc >= 0 and ext[0, opc] >= 0) else -1
-        if p >= 0:
-            room = ce - p
-            if room >= 4:
-                u32[3, i] = (np.int64(buf[p + 1]) << 16) | (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
-                ok[27, i] = True
-        # DETH (IBTA 9.3.2)
-        p = (o[i, 8] + 12 + ext[1, opc]) if (opc >= 0 and ext[1, opc] >= 0) else -1
-        if p >= 0:
-            room = ce - p
-            if room >= 4:
-                u32[4, i] = (np.int64(buf[p + 0]) << 24) | (np.int64(buf[p + 1]) << 16) | (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
-                ok[28, i] = True
-            if room >= 8:
-                u32[5, i] = (np.int64(buf[p + 5]) << 16) | (np.int64(buf[p + 6]) << 8) | np.int64(buf[p + 7])
-                ok[29, i] = True
-        # XRCETH (IBTA 9.3.8)
-        p = (o[i, 8] + 12 + ext[2, opc]) if (opc >= 0 and ext[2, opc] >= 0) else -1
-        if p >= 0:
-            room = ce - p
-            if room >= 4:
-                u32[6, i] = (np.int64(buf[p + 1]) << 16) | (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
-                ok[30, i] = True
-        # RETH (IBTA 9.3.3)
-        p = (o[i, 8] + 12 + ext[3, opc]) if (opc >= 0 and ext[3, opc] >= 0) else -1
-        if p >= 0:
-            room = ce - p
-            if room >= 8:
-                u64[2, i] = (np.uint64(buf[p + 0]) << 56) | (np.uint64(buf[p + 1]) << 48) | (np.uint64(buf[p + 2]) << 40) | (np.uint64(buf[p + 3]) << 32) | (np.uint64(buf[p + 4]) << 24) | (np.uint64(buf[p + 5]) << 16) | (np.uint64(buf[p + 6]) << 8) | np.uint64(buf[p + 7])
-                ok[31, i] = True
-            if room >= 12:
-                u32[7, i] = (np.int64(buf[p + 8]) << 24) | (np.int64(buf[p + 9]) << 16) | (np.int64(buf[p + 10]) << 8) | np.int64(buf[p + 11])
-                ok[32, i] = True
-            if room >= 16:
-                u32[8, i] = (np.int64(buf[p + 12]) << 24) | (np.int64(buf[p + 13]) << 16) | (np.int64(buf[p + 14]) << 8) | np.int64(buf[p + 15])
-                ok[33, i] = True
-        # AtomicETH (IBTA 9.3.6.1)
-        p = (o[i, 8] + 12 + ext[4, opc]) if (opc >= 0 and ext[4, opc] >= 0) else -1
-        if p >= 0:
-            room = ce - p
-            if room >= 8:
-                u64[3, i] = (np.uint64(buf[p + 0]) << 56) | (np.uint64(buf[p + 1]) << 48) | (np.uint64(buf[p + 2]) << 40) | (np.uint64(buf[p + 3]) << 32) | (np.uint64(buf[p + 4]) << 24) | (np.uint64(buf[p + 5]) << 16) | (np.uint64(buf[p + 6]) << 8) | np.uint64(buf[p + 7])
-                ok[34, i] = True
-            if room >= 12:
-                u32[9, i] = (np.int64(buf[p + 8]) << 24) | (np.int64(buf[p + 9]) << 16) | (np.int64(buf[p + 10]) << 8) | np.int64(buf[p + 11])
-                ok[35, i] = True
-            if room >= 20:
-                u64[4, i] = (np.uint64(buf[p + 12]) << 56) | (np.uint64(buf[p + 13]) << 48) | (np.uint64(buf[p + 14]) << 40) | (np.uint64(buf[p + 15]) << 32) | (np.uint64(buf[p + 16]) << 24) | (np.uint64(buf[p + 17]) << 16) | (np.uint64(buf[p + 18]) << 8) | np.uint64(buf[p + 19])
-                ok[36, i] = True
-            if room >= 28:
-                u64[5, i] = (np.uint64(buf[p + 20]) << 56) | (np.uint64(buf[p + 21]) << 48) | (np.uint64(buf[p + 22]) << 40) | (np.uint64(buf[p + 23]) << 32) | (np.uint64(buf[p + 24]) << 24) | (np.uint64(buf[p + 25]) << 16) | (np.uint64(buf[p + 26]) << 8) | np.uint64(buf[p + 27])
-                ok[37, i] = True
-        # AETH (IBTA 9.3.5)
-        p = (o[i, 8] + 12 + ext[5, opc]) if (opc >= 0 and ext[5, opc] >= 0) else -1
-        if p >= 0:
-            room = ce - p
-            if room >= 1:
-                u8[15, i] = np.int64(buf[p + 0])
-                ok[38, i] = True
-            if room >= 1:
-                u8[16, i] = (np.int64(buf[p + 0])) & 0x1f
-                ok[39, i] = True
-            if room >= 4:
-                u32[10, i] = (np.int64(buf[p + 1]) << 16) | (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
-                ok[40, i] = True
-        # AtomicAckETH (IBTA 9.3.6.2)
-        p = (o[i, 8] + 12 + ext[6, opc]) if (opc >= 0 and ext[6, opc] >= 0) else -1
-        if p >= 0:
-            room = ce - p
-            if room >= 8:
-                u64[6, i] = (np.uint64(buf[p + 0]) << 56) | (np.uint64(buf[p + 1]) << 48) | (np.uint64(buf[p + 2]) << 40) | (np.uint64(buf[p + 3]) << 32) | (np.uint64(buf[p + 4]) << 24) | (np.uint64(buf[p + 5]) << 16) | (np.uint64(buf[p + 6]) << 8) | np.uint64(buf[p + 7])
-                ok[41, i] = True
-        # ImmDt (IBTA 9.3.4)
-        p = (o[i, 8] + 12 + ext[7, opc]) if (opc >= 0 and ext[7, opc] >= 0) else -1
-        if p >= 0:
-            room = ce - p
-            if room >= 4:
-                u32[11, i] = (np.int64(buf[p + 0]) << 24) | (np.int64(buf[p + 1]) << 16) | (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
-                ok[42, i] = True
-        # IETH (IBTA 9.3.7)
-        p = (o[i, 8] + 12 + ext[8, opc]) if (opc >= 0 and ext[8, opc] >= 0) else -1
-        if p >= 0:
-            room = ce - p
-            if room >= 4:
-                u32[12, i] = (np.int64(buf[p + 0]) << 24) | (np.int64(buf[p + 1]) << 16) | (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
-                ok[43, i] = True
-        # PFC (IEEE 802.1Qbb 36.1.3)
-        p = o[i, 9] if meta[i, 0] == PROTO_PFC else -1
-        if p >= 0:
-            room = ce - p
-            if room >= 4:
-                u8[17, i] = np.int64(buf[p + 3])
-                ok[44, i] = True
-            if room >= 6:
-                u16[7, i] = (np.int64(buf[p + 4]) << 8) | np.int64(buf[p + 5])
-                ok[45, i] = True
-            if room >= 8:
-                u16[8, i] = (np.int64(buf[p + 6]) << 8) | np.int64(buf[p + 7])
-                ok[46, i] = True
-            if room >= 10:
-                u16[9, i] = (np.int64(buf[p + 8]) << 8) | np.int64(buf[p + 9])
-                ok[47, i] = True
-            if room >= 12:
-                u16[10, i] = (np.int64(buf[p + 10]) << 8) | np.int64(buf[p + 11])
-                ok[48, i] = True
-            if room >= 14:
-                u16[11, i] = (np.int64(buf[p + 12]) << 8) | np.int64(buf[p + 13])
-                ok[49, i] = True
-            if room >= 16:
-                u16[12, i] = (np.int64(buf[p + 14]) << 8) | np.int64(buf[p + 15])
-                ok[50, i] = True
-            if room >= 18:
-                u16[13, i] = (np.int64(buf[p + 16]) << 8) | np.int64(buf[p + 17])
-                ok[51, i] = True
-            if room >= 20:
-                u16[14, i] = (np.int64(buf[p + 18]) << 8) | np.int64(buf[p + 19])
-                ok[52, i] = True
-        # PAUSE (IEEE 802.3 Annex 31B)
-        p = o[i, 9] if meta[i, 0] == PROTO_PAUSE else -1
-        if p >= 0:
-            room = ce - p
-            if room >= 4:
-                u16[15, i] = (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
-                ok[53, i] = True
+def extract_one(buf, i, o, meta, ce, ext, u8, u16, u32, u64, ok):
+    """Every declared column of packet i (ce: end of its captured bytes)."""
+    opc = -1
+    # Ethernet (IEEE 802.3 3.2)
+    p = o[i, 0]
+    if p >= 0:
+        room = ce - p
+        if room >= 6:
+            u64[0, i] = (np.uint64(buf[p + 0]) << 40) | (np.uint64(buf[p + 1]) << 32) | (np.uint64(buf[p + 2]) << 24) | (np.uint64(buf[p + 3]) << 16) | (np.uint64(buf[p + 4]) << 8) | np.uint64(buf[p + 5])
+            ok[0, i] = True
+        if room >= 12:
+            u64[1, i] = (np.uint64(buf[p + 6]) << 40) | (np.uint64(buf[p + 7]) << 32) | (np.uint64(buf[p + 8]) << 24) | (np.uint64(buf[p + 9]) << 16) | (np.uint64(buf[p + 10]) << 8) | np.uint64(buf[p + 11])
+            ok[1, i] = True
+    # SLL (tcpdump LINKTYPE_LINUX_SLL)
+    p = o[i, 1]
+    if p >= 0:
+        room = ce - p
+        if room >= 12:
+            u64[1, i] = (np.uint64(buf[p + 6]) << 40) | (np.uint64(buf[p + 7]) << 32) | (np.uint64(buf[p + 8]) << 24) | (np.uint64(buf[p + 9]) << 16) | (np.uint64(buf[p + 10]) << 8) | np.uint64(buf[p + 11])
+            ok[1, i] = True
+    # SLL2 (tcpdump LINKTYPE_LINUX_SLL2)
+    p = o[i, 2]
+    if p >= 0:
+        room = ce - p
+        if room >= 18:
+            u64[1, i] = (np.uint64(buf[p + 12]) << 40) | (np.uint64(buf[p + 13]) << 32) | (np.uint64(buf[p + 14]) << 24) | (np.uint64(buf[p + 15]) << 16) | (np.uint64(buf[p + 16]) << 8) | np.uint64(buf[p + 17])
+            ok[1, i] = True
+    # 802.1Q (IEEE 802.1Q 9.6)
+    p = o[i, 3]
+    if p >= 0:
+        room = ce - p
+        if room >= 1:
+            u8[0, i] = ((np.int64(buf[p + 0])) >> 5) & 0x7
+            ok[2, i] = True
+        if room >= 2:
+            u16[0, i] = ((np.int64(buf[p + 0]) << 8) | np.int64(buf[p + 1])) & 0xfff
+            ok[3, i] = True
+    # 802.1Q inner (IEEE 802.1ad)
+    p = o[i, 4]
+    if p >= 0:
+        room = ce - p
+        if room >= 1:
+            u8[1, i] = ((np.int64(buf[p + 0])) >> 5) & 0x7
+            ok[4, i] = True
+        if room >= 2:
+            u16[1, i] = ((np.int64(buf[p + 0]) << 8) | np.int64(buf[p + 1])) & 0xfff
+            ok[5, i] = True
+    # LRH (IBTA 7.7)
+    p = o[i, 7]
+    if p >= 0:
+        room = ce - p
+        if room >= 1:
+            u8[2, i] = ((np.int64(buf[p + 0])) >> 4) & 0xf
+            ok[6, i] = True
+        if room >= 2:
+            u8[3, i] = ((np.int64(buf[p + 1])) >> 4) & 0xf
+            ok[7, i] = True
+        if room >= 4:
+            u16[2, i] = (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
+            ok[8, i] = True
+        if room >= 8:
+            u16[3, i] = (np.int64(buf[p + 6]) << 8) | np.int64(buf[p + 7])
+            ok[9, i] = True
+    # IPv4 (RFC 791)
+    p = o[i, 5] if meta[i, 1] == 4 else -1
+    if p >= 0:
+        room = ce - p
+        if room >= 2:
+            u8[4, i] = ((np.int64(buf[p + 1])) >> 2) & 0x3f
+            ok[10, i] = True
+        if room >= 2:
+            u8[5, i] = (np.int64(buf[p + 1])) & 0x3
+            ok[11, i] = True
+        if room >= 9:
+            u8[6, i] = np.int64(buf[p + 8])
+            ok[12, i] = True
+    # IPv6 (RFC 8200)
+    p = o[i, 5] if meta[i, 1] == 6 else -1
+    if p >= 0:
+        room = ce - p
+        if room >= 2:
+            u8[4, i] = (((np.int64(buf[p + 0]) << 8) | np.int64(buf[p + 1])) >> 6) & 0x3f
+            ok[10, i] = True
+        if room >= 2:
+            u8[5, i] = ((np.int64(buf[p + 1])) >> 4) & 0x3
+            ok[11, i] = True
+        if room >= 4:
+            u32[0, i] = ((np.int64(buf[p + 1]) << 16) | (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])) & 0xfffff
+            ok[13, i] = True
+        if room >= 8:
+            u8[6, i] = np.int64(buf[p + 7])
+            ok[12, i] = True
+    # GRH (IBTA 8.3)
+    p = o[i, 5] if meta[i, 1] == 1 else -1
+    if p >= 0:
+        room = ce - p
+        if room >= 2:
+            u8[4, i] = (((np.int64(buf[p + 0]) << 8) | np.int64(buf[p + 1])) >> 6) & 0x3f
+            ok[10, i] = True
+        if room >= 2:
+            u8[5, i] = ((np.int64(buf[p + 1])) >> 4) & 0x3
+            ok[11, i] = True
+        if room >= 4:
+            u32[0, i] = ((np.int64(buf[p + 1]) << 16) | (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])) & 0xfffff
+            ok[13, i] = True
+        if room >= 8:
+            u8[6, i] = np.int64(buf[p + 7])
+            ok[12, i] = True
+    # UDP (RFC 768)
+    p = o[i, 6]
+    if p >= 0:
+        room = ce - p
+        if room >= 2:
+            u16[4, i] = (np.int64(buf[p + 0]) << 8) | np.int64(buf[p + 1])
+            ok[14, i] = True
+        if room >= 4:
+            u16[5, i] = (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
+            ok[15, i] = True
+    # BTH (IBTA 9.2)
+    p = o[i, 8]
+    if p >= 0:
+        room = ce - p
+        if room >= 1:
+            u8[7, i] = np.int64(buf[p + 0])
+            ok[16, i] = True
+        if room >= 2:
+            u8[8, i] = ((np.int64(buf[p + 1])) >> 7) & 0x1
+            ok[17, i] = True
+        if room >= 2:
+            u8[9, i] = ((np.int64(buf[p + 1])) >> 6) & 0x1
+            ok[18, i] = True
+        if room >= 2:
+            u8[10, i] = ((np.int64(buf[p + 1])) >> 4) & 0x3
+            ok[19, i] = True
+        if room >= 2:
+            u8[11, i] = (np.int64(buf[p + 1])) & 0xf
+            ok[20, i] = True
+        if room >= 4:
+            u16[6, i] = (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
+            ok[21, i] = True
+        if room >= 5:
+            u8[12, i] = ((np.int64(buf[p + 4])) >> 7) & 0x1
+            ok[22, i] = True
+        if room >= 5:
+            u8[13, i] = ((np.int64(buf[p + 4])) >> 6) & 0x1
+            ok[23, i] = True
+        if room >= 8:
+            u32[1, i] = (np.int64(buf[p + 5]) << 16) | (np.int64(buf[p + 6]) << 8) | np.int64(buf[p + 7])
+            ok[24, i] = True
+        if room >= 9:
+            u8[14, i] = ((np.int64(buf[p + 8])) >> 7) & 0x1
+            ok[25, i] = True
+        if room >= 12:
+            u32[2, i] = (np.int64(buf[p + 9]) << 16) | (np.int64(buf[p + 10]) << 8) | np.int64(buf[p + 11])
+            ok[26, i] = True
+        opc = np.int64(buf[p]) if room >= 1 else -1
+    # RDETH (IBTA 9.3.1)
+    p = (o[i, 8] + 12 + ext[0, opc]) if (opc >= 0 and ext[0, opc] >= 0) else -1
+    if p >= 0:
+        room = ce - p
+        if room >= 4:
+            u32[3, i] = (np.int64(buf[p + 1]) << 16) | (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
+            ok[27, i] = True
+    # DETH (IBTA 9.3.2)
+    p = (o[i, 8] + 12 + ext[1, opc]) if (opc >= 0 and ext[1, opc] >= 0) else -1
+    if p >= 0:
+        room = ce - p
+        if room >= 4:
+            u32[4, i] = (np.int64(buf[p + 0]) << 24) | (np.int64(buf[p + 1]) << 16) | (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
+            ok[28, i] = True
+        if room >= 8:
+            u32[5, i] = (np.int64(buf[p + 5]) << 16) | (np.int64(buf[p + 6]) << 8) | np.int64(buf[p + 7])
+            ok[29, i] = True
+    # XRCETH (IBTA 9.3.8)
+    p = (o[i, 8] + 12 + ext[2, opc]) if (opc >= 0 and ext[2, opc] >= 0) else -1
+    if p >= 0:
+        room = ce - p
+        if room >= 4:
+            u32[6, i] = (np.int64(buf[p + 1]) << 16) | (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
+            ok[30, i] = True
+    # RETH (IBTA 9.3.3)
+    p = (o[i, 8] + 12 + ext[3, opc]) if (opc >= 0 and ext[3, opc] >= 0) else -1
+    if p >= 0:
+        room = ce - p
+        if room >= 8:
+            u64[2, i] = (np.uint64(buf[p + 0]) << 56) | (np.uint64(buf[p + 1]) << 48) | (np.uint64(buf[p + 2]) << 40) | (np.uint64(buf[p + 3]) << 32) | (np.uint64(buf[p + 4]) << 24) | (np.uint64(buf[p + 5]) << 16) | (np.uint64(buf[p + 6]) << 8) | np.uint64(buf[p + 7])
+            ok[31, i] = True
+        if room >= 12:
+            u32[7, i] = (np.int64(buf[p + 8]) << 24) | (np.int64(buf[p + 9]) << 16) | (np.int64(buf[p + 10]) << 8) | np.int64(buf[p + 11])
+            ok[32, i] = True
+        if room >= 16:
+            u32[8, i] = (np.int64(buf[p + 12]) << 24) | (np.int64(buf[p + 13]) << 16) | (np.int64(buf[p + 14]) << 8) | np.int64(buf[p + 15])
+            ok[33, i] = True
+    # AtomicETH (IBTA 9.3.6.1)
+    p = (o[i, 8] + 12 + ext[4, opc]) if (opc >= 0 and ext[4, opc] >= 0) else -1
+    if p >= 0:
+        room = ce - p
+        if room >= 8:
+            u64[3, i] = (np.uint64(buf[p + 0]) << 56) | (np.uint64(buf[p + 1]) << 48) | (np.uint64(buf[p + 2]) << 40) | (np.uint64(buf[p + 3]) << 32) | (np.uint64(buf[p + 4]) << 24) | (np.uint64(buf[p + 5]) << 16) | (np.uint64(buf[p + 6]) << 8) | np.uint64(buf[p + 7])
+            ok[34, i] = True
+        if room >= 12:
+            u32[9, i] = (np.int64(buf[p + 8]) << 24) | (np.int64(buf[p + 9]) << 16) | (np.int64(buf[p + 10]) << 8) | np.int64(buf[p + 11])
+            ok[35, i] = True
+        if room >= 20:
+            u64[4, i] = (np.uint64(buf[p + 12]) << 56) | (np.uint64(buf[p + 13]) << 48) | (np.uint64(buf[p + 14]) << 40) | (np.uint64(buf[p + 15]) << 32) | (np.uint64(buf[p + 16]) << 24) | (np.uint64(buf[p + 17]) << 16) | (np.uint64(buf[p + 18]) << 8) | np.uint64(buf[p + 19])
+            ok[36, i] = True
+        if room >= 28:
+            u64[5, i] = (np.uint64(buf[p + 20]) << 56) | (np.uint64(buf[p + 21]) << 48) | (np.uint64(buf[p + 22]) << 40) | (np.uint64(buf[p + 23]) << 32) | (np.uint64(buf[p + 24]) << 24) | (np.uint64(buf[p + 25]) << 16) | (np.uint64(buf[p + 26]) << 8) | np.uint64(buf[p + 27])
+            ok[37, i] = True
+    # AETH (IBTA 9.3.5)
+    p = (o[i, 8] + 12 + ext[5, opc]) if (opc >= 0 and ext[5, opc] >= 0) else -1
+    if p >= 0:
+        room = ce - p
+        if room >= 1:
+            u8[15, i] = np.int64(buf[p + 0])
+            ok[38, i] = True
+        if room >= 1:
+            u8[16, i] = (np.int64(buf[p + 0])) & 0x1f
+            ok[39, i] = True
+        if room >= 4:
+            u32[10, i] = (np.int64(buf[p + 1]) << 16) | (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
+            ok[40, i] = True
+    # AtomicAckETH (IBTA 9.3.6.2)
+    p = (o[i, 8] + 12 + ext[6, opc]) if (opc >= 0 and ext[6, opc] >= 0) else -1
+    if p >= 0:
+        room = ce - p
+        if room >= 8:
+            u64[6, i] = (np.uint64(buf[p + 0]) << 56) | (np.uint64(buf[p + 1]) << 48) | (np.uint64(buf[p + 2]) << 40) | (np.uint64(buf[p + 3]) << 32) | (np.uint64(buf[p + 4]) << 24) | (np.uint64(buf[p + 5]) << 16) | (np.uint64(buf[p + 6]) << 8) | np.uint64(buf[p + 7])
+            ok[41, i] = True
+    # ImmDt (IBTA 9.3.4)
+    p = (o[i, 8] + 12 + ext[7, opc]) if (opc >= 0 and ext[7, opc] >= 0) else -1
+    if p >= 0:
+        room = ce - p
+        if room >= 4:
+            u32[11, i] = (np.int64(buf[p + 0]) << 24) | (np.int64(buf[p + 1]) << 16) | (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
+            ok[42, i] = True
+    # IETH (IBTA 9.3.7)
+    p = (o[i, 8] + 12 + ext[8, opc]) if (opc >= 0 and ext[8, opc] >= 0) else -1
+    if p >= 0:
+        room = ce - p
+        if room >= 4:
+            u32[12, i] = (np.int64(buf[p + 0]) << 24) | (np.int64(buf[p + 1]) << 16) | (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
+            ok[43, i] = True
+    # PFC (IEEE 802.1Qbb 36.1.3)
+    p = o[i, 9] if meta[i, 0] == PROTO_PFC else -1
+    if p >= 0:
+        room = ce - p
+        if room >= 4:
+            u8[17, i] = np.int64(buf[p + 3])
+            ok[44, i] = True
+        if room >= 6:
+            u16[7, i] = (np.int64(buf[p + 4]) << 8) | np.int64(buf[p + 5])
+            ok[45, i] = True
+        if room >= 8:
+            u16[8, i] = (np.int64(buf[p + 6]) << 8) | np.int64(buf[p + 7])
+            ok[46, i] = True
+        if room >= 10:
+            u16[9, i] = (np.int64(buf[p + 8]) << 8) | np.int64(buf[p + 9])
+            ok[47, i] = True
+        if room >= 12:
+            u16[10, i] = (np.int64(buf[p + 10]) << 8) | np.int64(buf[p + 11])
+            ok[48, i] = True
+        if room >= 14:
+            u16[11, i] = (np.int64(buf[p + 12]) << 8) | np.int64(buf[p + 13])
+            ok[49, i] = True
+        if room >= 16:
+            u16[12, i] = (np.int64(buf[p + 14]) << 8) | np.int64(buf[p + 15])
+            ok[50, i] = True
+        if room >= 18:
+            u16[13, i] = (np.int64(buf[p + 16]) << 8) | np.int64(buf[p + 17])
+            ok[51, i] = True
+        if room >= 20:
+            u16[14, i] = (np.int64(buf[p + 18]) << 8) | np.int64(buf[p + 19])
+            ok[52, i] = True
+    # PAUSE (IEEE 802.3 Annex 31B)
+    p = o[i, 9] if meta[i, 0] == PROTO_PAUSE else -1
+    if p >= 0:
+        room = ce - p
+        if room >= 4:
+            u16[15, i] = (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
+            ok[53, i] = True

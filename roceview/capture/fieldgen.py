@@ -80,13 +80,13 @@ def _load(f: Field) -> str:
 
 def _header_code(header: Header, where: str, layout) -> list[str]:
     fields = header.columns
-    lines = [f"        # {header.name} ({header.spec})", f"        p = {where}", "        if p >= 0:",
-             "            room = ce - p"]
+    lines = [f"    # {header.name} ({header.spec})", f"    p = {where}", "    if p >= 0:",
+             "        room = ce - p"]
     for f in fields:
         key, row, vrow = layout[f.column]
-        lines += [f"            if room >= {f.end}:",
-                  f"                {key}[{row}, i] = {_load(f)}",
-                  f"                ok[{vrow}, i] = True"]
+        lines += [f"        if room >= {f.end}:",
+                  f"            {key}[{row}, i] = {_load(f)}",
+                  f"            ok[{vrow}, i] = True"]
     return lines
 
 
@@ -97,7 +97,7 @@ def generate() -> str:
         if header.columns:
             body += _header_code(header, where, layout)
             if header is ib.BTH:
-                body += ["            opc = np.int64(buf[p]) if room >= 1 else -1"]
+                body += ["        opc = np.int64(buf[p]) if room >= 1 else -1"]
     counts = {k: sum(1 for v in layout.values() if v[0] == k) for k in DTYPES}
     digest = hashlib.sha256(repr(layout).encode() + "\n".join(body).encode()).hexdigest()[:16]
     return TEMPLATE.format(body="\n".join(body), layout=repr(layout), counts=repr(counts), digest=digest)
@@ -119,10 +119,9 @@ COUNTS = {counts}
 
 
 @nb.njit(cache=True, nogil=True, boundscheck=False)
-def extract_fields(buf, o, meta, cap_end, ext, u8, u16, u32, u64, ok):
-    for i in range(o.shape[0]):
-        ce = cap_end[i]
-        opc = -1
+def extract_one(buf, i, o, meta, ce, ext, u8, u16, u32, u64, ok):
+    """Every declared column of packet i (ce: end of its captured bytes)."""
+    opc = -1
 {body}
 '''
 

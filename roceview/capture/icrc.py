@@ -91,49 +91,43 @@ def _copy(buf, p, n, scratch, at):
 
 
 @_jit
-def _masked_prefix(buf, i, l3, l3kind, udp, lrh, bth, scratch):
+def _masked_prefix(buf, l3, l3kind, udp, lrh, bth, scratch):
     """Copy the covered headers (LRH stand-in, IP/GRH, UDP, BTH) into scratch and set
     their variant fields to ones; returns the length."""
     at = 0
-    if lrh[i] >= 0 and l3[i] < 0:           # IBA local packet: LRH covered, VL masked
-        at = _copy(buf, lrh[i], 8, scratch, 0)
+    if lrh >= 0 and l3 < 0:           # IBA local packet: LRH covered, VL masked
+        at = _copy(buf, lrh, 8, scratch, 0)
         scratch[0] |= 0xF0
     else:                                   # 8 bytes of ones stand for the LRH
         for k in range(8):
             scratch[k] = 0xFF
         at = 8
-    if l3[i] >= 0:
+    if l3 >= 0:
         h = at
-        if l3kind[i] == 4:
-            at = _copy(buf, l3[i], udp[i] - l3[i], scratch, at)
+        if l3kind == 4:
+            at = _copy(buf, l3, udp - l3, scratch, at)
             scratch[h + 1] = scratch[h + 8] = scratch[h + 10] = scratch[h + 11] = 0xFF
         else:
-            at = _copy(buf, l3[i], 40, scratch, at)
+            at = _copy(buf, l3, 40, scratch, at)
             scratch[h] |= 0x0F
             scratch[h + 1] = scratch[h + 2] = scratch[h + 3] = scratch[h + 7] = 0xFF
-    if udp[i] >= 0:
-        at = _copy(buf, udp[i], 8, scratch, at)
+    if udp >= 0:
+        at = _copy(buf, udp, 8, scratch, at)
         scratch[at - 2] = scratch[at - 1] = 0xFF
-    at = _copy(buf, bth[i], 12, scratch, at)
+    at = _copy(buf, bth, 12, scratch, at)
     scratch[at - 8] = 0xFF                  # BTH resv8a (FECN, BECN, resv6)
     return at
 
 
 @_jit
-def compute_icrc(buf, l3, l3kind, udp, lrh, bth, icrc_at, t, fn, out):
-    """out[i] = computed ICRC for rows with icrc_at >= 0 (ICRC wholly captured).
+def icrc_one(buf, l3, l3kind, udp, lrh, bth, at, t, fn, scratch):
+    """Computed ICRC of the packet whose headers start at these offsets (-1: absent) and
+    whose stored ICRC starts at `at`.
     `fn`: address of a zlib-compatible crc32(crc, ptr, len), or 0 for the table loop."""
-    scratch = np.empty(128, np.uint8)
-    base = buf.ctypes.data
-    sbase = scratch.ctypes.data
-    for i in range(bth.shape[0]):
-        if icrc_at[i] < 0:
-            continue
-        n = _masked_prefix(buf, i, l3, l3kind, udp, lrh, bth, scratch)
-        body = bth[i] + 12
-        if fn != 0:
-            c = _call_crc32(fn, np.uint32(0), sbase, np.uint32(n))
-            out[i] = _call_crc32(fn, c, base + body, np.uint32(icrc_at[i] - body))
-        else:
-            c = _bulk(t, np.uint32(0xFFFFFFFF), scratch, 0, n)
-            out[i] = _bulk(t, c, buf, body, icrc_at[i]) ^ np.uint32(0xFFFFFFFF)
+    n = _masked_prefix(buf, l3, l3kind, udp, lrh, bth, scratch)
+    body = bth + 12
+    if fn != 0:
+        c = _call_crc32(fn, np.uint32(0), scratch.ctypes.data, np.uint32(n))
+        return _call_crc32(fn, c, buf.ctypes.data + body, np.uint32(at - body))
+    c = _bulk(t, np.uint32(0xFFFFFFFF), scratch, 0, n)
+    return _bulk(t, c, buf, body, at) ^ np.uint32(0xFFFFFFFF)

@@ -204,61 +204,65 @@ def _ethernet(buf, i, e, et, end, o, meta, ports):
 
 
 @_jit
-def parse_layers(buf, rec_off, cap, linktype, ports, o, meta):
-    """o[i, k]: offsets named by OUT_FIELDS; meta[i]: proto, l3 kind, roce_len (BTH to
-    ICRC inclusive), mirror session, inner length from IP/GRH lengths, ip_frag, ERSPAN
-    truncation bit, ethertype, link-layer wire length override, decapsulated flag."""
-    n = rec_off.shape[0]
-    o[:n] = -1
-    meta[:n] = -1
-    for i in range(n):
+def parse_one(buf, i, p, end, lt, ports, o, meta):
+    """Offsets of frame i's headers into o[i] (names: OUT_FIELDS) and meta[i]: proto, l3
+    kind, roce_len (BTH to ICRC inclusive), mirror session, inner length from IP/GRH
+    lengths, ip_frag, ERSPAN truncation bit, ethertype, link-layer wire length override,
+    decapsulated flag."""
+    for k in range(o.shape[1]):
+        o[i, k] = -1
+    for k in range(meta.shape[1]):
+        meta[i, k] = -1
+    meta[i, 0] = P_OTHER
+    meta[i, 5] = meta[i, 6] = meta[i, 9] = 0
+    start, et, wlen = _link(buf, i, p, end, lt, o)
+    meta[i, 8] = wlen
+    if et == -3:
+        _ib(buf, i, start, end, o, meta)
+        return
+    if et == -1:
+        return
+    nxt = _ethernet(buf, i, start, et, end, o, meta, ports)
+    for _depth in range(3):                     # nested mirror encapsulations
+        if nxt < 0:
+            break
+        session, trunc = meta[i, 3], meta[i, 6]
+        o[i] = -1
+        meta[i] = -1
         meta[i, 0] = P_OTHER
-        meta[i, 5] = 0
-        meta[i, 6] = 0
-        meta[i, 9] = 0
-        p = rec_off[i]
-        end = p + cap[i]
-        start, et, wlen = _link(buf, i, p, end, linktype[i], o)
-        meta[i, 8] = wlen
-        if et == -3:
-            _ib(buf, i, start, end, o, meta)
-            continue
-        if et == -1:
-            continue
-        nxt = _ethernet(buf, i, start, et, end, o, meta, ports)
-        for _depth in range(3):                     # nested mirror encapsulations
-            if nxt < 0:
-                break
-            session, trunc = meta[i, 3], meta[i, 6]
-            o[i] = -1
-            meta[i] = -1
-            meta[i, 0] = P_OTHER
-            meta[i, 3], meta[i, 5], meta[i, 6], meta[i, 9] = session, 0, trunc, 1
-            o[i, 0] = nxt
-            nxt = _ethernet(buf, i, nxt, -2, end, o, meta, ports)
+        meta[i, 3], meta[i, 5], meta[i, 6], meta[i, 9] = session, 0, trunc, 1
+        o[i, 0] = nxt
+        nxt = _ethernet(buf, i, nxt, -2, end, o, meta, ports)
 
 
 @_jit
-def extract_addresses(buf, o, meta, cap_end, slid, dlid, lid_ok, src, dst, ok):
+def parse_layers(buf, rec_off, cap, linktype, ports, o, meta):
+    """parse_one for every record (the detail tree uses this; decoding uses the fused
+    kernel in capture/fused.py)."""
+    for i in range(rec_off.shape[0]):
+        parse_one(buf, i, rec_off[i], rec_off[i] + cap[i], linktype[i], ports, o, meta)
+
+
+@_jit
+def address_one(buf, i, o, meta, ce, slid, dlid, lid_ok, src, dst, ok):
     """Endpoint addresses as 16 bytes: IPv4 as ::ffff:a.b.c.d (so that an IPv4-mapped GID
     of RoCEv1 is the same endpoint), IPv6 and GIDs as they are, and for IB without a GRH
     the LID marked by 0xfefe in bytes 10-11 (written `lid:0xNNNN`)."""
-    for i in range(o.shape[0]):
-        q = o[i, 5]
-        kind = meta[i, 1]
-        if q >= 0 and kind == L3_IPV4 and q + 20 <= cap_end[i]:
-            src[i, 10] = src[i, 11] = dst[i, 10] = dst[i, 11] = 0xFF
-            for k in range(4):
-                src[i, 12 + k] = buf[q + 12 + k]
-                dst[i, 12 + k] = buf[q + 16 + k]
-            ok[i] = True
-        elif q >= 0 and kind != L3_IPV4 and q + 40 <= cap_end[i]:
-            for k in range(16):
-                src[i, k] = buf[q + 8 + k]
-                dst[i, k] = buf[q + 24 + k]
-            ok[i] = True
-        elif o[i, 7] >= 0 and lid_ok[i]:
-            src[i, 10] = src[i, 11] = dst[i, 10] = dst[i, 11] = 0xFE
-            src[i, 14], src[i, 15] = slid[i] >> 8, slid[i] & 0xFF
-            dst[i, 14], dst[i, 15] = dlid[i] >> 8, dlid[i] & 0xFF
-            ok[i] = True
+    q = o[i, 5]
+    kind = meta[i, 1]
+    if q >= 0 and kind == L3_IPV4 and q + 20 <= ce:
+        src[i, 10] = src[i, 11] = dst[i, 10] = dst[i, 11] = 0xFF
+        for k in range(4):
+            src[i, 12 + k] = buf[q + 12 + k]
+            dst[i, 12 + k] = buf[q + 16 + k]
+        ok[i] = True
+    elif q >= 0 and kind != L3_IPV4 and q + 40 <= ce:
+        for k in range(16):
+            src[i, k] = buf[q + 8 + k]
+            dst[i, k] = buf[q + 24 + k]
+        ok[i] = True
+    elif o[i, 7] >= 0 and lid_ok:
+        src[i, 10] = src[i, 11] = dst[i, 10] = dst[i, 11] = 0xFE
+        src[i, 14], src[i, 15] = slid >> 8, slid & 0xFF
+        dst[i, 14], dst[i, 15] = dlid >> 8, dlid & 0xFF
+        ok[i] = True

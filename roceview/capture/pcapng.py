@@ -21,6 +21,7 @@ class _Interfaces:
         self.tsresol: list[int] = []        # byte as in if_tsresol (default 6: microseconds)
         self.tsoffset: list[int] = []
         self.section_base = 0
+        self.last_ts = 0                    # of the last record, for SPBs (no timestamp)
 
     def add(self, linktype: int, tsresol: int, tsoffset: int) -> None:
         self.linktype.append(linktype)
@@ -137,7 +138,9 @@ def _records(buf, out, n, ifs: _Interfaces, iface_base: int, make_chunk):
     ts = ifs.to_ns(out.ts[:n], local)
     spb = out.ts[:n] < 0
     if spb.any():                           # SPBs carry no timestamp: keep the previous one
-        ts[spb] = 0
+        prev = np.maximum.accumulate(np.where(spb, -1, np.arange(n)))
+        ts = np.where(prev >= 0, ts[prev.clip(0)], ifs.last_ts)
+    ifs.last_ts = int(ts[-1])
     glob = ifs.section_base + local
     linktype = np.asarray(ifs.linktype, np.uint16)[glob]
     out.iface[:n] = glob
