@@ -32,6 +32,9 @@ def atomic_output(path: str | os.PathLike, mode: str = "wb"):
     try:
         with os.fdopen(fd, mode) as fh:
             yield fh
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)        # mkstemp makes 0600; give the usual mode
         os.replace(tmp, path)
     except BaseException:
         try:

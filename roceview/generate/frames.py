@@ -43,6 +43,10 @@ class RocePacket:
     payload_len: int = 0
     ip_id: int = 0
     ingress: int = -1               # switch annotation: ingress port (PFC accounting)
+    wire_bytes: int = 0             # bytes on the wire incl. FCS, preamble, IFG (derived)
+
+    def __post_init__(self):
+        self.wire_bytes = self.frame_len + WIRE_OVERHEAD
 
     @property
     def ext_len(self) -> int:
@@ -56,10 +60,6 @@ class RocePacket:
         pad = -self.payload_len % 4
         n = 14 + 4 + 20 + 8 + 12 + self.ext_len + self.payload_len + pad + 4
         return max(n, MIN_FRAME)
-
-    @property
-    def wire_bytes(self) -> int:
-        return self.frame_len + WIRE_OVERHEAD
 
     @property
     def is_data(self) -> bool:

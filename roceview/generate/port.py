@@ -69,12 +69,13 @@ class Port:
     def _next_frame(self):
         if self.control:
             return self.control.popleft(), None
-        allowed = [p for p in range(8) if not self.is_paused(p)]
+        now = self.sim.now
+        allowed = [p for p, until in enumerate(self.paused_until) if until <= now]
         frame, prio = self._from_queues(allowed)
         if frame is None and self.source is not None:
             frame, wake = self.source.pull(self.sim.now, allowed)
             if frame is None and wake is not None:
-                self._wake(wake)
+                self.wake_at(wake)
         return frame, prio
 
     def _from_queues(self, allowed):
@@ -88,7 +89,7 @@ class Port:
         self.on_dequeue(frame)
         return frame, prio
 
-    def _wake(self, when: int) -> None:
+    def wake_at(self, when: int) -> None:
         if self._wake_at is not None and self.sim.now < self._wake_at <= when:
             return
         self._wake_at = when

@@ -136,7 +136,7 @@ class Requester:
         self._advance(seq)
         self.snd_nxt = min(self.snd_nxt, seq)
         self.hold_until = self.qp.sim.now + ib.RNR_TIMER_US[timer_code] * 1_000_000
-        self.qp.host.port._wake(self.hold_until)
+        self.qp.host.port.wake_at(self.hold_until)
 
     def _fatal_nak(self, code: int) -> None:
         """Invalid request / remote access / remote operational error: the QP goes to Error."""

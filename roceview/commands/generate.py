@@ -1,0 +1,58 @@
+"""`roceview generate SCENARIO -o FILE [--seed N] [--scale N] [--mirror sender|receiver]`."""
+from __future__ import annotations
+
+import argparse
+
+from roceview.errors import BadInput, WriteError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("scenario", metavar="SCENARIO",
+                        help="fault to simulate (`roceview generate list` prints them)")
+    parser.add_argument("-o", "--output", metavar="FILE",
+                        help="capture to write: .pcapng -> pcapng, anything else -> pcap (ns)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--scale", type=float, default=1.0,
+                        help="multiply the traffic volume (messages) by this factor (default 1)")
+    parser.add_argument("--mirror", choices=("sender", "receiver"), default=None,
+                        help="capture point: the senders' links (before the switch) or the "
+                             "receiver's link (after it); default per scenario")
+    parser.add_argument("--truth", metavar="FILE", help="also write the ground truth as JSON")
+
+
+def run(args, env):
+    from roceview.cli import ExitStatus
+    from roceview.generate import SCENARIOS, generate, write_capture
+
+    if args.scenario == "list":
+        for name, sc in SCENARIOS.items():
+            print(f"{name:28s} {sc.summary}", file=env.stdout)
+        return ExitStatus.OK
+    if args.scenario not in SCENARIOS:
+        raise BadInput(f"unknown scenario {args.scenario!r}; valid: {', '.join(SCENARIOS)}")
+    if not args.output:
+        raise BadInput("an output file is required: -o FILE")
+    if not args.scale > 0 or args.scale > 1000:
+        raise BadInput(f"--scale must be in (0, 1000], got {args.scale:g}")
+    cap = generate(args.scenario, seed=args.seed, scale=args.scale, mirror=args.mirror)
+    try:
+        write_capture(cap, args.output)
+        if args.truth:
+            _write_truth(cap.truth, args.truth)
+    except OSError as exc:   # e.g. the output path is a directory, or the disk is full
+        raise WriteError(f"cannot write {args.output}: {exc.strerror or exc}") from None
+    t = cap.truth
+    print(f"{args.output}: {len(cap)} frames, scenario {t.scenario}, seed {t.seed}, "
+          f"mirror {t.mirror}-side", file=env.stderr)
+    return ExitStatus.OK
+
+
+def _write_truth(truth, path) -> None:
+    import json
+
+    from roceview.capture.writer import atomic_output
+
+    with atomic_output(path, "w") as fh:
+        json.dump(truth.as_dict(), fh, indent=1)
+        fh.write("\n")
+

@@ -1,0 +1,130 @@
+"""Topology: hosts on one switch, QPs between them, a mirror; run and collect the capture."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from roceview.generate import ib
+from roceview.generate.dcqcn import NotificationPoint
+from roceview.generate.engine import PS_PER_NS, Simulator
+from roceview.generate.frames import Addressing, PfcFrame
+from roceview.generate.host import Host, ReceivePipeline
+from roceview.generate.mirror import Mirror
+from roceview.generate.qp import Application, QpSettings, QueuePair, Workload
+from roceview.generate.switch import Switch, SwitchSettings
+from roceview.generate.truth import Drop, Truth
+
+BASE_TS_NS = 1_700_000_000 * 10**9   # 2023-11-14T22:13:20Z: a fixed epoch keeps output reproducible
+
+
+@dataclass
+class NetworkSettings:
+    hosts: int = 2
+    gbps: float = 100.0
+    prop_ns: int = 500            # ~100 m of fibre
+    mtu: int = 1024               # path MTU
+    until_ms: float = 1000.0      # hard stop of the simulation
+    switch: SwitchSettings = field(default_factory=SwitchSettings)
+    np_enabled: bool = True
+    min_time_between_cnps_ns: int = 4000
+    cnp_pcp: int = 3
+    cnp_dscp: int = 26
+    mirror_gbps: float | None = None
+    mirror_buffer_bytes: int = 0
+
+
+def host_mac(i: int) -> bytes:
+    return bytes([0x0E, 0xC0, 0xDE, 0x00, 0x00, 0x10 + i])   # locally administered NIC MACs
+
+
+def switch_mac(i: int) -> bytes:
+    return bytes([0x0E, 0x5C, 0x00, 0x00, 0xFF, 0x10 + i])   # switch port MACs
+
+
+class Network:
+    def __init__(self, s: NetworkSettings, rng: np.random.Generator, truth: Truth):
+        self.s, self.rng, self.truth = s, rng, truth
+        self.sim = Simulator(int(s.until_ms * 1e9))
+        self.addr = Addressing(tuple(host_mac(i) for i in range(s.hosts)),
+                               tuple(bytes([10, 0, 0, 1 + i]) for i in range(s.hosts)))
+        self.switch = Switch(self.sim, s.switch, rng, truth, self._drop)
+        self.hosts = [self._host(i) for i in range(s.hosts)]
+        self.mirror = Mirror(self.addr, rng, self._drop, s.mirror_gbps, s.mirror_buffer_bytes)
+        self.apps: list[Application] = []
+        self._qpns: set[int] = set()
+
+    def _host(self, i: int) -> Host:
+        s = self.s
+        np_ = NotificationPoint(s.np_enabled, s.min_time_between_cnps_ns * PS_PER_NS)
+        host = Host(self.sim, i, host_mac(i), self.truth, s.gbps, s.prop_ns * PS_PER_NS, s.mtu, np_,
+                    s.cnp_pcp, s.cnp_dscp)
+        down = self.switch.add_port(i, switch_mac(i), s.gbps, s.prop_ns * PS_PER_NS)
+        host.port.deliver = lambda frame, i=i: self.switch.receive(frame, i)
+        down.deliver = host.receive
+        return host
+
+    def _drop(self, where: str, frame, ts_ps: int | None = None) -> None:
+        ts = BASE_TS_NS + (self.sim.now if ts_ps is None else ts_ps) // 1000
+        if isinstance(frame, PfcFrame):
+            self.truth.drops.append(Drop(where, ts, "", "", 0, None, None))
+        else:
+            ip = self.addr.ips
+            self.truth.drops.append(Drop(where, ts, _ip(ip[frame.src]), _ip(ip[frame.dst]),
+                                         frame.dest_qp, frame.psn, frame.opcode))
+        self.truth.count(f"dropped_{where}")
+
+    # ---- building ----------------------------------------------------------------------------
+    def _qpn(self) -> int:
+        while True:
+            qpn = int(self.rng.integers(0x100, 0x40000))
+            if qpn not in self._qpns:
+                self._qpns.add(qpn)
+                return qpn
+
+    def connect(self, a: int, b: int, workload: Workload, settings: QpSettings | None = None,
+                peer_settings: QpSettings | None = None) -> tuple[QueuePair, QueuePair]:
+        """An RC QP pair: the requester on host `a` runs `workload` against host `b`."""
+        settings = settings or QpSettings()
+        peer_settings = peer_settings or settings
+        qa, qb = self._qpn(), self._qpn()
+        psn_a, psn_b = (int(x) for x in self.rng.integers(0, 1 << 24, 2))
+        sport = 49152 + int(self.rng.integers(0, 16384))   # per-QP entropy, as NICs hash it
+        qp_a = QueuePair(self.hosts[a], qa, b, qb, sport, psn_a, psn_b, settings)
+        qp_b = QueuePair(self.hosts[b], qb, a, qa, sport ^ 0x155, psn_b, psn_a, peer_settings)
+        self.hosts[a].qps[qa], self.hosts[b].qps[qb] = qp_a, qp_b
+        self.apps.append(Application(qp_a, workload))
+        ip = self.addr.ips
+        self.truth.qps.append({"requester": _ip(ip[a]), "responder": _ip(ip[b]),
+                               "requester_qpn": qa, "responder_qpn": qb, "first_psn": psn_a,
+                               "messages": len(workload.messages)})
+        return qp_a, qp_b
+
+    def slow_receiver(self, host: int, drain_gbps: float, xoff_bytes: int, xon_bytes: int,
+                      prio: int = 3) -> ReceivePipeline:
+        rx = ReceivePipeline(self.hosts[host], drain_gbps, xoff_bytes, xon_bytes, prio)
+        self.hosts[host].rx = rx
+        return rx
+
+    def every(self, interval_ns: int, count: int, fn) -> None:
+        """Call fn() `count` times, every `interval_ns` (an application's periodic work)."""
+        for k in range(1, count + 1):
+            self.sim.at(k * interval_ns * PS_PER_NS, fn)
+
+    def mirror_links(self, hosts) -> None:
+        """SPAN both directions of each host's link, as seen at the switch."""
+        for i in hosts:
+            self.mirror.attach(self.hosts[i].port, at_far_end=True)
+            self.mirror.attach(self.switch.ports[i], at_far_end=False)
+
+    def run(self):
+        self.sim.run()
+        return self.mirror.frames(BASE_TS_NS)
+
+
+def _ip(b: bytes) -> str:
+    return ".".join(str(x) for x in b)
+
+
+def wire_psn(first: int, seq: int) -> int:
+    return (first + seq) & ib.PSN_MASK

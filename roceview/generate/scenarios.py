@@ -1,0 +1,203 @@
+"""The fault scenarios: each sets up hosts, QPs, switch and mirror so that one fault arises
+from the model's own behaviour. Every scenario lists the finding kinds an analyzer must
+report on its capture (`expected`) and those it must not (`forbidden`); others are
+tolerated side effects (documented in captures/README.md)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from roceview.generate.network import Network, NetworkSettings
+from roceview.generate.qp import QpSettings, Workload
+from roceview.generate.switch import SwitchSettings
+
+ALL_KINDS = ("network_loss", "capture_loss", "timeout_retransmit", "rnr", "remote_error",
+             "pfc_storm", "pfc_pause", "pfc_without_ecn", "incast", "ecn_congestion",
+             "ecn_not_enabled", "cnp_missing", "priority_mismatch", "slow_receiver", "bad_icrc")
+
+
+@dataclass
+class Scenario:
+    name: str
+    summary: str
+    build: Callable            # (rng, scale, truth) -> (Network, sender hosts, receiver hosts)
+    mirror: str                # default mirror side: "sender" | "receiver"
+    expected: tuple
+    tolerated: tuple = ()
+
+    @property
+    def forbidden(self) -> tuple:
+        return tuple(k for k in ALL_KINDS if k not in self.expected and k not in self.tolerated)
+
+
+def _n(count: int, scale: float) -> int:
+    return max(1, int(round(count * scale)))
+
+
+def _mix(rng, n: int, ops, sizes) -> list:
+    """n messages: op drawn from `ops`, length uniform in [sizes[0], sizes[1]]."""
+    op_idx = rng.integers(0, len(ops), n)
+    lengths = rng.integers(sizes[0], sizes[1] + 1, n)
+    return [(ops[int(i)], int(length)) for i, length in zip(op_idx, lengths)]
+
+
+MIXED = ("SEND", "WRITE", "WRITE_IMM", "READ", "SEND_IMM")
+
+
+# ---- builders ------------------------------------------------------------------------------
+def _clean(rng, scale, truth):
+    net = Network(NetworkSettings(hosts=2, until_ms=50), rng, truth)
+    net.connect(0, 1, Workload(_mix(rng, _n(36, scale), MIXED, (64, 6000)), qd=4, gap_ns=2000))
+    net.connect(1, 0, Workload(_mix(rng, _n(12, scale), ("SEND",), (64, 512)), qd=1, gap_ns=5000))
+    return net, [0], [1]
+
+
+def _loss_settings(messages):
+    data_pkts = sum(-(-length // 1024) if op != "READ" else 1 for op, length in messages)
+    window = (data_pkts // 10, data_pkts * 7 // 10)   # a loss episode that ends before the tail
+    return SwitchSettings(loss_prob=0.12, loss_window_pkts=window, loss_to=1)
+
+
+def _network_loss(rng, scale, truth):
+    messages = _mix(rng, _n(48, scale), ("SEND", "WRITE", "WRITE_IMM", "READ"), (256, 5000))
+    sw = _loss_settings(messages)
+    net = Network(NetworkSettings(hosts=2, until_ms=50, switch=sw), rng, truth)
+    net.connect(0, 1, Workload(messages, qd=4, gap_ns=1000))
+    return net, [0], [1]
+
+
+def _capture_drop(rng, scale, truth):
+    s = NetworkSettings(hosts=2, until_ms=50, mirror_gbps=100.0, mirror_buffer_bytes=8000)
+    net = Network(s, rng, truth)
+    net.connect(0, 1, Workload(_mix(rng, _n(10, scale), ("WRITE",), (12000, 20000)), qd=2))
+    net.connect(1, 0, Workload(_mix(rng, _n(20, scale), ("SEND",), (2000, 4000)), qd=1, gap_ns=1000))
+    return net, [0], [1]
+
+
+def _tail_timeout(rng, scale, truth):
+    # queue depth 1 of single-packet messages: a lost packet is always the tail, no later
+    # packet reveals the gap, only the Local ACK Timeout (67 ms) recovers it
+    sw = SwitchSettings(loss_prob=0.05, loss_window_pkts=(0, 10**9), loss_to=1)
+    net = Network(NetworkSettings(hosts=2, until_ms=2000, switch=sw), rng, truth)
+    net.connect(0, 1, Workload(_mix(rng, _n(100, scale), ("SEND", "WRITE"), (64, 1024)), qd=1, gap_ns=3000))
+    return net, [0], [1]
+
+
+def _rnr(rng, scale, truth):
+    net = Network(NetworkSettings(hosts=2, until_ms=100), rng, truth)
+    n = _n(60, scale)
+    qs = QpSettings(rnr_timer_code=4)   # min RNR timer 0.04 ms
+    _, responder = net.connect(0, 1, Workload(_mix(rng, n, ("SEND",), (256, 2048)), qd=8), qs)
+    responder.responder.credits = 8     # receive WQEs posted up front
+    net.every(8_000, n, lambda: responder.responder.post_receives(1))   # app reposts slowly
+    return net, [0], [1]
+
+
+def _remote_error(rng, scale, truth):
+    net = Network(NetworkSettings(hosts=2, until_ms=50), rng, truth)
+    n = _n(30, scale)
+    w = Workload(_mix(rng, n, ("WRITE",), (1000, 4000)), qd=4, gap_ns=1000, bad_rkey_at=n * 2 // 3)
+    _, responder = net.connect(0, 1, w)
+    responder.responder.invalid_rkeys = {w.rkey + 1}   # the MR was deregistered
+    return net, [0], [1]
+
+
+def _incast(rng, scale, truth):
+    net = Network(NetworkSettings(hosts=7, until_ms=50), rng, truth)
+    for s in range(6):   # six workers answer one aggregator at the same instant
+        msgs = _mix(rng, _n(2, scale), ("WRITE",), (10000, 12000))
+        net.connect(s, 6, Workload(msgs, qd=2, start_ns=10_000 + int(rng.integers(0, 300))))
+    return net, list(range(6)), [6]
+
+
+def _pfc_storm(rng, scale, truth):
+    net = Network(NetworkSettings(hosts=2, until_ms=400), rng, truth)
+    qs = QpSettings(timeout_exp=18)    # 1.07 s (NCCL_IB_TIMEOUT default): outlasts the storm
+    net.connect(0, 1, Workload(_mix(rng, _n(30, scale), ("WRITE", "SEND"), (2000, 6000)), qd=4), qs)
+    rx = net.slow_receiver(1, drain_gbps=400.0, xoff_bytes=10**9, xon_bytes=10**9 - 1)
+    rx.stall(8 * 10**6, 150 * 10**9)    # receive pipeline stuck from 8 us (mid-transfer) to 150 ms
+    return net, [0], [1]
+
+
+def _pfc_without_ecn(rng, scale, truth):
+    sw = SwitchSettings(ecn_marking=False, xoff_bytes=24_000, xon_bytes=12_000)
+    net = Network(NetworkSettings(hosts=3, until_ms=50, switch=sw), rng, truth)
+    for s in (0, 1):
+        net.connect(s, 2, Workload(_mix(rng, _n(6, scale), ("WRITE",), (14000, 18000)), qd=6))
+    return net, [0, 1], [2]
+
+
+def _ecn_not_enabled(rng, scale, truth):
+    net = Network(NetworkSettings(hosts=2, until_ms=50), rng, truth)
+    qs = QpSettings(ecn=0)   # NIC ECN off: packets go out Not-ECT
+    net.connect(0, 1, Workload(_mix(rng, _n(36, scale), MIXED, (64, 6000)), qd=4, gap_ns=2000), qs)
+    return net, [0], [1]
+
+
+def _cnp_missing(rng, scale, truth):
+    s = NetworkSettings(hosts=3, until_ms=50, np_enabled=False)   # receiver NP disabled
+    net = Network(s, rng, truth)
+    for snd in (0, 1):
+        net.connect(snd, 2, Workload(_mix(rng, _n(6, scale), ("WRITE",), (14000, 18000)), qd=6))
+    return net, [0, 1], [2]
+
+
+def _priority_mismatch(rng, scale, truth):
+    sw = SwitchSettings(kmin_bytes=8_000, kmax_bytes=32_000, xoff_bytes=24_000, xon_bytes=12_000)
+    net = Network(NetworkSettings(hosts=3, until_ms=50, switch=sw), rng, truth)
+    good = QpSettings(pcp=3, dscp=26)
+    wrong = QpSettings(pcp=0, dscp=0)   # host 1 never got the QoS config: lossy class 0
+    for snd, qs in ((0, good), (1, wrong)):
+        msgs = _mix(rng, _n(6, scale), ("WRITE",), (14000, 18000))
+        net.connect(snd, 2, Workload(msgs, qd=6), qs, peer_settings=good)
+    return net, [0, 1], [2]
+
+
+def _slow_receiver(rng, scale, truth):
+    net = Network(NetworkSettings(hosts=2, until_ms=50), rng, truth)
+    net.connect(0, 1, Workload(_mix(rng, _n(12, scale), ("WRITE",), (8000, 14000)), qd=2),
+                QpSettings(window=16))
+    net.slow_receiver(1, drain_gbps=25.0, xoff_bytes=12_000, xon_bytes=6_000)
+    return net, [0], [1]
+
+_FAULTS = ("network_loss", "capture_loss", "timeout_retransmit", "rnr", "remote_error")
+
+SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
+    Scenario("clean", "two hosts, mixed SEND/WRITE/READ both ways, no loss, CE, pause or RNR",
+             _clean, "sender", ()),
+    Scenario("network-loss", "the switch drops data packets during a loss episode; the responder "
+             "NAKs (PSN sequence error), the requester goes back N; mirror before the loss point",
+             _network_loss, "sender", ("network_loss",)),
+    Scenario("network-loss-receiver-side", "as network-loss, mirror after the loss point: gap, "
+             "NAK, then the resent packets", _network_loss, "receiver", ("network_loss",)),
+    Scenario("capture-drop", "both directions of a 100G link mirrored into one 100G SPAN port: "
+             "the mirror drops copies, the endpoints lose nothing", _capture_drop, "sender",
+             ("capture_loss",)),
+    Scenario("tail-timeout", "queue depth 1 of single-packet messages; a lost packet has no "
+             "successor to reveal it, the requester resends after its 67 ms ACK timer",
+             _tail_timeout, "sender", ("timeout_retransmit",)),
+    Scenario("rnr", "the receiving application posts receive WQEs slower than SENDs arrive: "
+             "RNR NAKs (timer 0.04 ms), resends after the RNR timer", _rnr, "sender", ("rnr",)),
+    Scenario("remote-error", "a WRITE to a deregistered R_Key: NAK remote access error, the "
+             "requester's QP goes to Error", _remote_error, "sender", ("remote_error",)),
+    Scenario("incast", "six senders write to one receiver at the same instant: queue builds, "
+             "CE marks, CNPs, DCQCN rate cuts", _incast, "receiver", ("incast", "ecn_congestion"),
+             ("pfc_pause",)),
+    Scenario("pfc-storm", "the receiver NIC's receive pipeline hangs for 150 ms and keeps "
+             "priority 3 paused, refreshing XOFF before it lapses", _pfc_storm, "receiver",
+             ("pfc_storm", "pfc_pause"), ("slow_receiver", "pfc_without_ecn", "ecn_congestion")),
+    Scenario("pfc-without-ecn", "2:1 oversubscription with ECN marking off on the switch: "
+             "the switch pauses the senders, no CE, no CNP", _pfc_without_ecn, "sender",
+             ("pfc_without_ecn", "pfc_pause")),
+    Scenario("ecn-not-enabled", "NIC ECN disabled: every RoCE packet is Not-ECT",
+             _ecn_not_enabled, "sender", ("ecn_not_enabled",)),
+    Scenario("cnp-missing", "2:1 oversubscription, the switch CE-marks, the receiver's "
+             "notification point is disabled: no CNP", _cnp_missing, "receiver", ("cnp_missing",),
+             ("ecn_congestion", "pfc_pause")),
+    Scenario("priority-mismatch", "one sender tags its RoCE traffic PCP 0 / DSCP 0 while PFC "
+             "protects priority 3 (lossy class)", _priority_mismatch, "sender",
+             ("priority_mismatch",), ("pfc_pause", "ecn_congestion")),
+    Scenario("slow-receiver", "the receiver NIC drains to host memory at 25 Gb/s and sends "
+             "PFC pauses itself; the switch queue stays below Kmin: no CE", _slow_receiver,
+             "receiver", ("slow_receiver", "pfc_pause")),
+)}

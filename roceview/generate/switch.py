@@ -1,0 +1,112 @@
+"""One shared-buffer Ethernet switch: output queues per port and priority, ECN marking,
+PFC per ingress port, and the network's loss point.
+
+* ECN (RFC 3168, DCQCN's RED profile): an ECT packet is CE-marked on enqueue with
+  probability 0 below Kmin, rising linearly to Pmax at Kmax, 1 above Kmax.
+* PFC (802.1Qbb): bytes buffered per (ingress port, priority) of a lossless class; above
+  `xoff_bytes` the switch pauses that ingress port's priority, below `xon_bytes` resumes it.
+* Lossy classes tail-drop above `lossy_limit_bytes` per output queue.
+* `loss_prob` drops data packets toward `loss_to` inside the switch during a loss episode
+  (`loss_window_pkts`: counted in data packets toward `loss_to`)
+  (a failing line card / buffer fault): between a sender-side and a receiver-side mirror.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from roceview.generate.frames import PfcFrame, RocePacket
+from roceview.generate.pfc import PauseSender
+from roceview.generate.port import Port
+
+
+@dataclass
+class SwitchSettings:
+    ecn_marking: bool = True
+    kmin_bytes: int = 20_000
+    kmax_bytes: int = 80_000
+    pmax: float = 0.2
+    pfc_prios: tuple = (3,)
+    xoff_bytes: int = 96_000
+    xon_bytes: int = 48_000
+    lossy_limit_bytes: int = 2_000_000
+    loss_prob: float = 0.0
+    loss_window_pkts: tuple = (0, 0)   # active from the a-th to the b-th data packet toward loss_to
+    loss_to: int | None = None
+
+
+class Switch:
+    def __init__(self, sim, settings: SwitchSettings, rng, truth, drop_record):
+        self.sim, self.s, self.rng, self.truth = sim, settings, rng, truth
+        self.drop_record = drop_record          # callable(where, frame)
+        self.ports: dict[int, Port] = {}
+        self.ingress_bytes: dict[tuple, int] = {}
+        self.pausers: dict[tuple, PauseSender] = {}
+        self._loss_seen = 0
+        self._lost: set[tuple] = set()
+
+    def add_port(self, host_index: int, mac: bytes, gbps: float, prop_ps: int) -> Port:
+        port = Port(self.sim, f"switch->{host_index}", gbps, prop_ps)
+        port.on_dequeue = self._dequeued
+        self.ports[host_index] = port
+        for prio in self.s.pfc_prios:
+            self.pausers[(host_index, prio)] = PauseSender(self.sim, port, mac, prio, self.truth, "switch")
+        return port
+
+    def receive(self, frame, ingress: int) -> None:
+        if isinstance(frame, PfcFrame):
+            port = self.ports[ingress]
+            for prio in range(8):
+                if frame.enable_vector >> prio & 1:
+                    port.pause(prio, frame.quanta[prio])
+            return
+        self._forward(frame, ingress)
+
+    def _forward(self, pkt: RocePacket, ingress: int) -> None:
+        egress = self.ports[pkt.dst]
+        prio = pkt.pcp
+        if self._network_loss(pkt):
+            return self.drop_record("switch", pkt)
+        lossless = prio in self.s.pfc_prios
+        depth = egress.queued_bytes.get(prio, 0)
+        if not lossless and depth + pkt.wire_bytes > self.s.lossy_limit_bytes:
+            return self.drop_record("switch-buffer", pkt)
+        self._mark(pkt, depth)
+        pkt.ingress = ingress if lossless else -1
+        if lossless:
+            self._account(ingress, prio, pkt.wire_bytes)
+        egress.enqueue(pkt, prio)
+
+    def _network_loss(self, pkt: RocePacket) -> bool:
+        s = self.s
+        if s.loss_prob <= 0 or not pkt.is_data or pkt.dst != s.loss_to:
+            return False
+        self._loss_seen += 1
+        if not s.loss_window_pkts[0] <= self._loss_seen <= s.loss_window_pkts[1]:
+            return False
+        key = (pkt.dest_qp, pkt.psn)
+        if key in self._lost or self.rng.random() >= s.loss_prob:
+            return False
+        self._lost.add(key)   # a resent packet is not lost again: one loss per PSN keeps the
+        return True           # fault a NAK-recovered one (a second loss needs the ACK timer)
+
+    def _mark(self, pkt: RocePacket, depth: int) -> None:
+        s = self.s
+        if not s.ecn_marking or pkt.ecn not in (1, 2) or depth < s.kmin_bytes:
+            return
+        p = 1.0 if depth >= s.kmax_bytes else s.pmax * (depth - s.kmin_bytes) / (s.kmax_bytes - s.kmin_bytes)
+        if self.rng.random() < p:
+            pkt.ecn = 3
+            self.truth.count("ce_marked")
+
+    def _account(self, ingress: int, prio: int, nbytes: int) -> None:
+        key = (ingress, prio)
+        total = self.ingress_bytes.get(key, 0) + nbytes
+        self.ingress_bytes[key] = total
+        if total > self.s.xoff_bytes:
+            self.pausers[key].xoff()
+        elif total < self.s.xon_bytes and nbytes < 0:
+            self.pausers[key].xon()
+
+    def _dequeued(self, frame) -> None:
+        if isinstance(frame, RocePacket) and frame.ingress >= 0:
+            self._account(frame.ingress, frame.pcp, -frame.wire_bytes)
