@@ -3,11 +3,12 @@
 A flow is one direction of a queue pair (issue 4). Addresses are the raw 16-byte forms of the
 Batch (`_src_addr`/`_dst_addr`: IPv4 as ::ffff:a.b.c.d, GIDs as is), so a RoCEv1 GID that is
 IPv4-mapped and the RoCEv2 IPv4 address of the same host are the same endpoint. Native IB
-frames without a GRH have no GID: their LIDs stand in (`lid:0xNNNN`).
+frames without a GRH have no GID: their LIDs stand in (`lid:0xNNNN`, marked by packets.py).
 
 Ids are given in order of first appearance in the capture, so they do not depend on chunking.
-Rows are matched by a 64-bit hash (sorted array + searchsorted); every row is then compared with
-its flow's full key, and the rare hash collision is resolved exactly.
+Rows are matched by a 64-bit hash (sorted array + searchsorted); a second, independent 64-bit hash
+is compared on every row, rows where it differs are compared with the flow's full key, and a
+hash collision is resolved exactly.
 """
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ import ipaddress
 
 import numpy as np
 
-_LID_MARK = np.uint64(0xFFFFFFFFFFFFFFFF)  # first address word of a LID-only endpoint
 _MULS = [np.uint64(c) for c in (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9,
                                 0xD6E8FEB86659FD93, 0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53)]
 
@@ -23,33 +23,32 @@ _MULS = [np.uint64(c) for c in (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667
 def address_words(batch, rows: np.ndarray, which: str) -> np.ndarray:
     """(n, 2) uint64 words of the source or destination address of the selected rows."""
     raw = np.ascontiguousarray(batch.cols[f"_{which}_addr"][rows], dtype=np.uint8)
-    words = raw.view("<u8").reshape(len(rows), 2).copy()
-    lid_col = "slid" if which == "src" else "dlid"
-    if lid_col in batch.cols:
-        lid_ok = batch.mask(lid_col)[rows] & (words[:, 0] == 0) & (words[:, 1] == 0)
-        if lid_ok.any():
-            words[lid_ok, 0] = _LID_MARK
-            words[lid_ok, 1] = batch.cols[lid_col][rows][lid_ok].astype(np.uint64)
-    return words
+    return raw.view("<u8").reshape(len(rows), 2)
 
 
 def format_address(words: np.ndarray) -> str:
-    """Text form of one endpoint: dotted IPv4 for IPv4-mapped addresses, IPv6/GID, or lid:0xNNNN."""
-    if np.uint64(words[0]) == _LID_MARK:
-        return f"lid:0x{int(words[1]):04x}"
-    addr = ipaddress.IPv6Address(np.asarray(words, dtype="<u8").tobytes())
+    """Text form of one endpoint: dotted IPv4 for IPv4-mapped addresses, IPv6/GID, or, for IB
+    without a GRH (bytes 10-11 = 0xfefe after ten zero bytes, LID in bytes 14-15), lid:0xNNNN."""
+    raw = np.asarray(words, dtype="<u8").tobytes()
+    if raw[:10] == bytes(10) and raw[10:12] == b"\xfe\xfe":
+        return f"lid:0x{int.from_bytes(raw[14:16], 'big'):04x}"
+    addr = ipaddress.IPv6Address(raw)
     return str(addr.ipv4_mapped) if addr.ipv4_mapped else str(addr)
 
 
-def _hash(src: np.ndarray, dst: np.ndarray, qp: np.ndarray) -> np.ndarray:
+_MULS2 = [np.uint64(c) for c in (0xA0761D6478BD642F, 0xE7037ED1A0B428DB, 0x8EBC6AF09C88C6E3,
+                                  0x589965CC75374CC3, 0x1D8E4E27C47D124F, 0x9FB21C651E98DF25)]
+
+
+def _hash(src: np.ndarray, dst: np.ndarray, qp: np.ndarray, muls=_MULS) -> np.ndarray:
     with np.errstate(over="ignore"):
-        h = src[:, 0] * _MULS[0]
-        h ^= src[:, 1] * _MULS[1]
-        h ^= dst[:, 0] * _MULS[2]
-        h ^= dst[:, 1] * _MULS[3]
-        h ^= qp.astype(np.uint64) * _MULS[4]
+        h = src[:, 0] * muls[0]
+        h ^= src[:, 1] * muls[1]
+        h ^= dst[:, 0] * muls[2]
+        h ^= dst[:, 1] * muls[3]
+        h ^= qp.astype(np.uint64) * muls[4]
         h ^= h >> np.uint64(29)
-        h *= _MULS[5]
+        h *= muls[5]
     return h
 
 
@@ -61,6 +60,7 @@ class FlowRegistry:
         self.src = np.zeros((0, 2), dtype=np.uint64)
         self.dst = np.zeros((0, 2), dtype=np.uint64)
         self.qp = np.zeros(0, dtype=np.uint32)
+        self._check = np.zeros(0, dtype=np.uint64)  # second, independent hash per flow
         self._collided: dict[tuple, int] = {}
 
     def lookup(self, src: np.ndarray, dst: np.ndarray, qp: np.ndarray) -> tuple[np.ndarray, int]:
@@ -72,7 +72,11 @@ class FlowRegistry:
         if new.any():
             self._register(h, src, dst, qp, np.flatnonzero(new))
             ids[new] = self._find(h[new])
-        bad = self._mismatch(ids, src, dst, qp)
+        check = _hash(src, dst, qp, _MULS2)
+        suspect = np.flatnonzero(self._check[ids] != check)
+        bad = np.zeros(len(ids), dtype=bool)
+        if len(suspect):  # the second hash differs: compare the full keys of those rows
+            bad[suspect] = self._mismatch(ids[suspect], src[suspect], dst[suspect], qp[suspect])
         if bad.any():
             self._resolve_collisions(ids, bad, src, dst, qp)
         return ids, before
@@ -94,6 +98,7 @@ class FlowRegistry:
         self.src = np.concatenate([self.src, src])
         self.dst = np.concatenate([self.dst, dst])
         self.qp = np.concatenate([self.qp, qp.astype(np.uint32)])
+        self._check = np.concatenate([self._check, _hash(src, dst, qp, _MULS2)])
         hashes = np.concatenate([self._hashes, h])
         ids = np.concatenate([self._ids, new_ids])
         order = np.argsort(hashes, kind="stable")
@@ -115,6 +120,7 @@ class FlowRegistry:
                 self.src = np.concatenate([self.src, src[r:r + 1]])
                 self.dst = np.concatenate([self.dst, dst[r:r + 1]])
                 self.qp = np.concatenate([self.qp, qp[r:r + 1].astype(np.uint32)])
+                self._check = np.concatenate([self._check, _hash(src[r:r + 1], dst[r:r + 1], qp[r:r + 1], _MULS2)])
             ids[r] = fid
 
     def endpoint_names(self) -> tuple[list[str], list[str]]:

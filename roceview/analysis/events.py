@@ -1,0 +1,66 @@
+"""The anomaly log: one row per gap, retransmission, NAK, CNP, CE mark, PFC pause/resume.
+
+Rows are kept as numpy columns per chunk (kind code, two integer details) and turned into text
+only once, at the end.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from roceview.analysis.opcodes import NAK_CODE_NAMES
+from roceview.analysis.tables import EVENT_COLUMNS, Table
+
+EVENT_KINDS = ("gap", "retransmit", "nak_seq", "nak_rnr", "nak_other", "timeout_retransmit", "cnp",
+               "ecn_ce", "pfc_pause", "pfc_resume")
+KIND_CODE = {k: i for i, k in enumerate(EVENT_KINDS)}
+_PFC_KINDS = (KIND_CODE["pfc_pause"], KIND_CODE["pfc_resume"])
+
+
+class EventLog:
+    def __init__(self):
+        self._parts: list[tuple[np.ndarray, ...]] = []
+
+    def add(self, kind: str, ts, idx, flow, psn=None, a=None, b=None) -> None:
+        """`flow` is a flow id (or, for PFC kinds, a MAC table index); psn -1 = none."""
+        n = len(ts)
+        if n == 0:
+            return
+        zeros = np.zeros(n, dtype=np.int64)
+        self._parts.append((np.asarray(ts, np.int64), np.asarray(idx, np.int64),
+                            np.asarray(flow, np.int64), np.full(n, KIND_CODE[kind], np.int8),
+                            zeros - 1 if psn is None else np.asarray(psn, np.int64),
+                            zeros if a is None else np.asarray(a, np.int64),
+                            zeros if b is None else np.asarray(b, np.int64)))
+
+    def count(self, kind: str) -> int:
+        code = KIND_CODE[kind]
+        return int(sum(int((p[3] == code).sum()) for p in self._parts))
+
+    def table(self, flow_names: list[str], mac_names: list[str]) -> Table:
+        if not self._parts:
+            return Table.empty(EVENT_COLUMNS)
+        ts, idx, flow, kind, psn, a, b = (np.concatenate(c) for c in zip(*self._parts))
+        order = np.lexsort((kind, idx, ts))
+        ts, flow, kind, psn, a, b = ts[order], flow[order], kind[order], psn[order], a[order], b[order]
+        is_pfc = np.isin(kind, _PFC_KINDS)
+        names = [mac_names[f] if p else flow_names[f] for f, p in zip(flow.tolist(), is_pfc.tolist())]
+        details = [_detail(k, x, y) for k, x, y in zip(kind.tolist(), a.tolist(), b.tolist())]
+        return Table(EVENT_COLUMNS, {"ts": ts, "flow": names, "kind": [EVENT_KINDS[k] for k in kind.tolist()],
+                                     "psn": psn, "detail": details})
+
+
+def _detail(kind: int, a: int, b: int) -> str:
+    name = EVENT_KINDS[kind]
+    if name == "gap":
+        return f"{a} PSN{'s' if a != 1 else ''} skipped from {b}"
+    if name in ("nak_seq", "nak_other"):
+        meaning = NAK_CODE_NAMES.get(a & 0x1F, "reserved code") if (a >> 5) & 3 == 3 else "reserved syndrome"
+        return f"AETH syndrome 0x{a:02x}: {meaning}"
+    if name == "nak_rnr":
+        return f"AETH syndrome 0x{a:02x}: RNR NAK, timer code {a & 0x1F}"
+    if name == "timeout_retransmit":
+        return "retransmission with no NAK from the peer since the previous one"
+    if name in ("pfc_pause", "pfc_resume"):
+        prio = "all" if a == 8 else str(a)
+        return f"priority {prio} quanta {b}"
+    return ""

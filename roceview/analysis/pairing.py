@@ -1,0 +1,101 @@
+"""peer_qp: pair the two directions of a queue pair from the traffic.
+
+Flow A->B (dest QP qB) and flow B->A (dest QP qA) are the two directions of one QP pair. Without
+RDMA CM in the Batch (the CM MAD payload is not a column), pairs come from the traffic:
+  1. lone pairing: exactly one unpaired connected-mode flow A->B and one B->A: they pair;
+  2. PSN following: the ACK/response PSNs of a B->A flow equal request PSNs of an A->B flow in the
+     same chunk; a pair is taken when each is the other's unique best match.
+Pairs are sticky once made. UD flows, QP1 (GSI) and CNP-only flows never pair.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from roceview.analysis.opcodes import TRANSPORT_CNP, TRANSPORT_UD
+
+
+class Pairing:
+    def __init__(self):
+        self.peer = np.zeros(0, dtype=np.int64)
+
+    def grow(self, n: int) -> None:
+        if n > len(self.peer):
+            self.peer = np.concatenate([self.peer, np.full(n - len(self.peer), -1, dtype=np.int64)])
+
+    def candidates(self, registry, transport: np.ndarray) -> np.ndarray:
+        t = transport[: registry.n]
+        ok = (self.peer < 0) & (t >= 0) & (t != TRANSPORT_UD) & (t != TRANSPORT_CNP) & (t < 6)
+        ok &= registry.qp != 1
+        return np.flatnonzero(ok)
+
+    def update(self, registry, transport, req_flow, req_psn, resp_flow, resp_psn) -> None:
+        cand = self.candidates(registry, transport)
+        if len(cand) < 2:
+            return
+        pair_id, direction = self._endpoint_pairs(registry, cand)
+        self._lone(cand, pair_id, direction)
+        cand_mask = np.zeros(len(self.peer), dtype=bool)
+        cand_mask[cand[self.peer[cand] < 0]] = True
+        if cand_mask.any():
+            pid = np.full(len(self.peer), -1, dtype=np.int64)
+            pid[cand] = pair_id * 2 + direction
+            self._psn_following(pid, cand_mask, req_flow, req_psn, resp_flow, resp_psn)
+
+    @staticmethod
+    def _endpoint_pairs(registry, cand):
+        words = np.concatenate([registry.src[cand], registry.dst[cand]])
+        _, ep = np.unique(words, axis=0, return_inverse=True)
+        ep = ep.reshape(-1)
+        a, b = ep[: len(cand)], ep[len(cand):]
+        lo, hi = np.minimum(a, b), np.maximum(a, b)
+        _, pair_id = np.unique(lo * (ep.max() + 1) + hi, return_inverse=True)
+        return pair_id.reshape(-1), (a > b).astype(np.int64)
+
+    def _lone(self, cand, pair_id, direction) -> None:
+        key = pair_id * 2 + direction
+        counts = np.bincount(key, minlength=2 * (pair_id.max() + 1)).reshape(-1, 2)
+        lone = (counts == 1).all(axis=1)
+        pick = lone[pair_id]
+        if not pick.any():
+            return
+        flows, keys = cand[pick], key[pick]
+        order = np.argsort(keys, kind="stable")
+        flows = flows[order].reshape(-1, 2)
+        self.peer[flows[:, 0]] = flows[:, 1]
+        self.peer[flows[:, 1]] = flows[:, 0]
+
+    def _psn_following(self, pid, cand_mask, req_flow, req_psn, resp_flow, resp_psn) -> None:
+        rq = cand_mask[req_flow]
+        rs = cand_mask[resp_flow]
+        if not rq.any() or not rs.any():
+            return
+        req_key = pid[req_flow[rq]] * (1 << 24) + req_psn[rq]
+        resp_key = (pid[resp_flow[rs]] ^ 1) * (1 << 24) + resp_psn[rs]  # the reverse direction
+        keys, first, inv = np.unique(req_key, return_index=True, return_inverse=True)
+        owner = req_flow[rq][first]
+        ambiguous = np.bincount(inv.reshape(-1), req_flow[rq] != owner[inv.reshape(-1)], len(keys)) > 0
+        pos = np.minimum(np.searchsorted(keys, resp_key), len(keys) - 1)
+        hit = (keys[pos] == resp_key) & ~ambiguous[pos]
+        if hit.any():
+            self._mutual_best(owner[pos[hit]], resp_flow[rs][hit])
+
+    def _mutual_best(self, f: np.ndarray, r: np.ndarray) -> None:
+        n = len(self.peer)
+        pairs, counts = np.unique(f * n + r, return_counts=True)
+        pf, pr = pairs // n, pairs % n
+        best_f = self._unique_best(pf, pr, counts)
+        best_r = self._unique_best(pr, pf, counts)
+        for a, b in best_f.items():
+            if best_r.get(b) == a and self.peer[a] < 0 and self.peer[b] < 0:
+                self.peer[a], self.peer[b] = b, a
+
+    @staticmethod
+    def _unique_best(x, y, counts) -> dict[int, int]:
+        best: dict[int, tuple[int, int, bool]] = {}
+        for xi, yi, c in zip(x.tolist(), y.tolist(), counts.tolist()):
+            cur = best.get(xi)
+            if cur is None or c > cur[1]:
+                best[xi] = (yi, c, True)
+            elif c == cur[1]:
+                best[xi] = (cur[0], c, False)
+        return {k: v[0] for k, v in best.items() if v[2]}

@@ -1,0 +1,105 @@
+"""RTT at the capture point: request with AckReq -> first ACK/NAK/response of the peer that covers it.
+
+A response with PSN p (ACK, NAK, ATOMIC ACK, READ response) covers every request PSN <= p of the
+peer's request space. Samples are taken only from packets that were not retransmitted before the
+covering response arrived (Karn's rule: a later retransmission of the same PSN makes the sample
+ambiguous). Requests still unanswered at the end of a chunk are carried to the next one (the
+newest 1024 per flow: a flow whose peer is unknown never gets answers), so the result does not
+depend on chunking. Percentiles are nearest-rank (an actual sample value).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from roceview.analysis.segments import group_bounds, seg_running_max
+
+_IDX_SHIFT = 1 << 40
+_MAX_PENDING_PER_FLOW = 1024  # unanswered requests kept per flow (an unpaired flow never gets answers)
+
+
+class RttMatcher:
+    def __init__(self):
+        empty = np.zeros(0, dtype=np.int64)
+        self.pending = (empty, empty, empty, empty)  # flow, u, ts, idx
+        self.sample_flow: list[np.ndarray] = []
+        self.sample_ns: list[np.ndarray] = []
+
+    def feed(self, requests, responses, retransmissions) -> None:
+        """Each argument is (flow, u, ts, idx) in capture order; responses are already mapped to
+        the requester's flow and PSN coordinate."""
+        q = tuple(np.concatenate([a, b]) for a, b in zip(self.pending, requests))
+        order = np.argsort(q[0], kind="stable")
+        q = tuple(a[order] for a in q)
+        r_order = np.argsort(responses[0], kind="stable")
+        responses = tuple(a[r_order] for a in responses)
+        matched, pos = self._match(q, responses)
+        resp_idx = np.where(matched, responses[3][np.minimum(pos, max(len(responses[3]) - 1, 0))]
+                            if len(responses[3]) else 0, np.iinfo(np.int64).max)
+        karn = self._retransmitted_before(q, resp_idx, retransmissions)
+        take = matched & ~karn
+        if take.any():
+            self.sample_flow.append(q[0][take])
+            self.sample_ns.append(responses[2][pos[take]] - q[2][take])
+        keep = ~matched & ~karn
+        keep[keep] = _newest_per_flow(q[0][keep], _MAX_PENDING_PER_FLOW)
+        self.pending = tuple(a[keep] for a in q)
+
+    @staticmethod
+    def _match(q, responses):
+        q_flow, q_u, _, q_idx = q
+        r_flow, r_u, _, r_idx = responses
+        n = len(q_flow)
+        if n == 0 or len(r_flow) == 0:
+            return np.zeros(n, dtype=bool), np.zeros(n, dtype=np.int64)
+        starts, lengths, gid = group_bounds(r_flow)
+        groups = r_flow[starts]
+        low = np.minimum.reduceat(r_u, starts) - 1
+        excl, _ = seg_running_max(r_u, starts, lengths, gid, low)
+        rel = np.maximum(excl, r_u) - low[gid]  # running max of covered PSN, >= 1
+        span = int(rel.max()) + 1
+        g = np.minimum(np.searchsorted(groups, q_flow), len(groups) - 1)
+        ok = groups[g] == q_flow
+        after = np.searchsorted(gid * _IDX_SHIFT + r_idx, g * _IDX_SHIFT + q_idx, side="right")
+        covers = np.searchsorted(gid * span + rel, g * span + np.clip(q_u - low[g], 0, span))
+        pos = np.maximum(after, covers)
+        end = starts[g] + lengths[g]
+        return ok & (pos < end), np.minimum(pos, len(r_flow) - 1)
+
+    @staticmethod
+    def _retransmitted_before(q, resp_idx, retransmissions) -> np.ndarray:
+        """The first retransmission of the flow after the request, if it comes before the
+        covering response and starts at or below the request's PSN (go-back-N from the loss)."""
+        t_flow, t_u, _, t_idx = retransmissions
+        if len(t_flow) == 0 or len(q[0]) == 0:
+            return np.zeros(len(q[0]), dtype=bool)
+        order = np.lexsort((t_idx, t_flow))
+        t_flow, t_u, t_idx = t_flow[order], t_u[order], t_idx[order]
+        keys = t_flow * _IDX_SHIFT + t_idx
+        pos = np.searchsorted(keys, q[0] * _IDX_SHIFT + q[3], side="right")
+        ok = pos < len(keys)
+        pos = np.minimum(pos, len(keys) - 1)
+        return ok & (t_flow[pos] == q[0]) & (t_idx[pos] < resp_idx) & (t_u[pos] <= q[1])
+
+    def percentiles(self, n_flows: int, pcts=(50, 99)) -> list[np.ndarray]:
+        """Per flow nearest-rank percentiles in ns (NaN where a flow has no sample)."""
+        out = [np.full(n_flows, np.nan) for _ in pcts]
+        if not self.sample_flow:
+            return out
+        flow = np.concatenate(self.sample_flow)
+        ns = np.concatenate(self.sample_ns)
+        order = np.lexsort((ns, flow))
+        flow, ns = flow[order], ns[order]
+        starts, lengths, _ = group_bounds(flow)
+        for res, p in zip(out, pcts):
+            rank = np.maximum(np.ceil(lengths * (p / 100.0)).astype(np.int64), 1) - 1
+            res[flow[starts]] = ns[starts + rank]
+        return out
+
+
+def _newest_per_flow(flow: np.ndarray, limit: int) -> np.ndarray:
+    """Mask keeping the last `limit` rows of each flow (rows grouped by flow, oldest first)."""
+    if len(flow) <= limit:
+        return np.ones(len(flow), dtype=bool)
+    starts, lengths, gid = group_bounds(flow)
+    from_end = np.repeat(starts + lengths, lengths) - np.arange(len(flow))
+    return from_end <= limit

@@ -1,0 +1,90 @@
+"""Python API: `roceview.analyze(paths, **options) -> AnalysisResult`.
+
+    result = roceview.analyze("mirror.pcap", link_speed=100, pmtu=None)
+    result.flows        # pandas DataFrame, one row per flow (qps.csv columns)
+    result.pfc, result.events, result.timeline, result.findings, result.summary
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+from roceview.analysis import AnalysisResult, Analyzer
+
+DEFAULT_CHUNK = 1 << 18
+
+
+def analyze(paths, *, pmtu: int | None = None, link_speed: float = 100.0, bucket_ms: float = 1.0,
+            roce_ports: Iterable[int] = (), chunk_packets: int = DEFAULT_CHUNK, packets: bool = False,
+            warn: Callable[[str], None] | None = None, progress: Callable[[int], None] | None = None,
+            diagnose: bool = True) -> AnalysisResult:
+    """Analyze capture file(s): a path, several paths, a directory, or '-' for stdin.
+
+    pmtu: path MTU in bytes (default: inferred from FIRST/MIDDLE payloads); link_speed: Gb/s for
+    PFC pause time; bucket_ms: timeline bucket; packets=True also returns the packets table as
+    `result.packets`; warn receives decode warnings (default: stderr); progress(n) is called with
+    the number of packets of each chunk read. Raises roceview.errors.BadInput for bad input.
+    """
+    from roceview.capture.source import expand_paths
+    from roceview.packets import iter_batches
+
+    _check_options(pmtu, link_speed, bucket_ms)
+    warnings: list[str] = []
+
+    def on_warning(message: str) -> None:
+        warnings.append(message)
+        if warn is not None:
+            warn(message)
+        else:
+            import sys
+            print(f"roceview: warning: {message}", file=sys.stderr)
+
+    files = expand_paths(paths)
+    analyzer = Analyzer(pmtu=pmtu, link_speed_gbps=link_speed, bucket_ms=bucket_ms, keep_packets=packets)
+    for batch in iter_batches(files, roce_ports=tuple(roce_ports), chunk_packets=chunk_packets,
+                              warn=on_warning):
+        analyzer.feed(batch)
+        if progress is not None:
+            progress(batch.n)
+    result = analyzer.finish(files=files, warnings=warnings)
+    if packets and result.packets is None:
+        result.packets = _packets_frame(analyzer)
+    if diagnose:
+        run_diagnoser(result)
+    return result
+
+
+def _packets_frame(analyzer):
+    from roceview.batch import Batch
+    from roceview.table import to_dataframe
+
+    kept = analyzer._kept or []
+    return to_dataframe(Batch.concat(kept) if kept else None)
+
+
+def _check_options(pmtu, link_speed, bucket_ms) -> None:
+    from roceview.errors import BadInput
+
+    if pmtu is not None and pmtu not in (256, 512, 1024, 2048, 4096):
+        raise BadInput(f"--pmtu must be one of 256, 512, 1024, 2048, 4096 (got {pmtu})")
+    if not link_speed or link_speed <= 0:
+        raise BadInput(f"--link-speed must be > 0 Gb/s (got {link_speed})")
+    if not bucket_ms or bucket_ms <= 0:
+        raise BadInput(f"--bucket must be > 0 ms (got {bucket_ms})")
+
+
+def run_diagnoser(result: AnalysisResult) -> None:
+    """Fill result.findings with `roceview.diagnose.diagnose(result)` when that package exists.
+
+    The diagnoser may return a list of dicts (FINDINGS_COLUMNS, timestamps as int ns), a pandas
+    DataFrame, or fill the result itself and return None."""
+    try:
+        from roceview.diagnose import diagnose
+    except ImportError:
+        return
+    found = diagnose(result)
+    if found is None:
+        return
+    if isinstance(found, list):
+        result.set_findings(found)
+    else:
+        result.findings = found

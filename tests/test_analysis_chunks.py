@@ -1,0 +1,80 @@
+"""The result does not depend on how the capture is cut into chunks (state carried per flow)."""
+import random
+
+import pytest
+
+from analysis_helpers import (A, B, CNP, READ_FIRST, READ_LAST, READ_MIDDLE, READ_REQUEST, SYN_ACK,
+                              SYN_NAK_SEQ, SYN_RNR, T0, ack, analyze_rows, req)
+
+C, D = "10.0.0.3", "fd00::4"
+US = 1000
+
+
+def mixed_capture() -> list[dict]:
+    rng = random.Random(7)
+    rows = []
+    t = T0
+    # QP 1 (A<->B): wrap, a loss after the capture point (PSN 2), NAK, go-back-N from 2 (4 retransmitted
+    # packets: 2 is behind the highest PSN seen too), ECN, CNP, READ
+    psns = [0xFFFFF0 + i for i in range(16)] + [0, 1, 3, 4, 5]
+    for p in psns:
+        t += US
+        rows.append(req(t, p & 0xFFFFFF, ackreq=rng.random() < 0.5, ecn=rng.choice((2, 3))))
+        if rng.random() < 0.3:
+            rows.append(ack(t + 300, p & 0xFFFFFF))
+    rows.append(ack(t + 500, 2, syndrome=SYN_NAK_SEQ))
+    for p in (2, 3, 4, 5):
+        t += US
+        rows.append(req(t, p, ackreq=True))
+    rows.append(ack(t + 700, 5))
+    rows.append(dict(ts=t + 800, psn=0, opcode=CNP, src=B, dst=A, qp=0xC1))
+    t += 2 * US
+    rows.append(dict(ts=t, psn=6, opcode=READ_REQUEST, src=A, dst=B, qp=0xD2, dmalen=5000, ackreq=True))
+    for i, opc in enumerate((READ_FIRST, READ_MIDDLE, READ_MIDDLE, READ_MIDDLE, READ_LAST)):
+        rows.append(dict(ts=t + (i + 1) * 200, psn=6 + i, opcode=opc, src=B, dst=A, qp=0xC1,
+                         payload=1024 if i < 4 else 904, syndrome=None if opc == READ_MIDDLE else SYN_ACK))
+    rows.append(req(t + 2 * US, 11, ackreq=True))
+    # QP 2 (C<->D, IPv6): RNR, a timeout retransmission, a never-recovered gap
+    for i, p in enumerate((50, 51, 52, 54, 55)):
+        rows.append(req(T0 + i * 3 * US + 100, p, src=C, dst=D, qp=0x77, ackreq=True))
+    rows.append(ack(T0 + 16 * US, 52, syndrome=SYN_RNR, src=D, dst=C, qp=0x66))
+    rows.append(req(T0 + 40 * US, 55, src=C, dst=D, qp=0x77, ackreq=True))
+    rows.append(ack(T0 + 41 * US, 55, src=D, dst=C, qp=0x66))
+    # PFC around it
+    for i in range(6):
+        q = [0] * 8
+        q[3] = 0 if i == 5 else 2000
+        rows.append(dict(proto="pfc", ts=T0 + i * 7 * US, mac="02:00:00:00:00:0a", enable=0x08, quanta=q))
+    rows.append(dict(proto="pause", ts=T0 + 5 * US, mac="02:00:00:00:00:0b", quanta=300))
+    rows.sort(key=lambda r: r["ts"])
+    return rows
+
+
+def all_tables(result):
+    return {name: getattr(result, f"{name}_table").text_rows()
+            for name in ("flows", "pfc", "events", "timeline")}
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 5, 8, 13])
+def test_same_result_for_every_chunk_size(size):
+    rows = mixed_capture()
+    whole = analyze_rows(rows, bucket_ms=0.01)
+    assert all_tables(analyze_rows(rows, chunk=size, bucket_ms=0.01)) == all_tables(whole)
+
+
+def test_mixed_capture_exact_numbers():
+    res = analyze_rows(mixed_capture())
+    flows = {r[0]: dict(zip(res.flows_table.columns, r)) for r in res.flows_table.text_rows()}
+    q1 = flows["10.0.0.1>10.0.0.2:0x0000d2"]
+    assert {k: q1[k] for k in ("gap_events", "gap_psns", "unrecovered_psns", "retransmitted_packets",
+                               "peer_qp")} == {"gap_events": "1", "gap_psns": "1", "unrecovered_psns": "0",
+                                               "retransmitted_packets": "4", "peer_qp": "0x0000c1"}
+    q2 = flows["10.0.0.3>fd00::4:0x000077"]
+    assert {k: q2[k] for k in ("gap_events", "gap_psns", "unrecovered_psns", "retransmitted_packets",
+                               "peer_qp")} == {"gap_events": "1", "gap_psns": "1", "unrecovered_psns": "1",
+                                               "retransmitted_packets": "1", "peer_qp": "0x000066"}
+    r1 = flows["10.0.0.2>10.0.0.1:0x0000c1"]
+    assert (r1["cnp_packets"], r1["naks_seq"], r1["data_packets"], r1["payload_bytes"]) == ("1", "1", "5", "5000")
+    assert flows["fd00::4>10.0.0.3:0x000066"]["naks_rnr"] == "1"
+    kinds = res.events_table.data["kind"]
+    assert kinds.count("timeout_retransmit") == 0  # the RNR NAK precedes QP 2's retransmission

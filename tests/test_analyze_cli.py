@@ -1,0 +1,156 @@
+"""`roceview analyze` end to end on captures written by the project's own writer."""
+import gzip
+import io
+import json
+
+import numpy as np
+import pytest
+
+from analysis_helpers import (A, B, SYN_NAK_SEQ, T0, ack, pfc_frame, req, roce_v2_frame, write_rows_pcap)
+from roceview.cli import Environment, main
+from roceview.capture.writer import write_pcap, write_pcapng
+
+US = 1000
+QPS_HEADER = ("flow,src_ip,dst_ip,dest_qp,peer_qp,transport,first_ts,last_ts,packets,bytes,data_packets,"
+              "payload_bytes,acks,naks_seq,naks_rnr,naks_other,gap_events,gap_psns,unrecovered_psns,"
+              "retransmitted_packets,retransmitted_bytes,ecn_not_ect,ecn_ce,cnp_packets,rtt_p50_us,"
+              "rtt_p99_us,goodput_gbps")
+
+
+def lossy_rows():
+    rows = [req(T0 + i * US, p, ackreq=True, ecn=3 if p == 4 else 2) for i, p in enumerate((0, 1, 3, 4))]
+    rows.append(ack(T0 + 5 * US, 2, syndrome=SYN_NAK_SEQ))
+    rows += [req(T0 + (6 + i) * US, 2 + i, ackreq=True) for i in range(3)]
+    rows.append(ack(T0 + 10 * US, 4))
+    rows.append(dict(proto="pfc", ts=T0 + 11 * US, mac="02:00:00:00:00:0a", enable=0x08,
+                     quanta=[0, 0, 0, 1000, 0, 0, 0, 0]))
+    return rows
+
+
+def run(argv):
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["analyze", *argv], Environment(stdin=io.StringIO(), stdout=out, stderr=err))
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture
+def capture(tmp_path):
+    path = tmp_path / "lossy.pcap"
+    write_rows_pcap(path, lossy_rows())
+    return path
+
+
+def test_csv_files_have_the_contract_columns_and_exact_numbers(capture, tmp_path):
+    # RTT samples: PSN 0 -> NAK 2 (5 us), PSN 1 -> NAK 2 (4 us); PSNs 3 and 4 were retransmitted
+    # before any response covered them (Karn). Goodput: 4 unique payloads of 1024 B in 8 us.
+    code, out, err = run([str(capture), "--csv", str(tmp_path / "out")])
+    assert (code, err) == (0, "")
+    qps = (tmp_path / "out" / "qps.csv").read_text().splitlines()
+    assert qps[0] == QPS_HEADER
+    assert qps[1] == ("10.0.0.1>10.0.0.2:0x0000d2,10.0.0.1,10.0.0.2,0x0000d2,0x0000c1,RC,1700000000.000000000,"
+                      "1700000000.000008000,7,7686,7,7168,0,0,0,0,1,1,0,3,3294,0,1,0,4.000,5.000,4.096000")
+    assert qps[2].startswith("10.0.0.2>10.0.0.1:0x0000c1,10.0.0.2,10.0.0.1,0x0000c1,0x0000d2,RC,"
+                             "1700000000.000005000,1700000000.000010000,2,124,0,0,1,1,0,0,0,0,0,0,0,0,0,0,,,")
+    pfc = (tmp_path / "out" / "pfc.csv").read_text().splitlines()
+    assert pfc == ["src_mac,priority,pause_frames,resume_frames,pause_quanta,paused_us,longest_pause_us,first_ts,last_ts",
+                   "02:00:00:00:00:0a,3,1,0,1000,5.120000,5.120000,1700000000.000011000,1700000000.000011000"]
+    assert (tmp_path / "out" / "findings.csv").read_text() == \
+        "severity,kind,summary,flows,start_ts,end_ts,evidence,advice\n"
+    events = (tmp_path / "out" / "events.csv").read_text().splitlines()
+    assert events[:3] == ["ts,flow,kind,psn,detail",
+                          "1700000000.000002000,10.0.0.1>10.0.0.2:0x0000d2,gap,3,1 PSN skipped from 2",
+                          "1700000000.000003000,10.0.0.1>10.0.0.2:0x0000d2,ecn_ce,4,"]
+    assert [e.split(",")[2] for e in events[4:]] == ["retransmit"] * 3 + ["pfc_pause"]
+    timeline = (tmp_path / "out" / "timeline.csv").read_text().splitlines()
+    assert timeline[0] == "bucket_start,flow,bytes,gbps,ecn_ce,cnp_packets,retransmitted_packets"
+    assert timeline[1] == "1700000000.000000000,10.0.0.1>10.0.0.2:0x0000d2,7686,0.061488,1,0,3"
+
+
+def test_report_lists_detections_until_the_diagnoser_exists(capture):
+    code, out, _ = run([str(capture)])
+    assert code == 0
+    for text in ("Capture", "Findings", "1 PSN gap events", "3 retransmitted packets", "Queue pairs",
+                 "PFC / PAUSE", "10.0.0.1>10.0.0.2:0x0000d2"):
+        assert text in out
+
+
+def _variants(tmp_path, rows):
+    frames = [pfc_frame(r) if r.get("proto") else roce_v2_frame(r) for r in rows]
+    ts = [r["ts"] for r in rows]
+    plain = tmp_path / "plain.pcap"
+    write_rows_pcap(plain, rows)
+    gz = tmp_path / "plain.pcap.gz"
+    gz.write_bytes(gzip.compress(plain.read_bytes()))
+    ng = tmp_path / "plain.pcapng"
+    write_pcapng(ng, frames, ts)
+    cut = tmp_path / "cut.pcap"
+    cut_frames = [f[:90] for f in frames]
+    write_pcap(cut, np.frombuffer(b"".join(cut_frames), np.uint8), [len(f) for f in cut_frames], ts,
+               wire_lengths=[len(f) for f in frames])
+    return [plain, gz, ng, cut]
+
+
+def test_gzip_pcapng_and_snaplen_truncated_variants_give_identical_qps_csv(tmp_path):
+    outputs = []
+    for i, path in enumerate(_variants(tmp_path, lossy_rows())):
+        code, _, err = run([str(path), "--csv", str(tmp_path / f"o{i}")])
+        assert code == 0, err
+        outputs.append((tmp_path / f"o{i}" / "qps.csv").read_text())
+    assert outputs[1:] == outputs[:1] * 3
+
+
+def test_json_has_the_same_tables_and_the_summary(capture, tmp_path):
+    code, _, _ = run([str(capture), "--json", str(tmp_path / "r.json")])
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert code == 0
+    assert set(doc) == {"summary", "flows", "pfc", "findings", "events", "timeline"}
+    assert doc["summary"]["packets"] == 10
+    assert doc["flows"][0]["first_ts"] == "1700000000.000000000"
+    assert doc["flows"][0]["dest_qp"] == "0x0000d2"
+    assert doc["flows"][1]["rtt_p50_us"] is None
+
+
+def test_unwritable_csv_place_exits_2_with_one_line_and_writes_nothing(capture, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    code, out, err = run([str(capture), "--csv", str(blocker / "sub")])
+    assert code == 2
+    assert err.count("\n") == 1 and err.startswith("roceview: error: cannot write CSV files into")
+    assert out == ""
+    assert blocker.read_text() == "x"
+
+
+def test_missing_capture_is_bad_input(tmp_path):
+    code, out, err = run([str(tmp_path / "nope.pcap")])
+    assert code == 2 and err.count("\n") == 1 and out == ""
+
+
+def test_bad_pmtu_is_bad_input(capture):
+    code, _, err = run([str(capture), "--pmtu", "1000"])
+    assert code == 2 and "--pmtu" in err
+
+
+def test_fail_on_exits_3_when_a_finding_of_that_severity_or_worse_exists(capture, monkeypatch):
+    import roceview.api
+
+    def fake(result):
+        result.set_findings([dict(severity="warning", kind="packet_loss", summary="loss", flows="f",
+                                  start_ts=T0, end_ts=T0 + 1, evidence="", advice="")])
+    monkeypatch.setattr(roceview.api, "run_diagnoser", fake)
+    assert run([str(capture), "--fail-on", "warning"])[0] == 3
+    assert run([str(capture), "--fail-on", "critical"])[0] == 0
+    assert run([str(capture)])[0] == 0
+
+
+def test_api_returns_dataframes_with_the_csv_columns(capture):
+    import roceview
+
+    res = roceview.analyze(str(capture))
+    assert list(res.flows.columns) == QPS_HEADER.split(",")
+    assert list(res.findings.columns) == ["severity", "kind", "summary", "flows", "start_ts", "end_ts",
+                                          "evidence", "advice"]
+    assert res.flows["gap_events"].tolist() == [1, 0]
+    assert str(res.flows["first_ts"].dtype) == "datetime64[ns, UTC]"
+    assert len(res.events) == 7 and len(res.timeline) == 2 and len(res.pfc) == 1
+    assert res.packets is None
+    assert len(roceview.analyze(str(capture), packets=True).packets) == 10
