@@ -222,6 +222,10 @@ class ChunkAnalysis:
         self.syndrome = _col(batch, "aeth_syndrome", rows, np.int64, -1)[r]
         self.ecn = _col(batch, "ecn", rows, np.int64, -1)[r]
         self.data = op.IS_DATA[self.op]
+        # A NAK's PSN is the request it refuses (IBTA 9.7.5.1.3): it acknowledges only the PSNs
+        # before it, so it moves the highest-seen mark to PSN - 1 (a span of 0).
+        nak = (self.cls == op.ACKNOWLEDGE) & (self.syndrome >= 0) & (((self.syndrome >> 5) & 3) != op.AETH_ACK)
+        self.span = np.where(nak, 0, self.span)
         self.retrans = np.zeros(len(rows), dtype=bool)
         self.last_idx = int(rows[-1]) + idx0
 
@@ -285,7 +289,10 @@ class ChunkAnalysis:
         m = self.space < 2
         self.m = m
         sid = self.fid[m] * 2 + self.space[m]
-        res = self.an.spaces.process(sid, self.psn[m], self.span[m], self.data[m])
+        # Responses skip PSNs legitimately (ACK coalescing, IBTA 9.7.5.1.2): in the response
+        # space only a READ response MIDDLE/LAST must follow the previous response's PSN.
+        gap_check = (self.space[m] == op.REQUEST_SPACE) | op.CONTINUES_RESPONSE[self.op[m]]
+        res = self.an.spaces.process(sid, self.psn[m], self.span[m], self.data[m], gap_check)
         self.res, self.sid = res, sid
         self.retrans[m] = res.retransmitted
         f, st, rt, gap = self.fid[m], self.an.flow, res.retransmitted, res.gap

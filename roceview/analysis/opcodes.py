@@ -55,6 +55,11 @@ IS_DATA = np.zeros(256, dtype=bool)  # data packet: a request or a READ response
 IS_DATA[(OPCLASS == REQUEST) | (OPCLASS == READ_REQUEST) | (OPCLASS == READ_RESPONSE)] = True
 
 
+CONTINUES_RESPONSE = np.zeros(256, dtype=bool)  # READ response MIDDLE/LAST continue a message
+for _base in (0x00, 0x40, 0xA0):
+    CONTINUES_RESPONSE[_base | 0x0E] = CONTINUES_RESPONSE[_base | 0x0F] = True
+
+
 def transport_code(opcode: np.ndarray) -> np.ndarray:
     """Index into TRANSPORT_NAMES from the opcode's top three bits (0x81 is CNP)."""
     code = (np.asarray(opcode, dtype=np.uint8) >> 5).astype(np.int8)

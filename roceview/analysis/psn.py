@@ -49,8 +49,9 @@ class PsnSpaces:
         self.state.grow(2 * n_flows)
 
     def process(self, space: np.ndarray, psn: np.ndarray, span: np.ndarray,
-                is_data: np.ndarray) -> SpaceRows:
-        """Rows sorted by space id; psn raw 24-bit as int64; span >= 1."""
+                is_data: np.ndarray, gap_check: np.ndarray | None = None) -> SpaceRows:
+        """Rows sorted by space id; psn raw 24-bit as int64; span >= 1 (0 for a NAK, which
+        acknowledges only the PSNs before its own); gap_check: rows that may open a gap."""
         starts, lengths, gid = group_bounds(space)
         u = self._unwrap(space, psn, starts, lengths, gid)
         end = u + span - 1
@@ -64,6 +65,8 @@ class PsnSpaces:
         counted = is_data & ~first_ever
         retrans = counted & (u <= h_prev)
         gap = counted & (u > h_prev + 1)
+        if gap_check is not None:
+            gap &= gap_check
         gap_psns = np.where(gap, u - h_prev - 1, 0)
         self._track_gaps(space, u, end, h_prev, gap, retrans)
         return SpaceRows(u, h_prev, first_ever, retrans, gap, gap_psns)
