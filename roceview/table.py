@@ -86,7 +86,7 @@ def to_dataframe(b: Batch | None, columns=None) -> pd.DataFrame:
             continue
         values = b.cols[name]
         mask = b.valid.get(name)
-        if mask is None or mask.all():
+        if mask is None:                    # never null: frame, ts_ns, lengths, truncated
             data[name] = values
         else:
             data[name] = _nullable(values, mask)
