@@ -2,6 +2,8 @@
 kernel generated from the header declarations in `dissectors` (see capture/fieldgen.py)."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from dissectors import ib, opcodes
@@ -18,6 +20,8 @@ M_PROTO, M_L3, M_ROCELEN, M_SESSION, M_INNERLEN, M_FRAG, M_TRUNC, M_ETYPE, M_WIR
 EXT_BY_NAME = {h.name: h for h in ib.EXT_HEADERS}
 ROWS = np.array([K.LAYOUT["opcode"][1], K.LAYOUT["pad"][1], K.LAYOUT["slid"][1], K.LAYOUT["dlid"][1],
                  K.LAYOUT["opcode"][2], K.LAYOUT["slid"][2]], np.int64)
+SPLIT_MIN = 16384
+THREADS = min(2, os.cpu_count() or 1)
 BOOL_COLUMNS = {f.column for h, _ in PLACEMENTS for f in h.columns if f.kind == "bool"}
 
 
@@ -56,9 +60,10 @@ def decode_chunk(chunk: RecordChunk, ports: np.ndarray, first_frame: int) -> Bat
     lens = np.zeros((3, n), np.uint32).T
     flags = np.zeros((5, n), np.bool_).T
     icrc = np.zeros(n, np.uint32)
-    decode_records(chunk.buf, chunk.off, chunk.cap, chunk.wire, chunk.linktype, ports, EXT_OFFSETS, EXT_TOTAL,
-                   ROWS, CRC_TABLES, NATIVE_CRC32, o, meta, mats["u8"], mats["u16"], mats["u32"], mats["u64"],
-                   ok, src, dst, addr_ok, lens, flags, icrc)
+    args = (chunk.buf, chunk.off, chunk.cap, chunk.wire, chunk.linktype, ports, EXT_OFFSETS, EXT_TOTAL,
+            ROWS, CRC_TABLES, NATIVE_CRC32, o, meta, mats["u8"], mats["u16"], mats["u32"], mats["u64"],
+            ok, src, dst, addr_ok, lens, flags, icrc)
+    _run_split(n, args)
     b = Batch(n)
     cols, valid = b.cols, b.valid
     for name, (key, row, vrow) in K.LAYOUT.items():
@@ -80,6 +85,29 @@ def decode_chunk(chunk: RecordChunk, ports: np.ndarray, first_frame: int) -> Bat
     _meta_columns(b, meta)
     _lldp_columns(b, chunk, o, chunk.off + chunk.cap)
     return b
+
+
+def _run_split(n: int, args) -> None:
+    """The kernel releases the GIL: big chunks are decoded by two threads, one half each."""
+    if n < SPLIT_MIN or THREADS < 2:
+        decode_records(0, n, *args)
+        return
+    half = n // 2
+    other = _pool().submit(decode_records, half, n, *args)
+    decode_records(0, half, *args)
+    other.result()
+
+
+_POOL = None
+
+
+def _pool():
+    global _POOL
+    if _POOL is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="roceview-decode")
+    return _POOL
 
 
 def _meta_columns(b: Batch, meta: np.ndarray) -> None:

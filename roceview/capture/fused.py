@@ -53,13 +53,14 @@ def _fast_rocev2(buf, i, p, end, lt, ports, o, meta):
 
 
 @nb.njit(cache=True, nogil=True, boundscheck=False)
-def decode_records(buf, rec_off, cap, wire, linktype, ports, ext, ext_total, rows, crc_table, crc_fn,
+def decode_records(lo, hi, buf, rec_off, cap, wire, linktype, ports, ext, ext_total, rows, crc_table, crc_fn,
                    o, meta, u8, u16, u32, u64, ok, src, dst, addr_ok, lens, flags, icrc):
-    """rows: LAYOUT rows of (opcode, pad, slid, dlid) and validity rows of (opcode, slid).
+    """Records lo..hi (two threads can each take a part: nogil, disjoint rows).
+    rows: LAYOUT rows of (opcode, pad, slid, dlid) and validity rows of (opcode, slid).
     lens[:, 0..2] = wire_len, cap_len, payload_len; flags[:, 0..4] = truncated,
     payload valid, icrc stored valid, icrc_ok, icrc_ok valid; icrc = stored ICRC."""
     scratch = np.empty(128, np.uint8)
-    for i in range(rec_off.shape[0]):
+    for i in range(lo, hi):
         p = rec_off[i]
         end = p + cap[i]
         if not _fast_rocev2(buf, i, p, end, linktype[i], ports, o, meta):

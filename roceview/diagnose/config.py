@@ -1,0 +1,85 @@
+"""Diagnoser thresholds: documented defaults, overridable from a TOML file (`--config FILE.toml`).
+
+The file holds a `[diagnose]` table (or the keys at top level) with any of the fields below:
+
+    [diagnose]
+    storm_ms = 100.0          # PFC watchdog: continuous pause that is a storm
+    pause_warning_share = 0.05
+
+Unknown keys and wrong types are a BadInput (one line), so a typo never silently keeps a default.
+"""
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass, field
+
+from roceview.errors import BadInput
+
+
+@dataclass(frozen=True)
+class Config:
+    # --- PFC / PAUSE (IEEE 802.1Qbb, 802.3x) ---------------------------------------------------
+    storm_ms: float = 100.0             # continuous pause >= this is a storm (NIC/switch watchdog default)
+    storm_window_ms: float = 100.0      # ... or paused >= storm_share of any window this long
+    storm_share: float = 0.99
+    pause_warning_share: float = 0.05   # pfc_pause is a warning when a (MAC, priority) is paused
+                                        # for at least this share of the capture, else info
+    # --- priorities ------------------------------------------------------------------------------
+    trust: str = "auto"                 # how a switch maps a frame to a priority: "pcp", "dscp",
+                                        # or "auto" (PCP when VLAN-tagged, else DSCP)
+    dscp_to_priority: dict = field(default_factory=dict)  # {"26": 3}; default: DSCP >> 3
+    # --- ECN / DCQCN ---------------------------------------------------------------------------
+    ce_warning_share: float = 0.2       # ecn_congestion is a warning above this CE share, else info
+    not_ect_share: float = 0.5          # ecn_not_enabled when a source sends more Not-ECT data than this
+    cnp_wait_us: float = 50.0           # CE marks this close to the capture end may still get a CNP
+    # --- incast --------------------------------------------------------------------------------
+    incast_senders: int = 4             # distinct senders to one destination in one window
+    incast_window_us: float = 1000.0    # the window (rounded up to the timeline bucket)
+    # --- loss ----------------------------------------------------------------------------------
+    nak_window_us: float = 100_000.0    # a NAK / retransmission this long after a gap answers it
+    read_rerequest_span: int = 4096     # PSNs before a lost READ response a re-read may start at
+    # --- reading the capture again when no facts were collected -------------------------------
+    reread_capture: bool = True
+    max_examples: int = 5               # PSNs / frames quoted in evidence
+
+    def priority_of_dscp(self, dscp: int) -> int:
+        mapped = self.dscp_to_priority.get(str(int(dscp)))
+        return int(mapped) if mapped is not None else int(dscp) >> 3
+
+
+DEFAULTS = Config()
+
+
+def load_config(path=None, **overrides) -> Config:
+    """Defaults, then the TOML file's `[diagnose]` table (or top-level keys), then `overrides`."""
+    values: dict = {}
+    if path is not None:
+        try:
+            with open(path, "rb") as fh:
+                data = tomllib.load(fh)
+        except OSError as exc:
+            raise BadInput(f"cannot read config {path}: {exc.strerror or exc}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise BadInput(f"config {path}: {exc}") from None
+        values.update(data.get("diagnose", data))
+    values.update(overrides)
+    return _build(values, path)
+
+
+def _build(values: dict, path) -> Config:
+    fields = {f.name: f for f in dataclasses.fields(Config)}
+    where = f"config {path}: " if path else "config: "
+    clean = {}
+    for key, value in values.items():
+        if key not in fields:
+            raise BadInput(f"{where}unknown setting {key!r} (known: {', '.join(sorted(fields))})")
+        default = getattr(DEFAULTS, key)
+        if isinstance(default, bool) != isinstance(value, bool) or (
+                isinstance(default, (int, float)) and not isinstance(value, (int, float))) or (
+                isinstance(default, (str, dict)) and not isinstance(value, type(default))):
+            raise BadInput(f"{where}{key} must be a {type(default).__name__} (got {value!r})")
+        clean[key] = float(value) if isinstance(default, float) else value
+    if clean.get("trust", "auto") not in ("auto", "pcp", "dscp"):
+        raise BadInput(f"{where}trust must be auto, pcp or dscp (got {clean['trust']!r})")
+    return Config(**clean)
