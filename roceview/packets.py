@@ -35,10 +35,56 @@ def iter_chunks(paths, roce_ports: Iterable[int] = (), chunk_packets: int = DEFA
 
 
 def iter_batches(paths, roce_ports: Iterable[int] = (), chunk_packets: int = DEFAULT_CHUNK,
-                 warn: Callable[[str], None] | None = None) -> Iterator[Batch]:
-    """The packets table in chunks of numpy columns (see roceview.batch)."""
-    for _, batch in iter_chunks(paths, roce_ports, chunk_packets, warn):
-        yield batch
+                 warn: Callable[[str], None] | None = None, prefetch: bool = True) -> Iterator[Batch]:
+    """The packets table in chunks of numpy columns (see roceview.batch).
+
+    With `prefetch`, the next chunk is read and decoded on a worker thread while the caller
+    works on the current one (the decode kernels release the GIL), so analysis and decoding
+    use both cores."""
+    batches = (batch for _, batch in iter_chunks(paths, roce_ports, chunk_packets, warn))
+    if not prefetch:
+        yield from batches
+        return
+    yield from _prefetched(batches)
+
+
+_DONE = object()
+
+
+def _prefetched(source: Iterator[Batch], depth: int = 2) -> Iterator[Batch]:
+    import queue
+    import threading
+
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for item in source:
+                while not stop.is_set():
+                    try:
+                        q.put(item, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put(_DONE)
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer, re-raised there
+            q.put(exc)
+
+    worker = threading.Thread(target=produce, name="roceview-read", daemon=True)
+    worker.start()
+    try:
+        while True:
+            item = q.get()
+            if item is _DONE:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
 
 
 def iter_packets(paths, columns=None, roce_ports: Iterable[int] = (), chunk_packets: int = DEFAULT_CHUNK,

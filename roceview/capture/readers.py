@@ -52,6 +52,7 @@ class _Buffer:
         self.arr = np.frombuffer(self.store, dtype=np.uint8)
         self.pos = self.filled = 0
         self.eof = False
+        self.error: CorruptStream | None = None   # set when a gzip stream breaks mid-file
 
     def refill(self) -> None:
         tail = self.filled - self.pos
@@ -59,7 +60,10 @@ class _Buffer:
         self.pos, self.filled = 0, tail
         view = memoryview(self.store)
         while self.filled < BUFFER_BYTES and not self.eof:
-            got = self.stream.readinto(view[self.filled:BUFFER_BYTES])
+            try:
+                got = self.stream.readinto(view[self.filled:BUFFER_BYTES])
+            except CorruptStream as exc:       # keep what was read before the damage
+                self.error, got = exc, 0
             if not got:
                 self.eof = True
             self.filled += got or 0
@@ -88,14 +92,20 @@ def read_records(path: str, chunk_packets: int, warn: Warn, iface_base: int = 0)
         buf = _Buffer(stream, name)
         reader = _pcap if kind == "pcap" else _pcapng
         yielded = False
+        damaged = []
         try:
-            for chunk in reader(buf, chunk_packets, warn, iface_base):
+            for chunk in reader(buf, chunk_packets, lambda m: damaged.append(m), iface_base):
                 yielded = True
                 yield chunk
         except CorruptStream as exc:
+            buf.error = exc
+        if buf.error is not None:
             if not yielded:
-                raise BadInput(str(exc)) from None
-            warn(f"{exc}; stopped reading there")
+                raise BadInput(str(buf.error)) from None
+            warn(f"{buf.error}; stopped reading there")
+        else:
+            for message in damaged:
+                warn(message)
     finally:
         if path != "-":
             stream.close()

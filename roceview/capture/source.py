@@ -20,20 +20,39 @@ CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap", ".pcap.gz", ".pcapng.gz", ".erf.
 
 
 class _GzipStream(io.RawIOBase):
-    """gzip.GzipFile raising BadInput (one line) on corrupt data."""
+    """gzip.GzipFile raising CorruptStream (one line) on corrupt data. Not wrapped in a
+    BufferedReader: a buffered read that fails would drop the good data before the damage."""
 
     def __init__(self, raw, name):
         self._gz = gzip.GzipFile(fileobj=raw, mode="rb")
         self._name = name
+        self.head = self._guard(lambda: self._gz.read(4))
+        self._pending = self.head
+
+    def _guard(self, read):
+        try:
+            return read()
+        except (OSError, EOFError, zlib.error) as exc:
+            raise CorruptStream(f"{self._name}: corrupt gzip data ({exc})") from None
 
     def readable(self):
         return True
 
     def readinto(self, b):
-        try:
-            return self._gz.readinto(b)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise CorruptStream(f"{self._name}: corrupt gzip data ({exc})") from None
+        if self._pending:
+            n = len(self._pending)
+            b[:n] = self._pending
+            self._pending = b""
+            return n
+        # read1: one decompression step at a time, so data before a damaged end is kept
+        # (GzipFile.readinto loops internally and drops it when the stream breaks)
+        data = self._guard(lambda: self._gz.read1(len(b)))
+        b[:len(data)] = data
+        return len(data)
+
+    def close(self):
+        self._gz.close()
+        super().close()
 
 
 class CorruptStream(BadInput):
@@ -59,12 +78,11 @@ def open_capture(path: str):
     raw = io.BufferedReader(raw, 1 << 20) if not hasattr(raw, "peek") else raw
     head = raw.peek(4)[:4]
     if head[:2] == GZIP_MAGIC:
-        stream = io.BufferedReader(_GzipStream(raw, name), 1 << 20)
         try:
-            head = stream.peek(4)[:4]
+            stream = _GzipStream(raw, name)
         except CorruptStream as exc:
             raise BadInput(str(exc)) from None
-        return stream, name, head
+        return stream, name, stream.head
     return raw, name, head
 
 
