@@ -25,13 +25,17 @@ def iter_chunks(paths, roce_ports: Iterable[int] = (), chunk_packets: int = DEFA
     ports = port_table(roce_ports)
     frame = 1
     files = _time_ordered(expand_paths(paths), warn)
+    iface_base = 0
     for index, path in enumerate(files):
-        for chunk in read_records(path, chunk_packets, warn, iface_base=0):
+        next_base = iface_base + 1
+        for chunk in read_records(path, chunk_packets, warn, iface_base=iface_base):
+            next_base = max(next_base, int(chunk.iface.max(initial=0)) + 1)
             batch = decode_chunk(chunk, ports, frame)
             if len(files) > 1:
                 batch.cols["_file"] = np.full(batch.n, index, np.uint16)
             frame += chunk.n
             yield chunk, batch
+        iface_base = next_base          # interfaces of several files stay distinct
 
 
 def iter_batches(paths, roce_ports: Iterable[int] = (), chunk_packets: int = DEFAULT_CHUNK,

@@ -33,7 +33,8 @@ class _Interfaces:
         for k in np.unique(local_if):
             g = self.section_base + int(k)
             rows = local_if == k
-            ts[rows] = _units_to_ns(raw[rows], self.tsresol[g]) + self.tsoffset[g] * 1_000_000_000
+            offset = max(-(1 << 62), min(1 << 62, self.tsoffset[g] * 1_000_000_000))   # damaged IDBs
+            ts[rows] = _units_to_ns(raw[rows], self.tsresol[g]) + offset
         return ts
 
 
@@ -41,12 +42,13 @@ def _units_to_ns(raw: np.ndarray, resol: int) -> np.ndarray:
     raw = raw.astype(np.int64)
     exp = resol & 0x7F
     if resol & 0x80:                       # 2^-exp seconds
+        exp = min(exp, 63)                 # wider units than int64 only come from damaged IDBs
         whole = raw >> exp
         frac = raw & ((1 << exp) - 1)
         return whole * 1_000_000_000 + ((frac * 1_000_000_000) >> exp if exp <= 33 else 0)
     if exp <= 9:
         return raw * 10 ** (9 - exp)
-    return raw // 10 ** (exp - 9)
+    return raw // 10 ** (exp - 9) if exp - 9 <= 18 else np.zeros_like(raw)
 
 
 def _options(body: bytes, e: str) -> dict[int, bytes]:
