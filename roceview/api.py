@@ -16,13 +16,14 @@ DEFAULT_CHUNK = 1 << 18
 def analyze(paths, *, pmtu: int | None = None, link_speed: float = 100.0, bucket_ms: float = 1.0,
             roce_ports: Iterable[int] = (), chunk_packets: int = DEFAULT_CHUNK, packets: bool = False,
             warn: Callable[[str], None] | None = None, progress: Callable[[int], None] | None = None,
-            diagnose: bool = True) -> AnalysisResult:
+            diagnose: bool = True, config=None) -> AnalysisResult:
     """Analyze capture file(s): a path, several paths, a directory, or '-' for stdin.
 
     pmtu: path MTU in bytes (default: inferred from FIRST/MIDDLE payloads); link_speed: Gb/s for
     PFC pause time; bucket_ms: timeline bucket; packets=True also returns the packets table as
     `result.packets`; warn receives decode warnings (default: stderr); progress(n) is called with
-    the number of packets of each chunk read. Raises roceview.errors.BadInput for bad input.
+    the number of packets of each chunk read; config: a roceview.diagnose.Config or the path of a
+    TOML file of thresholds. Raises roceview.errors.BadInput for bad input.
     """
     from roceview.capture.source import expand_paths
     from roceview.packets import iter_batches
@@ -39,18 +40,40 @@ def analyze(paths, *, pmtu: int | None = None, link_speed: float = 100.0, bucket
             print(f"roceview: warning: {message}", file=sys.stderr)
 
     files = expand_paths(paths)
+    settings = _config(config) if diagnose else None
     analyzer = Analyzer(pmtu=pmtu, link_speed_gbps=link_speed, bucket_ms=bucket_ms, keep_packets=packets)
+    facts = _fact_collector() if diagnose else None
     for batch in iter_batches(files, roce_ports=tuple(roce_ports), chunk_packets=chunk_packets,
                               warn=on_warning):
         analyzer.feed(batch)
+        if facts is not None:
+            facts.feed(batch)
         if progress is not None:
             progress(batch.n)
     result = analyzer.finish(files=files, warnings=warnings)
     if packets and result.packets is None:
         result.packets = _packets_frame(analyzer)
-    if diagnose:
-        run_diagnoser(result)
+    if facts is not None:
+        result.facts = facts.finish()
+        from roceview.diagnose import find
+
+        result.set_findings(find(result, settings))
     return result
+
+
+def _fact_collector():
+    from roceview.diagnose import FactCollector
+
+    return FactCollector()
+
+
+def _config(config):
+    """A Config as is; a path is loaded (BadInput, one line, when it cannot be)."""
+    from roceview.diagnose import load_config
+
+    if config is None or not isinstance(config, (str, bytes)) and not hasattr(config, "__fspath__"):
+        return config
+    return load_config(config)
 
 
 def _packets_frame(analyzer):

@@ -28,6 +28,7 @@ class AnalysisResult:
     summary: dict
     findings_table: Table = field(default_factory=lambda: Table.empty(FINDINGS_COLUMNS))
     packets: object = None  # DataFrame of the packets table when asked for
+    facts: object = None    # roceview.diagnose.CaptureFacts gathered in the same pass
     _frames: dict = field(default_factory=dict, repr=False)
 
     def _frame(self, name: str):

@@ -17,6 +17,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--roce-port", type=int, action="append", default=[], metavar="P",
                         help="also decode UDP destination port P as RoCEv2 (repeatable)")
     parser.add_argument("--bucket", type=float, default=1.0, metavar="MS", help="timeline bucket (default 1 ms)")
+    parser.add_argument("--config", metavar="FILE.toml", default=None,
+                        help="diagnoser thresholds ([diagnose] table; see docs/findings.md)")
     parser.add_argument("--fail-on", choices=("warning", "critical"), default=None,
                         help="exit 3 when a finding of this severity or worse exists")
 
@@ -26,7 +28,7 @@ def run(args, env) -> ExitStatus:
 
     with _progress(env) as progress:
         result = analyze(args.capture, pmtu=args.pmtu, link_speed=args.link_speed, bucket_ms=args.bucket,
-                         roce_ports=args.roce_port, warn=env.warn, progress=progress)
+                         roce_ports=args.roce_port, warn=env.warn, progress=progress, config=args.config)
     if args.csv:
         from roceview.render.export import write_csv_dir
 

@@ -32,7 +32,8 @@ class Config:
     # --- ECN / DCQCN ---------------------------------------------------------------------------
     ce_warning_share: float = 0.2       # ecn_congestion is a warning above this CE share, else info
     not_ect_share: float = 0.5          # ecn_not_enabled when a source sends more Not-ECT data than this
-    cnp_wait_us: float = 50.0           # CE marks this close to the capture end may still get a CNP
+    cnp_wait_us: float = 10.0           # CE marks this close to the capture end may still get a CNP
+                                        # (NIC CNP latency + np_min_time_between_cnps are a few us)
     # --- incast --------------------------------------------------------------------------------
     incast_senders: int = 4             # distinct senders to one destination in one window
     incast_window_us: float = 1000.0    # the window (rounded up to the timeline bucket)

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 from rich.console import Console
+from rich.padding import Padding
 from rich.table import Table as RichTable
+from rich.text import Text
 
 MAX_QP_ROWS = 40
 _SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
@@ -49,12 +51,42 @@ def _findings(result, console: Console) -> None:
     table = result.findings_table
     console.print("\n[bold]Findings[/bold]")
     if len(table):
-        for sev, summary in zip(table.data["severity"], table.data["summary"]):
-            console.print(f"  [{_SEVERITY_STYLE.get(sev, '')}]{sev:8}[/] {summary}")
+        d = table.data
+        for i in range(len(table)):
+            _finding(console, {k: d[k][i] for k in ("severity", "kind", "summary", "flows", "start_ts", "end_ts",
+                                                     "evidence", "advice")})
         return
     detected = result.summary["detected"]
     lines = [f"  {detected[k]:,} {label}" for k, label in _DETECTED if detected.get(k)]
     console.print("\n".join(lines) if lines else "  nothing detected: no gaps, retransmissions, NAKs, pauses or marks")
+
+
+def _finding(console: Console, f: dict) -> None:
+    """One finding: severity and kind, its sentence, then when, flows, evidence and advice."""
+    head = Text("  ")
+    head.append(f"{f['severity'].upper():8}", style=_SEVERITY_STYLE.get(f["severity"], ""))
+    head.append(f" {f['kind']}  ", style="bold")
+    head.append(str(f["summary"]))
+    console.print(head)
+    grid = RichTable.grid(padding=(0, 1))
+    grid.add_column(style="dim", no_wrap=True)
+    grid.add_column(overflow="fold")
+    when = _when(f["start_ts"], f["end_ts"])
+    for label, value in (("when", when), ("flows", str(f["flows"]).replace(";", ", ")),
+                         ("evidence", f["evidence"]), ("advice", f["advice"])):
+        if value:
+            grid.add_row(label, Text(str(value)))
+    console.print(Padding(grid, (0, 0, 1, 11), expand=False))
+
+
+def _when(start, end) -> str:
+    if start is None or end is None or start == "" or end == "":
+        return ""
+    try:
+        s, e = int(start), int(end)
+    except (TypeError, ValueError):
+        return f"{start} - {end}"
+    return f"{s // 10**9}.{s % 10**9:09d} - {e // 10**9}.{e % 10**9:09d} ({_duration(e - s)})"
 
 
 def worst_first(flows) -> np.ndarray:

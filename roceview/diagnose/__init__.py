@@ -1,0 +1,57 @@
+"""The diagnoser: findings (severity, kind, summary, evidence, advice) from an AnalysisResult.
+
+    from roceview.diagnose import diagnose, FactCollector, load_config
+    frame = diagnose(result)                       # pandas DataFrame, FINDINGS columns + `key`
+    records = find(result, load_config("x.toml"))  # the same as a list of dicts (no pandas)
+
+Packet-level facts (priorities, ECN codepoints, MACs, ICRC, truncation, READ response breaks)
+come from `result.facts` (a FactCollector fed the same batches as the Analyzer), else by reading
+the capture files again (config `reread_capture`; not possible for stdin). Kinds and
+their rules: docs/findings.md. No rich/textual imports here.
+"""
+from __future__ import annotations
+
+from roceview.diagnose.capture import capture_findings
+from roceview.diagnose.config import DEFAULTS, Config, load_config
+from roceview.diagnose.context import Context
+from roceview.diagnose.ecn import ecn_findings
+from roceview.diagnose.facts import CaptureFacts, FactCollector, facts_from_files
+from roceview.diagnose.finding import COLUMNS, finalize
+from roceview.diagnose.loss import loss_findings
+from roceview.diagnose.pfc import pfc_findings
+from roceview.diagnose.priority import priority_findings
+
+RULES = (loss_findings, pfc_findings, priority_findings, ecn_findings, capture_findings)
+
+__all__ = ["diagnose", "find", "FactCollector", "CaptureFacts", "Config", "DEFAULTS", "load_config",
+           "COLUMNS", "facts_for"]
+
+
+def facts_for(result, config: Config = DEFAULTS) -> CaptureFacts | None:
+    facts = getattr(result, "facts", None)
+    if facts is None and config.reread_capture:
+        files = result.summary.get("files") or []
+        facts = facts_from_files(files) if files else None
+    return facts
+
+
+def find(result, config: Config | None = None, facts: CaptureFacts | None = None) -> list[dict]:
+    """Findings as dicts (COLUMNS; start_ts/end_ts int ns), worst first, deduplicated by `key`."""
+    config = config or DEFAULTS
+    ctx = Context(result, config, facts if facts is not None else facts_for(result, config))
+    records = []
+    for rule in RULES:
+        records += rule(ctx)
+    return finalize(records)
+
+
+def diagnose(result, config: Config | None = None, facts: CaptureFacts | None = None):
+    """Findings as a pandas DataFrame with COLUMNS (start_ts/end_ts int64 ns)."""
+    import pandas as pd
+
+    records = find(result, config, facts)
+    frame = pd.DataFrame(records, columns=list(COLUMNS))
+    for ts in ("start_ts", "end_ts"):
+        frame[ts] = frame[ts].astype("int64")
+    return frame
+

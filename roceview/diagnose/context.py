@@ -1,0 +1,203 @@
+"""What every rule reads: the result tables as plain Python/numpy, indexed by flow, plus facts.
+
+Flow ids are the engine's `SRC>DST:0xQPN`; the reverse flow of a QP pair is found from
+`peer_qp`. Per-flow facts (priority, ECN, MACs, PSN ranges) are folded from the FactCollector's
+classes by rebuilding the same flow id.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from roceview.analysis.flows import format_address
+from roceview.analysis.opcodes import ACKNOWLEDGE, ATOMIC_ACKNOWLEDGE, CNP, READ_REQUEST, READ_RESPONSE, REQUEST
+from roceview.analysis.pfc import format_mac
+
+PSN_MOD = 1 << 24
+DATA_CLASSES = (REQUEST, READ_REQUEST, READ_RESPONSE)
+RESPONSE_CLASSES = (READ_RESPONSE, ACKNOWLEDGE, ATOMIC_ACKNOWLEDGE)
+
+
+@dataclass
+class Events:
+    ts: np.ndarray
+    psn: np.ndarray
+    detail: list
+
+
+@dataclass
+class FlowFacts:
+    """Per-flow sums from the packet classes (empty when no facts were collected)."""
+    priorities: dict = field(default_factory=lambda: defaultdict(int))   # (pcp, dscp) -> data+ack packets
+    cnp_priorities: dict = field(default_factory=lambda: defaultdict(int))
+    data: int = 0
+    data_not_ect: int = 0
+    data_ce: int = 0
+    bad_icrc: int = 0
+    src_macs: set = field(default_factory=set)
+    dst_macs: set = field(default_factory=set)
+    protos: set = field(default_factory=set)
+    request_arc: list = field(default_factory=list)    # [(first psn, last psn)]
+    response_arc: list = field(default_factory=list)
+
+
+class Context:
+    def __init__(self, result, config, facts=None):
+        self.config = config
+        self.summary = result.summary
+        self.facts = facts
+        self._flows(result.flows_table)
+        self._events(result.events_table)
+        self.pfc = _rows(result.pfc_table)
+        self.timeline = result.timeline_table.data
+        self.start_ns, self.end_ns = self._capture_span()
+        self.flow_facts = self._fold_facts() if facts is not None else {}
+
+    # ---- tables ------------------------------------------------------------------------------
+    def _flows(self, table) -> None:
+        rows = _rows(table)
+        self.flow_names = [r["flow"] for r in rows]
+        self.flow = dict(zip(self.flow_names, rows))
+
+    def _events(self, table) -> None:
+        d = table.data
+        kinds = np.asarray(d["kind"], dtype=object)
+        flows = np.asarray(d["flow"], dtype=object)
+        self.events: dict[tuple[str, str], Events] = {}
+        if len(kinds) == 0:
+            return
+        order = np.lexsort((np.asarray(d["ts"]), flows.astype(str), kinds.astype(str)))
+        kinds, flows = kinds[order], flows[order]
+        ts, psn = np.asarray(d["ts"])[order], np.asarray(d["psn"])[order]
+        detail = [d["detail"][i] for i in order.tolist()]
+        key = np.char.add(kinds.astype(str), np.char.add("\0", flows.astype(str)))
+        starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+        ends = np.r_[starts[1:], len(key)]
+        for s, e in zip(starts.tolist(), ends.tolist()):
+            self.events[(kinds[s], flows[s])] = Events(ts[s:e], psn[s:e], detail[s:e])
+
+    def _capture_span(self) -> tuple[int, int]:
+        s = self.summary
+        if not s.get("first_ts"):
+            return 0, 0
+        first = _parse_ts(s["first_ts"])
+        return first, first + int(s.get("duration_ns") or 0)
+
+    # ---- lookups -----------------------------------------------------------------------------
+    def ev(self, kind: str, flow: str) -> Events:
+        return self.events.get((kind, flow), _EMPTY)
+
+    def flows_with(self, kind: str) -> list[str]:
+        return sorted({f for k, f in self.events if k == kind})
+
+    def peer(self, name: str) -> str | None:
+        f = self.flow.get(name)
+        if f is None or f["peer_qp"] < 0:
+            return None
+        peer = f"{f['dst_ip']}>{f['src_ip']}:0x{f['peer_qp']:06x}"
+        return peer if peer in self.flow else None
+
+    def reverse_flows(self, name: str) -> list[str]:
+        """Flows from this flow's destination back to its source (any QP)."""
+        f = self.flow[name]
+        return [n for n, g in self.flow.items() if g["src_ip"] == f["dst_ip"] and g["dst_ip"] == f["src_ip"]]
+
+    def is_reliable(self, name: str) -> bool:
+        return self.flow[name]["transport"] in ("RC", "XRC", "RD")
+
+    def duration_ns(self) -> int:
+        return max(self.end_ns - self.start_ns, 1)
+
+    # ---- facts -------------------------------------------------------------------------------
+    def _fold_facts(self) -> dict[str, FlowFacts]:
+        out: dict[str, FlowFacts] = defaultdict(FlowFacts)
+        names: dict[tuple, str] = {}
+        for c in self.facts.classes:
+            key = (c.src, c.dst, c.qp)
+            if key not in names:
+                names[key] = f"{_addr(c.src)}>{_addr(c.dst)}:0x{c.qp:06x}"
+            ff = out[names[key]]
+            _add_class(ff, c)
+        return dict(out)
+
+    def host_macs(self) -> dict[int, set]:
+        """MAC -> the RoCE endpoint addresses it sends from. A MAC that sends RoCE for exactly one
+        address is taken as that host's NIC (a router MAC carries many sources)."""
+        seen: dict[int, set] = defaultdict(set)
+        for c in (self.facts.classes if self.facts else []):
+            if c.src_mac >= 0:
+                seen[c.src_mac].add(_addr(c.src))
+        return {m: a for m, a in seen.items() if len(a) == 1}
+
+    def read_breaks(self) -> dict[str, list]:
+        out: dict[str, list] = defaultdict(list)
+        for ts, src, dst, qp, psn, expected in (self.facts.read_breaks if self.facts else []):
+            out[f"{_addr(src)}>{_addr(dst)}:0x{qp:06x}"].append((ts, psn, expected))
+        return out
+
+
+def _rows(table) -> list[dict]:
+    """Table rows as dicts of Python values (timestamps int ns, QPs int with -1 = none)."""
+    d = table.data
+    cols = {c: (d[c].tolist() if isinstance(d[c], np.ndarray) else list(d[c])) for c in table.columns}
+    return [dict(zip(cols, values)) for values in zip(*cols.values())]
+
+
+_EMPTY = Events(np.zeros(0, np.int64), np.zeros(0, np.int64), [])
+
+
+def _add_class(ff: FlowFacts, c) -> None:
+    ff.protos.add(c.proto)
+    if c.src_mac >= 0:
+        ff.src_macs.add(c.src_mac)
+    if c.dst_mac >= 0:
+        ff.dst_macs.add(c.dst_mac)
+    ff.bad_icrc += c.bad_icrc
+    if c.opclass == CNP:
+        ff.cnp_priorities[(c.pcp, c.dscp)] += c.packets
+        return
+    ff.priorities[(c.pcp, c.dscp)] += c.packets
+    if c.opclass in DATA_CLASSES:
+        ff.data += c.packets
+        ff.data_not_ect += c.packets if c.ecn == 0 else 0
+        ff.data_ce += c.packets if c.ecn == 3 else 0
+    if c.opclass in (REQUEST, READ_REQUEST):
+        ff.request_arc.append((c.first_psn, c.last_psn))
+    elif c.opclass in RESPONSE_CLASSES:
+        ff.response_arc.append((c.first_psn, c.last_psn))
+
+
+def in_arcs(psn: int, arcs, slack: int = 64) -> bool:
+    """PSN within [first - slack, last + slack] of one of the arcs (24-bit serial arithmetic)."""
+    for first, last in arcs:
+        lo = (first - slack) % PSN_MOD
+        if (psn - lo) % PSN_MOD <= (last - first) % PSN_MOD + 2 * slack:
+            return True
+    return False
+
+
+def _addr(words: tuple) -> str:
+    return format_address(np.asarray(words, dtype="<u8"))
+
+
+def _parse_ts(text: str) -> int:
+    sec, _, frac = text.partition(".")
+    sign = -1 if sec.startswith("-") else 1
+    return sign * (abs(int(sec)) * 1_000_000_000 + int((frac + "000000000")[:9]))
+
+
+def mac_text(mac: int) -> str:
+    return format_mac(mac)
+
+
+def us(ns) -> str:
+    """Microseconds with 3 decimals, for evidence text."""
+    return f"{float(ns) / 1000.0:.3f} us"
+
+
+def span(ns) -> str:
+    """A duration for summaries: us below 1 ms, else ms."""
+    ns = float(ns)
+    return f"{ns / 1000.0:.3f} us" if ns < 1_000_000 else f"{ns / 1e6:.3f} ms"

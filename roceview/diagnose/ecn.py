@@ -1,0 +1,162 @@
+"""ECN / DCQCN findings: ecn_congestion, ecn_not_enabled, cnp_missing, incast.
+
+At a sender-side mirror CE marks are invisible (the switch marks after the mirror): CNPs coming
+back are then the evidence that marking works. The CE counts here are of data packets when packet
+facts were collected, else of all packets of the flow.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+
+from roceview.diagnose.context import Context
+from roceview.diagnose.finding import finding, plural
+
+DCQCN_ADVICE = ("On the receivers read np_ecn_marked_roce_packets and np_cnp_sent, on the senders rp_cnp_handled "
+                "and rp_cnp_ignored (RDMA hw counters); keep switch ECN Kmin < Kmax < PFC XOFF on the RoCE queue.")
+
+
+def _data_flows(ctx: Context):
+    for name, f in ctx.flow.items():
+        if f["data_packets"] and f["transport"] not in ("CNP", "UD"):
+            yield name, f
+
+
+def _ce(ctx: Context, name: str) -> tuple[int, int]:
+    """(data packets, CE-marked data packets) of a flow."""
+    ff, f = ctx.flow_facts.get(name), ctx.flow[name]
+    return (ff.data, ff.data_ce) if ff is not None else (f["data_packets"], f["ecn_ce"])
+
+
+def _cnps_from(ctx: Context, src: str, dst: str | None = None) -> int:
+    return sum(f["cnp_packets"] for f in ctx.flow.values()
+               if f["src_ip"] == src and (dst is None or f["dst_ip"] == dst))
+
+
+def ecn_findings(ctx: Context) -> list[dict]:
+    return _congestion(ctx) + _not_enabled(ctx) + _cnp_missing(ctx) + _incast(ctx)
+
+
+def _congestion(ctx: Context) -> list[dict]:
+    receivers = {f["dst_ip"] for _, f in _data_flows(ctx)} | {f["src_ip"] for f in ctx.flow.values() if f["cnp_packets"]}
+    out = []
+    for rx in sorted(receivers):
+        flows = [n for n, f in _data_flows(ctx) if f["dst_ip"] == rx]
+        data = sum(_ce(ctx, n)[0] for n in flows)
+        ce = sum(_ce(ctx, n)[1] for n in flows)
+        cnps = _cnps_from(ctx, rx)
+        if not (ce or cnps):
+            continue
+        cnp_flows = [n for n, f in ctx.flow.items() if f["src_ip"] == rx and f["cnp_packets"]]
+        share = ce / data if data else 0.0
+        senders = sorted({ctx.flow[n]["src_ip"] for n in flows if _ce(ctx, n)[1]} | {ctx.flow[n]["dst_ip"] for n in cnp_flows})
+        answer = (f"answered with {plural(cnps, 'CNP')}: DCQCN is cutting rates" if cnps
+                  else "and no CNP came back: the senders are not told to slow down")
+        summary = (f"ECN congestion toward {rx}: {plural(ce, 'CE-marked data packet')} ({share:.1%} of {data:,}) "
+                   f"from {plural(len(senders), 'sender')}, {answer}.")
+        if not ce:
+            summary = (f"ECN congestion toward {rx}: it sent {plural(cnps, 'CNP')} to {plural(len(senders), 'sender')} "
+                       "(the CE marks themselves are not visible at this capture point): DCQCN is cutting rates.")
+        sev = "warning" if share >= ctx.config.ce_warning_share else "info"
+        ts = [ctx.flow[n]["first_ts"] for n in flows + cnp_flows]
+        te = [ctx.flow[n]["last_ts"] for n in flows + cnp_flows]
+        evidence = [f"{ce} CE of {data} data packets into {rx}", f"{cnps} CNPs from {rx} to {', '.join(senders)}"]
+        out.append(finding(sev, "ecn_congestion", summary, [n for n in flows if _ce(ctx, n)[1]] + cnp_flows,
+                           min(ts), max(te), evidence, DCQCN_ADVICE + " Marking under load is DCQCN working; "
+                           "persistent high CE share means the path is oversubscribed."))
+    return out
+
+
+def _not_enabled(ctx: Context) -> list[dict]:
+    per_src: dict[str, list] = defaultdict(list)
+    for name, f in _data_flows(ctx):
+        ff = ctx.flow_facts.get(name)
+        if ff is not None and ff.protos == {"ib"}:
+            continue  # native InfiniBand: congestion control uses FECN/BECN, not IP ECN
+        data, not_ect = (ff.data, ff.data_not_ect) if ff is not None else (f["packets"], f["ecn_not_ect"])
+        per_src[f["src_ip"]].append((name, data, not_ect))
+    out = []
+    for src, rows in sorted(per_src.items()):
+        data, not_ect = sum(r[1] for r in rows), sum(r[2] for r in rows)
+        if not data or not_ect / data <= ctx.config.not_ect_share:
+            continue
+        flows = [r[0] for r in rows if r[2]]
+        summary = (f"{src} sends RoCE data Not-ECT (ECN 00): {not_ect:,} of {data:,} data packets; switches cannot "
+                   "mark them, so DCQCN is off and only PFC (or loss) limits congestion.")
+        advice = ("Enable ECN/DCQCN on the NIC for the RoCE priority (mlx5: `echo 1 > /sys/class/net/<if>/ecn/"
+                  "roce_np/enable/<p>` and `.../roce_rp/enable/<p>`, or `mlnxconfig` ROCE_CC) and check the RoCE "
+                  "traffic class sets ECT (e.g. tclass 106 = DSCP 26 + ECT(0)).")
+        out.append(finding("warning", "ecn_not_enabled", summary, flows, min(ctx.flow[n]["first_ts"] for n in flows),
+                           max(ctx.flow[n]["last_ts"] for n in flows),
+                           [f"{not_ect} of {data} data packets from {src} have ECN 00 in {plural(len(flows), 'flow')}"],
+                           advice))
+    return out
+
+
+def _cnp_missing(ctx: Context) -> list[dict]:
+    late = ctx.end_ns - int(ctx.config.cnp_wait_us * 1000)
+    silent: dict[str, list] = defaultdict(list)
+    for name, f in _data_flows(ctx):
+        ce = ctx.ev("ecn_ce", name)
+        marked = ce.ts[ce.ts <= late]
+        if len(marked) and _cnps_from(ctx, f["dst_ip"], f["src_ip"]) == 0:
+            silent[f["dst_ip"]].append((name, len(marked), int(marked.min()), int(marked.max())))
+    out = []
+    for rx, rows in sorted(silent.items()):
+        ce = sum(r[1] for r in rows)
+        senders = sorted({ctx.flow[r[0]]["src_ip"] for r in rows})
+        summary = (f"{rx} received {plural(ce, 'CE-marked packet')} from {', '.join(senders)} and sent no CNP back: "
+                   "its notification point is off, the senders never slow down.")
+        advice = ("Enable the DCQCN notification point on the receiver for the RoCE priority (mlx5 roce_np enable), "
+                  "check np_ecn_marked_roce_packets (marks arrive) against np_cnp_sent (stays 0), the CNP priority "
+                  "and np_min_time_between_cnps.")
+        out.append(finding("warning", "cnp_missing", summary, [r[0] for r in rows], min(r[2] for r in rows),
+                           max(r[3] for r in rows), [f"{r[1]} CE on {r[0]}, 0 CNP from {rx}" for r in rows], advice))
+    return out
+
+
+def _incast(ctx: Context) -> list[dict]:
+    tl = ctx.timeline
+    if not len(tl.get("flow", [])):
+        return []
+    bucket = int(float(ctx.summary.get("bucket_ms") or 1.0) * 1_000_000)
+    width = max(bucket, int(ctx.config.incast_window_us * 1000))
+    senders_of = {n: f["src_ip"] for n, f in _data_flows(ctx)}
+    active: dict[tuple[str, int], set] = defaultdict(set)
+    for start, name, nbytes in zip(np.asarray(tl["bucket_start"]).tolist(), tl["flow"], np.asarray(tl["bytes"]).tolist()):
+        if nbytes and name in senders_of:
+            active[(ctx.flow[name]["dst_ip"], start // width)].add(name)
+    out = []
+    for dst in sorted({d for d, _ in active}):
+        windows = [(w, fl) for (d, w), fl in active.items() if d == dst]
+        w, flows = max(windows, key=lambda x: len({senders_of[n] for n in x[1]}))
+        senders = sorted({senders_of[n] for n in flows})
+        signals = _signals(ctx, dst, flows)
+        if len(senders) < ctx.config.incast_senders or not signals:
+            continue
+        summary = (f"Incast: {len(senders)} senders burst into {dst} within {width / 1e6:g} ms, with "
+                   f"{', '.join(signals)} there.")
+        advice = ("Many-to-one bursts overflow the egress queue toward the receiver: spread or stagger the senders "
+                  "(collective algorithm, fewer outstanding READ/WRITE per QP), let DCQCN react early (lower Kmin), "
+                  "and check the receiver port's tx_prio<p>_pause / rx_prio<p>_discards. " + DCQCN_ADVICE)
+        out.append(finding("warning", "incast", summary, sorted(flows), w * width,
+                           (w + 1) * width, [f"senders: {', '.join(senders)}", *signals], advice))
+    return out
+
+
+def _signals(ctx: Context, dst: str, flows) -> list[str]:
+    ce = sum(_ce(ctx, n)[1] for n in flows)
+    cnps = _cnps_from(ctx, dst)
+    loss = sum(ctx.flow[n]["gap_events"] + ctx.flow[n]["retransmitted_packets"] for n in flows)
+    pauses = sum(r["pause_frames"] for r in ctx.pfc)
+    out = []
+    if ce:
+        out.append(f"{ce} CE-marked packets")
+    if cnps:
+        out.append(f"{cnps} CNPs from {dst}")
+    if pauses:
+        out.append(f"{pauses} PFC pause frames")
+    if loss:
+        out.append(f"{loss} gaps/retransmissions")
+    return out

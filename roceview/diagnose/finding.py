@@ -1,0 +1,45 @@
+"""A finding record and the final list: dedupe by key, order worst first."""
+from __future__ import annotations
+
+import hashlib
+
+SEVERITIES = ("critical", "warning", "info")
+RANK = {"info": 0, "warning": 1, "critical": 2}
+COLUMNS = ("severity", "kind", "summary", "flows", "start_ts", "end_ts", "evidence", "advice", "key")
+
+
+def finding(severity: str, kind: str, summary: str, flows=(), start_ts: int = 0, end_ts: int = 0,
+            evidence=(), advice=(), key: str | None = None) -> dict:
+    """One finding. `evidence` and `advice` are lists of sentences (joined with '; ' / ' ').
+    The dedupe `key` defaults to kind + flows + evidence: identical evidence is reported once."""
+    assert severity in SEVERITIES, severity
+    flows = ";".join(sorted(set(flows))) if not isinstance(flows, str) else flows
+    evidence = "; ".join(evidence) if not isinstance(evidence, str) else evidence
+    advice = " ".join(advice) if not isinstance(advice, str) else advice
+    if key is None:
+        key = hashlib.sha1(f"{kind}|{flows}|{evidence}".encode()).hexdigest()[:16]
+    return {"severity": severity, "kind": kind, "summary": summary, "flows": flows,
+            "start_ts": int(start_ts), "end_ts": int(end_ts), "evidence": evidence,
+            "advice": advice, "key": key}
+
+
+def finalize(records: list[dict]) -> list[dict]:
+    seen: set[str] = set()
+    out = []
+    for r in records:
+        if r["key"] in seen:
+            continue
+        seen.add(r["key"])
+        out.append(r)
+    out.sort(key=lambda r: (-RANK[r["severity"]], r["kind"], r["start_ts"], r["flows"]))
+    return out
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    return f"{n:,} {word if n == 1 else (many or word + 's')}"
+
+
+def psn_list(values, limit: int = 5) -> str:
+    values = [int(v) for v in values]
+    text = ", ".join(str(v) for v in values[:limit])
+    return text + (f" (+{len(values) - limit} more)" if len(values) > limit else "")

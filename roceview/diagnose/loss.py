@@ -1,0 +1,281 @@
+"""Loss findings: network_loss, capture_loss, timeout_retransmit, rnr, remote_error, unreliable_gap.
+
+A PSN gap is judged by what the endpoints did about it (IBTA 9.7.5): a NAK PSN sequence error for
+the first missing PSN, or its retransmission, means the network lost it; neither means the
+receiver had it all along and only the capture missed it. Gaps in a flow's response space are
+normal (a coalesced ACK or a READ response implicitly acknowledges earlier PSNs) unless a READ
+response sequence itself breaks (FactCollector.read_breaks).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from roceview.diagnose.context import PSN_MOD, Context, in_arcs, us
+from roceview.diagnose.finding import finding, plural, psn_list
+
+_GAP = re.compile(r"(\d+) PSNs? skipped from (\d+)")
+_TIMER = re.compile(r"timer code (\d+)")
+_SYNDROME = re.compile(r"AETH syndrome 0x([0-9a-f]{2}): (.*)")
+# IBTA Table 45: RNR NAK timer field -> minimum RNR NAK timer, ms
+RNR_TIMER_MS = (655.36, 0.01, 0.02, 0.03, 0.04, 0.06, 0.08, 0.12, 0.16, 0.24, 0.32, 0.48, 0.64, 0.96,
+                1.28, 1.92, 2.56, 3.84, 5.12, 7.68, 10.24, 15.36, 20.48, 30.72, 40.96, 61.44, 81.92,
+                122.88, 163.84, 245.76, 327.68, 491.52)
+
+LOSS_ADVICE = ("Read `ethtool -S <if>` rx_prio<p>_discards and rx_discards on both hosts and the switch "
+               "port drop counters for the RoCE priority; on the NICs compare the RDMA hw counters "
+               "out_of_sequence and packet_seq_err (receiver) with the retransmissions seen here. "
+               "Lossless RoCE needs PFC on its priority end to end (`mlnx_qos -i <if> --trust dscp --pfc "
+               "0,0,0,1,0,0,0,0`) and the same MTU end to end; check optics/FEC counters for bit errors.")
+
+
+@dataclass
+class FlowLoss:
+    naks: list = field(default_factory=list)       # (nak ts, psn, retx delay ns|None, resent, gen delay|None)
+    net_gaps: list = field(default_factory=list)   # (ts, first missing, count)
+    cap_gaps: list = field(default_factory=list)
+
+
+def loss_findings(ctx: Context) -> list[dict]:
+    per_flow: dict[str, FlowLoss] = {}
+    out = []
+    for name in ctx.flows_with("gap"):
+        out += _classify_gaps(ctx, name, per_flow)
+    for name in ctx.flows_with("nak_seq"):
+        _naks(ctx, name, per_flow)
+    for name, fl in sorted(per_flow.items()):
+        if fl.naks or fl.net_gaps:
+            out.append(_network_loss(ctx, name, fl))
+    captured = {name: fl.cap_gaps for name, fl in per_flow.items() if fl.cap_gaps}
+    if captured:
+        out.append(_capture_loss(captured))
+    out += _timeouts(ctx) + _rnr(ctx) + _remote_errors(ctx)
+    return out
+
+
+# ---- gaps ------------------------------------------------------------------------------------
+def _classify_gaps(ctx: Context, name: str, per_flow) -> list[dict]:
+    flow = ctx.flow.get(name)
+    if flow is None or flow["transport"] in ("UD", "CNP", "") or flow["dest_qp"] in (0, 1):
+        return []  # datagrams and management QPs: several senders share one key, PSNs interleave
+    gaps = ctx.ev("gap", name)
+    if not ctx.is_reliable(name):
+        return [_unreliable(ctx, name, gaps)]
+    breaks = ctx.read_breaks().get(name, [])
+    for ts, psn, detail in zip(gaps.ts.tolist(), gaps.psn.tolist(), gaps.detail):
+        count, first = _gap_detail(detail, psn)
+        if _response_space(ctx, name, psn):
+            if not any(b[0] == ts and b[1] == psn for b in breaks):
+                continue  # implicit acknowledgement of earlier PSNs, not a missing packet
+            lost = _reread(ctx, name, ts, first, psn)
+        else:
+            lost = _nak_for(ctx, name, ts, first, psn) or _resent(ctx, name, ts, first, psn)
+        target = per_flow.setdefault(name, FlowLoss())
+        (target.net_gaps if lost else target.cap_gaps).append((ts, first, count))
+    return []
+
+
+def _gap_detail(detail: str, psn: int) -> tuple[int, int]:
+    m = _GAP.search(detail or "")
+    if m:
+        return int(m.group(1)), int(m.group(2))
+    return 1, (psn - 1) % PSN_MOD
+
+
+def _response_space(ctx: Context, name: str, psn: int) -> bool:
+    ff = ctx.flow_facts.get(name)
+    if ff is None:
+        return False
+    return in_arcs(psn, ff.response_arc, 0) and not in_arcs(psn, ff.request_arc, 0)
+
+
+def _between(psn: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """PSNs in the serial range [lo, hi]."""
+    return (psn - lo) % PSN_MOD <= (hi - lo) % PSN_MOD
+
+
+def _window(ctx: Context, ev, ts: int) -> np.ndarray:
+    return (ev.ts >= ts) & (ev.ts <= ts + int(ctx.config.nak_window_us * 1000))
+
+
+def _requester_side(ctx: Context, name: str) -> list[str]:
+    peer = ctx.peer(name)
+    return [peer] if peer else ctx.reverse_flows(name)
+
+
+def _nak_for(ctx, name, ts, first, psn) -> bool:
+    for other in _requester_side(ctx, name):
+        ev = ctx.ev("nak_seq", other)
+        if (_window(ctx, ev, ts) & _between(ev.psn, first, psn)).any():
+            return True
+    return False
+
+
+def _resent(ctx, name, ts, first, psn) -> bool:
+    ev = ctx.ev("retransmit", name)
+    return bool((_window(ctx, ev, ts + 1) & _between(ev.psn, first, (psn - 1) % PSN_MOD)).any())
+
+
+def _reread(ctx, name, ts, first, psn) -> bool:
+    """A missing READ response that the requester asked for again (a new READ request)."""
+    lo = (first - ctx.config.read_rerequest_span) % PSN_MOD
+    for other in _requester_side(ctx, name):
+        ev = ctx.ev("retransmit", other)
+        if (_window(ctx, ev, ts + 1) & _between(ev.psn, lo, psn)).any():
+            return True
+    return False
+
+
+# ---- NAK PSN sequence error -> go-back-N -----------------------------------------------------
+def _naks(ctx: Context, responder: str, per_flow) -> None:
+    naks = ctx.ev("nak_seq", responder)
+    requesters = _requester_side(ctx, responder)
+    req = requesters[0] if len(requesters) == 1 else None
+    retx = ctx.ev("retransmit", req) if req else None
+    gaps = ctx.ev("gap", req) if req else None
+    target = per_flow.setdefault(req or responder, FlowLoss())
+    nts = naks.ts.tolist() + [np.iinfo(np.int64).max]
+    for i, (ts, e) in enumerate(zip(naks.ts.tolist(), naks.psn.tolist())):
+        delay = resent = gen = None
+        if retx is not None:
+            after = (retx.ts > ts) & (retx.psn == e)
+            if after.any():
+                delay = int(retx.ts[after][0] - ts)
+            resent = int(((retx.ts > ts) & (retx.ts < nts[i + 1])).sum())
+            before = (gaps.ts <= ts) & np.array([_gap_detail(d, p)[1] == e for d, p in
+                                                 zip(gaps.detail, gaps.psn.tolist())], dtype=bool)
+            if before.any():
+                gen = int(ts - gaps.ts[before][-1])
+        target.naks.append((ts, e, delay, resent, gen))
+
+
+def _network_loss(ctx: Context, name: str, fl: FlowLoss) -> dict:
+    unrecovered = [e for _, e, d, _, _ in fl.naks if d is None]
+    resent = sum(r or 0 for *_, r, _ in fl.naks)
+    delays = [d for _, _, d, _, _ in fl.naks if d is not None]
+    gens = [g for *_, g in fl.naks if g is not None]
+    times = [t for t, *_ in fl.naks] + [t for t, *_ in fl.net_gaps]
+    gap_psns = sum(c for *_, c in fl.net_gaps)
+    evidence = [f"{plural(len(fl.naks), 'NAK')} (PSN sequence error) at PSN {psn_list([e for _, e, *_ in fl.naks])}",
+                f"{plural(resent, 'packet')} resent by go-back-N after the NAKs"]
+    if fl.net_gaps:
+        evidence.append(f"{plural(len(fl.net_gaps), 'gap')} of {plural(gap_psns, 'PSN')} seen before the "
+                        "NAK/retransmission (capture point after the loss point)")
+    else:
+        evidence.append("retransmissions without a gap (capture point before the loss point)")
+    if gens:
+        evidence.append(f"NAK generation delay median {us(np.median(gens))}, max {us(max(gens))}")
+    if delays:
+        evidence.append(f"NAK-to-retransmission delay median {us(np.median(delays))}, max {us(max(delays))}")
+    if unrecovered:
+        evidence.append(f"never retransmitted after the NAK: PSN {psn_list(unrecovered)}")
+    n_lost = len(fl.naks) or len(fl.net_gaps)
+    summary = (f"Flow {name} lost packets in the network: {plural(len(fl.naks), 'NAK')}, "
+               f"{plural(resent, 'packet')} resent by go-back-N"
+               + (f", {plural(len(unrecovered), 'PSN')} not recovered" if unrecovered else "") + ".")
+    return finding("critical" if unrecovered else "warning", "network_loss", summary,
+                   [name] + _requester_side(ctx, name)[:1] if n_lost else [name],
+                   min(times), max(times), evidence, LOSS_ADVICE)
+
+
+def _capture_loss(captured: dict[str, list]) -> dict:
+    """One finding for the capture: the mirror's drops are one cause, whatever flows they hit."""
+    gaps = [g for v in captured.values() for g in v]
+    psns = sum(c for *_, c in gaps)
+    worst = sorted(captured.items(), key=lambda kv: -sum(c for *_, c in kv[1]))
+    evidence = [f"{name}: {plural(len(v), 'gap')} of {plural(sum(c for *_, c in v), 'PSN')} from PSN "
+                f"{psn_list([f for _, f, _ in v], 3)}" for name, v in worst[:5]]
+    if len(worst) > 5:
+        evidence.append(f"{len(worst) - 5} more flows")
+    evidence.append("no NAK from the receivers and no retransmission by the senders: the endpoints never missed them")
+    summary = (f"The capture missed {plural(psns, 'packet')} in {plural(len(gaps), 'gap')} on "
+               f"{plural(len(captured), 'flow')} that the endpoints never noticed: the mirror or capture host "
+               "dropped them, not the network.")
+    advice = ("Counts from this capture are lower bounds. Check the SPAN/ERSPAN session for oversubscription "
+              "(both directions of a 100G link into one 100G port overflow it), the switch mirror drop "
+              "counters, and the capture host (`ethtool -S` rx_discards / rx_out_of_buffer, "
+              "`tcpdump -B` buffer); mirror one direction, truncate frames (snaplen 128) or sample.")
+    times = [t for t, *_ in gaps]
+    return finding("warning", "capture_loss", summary, list(captured), min(times), max(times), evidence, advice)
+
+
+def _unreliable(ctx: Context, name: str, gaps) -> dict:
+    total = sum(_gap_detail(d, p)[0] for d, p in zip(gaps.detail, gaps.psn.tolist()))
+    summary = (f"Flow {name} ({ctx.flow[name]['transport']}) skips {plural(total, 'PSN')} in "
+               f"{plural(len(gaps.ts), 'gap')}: lost in the network or by the capture (an unreliable "
+               "transport sends no ACK or NAK that would tell which).")
+    return finding("info", "unreliable_gap", summary, [name], int(gaps.ts.min()), int(gaps.ts.max()),
+                   [f"{plural(len(gaps.ts), 'gap')} totalling {plural(total, 'PSN')}"],
+                   "Compare the receiver's out_of_sequence / rx_discards counters with these gaps.")
+
+
+# ---- timeouts, RNR, other NAKs ---------------------------------------------------------------
+def _timeouts(ctx: Context) -> list[dict]:
+    out = []
+    for name in ctx.flows_with("timeout_retransmit"):
+        ev = ctx.ev("timeout_retransmit", name)
+        spacing = np.diff(ev.ts)
+        evidence = [f"{plural(len(ev.ts), 'retransmission')} with no NAK since the previous one, at PSN {psn_list(ev.psn)}"]
+        if len(spacing):
+            evidence.append(f"spacing between them median {us(np.median(spacing))}")
+        summary = (f"Flow {name} resent {plural(len(ev.ts), 'packet')} that no NAK explains: tail loss recovered "
+                   "only by the requester's ACK timer (Local ACK Timeout).")
+        advice = ("Each costs a full ACK timeout (4.096 us x 2^timeout). Read the requester's RDMA hw counter "
+                  "local_ack_timeout_err and the drop counters (`ethtool -S` rx_prio<p>_discards) along the path; "
+                  "lower the QP `timeout` (NCCL_IB_TIMEOUT) only if the fabric RTT allows, keep `retry_cnt` at 7.")
+        out.append(finding("warning", "timeout_retransmit", summary, [name], int(ev.ts.min()),
+                           int(ev.ts.max()), evidence, advice))
+    return out
+
+
+def _rnr(ctx: Context) -> list[dict]:
+    out = []
+    for name in ctx.flows_with("nak_rnr"):
+        ev = ctx.ev("nak_rnr", name)
+        codes = sorted({int(m.group(1)) for m in (_TIMER.search(d or "") for d in ev.detail) if m})
+        timers = ", ".join(f"code {c} = {RNR_TIMER_MS[c]:g} ms" for c in codes)
+        waits = _rnr_waits(ctx, name, ev)
+        evidence = [f"{plural(len(ev.ts), 'RNR NAK')} at PSN {psn_list(ev.psn)}", f"RNR timer {timers or 'unknown'}"]
+        if waits:
+            evidence.append(f"RNR NAK to resend median {us(np.median(waits))}, min {us(min(waits))}")
+        summary = (f"The receiver of {ctx.peer(name) or name} had no receive WQE posted: "
+                   f"{plural(len(ev.ts), 'RNR NAK')} ({timers or 'timer unknown'}).")
+        advice = ("The application posts receive buffers too slowly: post more receive WQEs up front (larger RQ "
+                  "or SRQ), repost sooner; raise the min RNR timer and `rnr_retry` (7 = infinite) on the "
+                  "requester. Counter: rnr_nak_retry_err (requester) counts QPs that gave up.")
+        out.append(finding("warning", "rnr", summary, [name] + ([ctx.peer(name)] if ctx.peer(name) else []),
+                           int(ev.ts.min()), int(ev.ts.max()), evidence, advice))
+    return out
+
+
+def _rnr_waits(ctx, name, ev) -> list[int]:
+    peer = ctx.peer(name)
+    if not peer:
+        return []
+    retx = ctx.ev("retransmit", peer)
+    waits = []
+    for ts, psn in zip(ev.ts.tolist(), ev.psn.tolist()):
+        m = (retx.ts > ts) & (retx.psn == psn)
+        if m.any():
+            waits.append(int(retx.ts[m][0] - ts))
+    return waits
+
+
+def _remote_errors(ctx: Context) -> list[dict]:
+    out = []
+    for name in ctx.flows_with("nak_other"):
+        ev = ctx.ev("nak_other", name)
+        kinds = sorted({m.group(2) if m else d for d, m in ((d, _SYNDROME.search(d or "")) for d in ev.detail)})
+        evidence = [f"{plural(len(ev.ts), 'NAK')} at PSN {psn_list(ev.psn)}: {'; '.join(ev.detail[:3])}"]
+        summary = (f"{ctx.flow[name]['src_ip']} rejected requests of {ctx.peer(name) or 'its peer'} with "
+                   f"{', '.join(kinds)}: the requester's QP moves to the error state.")
+        advice = ("Not a network problem: the responder refused the request. Remote access error: the R_Key / "
+                  "address range is not registered or lacks access rights (MR deregistered too early?); invalid "
+                  "request: opcode or length not allowed on the QP; remote operational error: responder-side "
+                  "failure. Check the NIC counters req_remote_access_errors / resp_remote_access_errors / "
+                  "req_remote_invalid_request and the application's completion status.")
+        out.append(finding("critical", "remote_error", summary, [name] + ([ctx.peer(name)] if ctx.peer(name) else []),
+                           int(ev.ts.min()), int(ev.ts.max()), evidence, advice))
+    return out

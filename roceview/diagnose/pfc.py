@@ -1,0 +1,203 @@
+"""PFC findings: pfc_storm, pfc_pause, pfc_without_ecn, slow_receiver.
+
+Pause intervals are rebuilt from the pfc_pause / pfc_resume events exactly as the engine accounts
+them (802.1Qbb: q x 512 bit times at the link speed, cut short by the next frame from the same
+source for that priority; quanta 0 resumes). A pause refreshed before it ran out continues the
+same paused period. Only enabled class slots ever become events (36.1.3).
+"""
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+import numpy as np
+
+from roceview.diagnose.context import Context, span, us
+from roceview.diagnose.finding import finding, plural
+
+_PRIO = re.compile(r"priority (\w+) quanta (\d+)")
+
+
+def pause_periods(ctx: Context) -> dict[tuple[str, str], np.ndarray]:
+    """(source MAC, priority) -> array of continuous paused periods [start, end) in ns, clipped
+    to the end of the capture."""
+    rows: dict[tuple[str, str], list] = defaultdict(list)
+    for kind in ("pfc_pause", "pfc_resume"):
+        for mac in ctx.flows_with(kind):
+            ev = ctx.ev(kind, mac)
+            for ts, d in zip(ev.ts.tolist(), ev.detail):
+                m = _PRIO.search(d or "")
+                if m:
+                    rows[(mac, m.group(1))].append((ts, int(m.group(2))))
+    ns_per_quantum = 512.0 / float(ctx.summary.get("link_speed_gbps") or 100.0)
+    return {k: _periods(sorted(v), ns_per_quantum, ctx.end_ns) for k, v in rows.items()}
+
+
+def _periods(frames, ns_per_quantum: float, end_ns: int) -> np.ndarray:
+    ts = np.array([t for t, _ in frames], dtype=np.int64)
+    q = np.array([x for _, x in frames], dtype=np.int64)
+    stop = ts + np.round(q * ns_per_quantum).astype(np.int64)
+    stop[:-1] = np.minimum(stop[:-1], ts[1:])
+    stop = np.minimum(stop, max(end_ns, int(ts.max())))
+    keep = (q > 0) & (stop > ts)
+    start, stop = ts[keep], stop[keep]
+    if len(start) == 0:
+        return np.zeros((0, 2), dtype=np.int64)
+    heads = np.flatnonzero(np.r_[True, start[1:] > stop[:-1]])  # a refresh before expiry continues
+    return np.stack([start[heads], np.maximum.reduceat(stop, heads)], axis=1)
+
+
+def max_window_share(periods: np.ndarray, window_ns: int) -> float:
+    """Largest paused share of any window of `window_ns` (the best window starts at a period start)."""
+    if len(periods) == 0:
+        return 0.0
+    s, e = periods[:, 0], periods[:, 1]
+    cum = np.r_[0, np.cumsum(e - s)]
+    j = np.searchsorted(s, s + window_ns, side="left") - 1
+    covered = cum[j + 1] - cum[np.arange(len(s))] - np.maximum(0, e[j] - (s + window_ns))
+    return float(covered.max()) / window_ns
+
+
+def pfc_findings(ctx: Context) -> list[dict]:
+    periods = pause_periods(ctx)
+    hosts = ctx.host_macs()
+    out = []
+    for row in ctx.pfc:
+        if not row["pause_frames"]:
+            continue
+        key = (row["src_mac"], row["priority"])
+        per = periods.get(key, np.zeros((0, 2), dtype=np.int64))
+        host = hosts.get(_mac_int(row["src_mac"]))
+        out.append(_pause(ctx, row, host))
+        storm = _storm(ctx, row, per, host)
+        if storm:
+            out.append(storm)
+        if host:
+            out += _slow_receiver(ctx, row, host)
+        else:
+            out += _without_ecn(ctx, row)
+    return out
+
+
+def _mac_int(text: str) -> int:
+    return int(text.replace(":", ""), 16)
+
+
+def _who(mac: str, host) -> str:
+    return f"host NIC {mac} ({', '.join(sorted(host))})" if host else f"{mac}"
+
+
+def _prio_text(p: str) -> str:
+    return "all priorities (802.3x PAUSE)" if p == "all" else f"priority {p}"
+
+
+def _pause(ctx: Context, row: dict, host) -> dict:
+    share = min(1.0, row["paused_us"] * 1000.0 / ctx.duration_ns())
+    sev = "warning" if share >= ctx.config.pause_warning_share else "info"
+    p = row["priority"]
+    summary = (f"{_who(row['src_mac'], host)} paused {_prio_text(p)} with {plural(row['pause_frames'], 'pause frame')}: "
+               f"{span(row['paused_us'] * 1000)} in total ({share:.1%} of the capture), longest {span(row['longest_pause_us'] * 1000)}.")
+    evidence = [f"{row['pause_frames']} pause / {row['resume_frames']} resume frames from {row['src_mac']} for {_prio_text(p)}",
+                f"paused {span(row['paused_us'] * 1000)} of {span(ctx.duration_ns())} captured at "
+                f"{ctx.summary.get('link_speed_gbps', 100):g} Gb/s", f"longest continuous pause {span(row['longest_pause_us'] * 1000)}"]
+    if p == "all":
+        advice = ("802.3x PAUSE stops every class on the link: use PFC on the RoCE priority only "
+                  "(`mlnx_qos -i <if> --pfc 0,0,0,1,0,0,0,0`, `ethtool -A <if> rx off tx off`).")
+    else:
+        advice = (f"Compare `ethtool -S <if>` rx_prio{p}_pause / tx_prio{p}_pause and tx_prio{p}_pause_duration on the "
+                  "hosts with the switch's PFC counters; some pausing under load is normal, sustained pausing "
+                  "spreads congestion upstream (head-of-line blocking): let ECN act first (Kmin < Kmax < PFC XOFF).")
+    return finding(sev, "pfc_pause", summary, [], row["first_ts"], row["last_ts"], evidence, advice)
+
+
+def _storm(ctx: Context, row: dict, per: np.ndarray, host) -> dict | None:
+    cfg = ctx.config
+    if len(per) == 0:
+        return None
+    longest = int((per[:, 1] - per[:, 0]).max())
+    window = int(cfg.storm_window_ms * 1e6)
+    share = max_window_share(per, window)
+    if longest < cfg.storm_ms * 1e6 and share < cfg.storm_share:
+        return None
+    p = row["priority"]
+    i = int(np.argmax(per[:, 1] - per[:, 0]))
+    summary = (f"PFC storm: {_who(row['src_mac'], host)} kept {_prio_text(p)} paused continuously for "
+               f"{longest / 1e6:.1f} ms (watchdog threshold {cfg.storm_ms:g} ms).")
+    evidence = [f"longest continuous pause {longest / 1e6:.3f} ms from {row['src_mac']}",
+                f"paused {share:.1%} of the worst {cfg.storm_window_ms:g} ms window",
+                f"{row['pause_frames']} pause frames, each refreshed before the previous one ran out"]
+    advice = (f"A stuck receiver (hung NIC receive pipeline, host not draining) or a pause loop blocks {_prio_text(p)} "
+              "for the whole fabric. Read `ethtool -S <if>` tx_pause_storm_error_events and tx_prio"
+              f"{p}_pause_duration on the sender of the pauses; enable the NIC's PFC storm-prevention timeout "
+              "(e.g. `mlnx_qos` / devlink `pfc_stall_prevention`) and the switch PFC watchdog so the port is "
+              "dropped to lossy after ~100 ms instead of blocking upstream queues.")
+    return finding("critical", "pfc_storm", summary, [], int(per[i, 0]), int(per[i, 1]), evidence, advice)
+
+
+def _flows_on(ctx: Context, prio: str, dst: str | None = None) -> list[str]:
+    """Data flows whose packets travel on `prio` (all priorities for 'all'), optionally to `dst`."""
+    from roceview.diagnose.priority import flow_priorities
+
+    out = []
+    for name, f in ctx.flow.items():
+        if f["data_packets"] == 0 or f["transport"] in ("CNP", "UD") or (dst and f["dst_ip"] != dst):
+            continue
+        prios = flow_priorities(ctx, name)
+        if prio == "all" or not prios or int(prio) in prios:
+            out.append(name)
+    return out
+
+
+def _marks(ctx: Context, flows: list[str]) -> tuple[int, int, int]:
+    """(ECN-capable data packets, CE-marked, CNPs sent back by their receivers)."""
+    ect = ce = 0
+    for name in flows:
+        ff = ctx.flow_facts.get(name)
+        f = ctx.flow[name]
+        if ff is not None:
+            ect += ff.data - ff.data_not_ect
+            ce += ff.data_ce
+        else:
+            ect += max(0, f["packets"] - f["ecn_not_ect"])
+            ce += f["ecn_ce"]
+    receivers = {ctx.flow[n]["dst_ip"] for n in flows}
+    cnps = sum(f["cnp_packets"] for f in ctx.flow.values() if f["src_ip"] in receivers)
+    return ect, ce, cnps
+
+
+def _without_ecn(ctx: Context, row: dict) -> list[dict]:
+    p = row["priority"]
+    flows = _flows_on(ctx, p)
+    ect, ce, cnps = _marks(ctx, flows)
+    if ect == 0 or ce or cnps:
+        return []
+    summary = (f"{row['src_mac']} paused {_prio_text(p)} {plural(row['pause_frames'], 'time')} while its "
+               f"{plural(ect, 'ECN-capable RoCE data packet')} carried no CE mark and no CNP came back: "
+               "the fabric back-pressures instead of rate-controlling.")
+    evidence = [f"{row['pause_frames']} pause frames from {row['src_mac']} (not a RoCE endpoint: a switch port)",
+                f"{ect} ECT data packets on {_prio_text(p)} in {plural(len(flows), 'flow')}, 0 CE, 0 CNP"]
+    advice = ("Enable ECN marking on the switch queue of the RoCE priority with Kmin < Kmax < PFC XOFF so marking "
+              "starts before pausing; check DCQCN on the NICs (np_ecn_marked_roce_packets, np_cnp_sent on the "
+              f"receivers, rp_cnp_handled on the senders) and `ethtool -S` rx_prio{p if p != 'all' else '<p>'}_pause.")
+    return [finding("warning", "pfc_without_ecn", summary, flows, row["first_ts"],
+                    row["last_ts"], evidence, advice)]
+
+
+def _slow_receiver(ctx: Context, row: dict, host: set) -> list[dict]:
+    ip = next(iter(host))
+    p = row["priority"]
+    flows = _flows_on(ctx, p, dst=ip)
+    _, ce, cnps = _marks(ctx, flows)
+    if ce or cnps:
+        return []
+    summary = (f"The receiver {ip} paused the link itself ({plural(row['pause_frames'], 'PFC pause')} on "
+               f"{_prio_text(p)} from its NIC {row['src_mac']}) with no CE mark in the fabric: the host cannot "
+               "drain what arrives, the network is not congested.")
+    evidence = [f"pause source {row['src_mac']} sends RoCE traffic as {ip} (a host NIC, not a switch)",
+                f"{span(row['paused_us'] * 1000)} paused, longest {span(row['longest_pause_us'] * 1000)}",
+                f"{plural(len(flows), 'flow')} into {ip}: 0 CE, 0 CNP"]
+    advice = (f"Look at the receiving host: `ethtool -S <if>` tx_prio{p}_pause and tx_prio{p}_pause_duration, "
+              "rx_prio<p>_discards, PCIe bandwidth/link width (`lspci -vv`), NUMA placement of the NIC and the "
+              "buffers, host memory bandwidth, IOMMU; a NIC out of receive buffers pauses to stay lossless.")
+    return [finding("warning", "slow_receiver", summary, flows, row["first_ts"],
+                    row["last_ts"], evidence, advice)]
