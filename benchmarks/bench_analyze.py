@@ -1,0 +1,97 @@
+"""End-to-end benchmark: `roceview analyze --csv` vs `tshark -T fields` on the same files.
+
+    python benchmarks/bench_analyze.py [--packets 1000000] [--repeat 3] [--big 10000000]
+
+Uses the captures of bench_decode.py (built once into benchmarks/data/). For each file it
+prints the wall time of a whole `roceview analyze FILE --csv DIR` process (start-up, imports,
+numba cache load, decode, analysis, CSV) and its peak RSS, the analysis alone in-process, and
+tshark decoding the same file. --big adds a long snaplen-128 file: peak RSS must not grow
+with the file's length.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_decode import ROOT, ensure, tshark  # noqa: E402
+
+CLI = r"""
+import resource, sys, time
+t0 = time.perf_counter()
+from roceview.cli import main
+code = main(["analyze", sys.argv[1], "--csv", sys.argv[2]])
+sys.stdout.flush()
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(f"@@ {code} {rss:.0f} {time.perf_counter() - t0:.3f}", file=sys.stderr)
+"""
+
+INPROC = r"""
+import json, sys, time
+import roceview.packets as P
+from roceview.analysis import analyze_batches
+from roceview.render.export import write_csv_dir
+list(P.iter_batches(sys.argv[1]))                    # numba cache and page cache warm
+t = time.perf_counter()
+res = analyze_batches(P.iter_batches(sys.argv[1]))
+write_csv_dir(res, sys.argv[2])
+print(json.dumps({"s": time.perf_counter() - t, "n": int(res.summary["packets"])}))
+"""
+
+
+def run_cli(path: Path) -> tuple[float, float]:
+    with tempfile.TemporaryDirectory() as out:
+        t = time.perf_counter()
+        p = subprocess.run([sys.executable, "-c", CLI, str(path), out], cwd=ROOT, capture_output=True, text=True)
+        wall = time.perf_counter() - t
+    line = [x for x in p.stderr.splitlines() if x.startswith("@@ ")]
+    if p.returncode != 0 or not line:
+        raise SystemExit(f"analyze failed: {p.stderr[-2000:]}")
+    _, code, rss, _inner = line[-1].split()
+    return wall, float(rss)
+
+
+def run_inproc(path: Path) -> dict:
+    with tempfile.TemporaryDirectory() as out:
+        p = subprocess.run([sys.executable, "-c", INPROC, str(path), out], cwd=ROOT, capture_output=True,
+                           text=True, check=True)
+    return json.loads(p.stdout)
+
+
+def bench(path: Path, repeat: int, with_tshark: bool) -> None:
+    run_cli(path)                                  # warm the numba cache and the page cache
+    cli = min((run_cli(path) for _ in range(repeat)), key=lambda r: r[0])
+    inproc = min((run_inproc(path) for _ in range(repeat)), key=lambda r: r["s"])
+    n = inproc["n"]
+    print(f"\n{path.name}: {n:,} packets, {path.stat().st_size / 1e6:.0f} MB")
+    print(f"  analyze --csv, whole process  {cli[0]:.3f} s  {n / cli[0] / 1e6:5.2f} M pkt/s  peak RSS {cli[1]:.0f} MB")
+    print(f"  decode + analysis + CSV, in-process  {inproc['s']:.3f} s  {n / inproc['s'] / 1e6:5.2f} M pkt/s")
+    if with_tshark:
+        ts = min(tshark(path) for _ in range(max(1, repeat - 1)))
+        print(f"  tshark -T fields (decode only)  {ts:.3f} s  {n / ts / 1e3:6.1f} k pkt/s")
+        print(f"  ratio: analyze (whole process) is {ts / cli[0]:.0f}x faster than tshark's decode")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--packets", type=int, default=1_000_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--big", type=int, default=0, help="also a snaplen-128 file of this many packets (RSS check)")
+    a = ap.parse_args()
+    if not shutil.which("tshark"):
+        print("tshark not found: its column is skipped")
+    m = a.packets // 1_000_000
+    bench(ensure(f"rocev2_{m}M_snap128.pcap", a.packets, 128), a.repeat, bool(shutil.which("tshark")))
+    bench(ensure(f"rocev2_{m}M_full.pcap", a.packets, 65535), a.repeat, bool(shutil.which("tshark")))
+    if a.big:
+        bench(ensure(f"rocev2_{a.big // 1_000_000}M_snap128.pcap", a.big, 128), 1, False)
+
+
+if __name__ == "__main__":
+    main()
