@@ -287,9 +287,6 @@ def test_caplen_of_exactly_256KiB_is_not_damage(command, runner, tmp_path, capfd
         assert len(out.splitlines()) == 6
 
 
-@pytest.mark.xfail(strict=True, reason="product bug: a pcapng EPB claiming 262145..262176 captured bytes "
-                                       "is read as a packet (walk_pcapng checks only the block length, "
-                                       "against MAX_CAPLEN + 64), while pcap stops at > 256 KiB")
 @pytest.mark.parametrize("command", COMMANDS)
 def test_pcapng_caplen_just_over_256KiB_is_damage(command, tmp_path, capfd):
     data = ng_bytes(_frames())

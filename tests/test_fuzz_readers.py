@@ -279,13 +279,6 @@ def _with_idb_option(code: int, value: bytes) -> bytes:
     return _SHB + idb + epbs
 
 
-_SHORT_OPTION = pytest.mark.xfail(strict=True, reason=(
-    "product bug: roceview/capture/pcapng.py reads if_tsresol[0] / if_tsoffset[:8] without checking the "
-    "option length (IndexError / struct.error traceback)"))
-_SHORT_IDB = pytest.mark.xfail(strict=True, reason=(
-    "product bug: roceview/capture/pcapng.py unpacks data[8:16] of an IDB without checking its length "
-    "(struct.error traceback on a 12-byte IDB)"))
-
 HAND_MADE = {
     "tsresol-10^-41": _with_idb_option(9, bytes([41])),
     "tsresol-10^-127": _with_idb_option(9, bytes([127])),
@@ -293,9 +286,9 @@ HAND_MADE = {
     "tsresol-2^-127": _with_idb_option(9, bytes([0xFF])),
     "tsoffset-2^62": _with_idb_option(14, struct.pack("<q", 2 ** 62)),
     "tsoffset--2^62": _with_idb_option(14, struct.pack("<q", -2 ** 62)),
-    "tsresol-empty-option": pytest.param(_with_idb_option(9, b""), marks=_SHORT_OPTION),
-    "tsoffset-4-byte-option": pytest.param(_with_idb_option(14, b"\1\2\3\4"), marks=_SHORT_OPTION),
-    "idb-without-body": pytest.param(_SHB + struct.pack("<III", 1, 12, 12), marks=_SHORT_IDB),
+    "tsresol-empty-option": _with_idb_option(9, b""),
+    "tsoffset-4-byte-option": _with_idb_option(14, b"\1\2\3\4"),
+    "idb-without-body": _SHB + struct.pack("<III", 1, 12, 12),
     "idb-without-options": _SHB + struct.pack("<IIHHI", 1, 16, 1, 0, 16),
     "tsresol-10^-19": _with_idb_option(9, bytes([19])),
     "shb-only-12-bytes": struct.pack("<III", 0x0A0D0D0A, 12, 12),

@@ -106,10 +106,14 @@ def _pcapng(buf, chunk_packets: int, warn, iface_base: int) -> Iterator:
             e = "<" if data[8:12] == b"\x4d\x3c\x2b\x1a" else ">"
             ifs.section_base = len(ifs.linktype)
         elif btype == IDB:
+            if len(data) < 20:
+                warn(f"{buf.name}: an interface description block is too short; file damaged, stopped reading there")
+                return
             lt, _, _snap = struct.unpack(e + "HHI", data[8:16])
             opts = _options(data[16:-4], e)
-            resol = opts.get(OPT_IF_TSRESOL, b"\x06")[0]
-            tsoff = struct.unpack(e + "q", opts[OPT_IF_TSOFFSET][:8])[0] if OPT_IF_TSOFFSET in opts else 0
+            resol = (opts.get(OPT_IF_TSRESOL) or b"\x06")[0]       # an empty option: the default
+            off = opts.get(OPT_IF_TSOFFSET, b"")
+            tsoff = struct.unpack(e + "q", off[:8])[0] if len(off) >= 8 else 0
             ifs.add(_linktype_checked(lt, buf.name), resol, tsoff)
         big = e == ">"
         while True:

@@ -73,7 +73,7 @@ def walk_pcapng(buf, pos, end, big, out_off, out_cap, out_wire, out_ts, out_if):
             return n, pos, NEED_MORE
         if btype == 6:
             incl = _u32(buf, pos + 20, big)
-            if incl > blen - 32:
+            if incl > blen - 32 or incl > MAX_CAPLEN:
                 return n, pos, BAD_BLOCK
             out_if[n] = _u32(buf, pos + 8, big)
             out_ts[n] = (np.int64(_u32(buf, pos + 12, big)) << 32) | np.int64(_u32(buf, pos + 16, big))
