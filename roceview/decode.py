@@ -20,7 +20,7 @@ M_PROTO, M_L3, M_ROCELEN, M_SESSION, M_INNERLEN, M_FRAG, M_TRUNC, M_ETYPE, M_WIR
 EXT_BY_NAME = {h.name: h for h in ib.EXT_HEADERS}
 ROWS = np.array([K.LAYOUT["opcode"][1], K.LAYOUT["pad"][1], K.LAYOUT["slid"][1], K.LAYOUT["dlid"][1],
                  K.LAYOUT["opcode"][2], K.LAYOUT["slid"][2]], np.int64)
-SPLIT_MIN = 16384
+SPLIT_MIN = 4096
 THREADS = min(2, os.cpu_count() or 1)
 BOOL_COLUMNS = {f.column for h, _ in PLACEMENTS for f in h.columns if f.kind == "bool"}
 
