@@ -41,3 +41,12 @@ def test_read_response_at_a_naks_psn_is_not_a_retransmission():
     r = flow_row(res, RESP)
     assert (r["retransmitted_packets"], r["gap_events"], r["naks_seq"], r["acks"]) == ("0", "0", "1", "1")
     assert flow_row(res, REQ)["retransmitted_packets"] == "2"   # the resent 31 and 32
+
+
+def test_ud_psns_say_nothing_about_loss():
+    from analysis_helpers import UD_SEND_ONLY
+
+    rows = [req(T0 + i * US, psn, opcode=UD_SEND_ONLY, qp=1) for i, psn in enumerate((5, 900, 7, 40000))]
+    r = flow_row(analyze_rows(rows), flow_id(A, B, 1))
+    assert (r["packets"], r["data_packets"], r["gap_events"], r["gap_psns"], r["retransmitted_packets"],
+            r["unrecovered_psns"]) == ("4", "4", "0", "0", "0", "0")

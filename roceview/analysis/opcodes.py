@@ -42,6 +42,9 @@ def _build_tables():
     space = np.full(256, NO_SPACE, dtype=np.uint8)
     space[(cls == REQUEST) | (cls == READ_REQUEST)] = REQUEST_SPACE
     space[(cls == READ_RESPONSE) | (cls == ACKNOWLEDGE) | (cls == ATOMIC_ACKNOWLEDGE)] = RESPONSE_SPACE
+    # UD has no acknowledgements or retransmissions, and many senders share one destination QP
+    # (QP1 for CM MADs, IPoIB): its PSNs say nothing about loss, so it gets no PSN space.
+    space[0x64] = space[0x65] = NO_SPACE
     first_middle = np.zeros(256, dtype=bool)
     for base in (0x00, 0x20, 0x40, 0xA0):
         for low in _FIRST_MIDDLE:
