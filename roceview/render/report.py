@@ -1,9 +1,10 @@
 """The `roceview analyze` report (rich): capture summary, findings, per-QP table, PFC table."""
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 from rich.console import Console
-from rich.padding import Padding
 from rich.table import Table as RichTable
 from rich.text import Text
 
@@ -62,21 +63,23 @@ def _findings(result, console: Console) -> None:
 
 
 def _finding(console: Console, f: dict) -> None:
-    """One finding: severity and kind, its sentence, then when, flows, evidence and advice."""
+    """One finding: severity and kind, its sentence, then when, flows, evidence and advice,
+    wrapped under a hanging label (plain text, so a log or README shows it as on screen)."""
     head = Text("  ")
     head.append(f"{f['severity'].upper():8}", style=_SEVERITY_STYLE.get(f["severity"], ""))
     head.append(f" {f['kind']}  ", style="bold")
     head.append(str(f["summary"]))
     console.print(head)
-    grid = RichTable.grid(padding=(0, 1))
-    grid.add_column(style="dim", no_wrap=True)
-    grid.add_column(overflow="fold")
-    when = _when(f["start_ts"], f["end_ts"])
-    for label, value in (("when", when), ("flows", str(f["flows"]).replace(";", ", ")),
+    width = max(60, min(console.width, 140) - 20)
+    for label, value in (("when", _when(f["start_ts"], f["end_ts"])), ("flows", str(f["flows"]).replace(";", ", ")),
                          ("evidence", f["evidence"]), ("advice", f["advice"])):
-        if value:
-            grid.add_row(label, Text(str(value)))
-    console.print(Padding(grid, (0, 0, 1, 11), expand=False))
+        if not value:
+            continue
+        lines = textwrap.wrap(str(value), width) or [""]
+        console.print(Text(f"{'':11}{label:<9}", style="dim") + Text(lines[0]))
+        for line in lines[1:]:
+            console.print(Text(f"{'':20}{line}"))
+    console.print()
 
 
 def _when(start, end) -> str:
