@@ -16,8 +16,10 @@ SAMPLES = sorted((ROOT / "captures").glob("*.pcap"))[:6] + sorted(REAL.glob("*.p
 
 
 def test_generated_kernel_is_current():
-    assert fieldgen.TARGET.read_text() == fieldgen.generate(), \
-        "run `python -m roceview.capture.fieldgen` after changing a declaration"
+    text = fieldgen.generate()
+    assert fieldgen.TARGET.read_text() == text, "run `python -m roceview.capture.fieldgen` after changing a declaration"
+    assert fieldgen.fused_stamp() == fieldgen.dependency_digest(), \
+        "fused.py must carry the digest of what it calls (numba's cache is keyed by fused.py alone)"
 
 
 def _reference(chunk):

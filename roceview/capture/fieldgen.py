@@ -1,6 +1,8 @@
 """Generate the fused field-extraction kernel from the header declarations.
 
     python -m roceview.capture.fieldgen      # rewrites roceview/capture/_fields_kernel.py
+                                             # and stamps fused.py (run after editing
+                                             # layers.py or icrc.py too)
 
 The declarations in `dissectors/` are the single source of truth; this turns every
 column-bearing field into a few lines of numba code (byte loads, shift, mask), so all
@@ -126,9 +128,36 @@ def extract_one(buf, i, o, meta, ce, ext, u8, u16, u32, u64, ok):
 '''
 
 
+FUSED = Path(__file__).with_name("fused.py")
+FUSED_DEPENDENCIES = ("_fields_kernel.py", "layers.py", "icrc.py")
+_STAMP = "# numba dependency digest: "
+
+
+def dependency_digest() -> str:
+    """numba caches decode_records (fused.py) with everything it calls compiled in, but keys
+    the cache by the content of fused.py alone: a stale kernel would survive an edit of
+    layers.py, icrc.py or the generated kernel (and a package upgrade). fused.py therefore
+    carries a digest of those files; a test checks it is current."""
+    h = hashlib.sha256()
+    for name in FUSED_DEPENDENCIES:
+        h.update(Path(__file__).with_name(name).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def stamp_fused() -> None:
+    lines = [ln for ln in FUSED.read_text().splitlines() if not ln.startswith(_STAMP)]
+    lines.append(_STAMP + dependency_digest())
+    FUSED.write_text("\n".join(lines) + "\n")
+
+
+def fused_stamp() -> str:
+    return next((ln[len(_STAMP):] for ln in FUSED.read_text().splitlines() if ln.startswith(_STAMP)), "")
+
+
 def main() -> None:
     TARGET.write_text(generate())
-    print(f"wrote {TARGET}")
+    stamp_fused()
+    print(f"wrote {TARGET} and stamped {FUSED.name}")
 
 
 if __name__ == "__main__":
