@@ -129,7 +129,7 @@ def extract_one(buf, i, o, meta, ce, ext, u8, u16, u32, u64, ok):
 
 
 FUSED = Path(__file__).with_name("fused.py")
-FUSED_DEPENDENCIES = ("_fields_kernel.py", "layers.py", "icrc.py")
+FUSED_DEPENDENCIES = ("_fields_kernel.py", "layers.py", "icrc.py", "../batch.py")  # batch: PROTO_CODE
 _STAMP = "# numba dependency digest: "
 
 
@@ -140,7 +140,7 @@ def dependency_digest() -> str:
     carries a digest of those files; a test checks it is current."""
     h = hashlib.sha256()
     for name in FUSED_DEPENDENCIES:
-        h.update(Path(__file__).with_name(name).read_bytes())
+        h.update((Path(__file__).parent / name).read_bytes())
     return h.hexdigest()[:16]
 
 
