@@ -84,6 +84,7 @@ def decode_chunk(chunk: RecordChunk, ports: np.ndarray, first_frame: int) -> Bat
     cols["icrc_ok"], valid["icrc_ok"] = flags[:, 3], flags[:, 4]
     _meta_columns(b, meta)
     _lldp_columns(b, chunk, o, chunk.off + chunk.cap)
+    _cm_columns(b, chunk, o, chunk.off + chunk.cap)
     return b
 
 
@@ -133,3 +134,30 @@ def _lldp_columns(b: Batch, chunk, o, cap_end) -> None:
         if bitmap is not None:
             out[i], ok[i] = bitmap, True
     b.cols["lldp_pfc_enable"], b.valid["lldp_pfc_enable"] = out, ok
+
+
+CM_COLUMNS = {"mad_class": np.uint8, "mad_attr_id": np.uint16, "cm_local_comm_id": np.uint32,
+              "cm_remote_comm_id": np.uint32, "cm_local_qpn": np.uint32}
+
+
+def _cm_columns(b: Batch, chunk, o, cap_end) -> None:
+    """RDMA CM REQ/REP on QP1 (UD SEND_ONLY + DETH + MAD): rare, so decoded per frame from
+    the declarations; their local QPNs pair the two directions of a QP (analysis/pairing)."""
+    from dissectors.fields import field_value
+
+    for name, dtype in CM_COLUMNS.items():
+        b.cols[name], b.valid[name] = np.zeros(b.n, dtype), np.zeros(b.n, bool)
+    op, qp = b.cols["opcode"], b.cols["dest_qp"]
+    mad_at = o[:, O["bth"]] + 12 + 8                      # BTH, DETH
+    rows = np.flatnonzero(b.mask("opcode") & (op == 0x64) & (qp == ib.GSI_QP) & (mad_at + 24 <= cap_end))
+    for i in rows:
+        frame = chunk.buf[mad_at[i]:cap_end[i]].tobytes()
+        headers = [ib.MAD]
+        if field_value(frame, 0, ib.MAD.field("mgmt_class")) == ib.MGMT_CLASS_CM:
+            attr = field_value(frame, 0, ib.MAD.field("attribute_id"))
+            headers += {ib.CM_ATTR_REQ: [ib.CM_REQ], ib.CM_ATTR_REP: [ib.CM_REP]}.get(attr, [])
+        for header in headers:
+            for f in header.columns:
+                if f.end <= len(frame):
+                    b.cols[f.column][i] = field_value(frame, 0, f)
+                    b.valid[f.column][i] = True

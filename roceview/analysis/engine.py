@@ -12,7 +12,7 @@ import numpy as np
 from roceview.analysis import opcodes as op
 from roceview.analysis.events import EventLog
 from roceview.analysis.flows import FlowRegistry, address_words
-from roceview.analysis.pairing import Pairing
+from roceview.analysis.pairing import CmPairs, Pairing
 from roceview.analysis.pfc import ALL, PfcAccounting
 from roceview.analysis.psn import PsnSpaces
 from roceview.analysis.rtt import RttMatcher
@@ -75,6 +75,7 @@ class Analyzer:
         self.space = Columns(SPACE_STATE)
         self.spaces = PsnSpaces()
         self.pairing = Pairing()
+        self.cm = CmPairs()
         self.rtt = RttMatcher()
         self.pfc = PfcAccounting(link_speed_gbps)
         self.timeline = Timeline(max(1, int(round(bucket_ms * 1_000_000))))
@@ -124,6 +125,7 @@ class Analyzer:
         if self._held:
             self._release()
         self.pfc.finish()
+        self.cm.apply(self.registry, self.pairing)
         packets = None
         if self._kept:
             merged = Batch.concat(self._kept)
@@ -141,6 +143,7 @@ class Analyzer:
         self.first_ts = lo if self.first_ts is None else min(self.first_ts, lo)
         self.last_ts = hi if self.last_ts is None else max(self.last_ts, hi)
         self._pfc_rows(batch, proto, idx0)
+        self.cm.feed(batch)
         name = _opcode_name(batch)
         if name in batch.cols:
             sel = _ROCE[proto] & batch.mask(name) & batch.mask("dest_qp")
@@ -233,6 +236,7 @@ class ChunkAnalysis:
         self._transport()
         self._counters()
         self._spaces()
+        self.an.cm.apply(self.an.registry, self.an.pairing)
         if self.last_idx - self.an.last_new_flow_idx < PAIRING_HORIZON:
             self.an.pairing.update(*self._pairing_evidence())
         self._timeouts()

@@ -81,6 +81,13 @@ class FlowRegistry:
             self._resolve_collisions(ids, bad, src, dst, qp)
         return ids, before
 
+    def find(self, src: np.ndarray, dst: np.ndarray, qp: np.ndarray) -> np.ndarray:
+        """Flow id per key, -1 for keys never seen (nothing is registered)."""
+        ids = self._find(_hash(src, dst, qp))
+        ok = np.flatnonzero(ids >= 0)
+        ids[ok[self._mismatch(ids[ok], src[ok], dst[ok], qp[ok])]] = -1
+        return ids
+
     def _find(self, h: np.ndarray) -> np.ndarray:
         if self.n == 0:
             return np.full(len(h), -1, dtype=np.int64)

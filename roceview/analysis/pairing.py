@@ -99,3 +99,50 @@ class Pairing:
             elif c == cur[1]:
                 best[xi] = (cur[0], c, False)
         return {k: v[0] for k, v in best.items() if v[2]}
+
+
+class CmPairs:
+    """peer_qp from RDMA CM (IBTA 12.6): a REQ carries the requester's QPN, the REP that
+    answers it (its remote communication id is the REQ's local one) the responder's. Flow
+    requester->responder has dest QP = the REP's QPN and pairs with responder->requester whose
+    dest QP is the REQ's QPN. CM pairs are authoritative: they override pairs from traffic."""
+
+    def __init__(self):
+        self._req: dict[int, tuple] = {}     # local comm id -> (src words, dst words, QPN)
+        self.pairs: list[tuple] = []          # ((src, dst, qp), (src, dst, qp)) flow keys
+
+    def feed(self, batch) -> None:
+        if "cm_local_qpn" not in batch.cols:
+            return
+        rows = np.flatnonzero(batch.mask("cm_local_qpn") & (batch.cols["mad_class"] == 0x07))
+        if len(rows) == 0:
+            return
+        src = np.ascontiguousarray(batch.cols["_src_addr"][rows]).view("<u8").reshape(-1, 2)
+        dst = np.ascontiguousarray(batch.cols["_dst_addr"][rows]).view("<u8").reshape(-1, 2)
+        for k, r in enumerate(rows.tolist()):
+            self._one(batch, r, tuple(src[k].tolist()), tuple(dst[k].tolist()))
+
+    def _one(self, batch, r: int, src: tuple, dst: tuple) -> None:
+        attr, qpn = int(batch.cols["mad_attr_id"][r]), int(batch.cols["cm_local_qpn"][r])
+        if attr == 0x0010:
+            self._req[int(batch.cols["cm_local_comm_id"][r])] = (src, dst, qpn)
+        elif attr == 0x0013 and batch.mask("cm_remote_comm_id")[r]:
+            req = self._req.get(int(batch.cols["cm_remote_comm_id"][r]))
+            if req is not None and req[0] == dst and req[1] == src:
+                self.pairs.append(((req[0], req[1], qpn), (src, dst, req[2])))
+
+    def apply(self, registry, pairing: Pairing) -> None:
+        """Pair the flows of every CM handshake whose two directions have been seen."""
+        if not self.pairs or registry.n == 0:
+            return
+        keys = [k for pair in self.pairs for k in pair]
+        src = np.array([k[0] for k in keys], dtype=np.uint64)
+        dst = np.array([k[1] for k in keys], dtype=np.uint64)
+        qp = np.array([k[2] for k in keys], dtype=np.uint32)
+        ids = registry.find(src, dst, qp).reshape(-1, 2)
+        pairing.grow(registry.n)
+        for a, b in ids[(ids >= 0).all(axis=1)].tolist():
+            for old in (pairing.peer[a], pairing.peer[b]):
+                if old >= 0 and pairing.peer[old] in (a, b):
+                    pairing.peer[old] = -1
+            pairing.peer[a], pairing.peer[b] = b, a

@@ -1,0 +1,44 @@
+"""peer_qp from RDMA CM REQ/REP when the capture has them (issue 4), over pairs from traffic."""
+import numpy as np
+from analysis_helpers import A, B, SEND_ONLY, T0, UD_SEND_ONLY, analyze_batches, flow_id, flow_row, make_batch, req
+
+US = 1000
+
+
+def _with_cm(rows, cm):
+    """cm: {row index: (attr, local_comm, remote_comm or None, local_qpn)}"""
+    batch = make_batch(rows)
+    n = batch.n
+    cols = {"mad_class": np.uint8, "mad_attr_id": np.uint16, "cm_local_comm_id": np.uint32,
+            "cm_remote_comm_id": np.uint32, "cm_local_qpn": np.uint32}
+    for name, dtype in cols.items():
+        batch.cols[name], batch.valid[name] = np.zeros(n, dtype), np.zeros(n, bool)
+    for i, (attr, local, remote, qpn) in cm.items():
+        for name, value in (("mad_class", 7), ("mad_attr_id", attr), ("cm_local_comm_id", local),
+                            ("cm_remote_comm_id", remote), ("cm_local_qpn", qpn)):
+            if value is not None:
+                batch.cols[name][i], batch.valid[name][i] = value, True
+    return batch
+
+
+def test_cm_req_rep_pair_queue_pairs_that_traffic_cannot():
+    rows = [req(T0, 0, opcode=UD_SEND_ONLY, qp=1, payload=232),                     # REQ A -> B
+            req(T0 + US, 0, opcode=UD_SEND_ONLY, src=B, dst=A, qp=1, payload=232)]   # REP B -> A
+    # two QPs each way between the same hosts, no ACKs: traffic alone cannot pair them
+    for i, (src, dst, qp) in enumerate(((A, B, 0xB1), (A, B, 0xB2), (B, A, 0xA1), (B, A, 0xA2))):
+        rows.append(req(T0 + (2 + i) * US, 100 + i, opcode=SEND_ONLY, src=src, dst=dst, qp=qp))
+    batch = _with_cm(rows, {0: (0x0010, 77, None, 0xA2), 1: (0x0013, 99, 77, 0xB1)})
+    res = analyze_batches([batch])
+    assert flow_row(res, flow_id(A, B, 0xB1))["peer_qp"] == "0x0000a2"
+    assert flow_row(res, flow_id(B, A, 0xA2))["peer_qp"] == "0x0000b1"
+    # with B1/A2 paired by CM, the two left over are each other's lone partner
+    assert flow_row(res, flow_id(A, B, 0xB2))["peer_qp"] == "0x0000a1"
+
+
+def test_a_rep_answering_no_seen_req_pairs_nothing():
+    rows = [req(T0, 0, opcode=UD_SEND_ONLY, src=B, dst=A, qp=1, payload=232),
+            req(T0 + US, 5, opcode=SEND_ONLY, qp=0xB1), req(T0 + 2 * US, 6, opcode=SEND_ONLY, qp=0xB2),
+            req(T0 + 3 * US, 7, opcode=SEND_ONLY, src=B, dst=A, qp=0xA1),
+            req(T0 + 4 * US, 8, opcode=SEND_ONLY, src=B, dst=A, qp=0xA2)]
+    res = analyze_batches([_with_cm(rows, {0: (0x0013, 99, 12345, 0xB1)})])
+    assert flow_row(res, flow_id(A, B, 0xB1))["peer_qp"] == ""
