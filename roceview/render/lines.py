@@ -11,28 +11,37 @@ PROTO_LABEL = {"roce_v1": "RoCEv1", "roce_v2": "RoCEv2", "ib": "IB", "pfc": "PFC
 
 
 def _col(df: pd.DataFrame, name: str) -> list:
+    """Python values of a column, None where null (categoricals through their categories)."""
     s = df[name]
-    return [None if pd.isna(v) else v for v in s.astype(object).tolist()]
+    if isinstance(s.dtype, pd.CategoricalDtype):
+        cats = list(s.cat.categories) + [None]
+        return [cats[c] for c in s.cat.codes.to_numpy().tolist()]
+    if hasattr(s.array, "_mask"):
+        values, mask = s.array._data.tolist(), s.array._mask.tolist()
+        return [None if m else v for v, m in zip(values, mask)]
+    return s.to_numpy().tolist()
+
+
+_NAMES = ("frame", "proto", "src_ip", "dst_ip", "src_mac", "dst_mac", "opcode_name", "dest_qp", "psn",
+          "ackreq", "se", "fecn", "becn", "ecn", "aeth_kind", "aeth_code", "icrc_ok", "truncated",
+          "pfc_enable", "pause_quanta", "lldp_pfc_enable", "ethertype", "vlan_id", "pcp", "wire_len",
+          "mirror_session")
 
 
 def packet_lines(df: pd.DataFrame, first_ts: int | None) -> list[str]:
     if len(df) == 0:
         return []
     first_ts = int(df["ts_ns"].iloc[0]) if first_ts is None else first_ts
-    rel = (df["ts_ns"].to_numpy(np.int64) - first_ts) / 1e9
-    c = {name: _col(df, name) for name in (
-        "frame", "proto", "src_ip", "dst_ip", "src_mac", "dst_mac", "opcode_name", "dest_qp", "psn",
-        "ackreq", "se", "fecn", "becn", "ecn", "aeth_kind", "aeth_code", "icrc_ok", "truncated",
-        "pfc_enable", "pause_quanta", "lldp_pfc_enable", "ethertype", "vlan_id", "pcp", "wire_len",
-        "mirror_session")}
-    quanta = [_col(df, f"pfc_quanta{p}") for p in range(8)]
+    rel = ((df["ts_ns"].to_numpy(np.int64) - first_ts) / 1e9).tolist()
+    cols = [_col(df, name) for name in _NAMES]
+    quanta = list(zip(*[_col(df, f"pfc_quanta{p}") for p in range(8)]))
     lines = []
-    for i in range(len(df)):
-        row = {k: v[i] for k, v in c.items()}
+    for i, values in enumerate(zip(*cols)):
+        row = dict(zip(_NAMES, values))
         src = row["src_ip"] or row["src_mac"] or "?"
         dst = row["dst_ip"] or row["dst_mac"] or "?"
         label = PROTO_LABEL.get(row["proto"], row["proto"])
-        info = _info(row, [q[i] for q in quanta])
+        info = _info(row, quanta[i])
         lines.append(f"{row['frame']:>7} {rel[i]:12.6f} {src} → {dst} {label} {row['wire_len']} {info}".rstrip())
     return lines
 
