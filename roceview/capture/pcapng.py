@@ -119,17 +119,19 @@ def _pcapng(buf, chunk_packets: int, warn, iface_base: int) -> Iterator:
         while True:
             if not buf.eof and buf.filled - buf.pos < walk.MAX_CAPLEN + 64:
                 buf.refill()
-            n, pos, status = walk.walk_pcapng(buf.arr, buf.pos, buf.filled, big, out.off, out.cap,
+            end = buf.limit()
+            n, pos, status = walk.walk_pcapng(buf.arr, buf.pos, end, big, out.off, out.cap,
                                               out.wire, out.ts, out.iface)
             buf.pos = pos
             if n:
                 yield _records(buf, out, n, ifs, iface_base, _chunk)
+                buf.release()
             if status == walk.BLOCK:
                 break
             if status == walk.BAD_BLOCK:
                 warn(f"{buf.name}: a pcapng block has an impossible length; file damaged, stopped reading there")
                 return
-            if status == walk.NEED_MORE and buf.eof:
+            if status == walk.NEED_MORE and end == buf.filled and buf.eof:
                 if buf.filled > buf.pos:
                     warn(f"{buf.name}: file ends in the middle of a block "
                          f"({buf.filled - buf.pos} bytes left over); stopped reading there")

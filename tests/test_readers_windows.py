@@ -1,0 +1,72 @@
+"""Plain files are memory-mapped and walked in windows; gzip and stdin go through a read
+buffer. Both paths must give the same packets table, across window and chunk boundaries."""
+import gzip
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from roceview.capture import readers
+from roceview.capture.writer import pcapng_bytes, write_pcap
+from roceview.packets import iter_batches
+
+N = 9000
+SIZES = 1000 + (np.arange(N) * 37) % 200          # frames straddle every window boundary
+
+
+def _frames():
+    rng = np.random.default_rng(7)
+    return [bytes(rng.integers(0, 256, int(s), dtype=np.uint8)) for s in SIZES]
+
+
+def _table(path, **kw):
+    cols = {}
+    for b in iter_batches(str(path), chunk_packets=1000, prefetch=False, **kw):
+        for name in ("frame", "ts_ns", "wire_len", "cap_len", "ethertype"):
+            cols.setdefault(name, []).append(b.cols[name])
+    return {k: np.concatenate(v) for k, v in cols.items()}
+
+
+@pytest.fixture(scope="module")
+def captures(tmp_path_factory):
+    d = tmp_path_factory.mktemp("windows")
+    frames = _frames()
+    ts = [1_700_000_000_000_000_000 + 1000 * i for i in range(N)]
+    write_pcap(d / "big.pcap", np.frombuffer(b"".join(frames), np.uint8), SIZES, ts)
+    (d / "big.pcapng").write_bytes(pcapng_bytes(frames, ts))
+    for name in ("big.pcap", "big.pcapng"):
+        (d / (name + ".gz")).write_bytes(gzip.compress((d / name).read_bytes(), 1))
+    return d
+
+
+def test_files_larger_than_a_window_are_read_whole(captures):
+    assert (captures / "big.pcap").stat().st_size > readers.BUFFER_BYTES
+    for name in ("big.pcap", "big.pcapng"):
+        t = _table(captures / name)
+        assert len(t["frame"]) == N
+        assert t["wire_len"].tolist() == SIZES.tolist()
+
+
+@pytest.mark.parametrize("name", ["big.pcap", "big.pcapng"])
+def test_mapped_and_buffered_reads_agree(captures, name):
+    mapped, buffered = _table(captures / name), _table(captures / (name + ".gz"))
+    for col in mapped:
+        assert np.array_equal(mapped[col], buffered[col]), col
+
+
+def test_stdin_reads_the_same_packets(captures):
+    code = ("import sys; from roceview.packets import iter_batches; "
+            "print(sum(b.n for b in iter_batches('-', prefetch=False)))")
+    with open(captures / "big.pcap", "rb") as fh:
+        out = subprocess.run([sys.executable, "-c", code], stdin=fh, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == str(N)
+
+
+def test_a_mapped_file_cut_in_a_record_keeps_the_records_before(captures, tmp_path):
+    data = (captures / "big.pcap").read_bytes()
+    (tmp_path / "cut.pcap").write_bytes(data[:-500])
+    warnings = []
+    n = sum(b.n for b in iter_batches(str(tmp_path / "cut.pcap"), prefetch=False, warn=warnings.append))
+    assert n == N - 1
+    assert len(warnings) == 1 and "middle of a record" in warnings[0]
