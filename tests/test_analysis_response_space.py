@@ -50,3 +50,24 @@ def test_ud_psns_say_nothing_about_loss():
     r = flow_row(analyze_rows(rows), flow_id(A, B, 1))
     assert (r["packets"], r["data_packets"], r["gap_events"], r["gap_psns"], r["retransmitted_packets"],
             r["unrecovered_psns"]) == ("4", "4", "0", "0", "0", "0")
+
+
+def test_a_send_inside_its_own_reads_psn_span_is_psn_reuse_not_a_timeout():
+    # READ at 10 takes 3 PSNs (10..12); the next SEND must be 13 but reuses 12 (sanderw71 bug)
+    rows = [req(T0, 10, opcode=READ_REQUEST, payload=0, dmalen=3000, ackreq=True),
+            dict(ts=T0 + 1 * US, psn=10, opcode=READ_FIRST, src=B, dst=A, qp=0xC1, payload=1024, syndrome=0x1F),
+            dict(ts=T0 + 2 * US, psn=11, opcode=READ_MIDDLE, src=B, dst=A, qp=0xC1, payload=1024, syndrome=None),
+            dict(ts=T0 + 3 * US, psn=12, opcode=READ_LAST, src=B, dst=A, qp=0xC1, payload=952, syndrome=0x1F),
+            req(T0 + 4 * US, 12, opcode=0x04, ackreq=True)]
+    for chunk in (None, 1):
+        res = analyze_rows(rows, chunk=chunk, pmtu=1024)
+        kinds = [k for k in res.events_table.data["kind"]]
+        assert kinds.count("psn_reuse") == 1 and "timeout_retransmit" not in kinds, chunk
+        assert flow_row(res, REQ)["retransmitted_packets"] == "1"
+
+
+def test_a_reissued_read_inside_the_span_is_not_psn_reuse():
+    rows = [req(T0, 10, opcode=READ_REQUEST, payload=0, dmalen=3000),
+            req(T0 + 5 * US, 11, opcode=READ_REQUEST, payload=0, dmalen=2000)]
+    kinds = list(analyze_rows(rows, pmtu=1024).events_table.data["kind"])
+    assert "psn_reuse" not in kinds

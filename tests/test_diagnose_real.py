@@ -18,10 +18,10 @@ TRUE_CAUSES = {
     "magnate3_rocev2_mlx5_rc-send_b.pcap": _SNIFFER,
     # an ASIX USB NIC that spews PAUSE frames (a driver regression): XON then XOFF 0xffff
     "netdev-ml_ax88772-8023x-pause-xon-xoff_from-hexdump.pcap": {"pfc_pause"},
-    # rxe + a hand-written responder: every RoCE packet Not-ECT, and the requester reuses the READ's
-    # last PSN for the next SEND with no NAK before it (the "retransmission" no NAK explains)
-    "sanderw71-softroce_rocev2_custom-responder-psn-bug_stall_mixed-lan.pcapng": {"ecn_not_enabled", "timeout_retransmit"},
-    "sanderw71-softroce_rocev2_custom-responder-rping-failure_mixed-lan.pcapng": {"ecn_not_enabled", "timeout_retransmit"},
+    # rxe + a hand-written requester: every RoCE packet Not-ECT, and the requester reuses the READ's
+    # last PSN for the next SEND (MANIFEST: "the same PSN reuse after the READ")
+    "sanderw71-softroce_rocev2_custom-responder-psn-bug_stall_mixed-lan.pcapng": {"ecn_not_enabled", "psn_reuse"},
+    "sanderw71-softroce_rocev2_custom-responder-rping-failure_mixed-lan.pcapng": {"ecn_not_enabled", "psn_reuse"},
 }
 
 
@@ -32,3 +32,10 @@ def test_real_capture_has_no_warning_without_a_true_cause(real_capture):
     print(f"\n{name}: " + ", ".join(f"{f['severity']} {f['kind']}" for f in found))
     assert kinds(found, SEVERE) <= allowed, [f["summary"] for f in found if f["kind"] not in allowed]
     assert ("bad_icrc" in kinds(found)) == (name in BAD_ICRC)
+
+
+def test_the_requester_psn_bug_is_psn_reuse_not_a_timeout(real_capture):
+    if not real_capture.name.startswith("sanderw71-"):
+        return
+    found = kinds(findings_of(real_capture))
+    assert "psn_reuse" in found and "timeout_retransmit" not in found

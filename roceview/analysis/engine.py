@@ -15,6 +15,7 @@ from roceview.analysis.flows import FlowRegistry, address_words
 from roceview.analysis.pairing import CmPairs, Pairing
 from roceview.analysis.pfc import ALL, PfcAccounting
 from roceview.analysis.psn import PsnSpaces
+from roceview.analysis.reuse import NONE_HI, NONE_LO, psn_reuse
 from roceview.analysis.rtt import RttMatcher
 from roceview.analysis.segments import PSN_MOD, group_bounds, psn_delta
 from roceview.analysis.state import Columns
@@ -46,7 +47,8 @@ FLOW_STATE = {
     "ecn_not_ect": (np.int64, 0), "ecn_ce": (np.int64, 0), "cnp_packets": (np.int64, 0),
     "first_ts": (np.int64, np.iinfo(np.int64).max), "last_ts": (np.int64, np.iinfo(np.int64).min),
     "transport": (np.int8, -1), "last_nak_idx": (np.int64, -1), "first_idx": (np.int64, -1)}
-SPACE_STATE = {"last_retrans": (bool, False), "last_run_idx": (np.int64, -1)}
+SPACE_STATE = {"last_retrans": (bool, False), "last_run_idx": (np.int64, -1),
+               "read_lo": (np.int64, NONE_LO), "read_hi": (np.int64, NONE_HI)}
 
 
 def _opcode_name(batch: Batch) -> str:
@@ -309,6 +311,10 @@ class ChunkAnalysis:
         first_missing = (res.h_prev[gap] + 1) & (PSN_MOD - 1)
         self.an.events.add("gap", ts[gap], idx[gap], f[gap], psn[gap], res.gap_psns[gap], first_missing)
         self.an.events.add("retransmit", ts[rt], idx[rt], f[rt], psn[rt])
+        is_read = op.OPCLASS[self.op[m]] == op.READ_REQUEST
+        self.reuse = psn_reuse(self.an.space, sid, res.u, self.span[m], is_read, rt)
+        ru = self.reuse
+        self.an.events.add("psn_reuse", ts[ru], idx[ru], f[ru], psn[ru])
 
     def _pairing_evidence(self):
         peer = self.an.pairing.peer
@@ -324,7 +330,7 @@ class ChunkAnalysis:
         """A retransmission run (in the request space) with no NAK (PSN sequence error or RNR)
         from the peer since the previous run is a timeout retransmission."""
         req = self.space[self.m] == op.REQUEST_SPACE
-        sid, rt = self.sid[req], self.res.retransmitted[req]
+        sid, rt = self.sid[req], self.res.retransmitted[req] & ~self.reuse[req]
         idx, ts, f, psn = self.idx[self.m][req], self.ts[self.m][req], self.fid[self.m][req], self.psn[self.m][req]
         starts, lengths, gid = group_bounds(sid)
         if len(starts) == 0:

@@ -1,4 +1,4 @@
-"""Loss findings: network_loss, capture_loss, timeout_retransmit, rnr, remote_error, unreliable_gap.
+"""Loss findings: network_loss, capture_loss, timeout_retransmit, psn_reuse, rnr, remote_error, unreliable_gap.
 
 A PSN gap is judged by what the endpoints did about it (IBTA 9.7.5): a NAK PSN sequence error for
 the first missing PSN, or its retransmission, means the network lost it; neither means the
@@ -51,7 +51,7 @@ def loss_findings(ctx: Context) -> list[dict]:
     captured = {name: fl.cap_gaps for name, fl in per_flow.items() if fl.cap_gaps}
     if captured:
         out.append(_capture_loss(captured))
-    out += _timeouts(ctx) + _rnr(ctx) + _remote_errors(ctx)
+    out += _timeouts(ctx) + _psn_reuse(ctx) + _rnr(ctx) + _remote_errors(ctx)
     return out
 
 
@@ -227,6 +227,24 @@ def _timeouts(ctx: Context) -> list[dict]:
                   "lower the QP `timeout` (NCCL_IB_TIMEOUT) only if the fabric RTT allows, keep `retry_cnt` at 7.")
         out.append(finding("warning", "timeout_retransmit", summary, [name], int(ev.ts.min()),
                            int(ev.ts.max()), evidence, advice))
+    return out
+
+
+def _psn_reuse(ctx: Context) -> list[dict]:
+    out = []
+    for name in ctx.flows_with("psn_reuse"):
+        ev = ctx.ev("psn_reuse", name)
+        evidence = [f"{plural(len(ev.ts), 'request')} at PSN {psn_list(ev.psn)} inside the PSN span of an earlier "
+                    "READ request of the same requester (a READ consumes ceil(length / path MTU) PSNs)",
+                    "no NAK and no gap: nothing was lost"]
+        summary = (f"Flow {name} reused {plural(len(ev.ts), 'PSN')} its own READ request had consumed: a requester "
+                   "bug; the responder takes the request for a duplicate and does not execute it, the QP stalls.")
+        advice = ("Fix the requester's PSN accounting after RDMA READ (next PSN = READ PSN + ceil(DMA length / "
+                  "path MTU), IBTA 9.7.5.1.2); check that both ends agree on the path MTU (ibv_query_qp "
+                  "path_mtu, MTU end to end). Counters: the responder's duplicate_request, the requester's "
+                  "local_ack_timeout_err once the QP stalls.")
+        out.append(finding("warning", "psn_reuse", summary, [name] + ([ctx.peer(name)] if ctx.peer(name) else []),
+                           int(ev.ts.min()), int(ev.ts.max()), evidence, advice))
     return out
 
 
