@@ -136,7 +136,7 @@ def _endpoint(gid: str, lid: str, ip4: str, ip6: str) -> str:
     return ip4 or str(ipaddress.IPv6Address(ip6))
 
 
-TSHARK_FIELDS = ("frame.len", "frame.time_epoch", "ip.src", "ip.dst", "ipv6.src", "ipv6.dst",
+TSHARK_FIELDS = ("frame.len", "ip.len", "eth.type", "frame.time_epoch", "ip.src", "ip.dst", "ipv6.src", "ipv6.dst",
                  "infiniband.grh.sgid", "infiniband.grh.dgid", "infiniband.lrh.slid",
                  "infiniband.lrh.dlid", "infiniband.bth.destqp", "infiniband.bth.opcode",
                  "infiniband.aeth.syndrome", "ip.dsfield.ecn", "ipv6.tclass", "infiniband.grh.tclass")
@@ -171,7 +171,10 @@ def tshark_flows(tshark: str, path: Path) -> tuple[dict, set[str]]:
                int(v["infiniband.bth.destqp"], 16))
         c = flows[key]
         c["packets"] += 1
-        c["bytes"] += int(v["frame.len"])
+        wire = int(v["frame.len"])
+        if v["ip.len"] and v["eth.type"] == "0x0800":    # a frame cut silently (orig_len = caplen):
+            wire = max(wire, 14 + int(v["ip.len"]))      # its size comes from the IP length
+        c["bytes"] += wire
         opcode = int(v["infiniband.bth.opcode"])
         if opcode & 0x1F == 0x11 and opcode != 0x81 and v["infiniband.aeth.syndrome"]:
             syndrome = int(v["infiniband.aeth.syndrome"], 0)

@@ -61,7 +61,8 @@ their own expectation instead, never skips them)
      ``magnate3_rocev2_uc-write-imm_cut-243B.pcap``, cut silently with orig_len = caplen,
      which tshark reports as "IPv4 total length exceeds packet length"): tshark shows the
      last four *captured* bytes as the ICRC although the ICRC was never captured; roceview
-     must show ``icrc`` and ``icrc_ok`` null and ``truncated`` true there.
+     must show ``icrc`` and ``icrc_ok`` null and ``truncated`` true there, and a frame cut
+     silently has the ``wire_len`` its IP length gives, not the record's orig_len.
 """
 from __future__ import annotations
 
@@ -88,8 +89,8 @@ frame.number frame.protocols frame.time_epoch frame.len frame.cap_len _ws.expert
 eth.src eth.dst eth.type vlan.id vlan.priority vlan.etype ieee8021ad.id ieee8021ad.priority
 sll.src.eth sll.etype sll.ltype
 erspan.spanid erspan.truncated vxlan.vni
-ip.src ip.dst ip.dsfield.dscp ip.dsfield.ecn ip.ttl ip.flags.mf ip.frag_offset
-ipv6.src ipv6.dst ipv6.tclass.dscp ipv6.tclass.ecn ipv6.hlim ipv6.flow
+ip.src ip.dst ip.dsfield.dscp ip.dsfield.ecn ip.ttl ip.flags.mf ip.frag_offset ip.len
+ipv6.plen ipv6.src ipv6.dst ipv6.tclass.dscp ipv6.tclass.ecn ipv6.hlim ipv6.flow
 udp.srcport udp.dstport
 infiniband.lrh.vl infiniband.lrh.sl infiniband.lrh.lnh infiniband.lrh.dlid infiniband.lrh.slid
 infiniband.grh.tclass infiniband.grh.flowlabel infiniband.grh.hoplmt infiniband.grh.sgid infiniband.grh.dgid
@@ -242,6 +243,10 @@ def expected_row(t: dict[str, list[str]], roce_ports=(ROCE_PORT,)) -> tuple[dict
     if not notes["tunnel"] and layers[0] == "eth":
         e["wire_len"] = _int(t["frame.len"][0])
         e["cap_len"] = _int(t["frame.cap_len"][0])
+        l2 = 14 + 4 * (len(t["vlan.id"]) + len(t["ieee8021ad.id"]))
+        for length, extra in (("ip.len", 0), ("ipv6.plen", 40)):   # exception 12: cut silently
+            if t[length]:
+                e["wire_len"] = max(e["wire_len"], l2 + extra + _int(t[length][0]))
 
     # link layer
     if "eth" in inner:

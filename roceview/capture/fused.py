@@ -20,11 +20,14 @@ ICRC_LEN = 4
 @nb.njit(cache=True, nogil=True, boundscheck=False)
 def _lengths(i, p, end, wire_in, o, meta):
     """(wire_len, cap_len, truncated) of the analysed frame: after decapsulation the
-    length comes from the inner IP/GRH length fields, never from the captured bytes."""
+    length comes from the inner IP/GRH length fields, never from the captured bytes, and a
+    record whose IP/GRH length says the frame was longer than the record claims was cut."""
     start = o[i, 0] if o[i, 0] >= 0 else (o[i, 7] if o[i, 7] >= 0 else p)
     wire = meta[i, 8] if meta[i, 8] >= 0 else wire_in
     if meta[i, 9] == 1:
         wire = meta[i, 4] if meta[i, 4] >= 0 else wire - (start - p)
+    elif meta[i, 4] > wire:             # cut silently (orig_len = caplen): the IP/GRH length knows
+        wire = meta[i, 4]
     capl = end - start
     roce_end = o[i, 8] + meta[i, 2] if o[i, 8] >= 0 else -1
     trunc = capl < wire or meta[i, 6] == 1 or roce_end > end
