@@ -70,3 +70,21 @@ def test_a_mapped_file_cut_in_a_record_keeps_the_records_before(captures, tmp_pa
     n = sum(b.n for b in iter_batches(str(tmp_path / "cut.pcap"), prefetch=False, warn=warnings.append))
     assert n == N - 1
     assert len(warnings) == 1 and "middle of a record" in warnings[0]
+
+
+def test_a_packet_of_an_undescribed_interface_stops_reading_with_a_warning(tmp_path):
+    import struct
+
+    data = bytearray(pcapng_bytes([bytes(60)] * 5, [1, 2, 3, 4, 5]))
+    pos = k = 0
+    while pos < len(data):                       # point the 4th EPB at interface 1 (never described)
+        btype, blen = struct.unpack("<II", data[pos:pos + 8])
+        if btype == 6:
+            if k == 3:
+                data[pos + 8:pos + 12] = struct.pack("<I", 1)
+            k += 1
+        pos += blen
+    (tmp_path / "badif.pcapng").write_bytes(bytes(data))
+    warnings = []
+    n = sum(b.n for b in iter_batches(str(tmp_path / "badif.pcapng"), prefetch=False, warn=warnings.append))
+    assert n == 3 and len(warnings) == 1 and "never described" in warnings[0]

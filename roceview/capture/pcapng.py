@@ -7,7 +7,6 @@ from typing import Iterator
 import numpy as np
 
 from roceview.capture import walk
-from roceview.errors import BadInput
 
 SHB, IDB = 0x0A0D0D0A, 1
 OPT_IF_TSRESOL, OPT_IF_TSOFFSET = 9, 14
@@ -123,9 +122,14 @@ def _pcapng(buf, chunk_packets: int, warn, iface_base: int) -> Iterator:
             n, pos, status = walk.walk_pcapng(buf.arr, buf.pos, end, big, out.off, out.cap,
                                               out.wire, out.ts, out.iface)
             buf.pos = pos
-            if n:
-                yield _records(buf, out, n, ifs, iface_base, _chunk)
+            good = _described(out, n, ifs)
+            if good:
+                yield _records(buf, out, good, ifs, iface_base, _chunk)
                 buf.release()
+            if good < n:
+                warn(f"{buf.name}: packet {good + 1} of this chunk refers to an interface that was never "
+                     "described; file damaged, stopped reading there")
+                return
             if status == walk.BLOCK:
                 break
             if status == walk.BAD_BLOCK:
@@ -138,11 +142,14 @@ def _pcapng(buf, chunk_packets: int, warn, iface_base: int) -> Iterator:
                 return
 
 
+def _described(out, n: int, ifs: _Interfaces) -> int:
+    """How many leading records refer to an interface described so far in this section."""
+    bad = np.flatnonzero(out.iface[:n].astype(np.int64) >= len(ifs.linktype) - ifs.section_base)
+    return int(bad[0]) if len(bad) else n
+
+
 def _records(buf, out, n, ifs: _Interfaces, iface_base: int, make_chunk):
     local = out.iface[:n].astype(np.int64)
-    known = len(ifs.linktype) - ifs.section_base
-    if known <= 0 or local.max(initial=0) >= known:
-        raise BadInput(f"{buf.name}: packet refers to an interface that was never described")
     ts = ifs.to_ns(out.ts[:n], local)
     spb = out.ts[:n] < 0
     if spb.any():                           # SPBs carry no timestamp: keep the previous one
