@@ -59,7 +59,7 @@ def summary(an, files, warnings, flows: Table) -> dict:
         "flows": len(flows),
         "decode_warnings": len(warnings),
         "warnings": [str(w) for w in warnings[:100]],
-        "pmtu": int(an.pmtu_given or an.pmtu_seen or 0) or None,
+        "pmtu": int(an.pmtu_given or an.path_mtu.seen or 0) or None,
         "link_speed_gbps": an.link_speed_gbps,
         "bucket_ms": an.bucket_ms,
         "detected": {

@@ -14,6 +14,7 @@ from roceview.analysis.events import EventLog
 from roceview.analysis.flows import FlowRegistry, address_words
 from roceview.analysis.pairing import CmPairs, Pairing
 from roceview.analysis.pfc import ALL, PfcAccounting
+from roceview.analysis.pmtu import PathMtu, is_pmtu
 from roceview.analysis.psn import PsnSpaces
 from roceview.analysis.reuse import NONE_HI, NONE_LO, psn_reuse
 from roceview.analysis.rtt import RttMatcher
@@ -23,7 +24,6 @@ from roceview.analysis.timeline import Timeline
 from roceview.analysis.build import build_result
 from roceview.batch import Batch, PROTO_CODE, PROTO_NAMES
 
-FALLBACK_PMTU = 1024  # when no FIRST/MIDDLE packet shows the path MTU (RoCE default on 1500-byte links)
 HOLD_LIMIT = 1 << 20  # rows held back while waiting for path-MTU evidence
 # A flow still without a peer this many rows after its first packet is not expected to pair:
 # its AckReq requests are no longer kept for RTT matching (bounds work and memory), and
@@ -33,10 +33,6 @@ _ROCE = np.zeros(len(PROTO_NAMES), dtype=bool)
 _ROCE[[PROTO_CODE["roce_v1"], PROTO_CODE["roce_v2"], PROTO_CODE["ib"]]] = True
 _ACKED_TRANSPORT = np.array([True, False, True, False, False, True, False, False, False])  # RC, RD, XRC; -1 -> last
 
-
-def _is_pmtu(payload: np.ndarray) -> np.ndarray:
-    """256, 512, 1024, 2048 or 4096 (IBTA path MTUs)."""
-    return (payload >= 256) & (payload <= 4096) & ((payload & (payload - 1)) == 0)
 
 FLOW_STATE = {
     "packets": (np.int64, 0), "bytes": (np.int64, 0), "data_packets": (np.int64, 0),
@@ -69,7 +65,7 @@ class Analyzer:
     def __init__(self, pmtu: int | None = None, link_speed_gbps: float = 100.0, bucket_ms: float = 1.0,
                  keep_packets: bool = False):
         self.pmtu_given = pmtu
-        self.pmtu_seen = 0
+        self.path_mtu = PathMtu(pmtu)
         self.link_speed_gbps = link_speed_gbps
         self.bucket_ms = bucket_ms
         self.registry = FlowRegistry()
@@ -96,28 +92,14 @@ class Analyzer:
             return
         if self._kept is not None:
             self._kept.append(batch)
-        evidence, reads = self._pmtu_needs(batch)
-        if self._held or (reads and not evidence):
+        if self.path_mtu.hold(batch, _opcode_name(batch), _ROCE, bool(self._held)):
             self._held.append(batch)
-            if evidence or sum(b.n for b in self._held) >= HOLD_LIMIT:
+            if sum(b.n for b in self._held) >= HOLD_LIMIT:
+                self.path_mtu.pending.clear()          # no evidence in sight: FALLBACK_PMTU
+            if not self.path_mtu.pending:
                 self._release()
             return
         self._process(batch)
-
-    def _pmtu_needs(self, batch: Batch) -> tuple[bool, bool]:
-        """(chunk shows the path MTU, chunk has READ requests) while the path MTU is unknown."""
-        if self.pmtu_given or self.pmtu_seen:
-            return True, False
-        name = _opcode_name(batch)
-        if name not in batch.cols:
-            return False, False
-        valid = batch.mask(name) & _ROCE[batch.cols["_proto"]]
-        opcode = batch.cols[name]
-        reads = bool((valid & (op.OPCLASS[opcode] == op.READ_REQUEST)).any())
-        fm = valid & op.FIRST_OR_MIDDLE[opcode]
-        payload = batch.cols.get("payload_len")
-        evidence = payload is not None and bool(_is_pmtu(payload[fm & batch.mask("payload_len")].astype(np.int64)).any())
-        return evidence, reads
 
     def _release(self) -> None:
         held, self._held = self._held, []
@@ -178,20 +160,6 @@ class Analyzer:
         self.events.add("pfc_pause", ts[pause], rows[pause] + idx0, mac[pause], None, slot[pause], quanta[pause])
         self.events.add("pfc_resume", ts[~pause], rows[~pause] + idx0, mac[~pause], None, slot[~pause], quanta[~pause])
 
-    def pmtu_per_row(self, payload: np.ndarray, opcode: np.ndarray) -> np.ndarray:
-        """Path MTU in force at each row: --pmtu, else the largest FIRST/MIDDLE payload so far
-        (rows before the first such packet use the first one, or FALLBACK_PMTU)."""
-        if self.pmtu_given:
-            return np.full(len(payload), int(self.pmtu_given), dtype=np.int64)
-        ev = np.where(op.FIRST_OR_MIDDLE[opcode] & _is_pmtu(payload), payload, 0)
-        running = np.maximum.accumulate(np.maximum(ev, self.pmtu_seen)) if len(ev) else ev
-        nz = ev[ev > 0]
-        fill = nz[0] if len(nz) else FALLBACK_PMTU
-        if len(running):
-            self.pmtu_seen = int(running[-1])
-        return np.where(running > 0, running, fill)
-
-
 class ChunkAnalysis:
     """The RoCE rows of one chunk, sorted by (flow, PSN space); steps update the Analyzer state."""
 
@@ -199,8 +167,8 @@ class ChunkAnalysis:
         self.an = an
         opcode = batch.cols[opcode_col][rows].astype(np.uint8)
         payload = _col(batch, "payload_len", rows)
-        pmtu = an.pmtu_per_row(payload, opcode)
         src, dst = address_words(batch, rows, "src"), address_words(batch, rows, "dst")
+        pmtu = an.path_mtu.per_row(src, dst, payload, opcode)
         qp = batch.cols["dest_qp"][rows].astype(np.uint32)
         fid, self.flows_before = an.registry.lookup(src, dst, qp)
         self.n_flows = an.registry.n

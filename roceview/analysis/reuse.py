@@ -20,8 +20,8 @@ def psn_reuse(state, sid: np.ndarray, u: np.ndarray, span: np.ndarray, is_read: 
               retrans: np.ndarray) -> np.ndarray:
     """Rows sorted by request-space id (capture order inside); u unwrapped PSNs. `state` has
     per-space columns read_lo / read_hi (the last READ's first and last PSN)."""
-    if len(u) == 0:
-        return np.zeros(0, dtype=bool)
+    if len(u) == 0 or not (is_read.any() or (state.read_hi[sid] != NONE_HI).any()):
+        return np.zeros(len(u), dtype=bool)
     starts, lengths, gid = group_bounds(sid)
     pos = np.where(is_read, np.arange(len(u), dtype=np.int64), -1)
     last, final = seg_running_max(pos, starts, lengths, gid, np.full(len(starts), -1, dtype=np.int64))
