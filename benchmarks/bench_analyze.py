@@ -10,9 +10,7 @@ with the file's length.
 """
 from __future__ import annotations
 
-import argparse
 import json
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -20,7 +18,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_decode import ROOT, ensure, tshark  # noqa: E402
+from bench_decode import ROOT, captures, parse_args, tshark  # noqa: E402
 
 CLI = r"""
 import resource, sys, time
@@ -79,18 +77,8 @@ def bench(path: Path, repeat: int, with_tshark: bool) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--packets", type=int, default=1_000_000)
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--big", type=int, default=0, help="also a snaplen-128 file of this many packets (RSS check)")
-    a = ap.parse_args()
-    if not shutil.which("tshark"):
-        print("tshark not found: its column is skipped")
-    m = a.packets // 1_000_000
-    bench(ensure(f"rocev2_{m}M_snap128.pcap", a.packets, 128), a.repeat, bool(shutil.which("tshark")))
-    bench(ensure(f"rocev2_{m}M_full.pcap", a.packets, 65535), a.repeat, bool(shutil.which("tshark")))
-    if a.big:
-        bench(ensure(f"rocev2_{a.big // 1_000_000}M_snap128.pcap", a.big, 128), 1, False)
+    for path, repeat, with_tshark in captures(parse_args(__doc__)):
+        bench(path, repeat, with_tshark)
 
 
 if __name__ == "__main__":
