@@ -7,7 +7,7 @@ import os
 import numpy as np
 
 from dissectors import ib, opcodes
-from roceview.batch import Batch
+from roceview.batch import PROTO_CODE, Batch
 from roceview.capture import _fields_kernel as K
 from roceview.capture import layers
 from roceview.capture.fieldgen import PLACEMENTS
@@ -125,7 +125,7 @@ def _meta_columns(b: Batch, meta: np.ndarray) -> None:
 def _lldp_columns(b: Batch, chunk, o, cap_end) -> None:
     from dissectors import lldp
 
-    rows = np.flatnonzero(o[:, O["lldp"]] >= 0)
+    rows = np.flatnonzero(b.cols["_proto"] == PROTO_CODE["lldp"])
     out = np.zeros(b.n, np.uint8)
     ok = np.zeros(b.n, bool)
     for i in rows:                          # LLDP is rare: one frame every few seconds
@@ -147,11 +147,13 @@ def _cm_columns(b: Batch, chunk, o, cap_end) -> None:
 
     for name, dtype in CM_COLUMNS.items():
         b.cols[name], b.valid[name] = np.zeros(b.n, dtype), np.zeros(b.n, bool)
-    op, qp = b.cols["opcode"], b.cols["dest_qp"]
-    mad_at = o[:, O["bth"]] + 12 + 8                      # BTH, DETH
-    rows = np.flatnonzero(b.mask("opcode") & (op == 0x64) & (qp == ib.GSI_QP) & (mad_at + 24 <= cap_end))
+    rows = np.flatnonzero(b.cols["opcode"] == 0x64)        # UD SEND_ONLY: few, filter those
+    rows = rows[b.mask("opcode")[rows] & (b.cols["dest_qp"][rows] == ib.GSI_QP)]
+    mad_at = o[rows, O["bth"]] + 12 + 8                    # BTH, DETH
+    rows = rows[mad_at + 24 <= cap_end[rows]]
     for i in rows:
-        frame = chunk.buf[mad_at[i]:cap_end[i]].tobytes()
+        mad = o[i, O["bth"]] + 12 + 8
+        frame = chunk.buf[mad:cap_end[i]].tobytes()
         headers = [ib.MAD]
         if field_value(frame, 0, ib.MAD.field("mgmt_class")) == ib.MGMT_CLASS_CM:
             attr = field_value(frame, 0, ib.MAD.field("attribute_id"))
