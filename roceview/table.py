@@ -42,16 +42,29 @@ def _categorical(codes: np.ndarray, ok: np.ndarray, categories) -> pd.Categorica
     return pd.Categorical.from_codes(np.where(ok, codes.astype(np.int64), -1), categories=list(categories))
 
 
+def _factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, index of each distinct value's first row), by hashing, not sorting: 16-byte
+    addresses are factorized as two 64-bit words and the pairs of codes again."""
+    if values.ndim == 1:
+        codes, _ = pd.factorize(values)
+    else:
+        words = np.ascontiguousarray(values).view("<u8").reshape(len(values), -1)
+        codes = np.zeros(len(values), np.int64)
+        for w in range(words.shape[1]):
+            part, distinct = pd.factorize(words[:, w])
+            codes, _ = pd.factorize(codes * len(distinct) + part)
+    first = np.full(int(codes.max(initial=-1)) + 1, len(codes), np.int64)
+    np.minimum.at(first, codes, np.arange(len(codes)))
+    return codes, first
+
+
 def _unique_formatted(values: np.ndarray, ok: np.ndarray, fmt) -> pd.Categorical:
     """Format only the distinct values (a capture has few addresses, many packets)."""
-    if values.ndim == 2:
-        keys = np.ascontiguousarray(values).view(f"V{values.shape[1]}").reshape(-1)
-    else:
-        keys = values
-    uniq, inverse = np.unique(keys[ok], return_inverse=True) if ok.any() else (keys[:0], np.zeros(0, np.int64))
+    rows = np.flatnonzero(ok)
     codes = np.full(len(values), -1, np.int64)
-    codes[ok] = inverse.reshape(-1)
-    names = [fmt(u) for u in uniq]
+    inverse, first = _factorize(values[rows]) if len(rows) else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    codes[rows] = inverse
+    names = [fmt(values[rows[i]]) for i in first]
     # distinct raw values can format alike (IPv4 vs IPv4-mapped GID): merge them
     cats = list(dict.fromkeys(names))
     remap = np.array([cats.index(n) for n in names] + [-1], np.int64)

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import sys
 
 import numpy as np
 
@@ -72,6 +71,3 @@ def _plain(v):
         return bool(v)
     return v
 
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(run(None, None))
