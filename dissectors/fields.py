@@ -10,7 +10,7 @@ significant bit from the most significant bit of byte `offset` (network order).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 

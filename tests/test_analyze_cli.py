@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from analysis_helpers import (A, B, SYN_NAK_SEQ, T0, ack, pfc_frame, req, roce_v2_frame, write_rows_pcap)
+from analysis_helpers import (SYN_NAK_SEQ, T0, ack, pfc_frame, req, roce_v2_frame, write_rows_pcap)
 from roceview.cli import Environment, main
 from roceview.capture.writer import write_pcap, write_pcapng
 

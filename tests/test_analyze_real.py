@@ -56,7 +56,6 @@ import gzip
 import io
 import ipaddress
 import json
-import math
 import subprocess
 from collections import Counter, defaultdict
 from decimal import Decimal

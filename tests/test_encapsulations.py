@@ -24,7 +24,7 @@ from scapy.packet import Packet, Raw
 import roceview
 from dissectors.scapy_layers import (AETH, BTH, ERSPAN_II, ERSPAN_III, RETH, ERSPAN_III_platform, preferred,
                                      with_icrc)
-from roceview.capture.writer import pcap_header, pcap_records, pcapng_bytes, write_pcap
+from roceview.capture.writer import pcapng_bytes, write_pcap
 
 REPO = Path(__file__).resolve().parents[1]
 INNER_MACS = {"src": "02:00:00:00:00:01", "dst": "02:00:00:00:00:02"}

@@ -14,7 +14,7 @@ from roceview.analysis.events import EventLog
 from roceview.analysis.flows import FlowRegistry, address_words
 from roceview.analysis.pairing import CmPairs, Pairing
 from roceview.analysis.pfc import ALL, PfcAccounting
-from roceview.analysis.pmtu import PathMtu, is_pmtu
+from roceview.analysis.pmtu import PathMtu
 from roceview.analysis.psn import PsnSpaces
 from roceview.analysis.reuse import NONE_HI, NONE_LO, psn_reuse
 from roceview.analysis.rtt import RttMatcher

@@ -12,7 +12,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from roceview.diagnose.context import Context, span, us
+from roceview.diagnose.context import Context, span
 from roceview.diagnose.finding import finding, plural
 
 _PRIO = re.compile(r"priority (\w+) quanta (\d+)")
