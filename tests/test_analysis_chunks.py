@@ -78,3 +78,23 @@ def test_mixed_capture_exact_numbers():
     assert flows["fd00::4>10.0.0.3:0x000066"]["naks_rnr"] == "1"
     kinds = res.events_table.data["kind"]
     assert kinds.count("timeout_retransmit") == 0  # the RNR NAK precedes QP 2's retransmission
+
+
+def test_a_timeline_past_its_row_budget_doubles_its_buckets_and_keeps_the_sums():
+    import numpy as np
+
+    from roceview.analysis.timeline import Timeline
+
+    t = Timeline(1000, max_rows=40)
+    ts = np.arange(0, 100_000, 500, dtype=np.int64)          # 200 packets, 2 per 1 us bucket
+    flow = (np.arange(len(ts)) % 2).astype(np.int64)
+    values = {"bytes": np.full(len(ts), 100.0), "ecn_ce": np.ones(len(ts)), "cnp_packets": np.zeros(len(ts)),
+              "retransmitted_packets": np.zeros(len(ts))}
+    for part in range(4):                                      # fed in 4 chunks
+        sl = slice(part * 50, (part + 1) * 50)
+        t.feed(ts[sl], flow[sl], {k: v[sl] for k, v in values.items()}, 2)
+    table = t.table(["a", "b"])
+    assert t.bucket_ns == 8000                                 # doubled until the rows fit
+    assert len(table) == 13 * 2                                # 100 us in 8 us buckets, 2 flows
+    assert int(np.sum(table.data["bytes"])) == 200 * 100 and int(np.sum(table.data["ecn_ce"])) == 200
+    assert (np.asarray(table.data["bucket_start"]) % 8000 == 0).all()

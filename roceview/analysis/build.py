@@ -62,6 +62,7 @@ def summary(an, files, warnings, flows: Table) -> dict:
         "pmtu": int(an.pmtu_given or an.path_mtu.seen or 0) or None,
         "link_speed_gbps": an.link_speed_gbps,
         "bucket_ms": an.bucket_ms,
+        "timeline_bucket_ms": an.timeline.bucket_ns / 1e6,   # longer than bucket_ms past MAX_ROWS
         "detected": {
             "gap_events": int(np.sum(d["gap_events"])), "gap_psns": int(np.sum(d["gap_psns"])),
             "unrecovered_psns": int(np.sum(d["unrecovered_psns"])),

@@ -44,6 +44,9 @@ def _summary(s: dict, console: Console) -> None:
     console.print(f"  RoCE {s['roce_packets']:,} (v1 {p.get('roce_v1', 0):,}, v2 {p.get('roce_v2', 0):,},"
                   f" IB {p.get('ib', 0):,}), PFC {p.get('pfc', 0):,}, PAUSE {p.get('pause', 0):,},"
                   f" other {other:,}; flows {s['flows']:,}; path MTU {s['pmtu'] or 'unknown'}")
+    if s.get("timeline_bucket_ms", s.get("bucket_ms")) != s.get("bucket_ms"):
+        console.print(f"  timeline buckets of {s['timeline_bucket_ms']:g} ms (not {s['bucket_ms']:g} ms): "
+                      "the timeline would have outgrown memory")
     if s["decode_warnings"]:
         console.print(f"  [yellow]decode warnings: {s['decode_warnings']}[/yellow]")
 
