@@ -98,3 +98,17 @@ def test_a_timeline_past_its_row_budget_doubles_its_buckets_and_keeps_the_sums()
     assert len(table) == 13 * 2                                # 100 us in 8 us buckets, 2 flows
     assert int(np.sum(table.data["bytes"])) == 200 * 100 and int(np.sum(table.data["ecn_ce"])) == 200
     assert (np.asarray(table.data["bucket_start"]) % 8000 == 0).all()
+
+
+def test_events_past_the_per_kind_budget_are_counted_not_listed():
+    import numpy as np
+
+    from roceview.analysis.events import EventLog
+
+    log = EventLog(max_per_kind=5)
+    for _ in range(3):
+        log.add("ecn_ce", np.arange(4), np.arange(4), np.zeros(4, np.int64), np.arange(4))
+    log.add("gap", np.arange(2), np.arange(2), np.zeros(2, np.int64), np.arange(2), np.ones(2), np.ones(2))
+    table = log.table(["f"], [])
+    assert list(table.data["kind"]).count("ecn_ce") == 5 and list(table.data["kind"]).count("gap") == 2
+    assert log.count("ecn_ce") == 12 and log.dropped == {**{k: 0 for k in log.dropped}, "ecn_ce": 7}

@@ -63,6 +63,7 @@ def summary(an, files, warnings, flows: Table) -> dict:
         "link_speed_gbps": an.link_speed_gbps,
         "bucket_ms": an.bucket_ms,
         "timeline_bucket_ms": an.timeline.bucket_ns / 1e6,   # longer than bucket_ms past MAX_ROWS
+        "events_not_listed": {k: n for k, n in an.events.dropped.items() if n},   # past MAX_PER_KIND
         "detected": {
             "gap_events": int(np.sum(d["gap_events"])), "gap_psns": int(np.sum(d["gap_psns"])),
             "unrecovered_psns": int(np.sum(d["unrecovered_psns"])),

@@ -16,25 +16,38 @@ KIND_CODE = {k: i for i, k in enumerate(EVENT_KINDS)}
 _PFC_KINDS = (KIND_CODE["pfc_pause"], KIND_CODE["pfc_resume"])
 
 
+MAX_PER_KIND = 250_000   # a congested capture can CE-mark millions of packets: memory stays bounded
+
+
 class EventLog:
-    def __init__(self):
+    """One row per anomaly, the first MAX_PER_KIND of each kind; later ones are only counted
+    (`dropped`), the per-flow counters in qps.csv stay exact."""
+
+    def __init__(self, max_per_kind: int = MAX_PER_KIND):
         self._parts: list[tuple[np.ndarray, ...]] = []
+        self.max_per_kind = max_per_kind
+        self.kept = {k: 0 for k in EVENT_KINDS}
+        self.dropped = {k: 0 for k in EVENT_KINDS}
 
     def add(self, kind: str, ts, idx, flow, psn=None, a=None, b=None) -> None:
         """`flow` is a flow id (or, for PFC kinds, a MAC table index); psn -1 = none."""
         n = len(ts)
+        room = max(0, self.max_per_kind - self.kept[kind])
+        if n > room:
+            self.dropped[kind] += n - room
+            n = room
         if n == 0:
             return
+        self.kept[kind] += n
         zeros = np.zeros(n, dtype=np.int64)
-        self._parts.append((np.asarray(ts, np.int64), np.asarray(idx, np.int64),
-                            np.asarray(flow, np.int64), np.full(n, KIND_CODE[kind], np.int8),
-                            zeros - 1 if psn is None else np.asarray(psn, np.int64),
-                            zeros if a is None else np.asarray(a, np.int64),
-                            zeros if b is None else np.asarray(b, np.int64)))
+        self._parts.append((np.asarray(ts[:n], np.int64), np.asarray(idx[:n], np.int64),
+                            np.asarray(flow[:n], np.int64), np.full(n, KIND_CODE[kind], np.int8),
+                            zeros - 1 if psn is None else np.asarray(psn[:n], np.int64),
+                            zeros if a is None else np.asarray(a[:n], np.int64),
+                            zeros if b is None else np.asarray(b[:n], np.int64)))
 
     def count(self, kind: str) -> int:
-        code = KIND_CODE[kind]
-        return int(sum(int((p[3] == code).sum()) for p in self._parts))
+        return self.kept[kind] + self.dropped[kind]
 
     def table(self, flow_names: list[str], mac_names: list[str]) -> Table:
         if not self._parts:

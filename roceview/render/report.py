@@ -47,6 +47,9 @@ def _summary(s: dict, console: Console) -> None:
     if s.get("timeline_bucket_ms", s.get("bucket_ms")) != s.get("bucket_ms"):
         console.print(f"  timeline buckets of {s['timeline_bucket_ms']:g} ms (not {s['bucket_ms']:g} ms): "
                       "the timeline would have outgrown memory")
+    if s.get("events_not_listed"):
+        extra = ", ".join(f"{n:,} {k}" for k, n in s["events_not_listed"].items())
+        console.print(f"  events.csv lists the first events of each kind only; not listed: {extra}")
     if s["decode_warnings"]:
         console.print(f"  [yellow]decode warnings: {s['decode_warnings']}[/yellow]")
 
