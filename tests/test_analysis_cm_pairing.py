@@ -42,3 +42,21 @@ def test_a_rep_answering_no_seen_req_pairs_nothing():
             req(T0 + 4 * US, 8, opcode=SEND_ONLY, src=B, dst=A, qp=0xA2)]
     res = analyze_batches([_with_cm(rows, {0: (0x0013, 99, 12345, 0xB1)})])
     assert flow_row(res, flow_id(A, B, 0xB1))["peer_qp"] == ""
+
+
+def test_a_lone_pairing_that_a_later_chunk_contradicts_is_withdrawn():
+    from analysis_helpers import ack
+
+    # chunk 1 shows only A->B:B1 and B->A:A2 (requests), chunk 2 their true partners' ACKs
+    rows = [req(T0, 100, SEND_ONLY, qp=0xB1, ackreq=True),
+            req(T0 + 1, 500, SEND_ONLY, src=B, dst=A, qp=0xA2, ackreq=True),
+            ack(T0 + 2, 100, qp=0xA1), ack(T0 + 3, 500, src=A, dst=B, qp=0xB2)]
+    from analysis_helpers import analyze_rows
+
+    whole = analyze_rows(rows)
+    assert flow_row(whole, flow_id(A, B, 0xB1))["peer_qp"] == "0x0000a1"
+    split = analyze_rows(rows, chunk=2)
+    # never a wrong partner: the pairing resting on the chunk boundary is withdrawn with its RTT
+    for flow, wrong in ((flow_id(A, B, 0xB1), "0x0000a2"), (flow_id(B, A, 0xA2), "0x0000b1")):
+        r = flow_row(split, flow)
+        assert r["peer_qp"] != wrong and (r["peer_qp"] == "" or r["rtt_p50_us"] != "")

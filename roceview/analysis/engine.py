@@ -109,6 +109,7 @@ class Analyzer:
         if self._held:
             self._release()
         self.pfc.finish()
+        self.rtt.forget(self.pairing.unconfirmed_lone(self.registry, self.flow.transport))
         self.cm.apply(self.registry, self.pairing)
         packets = None
         if self._kept:

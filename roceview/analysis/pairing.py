@@ -17,10 +17,32 @@ from roceview.analysis.opcodes import TRANSPORT_CNP, TRANSPORT_UD
 class Pairing:
     def __init__(self):
         self.peer = np.zeros(0, dtype=np.int64)
+        self.lone = np.zeros(0, dtype=bool)      # paired only because each was alone so far
 
     def grow(self, n: int) -> None:
         if n > len(self.peer):
             self.peer = np.concatenate([self.peer, np.full(n - len(self.peer), -1, dtype=np.int64)])
+            self.lone = np.concatenate([self.lone, np.zeros(n - len(self.lone), dtype=bool)])
+
+    def unconfirmed_lone(self, registry, transport) -> np.ndarray:
+        """At the end of the capture: flows paired as lone partners whose endpoint pair later
+        showed another flow (not paired by evidence) in either direction. Such a pair rested on the chunk boundary, not on
+        evidence: the caller unpairs them (and drops their RTT samples)."""
+        flows = np.flatnonzero(self.lone[: registry.n] & (self.peer[: registry.n] >= 0))
+        if len(flows) == 0:
+            return flows
+        t = transport[: registry.n]
+        confirmed = (self.peer[: registry.n] >= 0) & ~self.lone[: registry.n]     # CM or PSN evidence
+        conn = np.flatnonzero((t >= 0) & (t != TRANSPORT_UD) & (t != TRANSPORT_CNP) & (t < 6)
+                              & (registry.qp != 1) & ~confirmed)
+        pair_id, direction = self._endpoint_pairs(registry, conn)
+        counts = np.bincount(pair_id * 2 + direction, minlength=2 * (pair_id.max() + 1)).reshape(-1, 2)
+        still_lone = np.zeros(registry.n, dtype=bool)
+        still_lone[conn] = (counts == 1).all(axis=1)[pair_id]
+        bad = flows[~still_lone[flows]]
+        self.peer[bad] = -1
+        self.lone[bad] = False
+        return bad
 
     def candidates(self, registry, transport: np.ndarray) -> np.ndarray:
         t = transport[: registry.n]
@@ -63,6 +85,7 @@ class Pairing:
         flows = flows[order].reshape(-1, 2)
         self.peer[flows[:, 0]] = flows[:, 1]
         self.peer[flows[:, 1]] = flows[:, 0]
+        self.lone[flows.reshape(-1)] = True
 
     def _psn_following(self, pid, cand_mask, req_flow, req_psn, resp_flow, resp_psn) -> None:
         rq = cand_mask[req_flow]
@@ -146,3 +169,4 @@ class CmPairs:
                 if old >= 0 and pairing.peer[old] in (a, b):
                     pairing.peer[old] = -1
             pairing.peer[a], pairing.peer[b] = b, a
+            pairing.lone[a] = pairing.lone[b] = False

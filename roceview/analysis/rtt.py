@@ -80,6 +80,13 @@ class RttMatcher:
         pos = np.minimum(pos, len(keys) - 1)
         return ok & (t_flow[pos] == q[0]) & (t_idx[pos] < resp_idx) & (t_u[pos] <= q[1])
 
+    def forget(self, flows: np.ndarray) -> None:
+        """Drop the samples of these requester flows (their pairing was withdrawn)."""
+        if len(flows) and self.sample_flow:
+            keep = [~np.isin(f, flows) for f in self.sample_flow]
+            self.sample_flow = [f[k] for f, k in zip(self.sample_flow, keep)]
+            self.sample_ns = [s[k] for s, k in zip(self.sample_ns, keep)]
+
     def percentiles(self, n_flows: int, pcts=(50, 99)) -> list[np.ndarray]:
         """Per flow nearest-rank percentiles in ns (NaN where a flow has no sample)."""
         out = [np.full(n_flows, np.nan) for _ in pcts]
