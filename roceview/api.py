@@ -51,8 +51,6 @@ def analyze(paths, *, pmtu: int | None = None, link_speed: float = 100.0, bucket
         if progress is not None:
             progress(batch.n)
     result = analyzer.finish(files=files, warnings=warnings)
-    if packets and result.packets is None:
-        result.packets = _packets_frame(analyzer)
     if facts is not None:
         result.facts = facts.finish()
         from roceview.diagnose import find
@@ -76,14 +74,6 @@ def _config(config):
     return load_config(config)
 
 
-def _packets_frame(analyzer):
-    from roceview.batch import Batch
-    from roceview.table import to_dataframe
-
-    kept = analyzer._kept or []
-    return to_dataframe(Batch.concat(kept) if kept else None)
-
-
 def _check_options(pmtu, link_speed, bucket_ms) -> None:
     from roceview.errors import BadInput
 
@@ -93,21 +83,3 @@ def _check_options(pmtu, link_speed, bucket_ms) -> None:
         raise BadInput(f"--link-speed must be > 0 Gb/s (got {link_speed})")
     if not bucket_ms or bucket_ms <= 0:
         raise BadInput(f"--bucket must be > 0 ms (got {bucket_ms})")
-
-
-def run_diagnoser(result: AnalysisResult) -> None:
-    """Fill result.findings with `roceview.diagnose.diagnose(result)` when that package exists.
-
-    The diagnoser may return a list of dicts (FINDINGS_COLUMNS, timestamps as int ns), a pandas
-    DataFrame, or fill the result itself and return None."""
-    try:
-        from roceview.diagnose import diagnose
-    except ImportError:
-        return
-    found = diagnose(result)
-    if found is None:
-        return
-    if isinstance(found, list):
-        result.set_findings(found)
-    else:
-        result.findings = found

@@ -112,9 +112,10 @@ class Analyzer:
         self.rtt.forget(self.pairing.unconfirmed_lone(self.registry, self.flow.transport))
         self.cm.apply(self.registry, self.pairing)
         packets = None
-        if self._kept:
-            merged = Batch.concat(self._kept)
-            packets = merged.to_dataframe() if hasattr(merged, "to_dataframe") else None
+        if self._kept is not None:                     # asked for: the packets table as well
+            from roceview.table import to_dataframe
+
+            packets = to_dataframe(Batch.concat(self._kept) if self._kept else None)
         return build_result(self, list(files), list(warnings), packets)
 
     # ---- one chunk ---------------------------------------------------------------------------
