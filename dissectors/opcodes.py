@@ -66,12 +66,3 @@ def opcode_name(opcode: int) -> str:
         return f"UNKNOWN_0x{opcode:02x}"
     transport, op, _ = entry
     return "CNP" if transport == "CNP" else f"{transport}_{op}"
-
-
-def transport_name(opcode: int) -> str | None:
-    return TRANSPORTS.get(opcode & 0xE0)
-
-
-def is_response(opcode: int) -> bool:
-    """ACK/NAK, READ responses and ATOMIC ACKs travel in the responder's PSN space."""
-    return opcode in OPCODES and OPCODES[opcode][0] != "CNP" and (opcode & 0x1F) in _RESPONSES

@@ -22,8 +22,9 @@ COLUMNS = (
 ).split()
 
 OPCODE_NAMES = [opcodes.opcode_name(i) for i in range(256)]
-TRANSPORT_NAMES = ["RC", "UC", "RD", "UD", "CNP", "XRC"]
-_TRANSPORT_CODE = np.array([0, 1, 2, 3, 4, 5, -1, -1], np.int64)   # by OpCode[7:5]
+TRANSPORT_NAMES = list(opcodes.TRANSPORTS.values())
+_TRANSPORT_CODE = np.array([TRANSPORT_NAMES.index(opcodes.TRANSPORTS[k << 5]) if k << 5 in opcodes.TRANSPORTS
+                            else -1 for k in range(8)], np.int64)   # by OpCode[7:5]
 
 
 def format_mac(values: np.ndarray) -> np.ndarray:
