@@ -1,5 +1,6 @@
-"""RecordChunk -> Batch: layer offsets (numba), then every declared field in one pass of a
-kernel generated from the header declarations in `dissectors` (see capture/fieldgen.py)."""
+"""RecordChunk -> Batch: one pass of the decode kernel (capture/kernels.py: layer offsets,
+every declared field as generated from the header declarations in `dissectors` by
+capture/fieldgen.py, addresses, lengths, ICRC), then the rare protocols in Python."""
 from __future__ import annotations
 
 import os
@@ -8,18 +9,19 @@ import numpy as np
 
 from dissectors import ib, opcodes
 from roceview.batch import PROTO_CODE, Batch
-from roceview.capture import _fields_kernel as K
-from roceview.capture import layers
-from roceview.capture.fieldgen import PLACEMENTS
-from roceview.capture.fused import decode_records
-from roceview.capture.icrc import CRC_TABLES, NATIVE_CRC32
+from roceview.capture import consts
+from roceview.capture.crc import CRC_TABLES, NATIVE_CRC32
+from roceview.capture.fieldgen import DTYPES, PLACEMENTS, column_layout
+from roceview.capture.kernels import decode_records
 from roceview.capture.readers import RecordChunk
 
-O = {name: k for k, name in enumerate(layers.OUT_FIELDS)}
-M_PROTO, M_L3, M_ROCELEN, M_SESSION, M_INNERLEN, M_FRAG, M_TRUNC, M_ETYPE, M_WIRE, M_DECAP = range(10)
+O = {name: k for k, name in enumerate(consts.OUT_FIELDS)}
+M_PROTO, M_L3, M_ROCELEN, M_SESSION, M_INNERLEN, M_FRAG, M_TRUNC, M_ETYPE, M_WIRE, M_DECAP = range(len(consts.META_FIELDS))
+LAYOUT = column_layout()        # column -> (matrix, row, validity row): the kernels' layout
+COUNTS = {k: sum(1 for v in LAYOUT.values() if v[0] == k) for k in DTYPES}
 EXT_BY_NAME = {h.name: h for h in ib.EXT_HEADERS}
-ROWS = np.array([K.LAYOUT["opcode"][1], K.LAYOUT["pad"][1], K.LAYOUT["slid"][1], K.LAYOUT["dlid"][1],
-                 K.LAYOUT["opcode"][2], K.LAYOUT["slid"][2]], np.int64)
+ROWS = np.array([LAYOUT["opcode"][1], LAYOUT["pad"][1], LAYOUT["slid"][1], LAYOUT["dlid"][1],
+                 LAYOUT["opcode"][2], LAYOUT["slid"][2]], np.int64)
 SPLIT_MIN = 4096
 THREADS = min(2, os.cpu_count() or 1)
 BOOL_COLUMNS = {f.column for h, _ in PLACEMENTS for f in h.columns if f.kind == "bool"}
@@ -51,10 +53,10 @@ def port_table(roce_ports=()) -> np.ndarray:
 
 def decode_chunk(chunk: RecordChunk, ports: np.ndarray, first_frame: int) -> Batch:
     n = chunk.n
-    o = np.empty((n, len(layers.OUT_FIELDS)), np.int64)
-    meta = np.empty((n, 10), np.int64)
-    mats = {k: np.zeros((c, n), np.dtype(k.replace("u", "uint"))) for k, c in K.COUNTS.items()}
-    ok = np.zeros((len(K.LAYOUT), n), np.bool_)
+    o = np.empty((n, len(consts.OUT_FIELDS)), np.int64)
+    meta = np.empty((n, len(consts.META_FIELDS)), np.int64)
+    mats = {k: np.zeros((c, n), np.dtype(k.replace("u", "uint"))) for k, c in COUNTS.items()}
+    ok = np.zeros((len(LAYOUT), n), np.bool_)
     src, dst = np.zeros((n, 16), np.uint8), np.zeros((n, 16), np.uint8)
     addr_ok = np.zeros(n, np.bool_)
     lens = np.zeros((3, n), np.uint32).T
@@ -66,7 +68,7 @@ def decode_chunk(chunk: RecordChunk, ports: np.ndarray, first_frame: int) -> Bat
     _run_split(n, args)
     b = Batch(n)
     cols, valid = b.cols, b.valid
-    for name, (key, row, vrow) in K.LAYOUT.items():
+    for name, (key, row, vrow) in LAYOUT.items():
         values = mats[key][row]
         cols[name] = values.view(np.bool_) if name in BOOL_COLUMNS else values
         valid[name] = ok[vrow]
@@ -119,7 +121,7 @@ def _meta_columns(b: Batch, meta: np.ndarray) -> None:
     b.cols["ethertype"] = meta[:, M_ETYPE].astype(np.uint16)
     b.valid["ethertype"] = meta[:, M_ETYPE] >= 0
     b.cols["ip_frag"] = meta[:, M_FRAG] == 1
-    b.valid["ip_frag"] = meta[:, M_L3] == layers.L3_IPV4
+    b.valid["ip_frag"] = meta[:, M_L3] == consts.L3_IPV4
 
 
 def _lldp_columns(b: Batch, chunk, o, cap_end) -> None:

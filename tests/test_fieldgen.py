@@ -18,6 +18,7 @@ SAMPLES = sorted((ROOT / "captures").glob("*.pcap"))[:6] + sorted(REAL.glob("*.p
 def test_generated_kernel_is_current():
     text = fieldgen.generate()
     assert fieldgen.TARGET.read_text() == text, "run `python -m roceview.capture.fieldgen` after changing a declaration"
+    assert fieldgen.C_TARGET.read_text() == fieldgen.generate_c(), "the C kernel's header is stale: run fieldgen"
     assert fieldgen.fused_stamp() == fieldgen.dependency_digest(), \
         "fused.py must carry the digest of what it calls (numba's cache is keyed by fused.py alone)"
 
@@ -50,7 +51,7 @@ def _offsets(header, where, o, meta, chunk):
     out = np.empty(len(o), np.int64)
     for i in range(len(o)):                      # small captures: clarity over speed
         env["i"], env["opc"] = i, int(opc[i])
-        out[i] = eval(where, env)                # the placement expressions of the kernel
+        out[i] = eval(where.numba(), env)        # the placement expressions of the kernel
     return out
 
 

@@ -12,34 +12,65 @@ fields of a chunk are extracted in one pass over the packets. The output is comm
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from pathlib import Path
 
-from dissectors import ethernet, ib, ip, macctl
+from dissectors import ethernet, ib, ip, macctl, tunnel
 from dissectors.fields import Field, Header, column_dtype
+from roceview.capture.consts import L3_GRH, L3_IPV4, L3_IPV6, OUT_FIELDS
 
 TARGET = Path(__file__).with_name("_fields_kernel.py")
-KIND_IPV4, KIND_IPV6, KIND_GRH = 4, 6, 1
+KIND_IPV4, KIND_IPV6, KIND_GRH = L3_IPV4, L3_IPV6, L3_GRH
 
-# (header, expression giving its offset for packet i, or None to skip)
-# o[i, k] columns follow roceview.capture.layers.OUT_FIELDS; meta[i, 0] proto, meta[i, 1] l3 kind.
-PLACEMENTS: list[tuple[Header, str]] = [
-    (ethernet.ETHERNET, "o[i, 0]"),
-    (ethernet.SLL, "o[i, 1]"),
-    (ethernet.SLL2, "o[i, 2]"),
-    (ethernet.VLAN, "o[i, 3]"),
-    (ethernet.INNER_VLAN, "o[i, 4]"),
-    (ib.LRH, "o[i, 7]"),
-    (ip.IPV4, f"o[i, 5] if meta[i, 1] == {KIND_IPV4} else -1"),
-    (ip.IPV6, f"o[i, 5] if meta[i, 1] == {KIND_IPV6} else -1"),
-    (ib.GRH, f"o[i, 5] if meta[i, 1] == {KIND_GRH} else -1"),
-    (ip.UDP, "o[i, 6]"),
-    (ib.BTH, "o[i, 8]"),
-] + [
-    (h, f"(o[i, 8] + 12 + ext[{k}, opc]) if (opc >= 0 and ext[{k}, opc] >= 0) else -1")
-    for k, h in enumerate(ib.EXT_HEADERS)
-] + [
-    (macctl.PFC, "o[i, 9] if meta[i, 0] == PROTO_PFC else -1"),
-    (macctl.PAUSE, "o[i, 9] if meta[i, 0] == PROTO_PAUSE else -1"),
+@dataclass(frozen=True)
+class Where:
+    """Where a header starts in packet i: an offset slot o[i, slot] (OUT_FIELDS), only when
+    meta says the right l3 kind or proto, or an extended header at its per-opcode offset
+    after the BTH. Rendered as a numba expression and as a C expression."""
+    slot: str
+    l3: int | None = None
+    proto: str | None = None
+    ext: int | None = None
+
+    def numba(self) -> str:
+        k = OUT_FIELDS.index(self.slot)
+        if self.ext is not None:
+            e = f"ext[{self.ext}, opc]"
+            return f"(o[i, {k}] + 12 + {e}) if (opc >= 0 and {e} >= 0) else -1"
+        if self.l3 is not None:
+            return f"o[i, {k}] if meta[i, 1] == {self.l3} else -1"
+        if self.proto is not None:
+            return f"o[i, {k}] if meta[i, 0] == PROTO_{self.proto.upper()} else -1"
+        return f"o[i, {k}]"
+
+    def c(self) -> str:
+        o = f"oi[O_{self.slot.upper()}]"
+        if self.ext is not None:
+            e = f"ext[{self.ext} * 256 + opc]"
+            return f"(opc >= 0 && {e} >= 0) ? {o} + 12 + {e} : -1"
+        if self.l3 is not None:
+            return f"mi[M_L3] == {self.l3} ? {o} : -1"
+        if self.proto is not None:
+            return f"mi[M_PROTO] == P_{self.proto.upper()} ? {o} : -1"
+        return o
+
+
+# The header declarations placed at the offsets layers.parse_one (or _ckernel.c) finds.
+PLACEMENTS: list[tuple[Header, Where]] = [
+    (ethernet.ETHERNET, Where("eth")),
+    (ethernet.SLL, Where("sll")),
+    (ethernet.SLL2, Where("sll2")),
+    (ethernet.VLAN, Where("vlan1")),
+    (ethernet.INNER_VLAN, Where("vlan2")),
+    (ib.LRH, Where("lrh")),
+    (ip.IPV4, Where("l3", l3=KIND_IPV4)),
+    (ip.IPV6, Where("l3", l3=KIND_IPV6)),
+    (ib.GRH, Where("l3", l3=KIND_GRH)),
+    (ip.UDP, Where("udp")),
+    (ib.BTH, Where("bth")),
+] + [(h, Where("bth", ext=k)) for k, h in enumerate(ib.EXT_HEADERS)] + [
+    (macctl.PFC, Where("macctl", proto="pfc")),
+    (macctl.PAUSE, Where("macctl", proto="pause")),
 ]
 
 DTYPES = ("u8", "u16", "u32", "u64")
@@ -97,7 +128,7 @@ def generate() -> str:
     body = []
     for header, where in PLACEMENTS:
         if header.columns:
-            body += _header_code(header, where, layout)
+            body += _header_code(header, where.numba(), layout)
             if header is ib.BTH:
                 body += ["        opc = np.int64(buf[p]) if room >= 1 else -1"]
     counts = {k: sum(1 for v in layout.values() if v[0] == k) for k in DTYPES}
@@ -128,8 +159,84 @@ def extract_one(buf, i, o, meta, ce, ext, u8, u16, u32, u64, ok):
 '''
 
 
+C_TARGET = Path(__file__).with_name("_fields_kernel.h")
+
+
+def _load_c(f: Field) -> str:
+    n = f.nbytes
+    parts = [f"((uint64_t)buf[p + {f.offset + j}] << {8 * (n - 1 - j)})" if n - 1 - j else f"(uint64_t)buf[p + {f.offset + j}]"
+             for j in range(n)]
+    expr = " | ".join(parts)
+    shift = n * 8 - f.bit - f.bits
+    if shift:
+        expr = f"({expr}) >> {shift}"
+    if f.bits < n * 8:
+        expr = f"({expr}) & {hex((1 << f.bits) - 1)}ULL"
+    return expr
+
+
+def _header_c(header: Header, where: Where, layout) -> list[str]:
+    lines = [f"    /* {header.name} ({header.spec}) */", f"    p = {where.c()};", "    if (p >= 0) {",
+             "        room = ce - p;"]
+    for f in header.columns:
+        key, row, vrow = layout[f.column]
+        lines += [f"        if (room >= {f.end}) {{",
+                  f"            {key}[{row} * n + i] = (uint{key[1:]}_t)({_load_c(f)});",
+                  f"            ok[{vrow} * n + i] = 1;",
+                  "        }"]
+    if header is ib.BTH:
+        lines.append("        opc = room >= 1 ? (int64_t)buf[p] : -1;")
+    return lines + ["    }"]
+
+
+def _c_constants() -> list[str]:
+    """Every number the C kernel shares with Python, from the one place each is declared."""
+    from roceview.batch import PROTO_CODE
+    from roceview.capture import consts
+
+    named = {f"P_{k.upper()}": v for k, v in PROTO_CODE.items()}
+    named |= {f"O_{k.upper()}": i for i, k in enumerate(consts.OUT_FIELDS)}
+    named |= {f"M_{k.upper()}": i for i, k in enumerate(consts.META_FIELDS)}
+    named |= {"N_OUT": len(consts.OUT_FIELDS), "N_META": len(consts.META_FIELDS)}
+    named |= {k: getattr(consts, k) for k in dir(consts) if k.isupper() and isinstance(getattr(consts, k), int)}
+    named |= {k: getattr(ethernet, k) for k in dir(ethernet) if k.startswith("ETHERTYPE_")}
+    named |= {k: getattr(macctl, k) for k in dir(macctl) if k.startswith("MACCTL_OPCODE_")}
+    named |= {"IPPROTO_UDP": ip.IPPROTO_UDP, "IPPROTO_GRE": ip.IPPROTO_GRE, "VXLAN_UDP_PORT": tunnel.VXLAN_UDP_PORT}
+    hexa = ("ETHERTYPE_", "MACCTL_OPCODE_")
+    return [f"#define {k} {v:#06x}" if k.startswith(hexa) else f"#define {k} {v}" for k, v in sorted(named.items())]
+
+
+def generate_c() -> str:
+    layout = column_layout()
+    body = []
+    for header, where in PLACEMENTS:
+        if header.columns:
+            body += _header_c(header, where, layout)
+    return C_TEMPLATE.format(constants="\n".join(_c_constants()), body="\n".join(body),
+                             digest=generate().split('DIGEST = "')[1][:16])
+
+
+C_TEMPLATE = """/* GENERATED by roceview/capture/fieldgen.py from the declarations in dissectors/ and the
+   constants in roceview/capture/consts.py. Do not edit: run `python -m roceview.capture.fieldgen`.
+   digest {digest} (same layout as _fields_kernel.py) */
+#include <stdint.h>
+
+{constants}
+
+/* Every declared column of packet i (ce: end of its captured bytes). Matrices are
+   (rows, n) C-ordered: column `row` of packet i is at row * n + i. */
+static inline void extract_one(const uint8_t *buf, int64_t i, int64_t n, const int64_t *oi, const int64_t *mi,
+                               int64_t ce, const int64_t *ext, uint8_t *u8, uint16_t *u16, uint32_t *u32,
+                               uint64_t *u64, uint8_t *ok)
+{{
+    int64_t opc = -1, p, room;
+{body}
+}}
+"""
+
+
 FUSED = Path(__file__).with_name("fused.py")
-FUSED_DEPENDENCIES = ("_fields_kernel.py", "layers.py", "icrc.py", "../batch.py")  # batch: PROTO_CODE
+FUSED_DEPENDENCIES = ("_fields_kernel.py", "layers.py", "icrc.py", "walk.py", "consts.py", "../batch.py")  # batch: PROTO_CODE
 _STAMP = "# numba dependency digest: "
 
 
@@ -156,8 +263,9 @@ def fused_stamp() -> str:
 
 def main() -> None:
     TARGET.write_text(generate())
+    C_TARGET.write_text(generate_c())
     stamp_fused()
-    print(f"wrote {TARGET} and stamped {FUSED.name}")
+    print(f"wrote {TARGET}, {C_TARGET.name} and stamped {FUSED.name}")
 
 
 if __name__ == "__main__":

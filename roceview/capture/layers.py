@@ -10,30 +10,10 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from roceview.batch import PROTO_CODE
-
-# link types (tcpdump.org linktypes)
-LINKTYPE_ETHERNET = 1
-LINKTYPE_LINUX_SLL = 113
-LINKTYPE_ERF = 197
-LINKTYPE_INFINIBAND = 247
-LINKTYPE_LINUX_SLL2 = 276
-SUPPORTED_LINKTYPES = {LINKTYPE_ETHERNET: "Ethernet", LINKTYPE_LINUX_SLL: "Linux SLL",
-                       LINKTYPE_ERF: "ERF", LINKTYPE_INFINIBAND: "InfiniBand",
-                       LINKTYPE_LINUX_SLL2: "Linux SLL2"}
-
-ERF_TYPE_ETH = 2
-ERF_TYPE_INFINIBAND = 21
-ERF_TYPE_INFINIBAND_LINK = 25
-
-# l3 kinds
-L3_NONE, L3_IPV4, L3_IPV6, L3_GRH = 0, 4, 6, 1
-
-P_OTHER, P_V1, P_V2, P_IB = PROTO_CODE["other"], PROTO_CODE["roce_v1"], PROTO_CODE["roce_v2"], PROTO_CODE["ib"]
-P_PFC, P_PAUSE, P_LLDP = PROTO_CODE["pfc"], PROTO_CODE["pause"], PROTO_CODE["lldp"]
-
-OUT_FIELDS = ("eth", "sll", "sll2", "vlan1", "vlan2", "l3", "udp", "lrh", "bth", "macctl",
-              "lldp", "gre", "erspan2", "erspan3", "vxlan")
+from roceview.capture.consts import (ERF_TYPE_ETH, ERF_TYPE_INFINIBAND, ERF_TYPE_INFINIBAND_LINK,  # noqa: F401
+                                     L3_GRH, L3_IPV4, L3_IPV6, L3_NONE, LINKTYPE_ERF, LINKTYPE_ETHERNET,
+                                     LINKTYPE_INFINIBAND, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2, OUT_FIELDS,
+                                     P_IB, P_LLDP, P_OTHER, P_PAUSE, P_PFC, P_V1, P_V2, SUPPORTED_LINKTYPES)
 
 _jit = nb.njit(cache=True, nogil=True, boundscheck=False)
 

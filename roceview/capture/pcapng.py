@@ -1,4 +1,4 @@
-"""pcapng sections, interfaces and timestamps; the block walk itself is in walk.py."""
+"""pcapng sections, interfaces and timestamps; the block walk itself is in the kernels (kernels.py)."""
 from __future__ import annotations
 
 import struct
@@ -6,7 +6,7 @@ from typing import Iterator
 
 import numpy as np
 
-from roceview.capture import walk
+from roceview.capture import consts, kernels
 
 SHB, IDB = 0x0A0D0D0A, 1
 OPT_IF_TSRESOL, OPT_IF_TSOFFSET = 9, 14
@@ -116,10 +116,10 @@ def _pcapng(buf, chunk_packets: int, warn, iface_base: int) -> Iterator:
             ifs.add(_linktype_checked(lt, buf.name), resol, tsoff)
         big = e == ">"
         while True:
-            if not buf.eof and buf.filled - buf.pos < walk.MAX_CAPLEN + 64:
+            if not buf.eof and buf.filled - buf.pos < consts.MAX_CAPLEN + 64:
                 buf.refill()
             end = buf.limit()
-            n, pos, status = walk.walk_pcapng(buf.arr, buf.pos, end, big, out.off, out.cap,
+            n, pos, status = kernels.walk_pcapng(buf.arr, buf.pos, end, big, out.off, out.cap,
                                               out.wire, out.ts, out.iface)
             buf.pos = pos
             good = _described(out, n, ifs)
@@ -130,12 +130,12 @@ def _pcapng(buf, chunk_packets: int, warn, iface_base: int) -> Iterator:
                 warn(f"{buf.name}: packet {good + 1} of this chunk refers to an interface that was never "
                      "described; file damaged, stopped reading there")
                 return
-            if status == walk.BLOCK:
+            if status == consts.BLOCK:
                 break
-            if status == walk.BAD_BLOCK:
+            if status == consts.BAD_BLOCK:
                 warn(f"{buf.name}: a pcapng block has an impossible length; file damaged, stopped reading there")
                 return
-            if status == walk.NEED_MORE and end == buf.filled and buf.eof:
+            if status == consts.NEED_MORE and end == buf.filled and buf.eof:
                 if buf.filled > buf.pos:
                     warn(f"{buf.name}: file ends in the middle of a block "
                          f"({buf.filled - buf.pos} bytes left over); stopped reading there")

@@ -1,6 +1,6 @@
 """Chunked capture readers: pcap and pcapng into numpy record arrays.
 
-A reader fills one reused byte buffer with `readinto`, lets a numba walk find the records
+A reader fills one reused byte buffer with `readinto`, lets a compiled walk find the records
 in it, and yields `RecordChunk`s that point into that buffer. The buffer is reused for the
 next chunk, so a consumer must finish with a chunk before asking for the next one; memory
 stays bounded whatever the file size.
@@ -15,8 +15,8 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from roceview.capture import walk
-from roceview.capture.layers import SUPPORTED_LINKTYPES
+from roceview.capture import consts, kernels
+from roceview.capture.consts import SUPPORTED_LINKTYPES
 from roceview.capture.source import PCAP_MAGICS, CorruptStream, _GzipStream, capture_kind, open_capture
 from roceview.errors import BadInput
 
@@ -190,18 +190,18 @@ def _pcap(buf: _Buffer, chunk_packets: int, warn: Warn, iface_base: int) -> Iter
         if not buf.eof:
             buf.refill()
         end = buf.limit()
-        n, pos, status = walk.walk_pcap(buf.arr, buf.pos, end, big, frac_ns,
+        n, pos, status = kernels.walk_pcap(buf.arr, buf.pos, end, big, frac_ns,
                                         out.off, out.cap, out.wire, out.ts)
         buf.pos = pos
         if n:
             yield _chunk(buf, out, n, linktype_of=np.full(n, linktype, np.uint16), iface_base=iface_base)
             buf.release()
-        if status == walk.ABSURD:
+        if status == consts.ABSURD:
             cap = struct.unpack((">" if big else "<") + "I", bytes(buf.store[pos + 8:pos + 12]))[0]
             warn(f"{buf.name}: a record claims {cap} captured bytes (more than 256 KiB): "
                  "file damaged, stopped reading there")
             return
-        if status == walk.NEED_MORE and end == buf.filled and buf.eof:
+        if status == consts.NEED_MORE and end == buf.filled and buf.eof:
             if buf.filled > buf.pos:
                 warn(f"{buf.name}: file ends in the middle of a record "
                      f"({buf.filled - buf.pos} bytes left over); stopped reading there")

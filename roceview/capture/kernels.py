@@ -1,0 +1,104 @@
+"""The decode kernels: C compiled at install time (_ckernel.c), or the numba fallback.
+
+The C build is the normal case: it needs no numba import and no JIT cache at run time
+(measured 0.5-0.8 s of a 1 M-packet `analyze`, see benchmarks/). Where it was not built
+(no compiler at install), the numba kernels give the same results, a test checks that.
+ROCEVIEW_KERNEL=numba forces the fallback; ROCEVIEW_KERNEL=c makes a missing build an error.
+
+Every function takes the same numpy arrays in both backends:
+  walk_pcap(buf, pos, end, big, frac_ns, off, cap, wire, ts) -> (records, position, status)
+  walk_pcapng(buf, pos, end, big, off, cap, wire, ts, iface) -> (records, position, status)
+  parse_layers(buf, rec_off, cap, linktype, ports, o, meta)
+  decode_records(lo, hi, buf, rec_off, cap, wire, linktype, ports, ext, ext_total, rows,
+                 crc_table, crc_fn, o, meta, u8, u16, u32, u64, ok, src, dst, addr_ok, lens, flags, icrc)
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+
+def _ptr(a: np.ndarray) -> int:
+    return a.__array_interface__["data"][0]
+
+
+class _C:
+    name = "c"
+
+    def __init__(self):
+        import ctypes
+
+        from roceview.capture import _ckernel
+
+        lib = ctypes.CDLL(_ckernel.__file__)
+        i64, vp = ctypes.c_int64, ctypes.c_void_p
+        self._walk_pcap = lib.rv_walk_pcap
+        self._walk_pcap.argtypes = [vp, i64, i64, i64, i64, i64] + [vp] * 5
+        self._walk_pcapng = lib.rv_walk_pcapng
+        self._walk_pcapng.argtypes = [vp, i64, i64, i64, i64] + [vp] * 6
+        self._parse = lib.rv_parse_layers
+        self._parse.argtypes = [vp, i64] + [vp] * 6
+        self._decode = lib.rv_decode_records
+        self._decode.argtypes = [i64, i64, i64] + [vp] * 10 + [i64] + [vp] * 13
+        for f in (self._walk_pcap, self._walk_pcapng, self._parse, self._decode):
+            f.restype = None
+
+    def walk_pcap(self, buf, pos, end, big, frac_ns, off, cap, wire, ts):
+        res = np.empty(3, np.int64)
+        self._walk_pcap(_ptr(buf), pos, end, int(big), frac_ns, len(off), _ptr(off), _ptr(cap), _ptr(wire),
+                        _ptr(ts), _ptr(res))
+        return int(res[0]), int(res[1]), int(res[2])
+
+    def walk_pcapng(self, buf, pos, end, big, off, cap, wire, ts, iface):
+        res = np.empty(3, np.int64)
+        self._walk_pcapng(_ptr(buf), pos, end, int(big), len(off), _ptr(off), _ptr(cap), _ptr(wire), _ptr(ts),
+                          _ptr(iface), _ptr(res))
+        return int(res[0]), int(res[1]), int(res[2])
+
+    def parse_layers(self, buf, rec_off, cap, linktype, ports, o, meta):
+        _check(rec_off, np.int64), _check(cap, np.uint32), _check(linktype, np.uint16)
+        self._parse(_ptr(buf), len(rec_off), _ptr(rec_off), _ptr(cap), _ptr(linktype), _ptr(ports), _ptr(o),
+                    _ptr(meta))
+
+    def decode_records(self, lo, hi, buf, rec_off, cap, wire, linktype, ports, ext, ext_total, rows, crc_table,
+                       crc_fn, o, meta, u8, u16, u32, u64, ok, src, dst, addr_ok, lens, flags, icrc):
+        n = o.shape[0]
+        _check(rec_off, np.int64), _check(cap, np.uint32), _check(wire, np.uint32), _check(linktype, np.uint16)
+        if not (lens.flags.f_contiguous and flags.flags.f_contiguous and o.flags.c_contiguous):
+            raise ValueError("decode_records: lens/flags must be (3|5, n).T views, o C-ordered")
+        arrays = (buf, rec_off, cap, wire, linktype, ports, ext, ext_total, rows, crc_table)
+        outs = (o, meta, u8, u16, u32, u64, ok, src, dst, addr_ok, lens, flags, icrc)
+        self._decode(lo, hi, n, *map(_ptr, arrays), int(crc_fn), *map(_ptr, outs))
+
+
+def _check(a: np.ndarray, dtype) -> None:
+    if a.dtype != dtype or not a.flags.c_contiguous:
+        raise TypeError(f"kernel argument: need contiguous {np.dtype(dtype)}, got {a.dtype}")
+
+
+class _Numba:
+    name = "numba"
+
+    def __init__(self):
+        from roceview.capture import fused, layers, walk
+
+        self.walk_pcap, self.walk_pcapng = walk.walk_pcap, walk.walk_pcapng
+        self.parse_layers, self.decode_records = layers.parse_layers, fused.decode_records
+
+
+def _load():
+    choice = os.environ.get("ROCEVIEW_KERNEL", "")
+    if choice != "numba":
+        try:
+            return _C()
+        except (ImportError, OSError, AttributeError):
+            if choice == "c":
+                raise
+    return _Numba()
+
+
+KERNELS = _load()
+BACKEND = KERNELS.name
+walk_pcap, walk_pcapng = KERNELS.walk_pcap, KERNELS.walk_pcapng
+parse_layers, decode_records = KERNELS.parse_layers, KERNELS.decode_records
