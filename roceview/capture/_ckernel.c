@@ -298,9 +298,9 @@ static int fast_rocev2(const uint8_t *buf, int64_t p, int64_t end, int64_t lt, c
 
 /* ---- endpoint addresses, lengths (fused.py) ---- */
 
-static void address_one(const uint8_t *buf, const int64_t *oi, const int64_t *mi, int64_t ce, int64_t slid,
-                        int64_t dlid, int lid_ok, uint8_t *src, uint8_t *dst, uint8_t *ok)
-{
+static void address_one(const uint8_t *buf, const int64_t *oi, const int64_t *mi, int64_t ce, const uint16_t *slid,
+                        const uint16_t *dlid, const uint8_t *lid_ok, uint8_t *src, uint8_t *dst, uint8_t *ok)
+{   /* the LID columns are read only for native IB: their rows are cold for everything else */
     int64_t q = oi[O_L3], kind = mi[M_L3];
     if (q >= 0 && kind == L3_IPV4 && q + 20 <= ce) {          /* ::ffff:a.b.c.d */
         src[10] = src[11] = dst[10] = dst[11] = 0xFF;
@@ -311,10 +311,10 @@ static void address_one(const uint8_t *buf, const int64_t *oi, const int64_t *mi
         memcpy(src, buf + q + 8, 16);
         memcpy(dst, buf + q + 24, 16);
         *ok = 1;
-    } else if (oi[O_LRH] >= 0 && lid_ok) {                   /* LID marked 0xfefe */
+    } else if (oi[O_LRH] >= 0 && *lid_ok) {                  /* LID marked 0xfefe */
         src[10] = src[11] = dst[10] = dst[11] = 0xFE;
-        src[14] = (uint8_t)(slid >> 8); src[15] = (uint8_t)slid;
-        dst[14] = (uint8_t)(dlid >> 8); dst[15] = (uint8_t)dlid;
+        src[14] = (uint8_t)(*slid >> 8); src[15] = (uint8_t)*slid;
+        dst[14] = (uint8_t)(*dlid >> 8); dst[15] = (uint8_t)*dlid;
         *ok = 1;
     }
 }
@@ -413,7 +413,7 @@ void rv_decode_records(int64_t lo, int64_t hi, int64_t n, const uint8_t *buf, co
         if (!fast_rocev2(buf, p, end, linktype[i], ports, oi, mi))
             parse_one(buf, p, end, linktype[i], ports, oi, mi);
         extract_one(buf, i, n, oi, mi, end, ext, u8, u16, u32, u64, ok);
-        address_one(buf, oi, mi, end, u16[rows[2] * n + i], u16[rows[3] * n + i], ok[rows[5] * n + i],
+        address_one(buf, oi, mi, end, u16 + rows[2] * n + i, u16 + rows[3] * n + i, ok + rows[5] * n + i,
                     src + i * 16, dst + i * 16, addr_ok + i);
         int trunc = lengths(p, end, wire[i], oi, mi, &w, &c);
         lens[i] = (uint32_t)w;
