@@ -4,7 +4,7 @@
 
 Uses the captures of bench_decode.py (built once into benchmarks/data/). For each file it
 prints the wall time of a whole `roceview analyze FILE --csv DIR` process (start-up, imports,
-numba cache load, decode, analysis, CSV) and its peak RSS, the analysis alone in-process, and
+decode, analysis, CSV, report) and its peak RSS, the analysis alone in-process, and
 tshark decoding the same file. --big adds a long snaplen-128 file: peak RSS must not grow
 with the file's length.
 """
@@ -35,7 +35,7 @@ import json, sys, time
 import roceview.packets as P
 from roceview.analysis import analyze_batches
 from roceview.render.export import write_csv_dir
-list(P.iter_batches(sys.argv[1]))                    # numba cache and page cache warm
+list(P.iter_batches(sys.argv[1]))                    # page cache warm (and the numba fallback's JIT cache)
 t = time.perf_counter()
 res = analyze_batches(P.iter_batches(sys.argv[1]))
 write_csv_dir(res, sys.argv[2])
@@ -63,7 +63,7 @@ def run_inproc(path: Path) -> dict:
 
 
 def bench(path: Path, repeat: int, with_tshark: bool) -> None:
-    run_cli(path)                                  # warm the numba cache and the page cache
+    run_cli(path)                                  # warm the page cache (and the numba fallback's JIT cache)
     cli = min((run_cli(path) for _ in range(repeat)), key=lambda r: r[0])
     inproc = min((run_inproc(path) for _ in range(repeat)), key=lambda r: r["s"])
     n = inproc["n"]
