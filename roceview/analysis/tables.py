@@ -53,6 +53,22 @@ def format_qp(qp) -> str:
     return "" if qp is None or qp < 0 else f"0x{int(qp):06x}"
 
 
+def slow_text(values, kind: str, decimals: int = 6) -> list[str]:
+    """The text forms, one Python call per cell: their definition. (The CSV/JSON writers build
+    the same text vectorised: roceview/render/cells.py; tests check both agree.)"""
+    if kind == "ts":
+        return [format_ts(x) for x in np.asarray(values).tolist()]
+    if kind == "qp":
+        return [format_qp(x) for x in np.asarray(values).tolist()]
+    if kind == "float":
+        return ["" if x != x else f"{x:.{decimals}f}" for x in np.asarray(values, dtype=np.float64).tolist()]
+    if kind == "nint":
+        return ["" if x < 0 else str(x) for x in np.asarray(values).tolist()]
+    if kind == "str":
+        return ["" if x is None else str(x) for x in values]
+    return [str(x) for x in np.asarray(values).tolist()]
+
+
 @dataclass
 class Table:
     """Columns of equal length in a fixed order (`columns`)."""
@@ -76,21 +92,8 @@ class Table:
         return Table(self.columns, out)
 
     def text_column(self, name: str) -> list[str]:
-        """The CSV text of one column."""
-        v = self.data[name]
-        kind = KINDS.get(name, "int")
-        if kind == "ts":
-            return [format_ts(x) for x in np.asarray(v).tolist()]
-        if kind == "qp":
-            return [format_qp(x) for x in np.asarray(v).tolist()]
-        if kind == "float":
-            d = DECIMALS.get(name, 6)
-            return ["" if x != x else f"{x:.{d}f}" for x in np.asarray(v, dtype=np.float64).tolist()]
-        if kind == "nint":
-            return ["" if x < 0 else str(x) for x in np.asarray(v).tolist()]
-        if kind == "str":
-            return ["" if x is None else str(x) for x in v]
-        return [str(x) for x in np.asarray(v).tolist()]
+        """The CSV text of one column (unquoted)."""
+        return slow_text(self.data[name], KINDS.get(name, "int"), DECIMALS.get(name, 6))
 
     def text_rows(self) -> list[list[str]]:
         cols = [self.text_column(c) for c in self.columns]

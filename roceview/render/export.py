@@ -6,26 +6,77 @@ are complete, so an error leaves nothing half written.
 """
 from __future__ import annotations
 
-import csv
 import io
-import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
 
+from roceview.analysis.tables import DECIMALS, KINDS, slow_text
 from roceview.errors import WriteError
+from roceview.render.cells import assemble, column_parts, const_cells, numeric_array, string_cells
 
 CSV_FILES = (("qps.csv", "flows_table"), ("pfc.csv", "pfc_table"), ("findings.csv", "findings_table"),
              ("events.csv", "events_table"), ("timeline.csv", "timeline_table"))
+WIDTH_GUESS = {"ts": 20, "float": 10, "qp": 8}  # text bytes of a number, for the block size only
+_SPECIAL = re.compile(r'[,"\r\n]')  # csv.writer quotes a field only when it holds one of these
 
 
 def table_csv(table) -> str:
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(table.columns)
-    writer.writerows(table.text_rows())
-    return out.getvalue()
+    return table_csv_bytes(table).decode("utf-8")
+
+
+def table_csv_bytes(table) -> bytes:
+    """The CSV file of a Table: the same bytes as csv.writer (`\\n` line ends) writing its
+    text rows (`slow_text`), built vectorised (render/cells.py)."""
+    head = (",".join(map(_quoted, table.columns)) + "\n").encode("utf-8")
+    n = len(table)
+    if not n or not table.columns:
+        return head
+    columns = [_Column(table.data[name], name) for name in table.columns]
+
+    def block(lo: int, hi: int) -> list:
+        parts = columns[0].parts(lo, hi)
+        for c in columns[1:]:
+            parts += [const_cells(hi - lo, b",")] + c.parts(lo, hi)
+        return parts + [const_cells(hi - lo, b"\n")]
+
+    return head + assemble(n, sum(c.width + 1 for c in columns), block)
+
+
+class _Column:
+    """One column's CSV cells for any block of rows: numbers formatted per block, strings
+    quoted once per distinct value and gathered by index."""
+
+    def __init__(self, values, name: str):
+        self.kind, self.decimals = KINDS.get(name, "int"), DECIMALS.get(name, 6)
+        self.array = numeric_array(values, self.kind)
+        if self.array is not None:
+            self.width = WIDTH_GUESS.get(self.kind, 6)
+            return
+        cells = string_cells(values, lambda v: _quoted("" if v is None else v)) if self.kind == "str" else None
+        if cells is None:  # not plain strings: by their text (a list holding None, say)
+            cells = string_cells(slow_text(values, self.kind, self.decimals), _quoted)
+        self.codes, self.mat, self.mask = cells
+        self.width = self.mat.shape[1]
+
+    def parts(self, lo: int, hi: int) -> list:
+        if self.array is not None:
+            return column_parts(self.array[lo:hi], self.kind, self.decimals)
+        codes = self.codes[lo:hi]
+        return [(self.mat[codes], self.mask[codes])]
+
+
+def _quoted(text: str) -> str:
+    """A field as csv.writer writes it: special ones through csv itself."""
+    if not _SPECIAL.search(text):
+        return text
+    import csv  # not needed (nor imported) for plain fields
+
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerow([text, ""])  # two fields: "" alone would be quoted
+    return buf.getvalue()[:-2]
 
 
 def write_csv_dir(result, directory) -> list[Path]:
@@ -39,7 +90,7 @@ def write_csv_dir(result, directory) -> list[Path]:
         raise WriteError(f"cannot write CSV files into {directory}: {exc.strerror or exc}") from None
     try:
         for name, attr in CSV_FILES:
-            (tmp / name).write_text(table_csv(getattr(result, attr)), encoding="utf-8")
+            (tmp / name).write_bytes(table_csv_bytes(getattr(result, attr)))
         written = []
         for name, _ in CSV_FILES:
             os.replace(tmp / name, directory / name)
@@ -62,6 +113,7 @@ def _remove_if_empty(directory: Path, created: bool) -> None:
 
 
 def result_document(result) -> dict:
+    """The --json document as Python objects (write_json writes the same, faster: json_export.py)."""
     return {"summary": result.summary,
             "flows": result.flows_table.records(), "pfc": result.pfc_table.records(),
             "findings": result.findings_table.records(), "events": result.events_table.records(),
@@ -70,12 +122,13 @@ def result_document(result) -> dict:
 
 def write_json(result, path) -> None:
     from roceview.capture.writer import atomic_output
+    from roceview.render.json_export import document_json  # json only with --json
 
-    text = json.dumps(result_document(result), indent=1, allow_nan=False)
+    data = document_json(result)
     if str(path) == "-":
         raise WriteError("--json needs a file name")
     try:
-        with atomic_output(path, "w") as fh:
-            fh.write(text + "\n")
+        with atomic_output(path, "wb") as fh:
+            fh.write(data + b"\n")
     except OSError as exc:
         raise WriteError(f"cannot write {path}: {exc.strerror or exc}") from None

@@ -1,14 +1,18 @@
-"""The `roceview analyze` report (rich): capture summary, findings, per-QP table, PFC table."""
+"""The `roceview analyze` report: capture summary, findings, per-QP table, PFC table.
+
+Plain text through render/screen.py (no rich: see there why). The per-QP table lists the
+`max_qps` worst queue pairs (default MAX_QP_ROWS; 0 = all) and counts the rest: thousands of
+rows help nobody in a terminal, and qps.csv / --json have every one.
+"""
 from __future__ import annotations
 
 import textwrap
 
 import numpy as np
-from rich.console import Console
-from rich.table import Table as RichTable
-from rich.text import Text
 
-MAX_QP_ROWS = 40
+from roceview.render.screen import Screen
+
+MAX_QP_ROWS = 25
 _SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 _DETECTED = (("gap_events", "PSN gap events"), ("gap_psns", "PSNs skipped by gaps"),
              ("unrecovered_psns", "PSNs never recovered"), ("retransmitted_packets", "retransmitted packets"),
@@ -18,15 +22,14 @@ _DETECTED = (("gap_events", "PSN gap events"), ("gap_psns", "PSNs skipped by gap
              ("cnp_packets", "CNPs"))
 
 
-def make_console(out, is_tty: bool) -> Console:
-    return Console(file=out, width=None if is_tty else 200, force_terminal=is_tty, highlight=False,
-                   soft_wrap=False)
+def make_console(out, is_tty: bool) -> Screen:
+    return Screen(out, is_tty)
 
 
-def print_report(result, console: Console) -> None:
+def print_report(result, console: Screen, max_qps: int = MAX_QP_ROWS) -> None:
     _summary(result.summary, console)
     _findings(result, console)
-    _qp_table(result.flows_table, console)
+    _qp_table(result.flows_table, console, max_qps)
     _pfc_table(result.pfc_table, console)
 
 
@@ -34,11 +37,11 @@ def _duration(ns: int) -> str:
     return f"{ns / 1e9:.6f} s" if ns >= 1_000_000 else f"{ns / 1e3:.3f} us"
 
 
-def _summary(s: dict, console: Console) -> None:
+def _summary(s: dict, console: Screen) -> None:
     p = s["protocols"]
     other = s["packets"] - s["roce_packets"] - p.get("pfc", 0) - p.get("pause", 0)
     files = ", ".join(s["files"]) or "-"
-    console.print(f"[bold]Capture[/bold] {files}")
+    console.print(f"{console.style('Capture', 'bold')} {files}")
     console.print(f"  packets {s['packets']:,} in {_duration(s['duration_ns'])}"
                   f" (first {s['first_ts'] or '-'}, last {s['last_ts'] or '-'})")
     console.print(f"  RoCE {s['roce_packets']:,} (v1 {p.get('roce_v1', 0):,}, v2 {p.get('roce_v2', 0):,},"
@@ -51,12 +54,12 @@ def _summary(s: dict, console: Console) -> None:
         extra = ", ".join(f"{n:,} {k}" for k, n in s["events_not_listed"].items())
         console.print(f"  events.csv lists the first events of each kind only; not listed: {extra}")
     if s["decode_warnings"]:
-        console.print(f"  [yellow]decode warnings: {s['decode_warnings']}[/yellow]")
+        console.print("  " + console.style(f"decode warnings: {s['decode_warnings']}", "yellow"))
 
 
-def _findings(result, console: Console) -> None:
+def _findings(result, console: Screen) -> None:
     table = result.findings_table
-    console.print("\n[bold]Findings[/bold]")
+    console.print("\n" + console.style("Findings", "bold"))
     if len(table):
         d = table.data
         for i in range(len(table)):
@@ -68,23 +71,26 @@ def _findings(result, console: Console) -> None:
     console.print("\n".join(lines) if lines else "  nothing detected: no gaps, retransmissions, NAKs, pauses or marks")
 
 
-def _finding(console: Console, f: dict) -> None:
+def _finding(console: Screen, f: dict) -> None:
     """One finding: severity and kind, its sentence, then when, flows, evidence and advice,
     wrapped under a hanging label (plain text, so a log or README shows it as on screen)."""
-    head = Text("  ")
-    head.append(f"{f['severity'].upper():8}", style=_SEVERITY_STYLE.get(f["severity"], ""))
-    head.append(f" {f['kind']}  ", style="bold")
-    head.append(str(f["summary"]))
-    console.print(head)
+    severity, kind = f"{f['severity'].upper():8}", f" {f['kind']}  "
+    indent = " " * (2 + len(severity + kind))  # a long sentence continues under the kind
+    lines = textwrap.wrap(str(f["summary"]), max(40, console.width), initial_indent=indent,
+                          subsequent_indent=" " * 11, break_on_hyphens=False) or [indent]
+    console.print("  " + console.style(severity, _SEVERITY_STYLE.get(f["severity"]))
+                  + console.style(kind, "bold") + lines[0][len(indent):])
+    for line in lines[1:]:
+        console.print(line)
     width = max(60, min(console.width, 140) - 20)
     for label, value in (("when", _when(f["start_ts"], f["end_ts"])), ("flows", str(f["flows"]).replace(";", ", ")),
                          ("evidence", f["evidence"]), ("advice", f["advice"])):
         if not value:
             continue
         lines = textwrap.wrap(str(value), width) or [""]
-        console.print(Text(f"{'':11}{label:<9}", style="dim") + Text(lines[0]))
+        console.print(console.style(f"{'':11}{label:<9}", "dim") + lines[0])
         for line in lines[1:]:
-            console.print(Text(f"{'':20}{line}"))
+            console.print(f"{'':20}{line}")
     console.print()
 
 
@@ -99,47 +105,59 @@ def _when(start, end) -> str:
 
 
 def worst_first(flows) -> np.ndarray:
+    """Row order, worst first, as a network engineer triages: broken flows (PSNs never recovered,
+    or a fatal NAK: remote access/operational error, the QP is dead), then the most loss and
+    recovery work (PSNs skipped, packets resent, sequence and RNR NAKs), then the most
+    congestion marks (CE, CNP), then the biggest talkers (bytes). Ties keep capture order."""
     d = flows.data
-    trouble = (d["gap_events"] + d["retransmitted_packets"] + d["naks_seq"] + d["naks_rnr"]
-               + d["naks_other"])
+    broken = (d["unrecovered_psns"] > 0) | (d["naks_other"] > 0)
+    loss = d["gap_psns"] + d["retransmitted_packets"] + d["naks_seq"] + d["naks_rnr"]
     marks = d["ecn_ce"] + d["cnp_packets"]
-    return np.lexsort((-d["packets"], -marks, -trouble, -d["unrecovered_psns"]))
+    return np.lexsort((-np.asarray(d["bytes"]), -marks, -loss, ~broken))
 
 
-def _qp_table(flows, console: Console) -> None:
-    console.print(f"\n[bold]Queue pairs[/bold] ({len(flows):,} flows, worst first)")
+_QP_COLUMNS = (("flow", "flow"), ("peer_qp", "peer"), ("transport", "tr"), ("packets", "pkts"),
+               ("gap_events", "gaps"), ("gap_psns", "gap PSNs"), ("unrecovered_psns", "unrecov"),
+               ("retransmitted_packets", "retx"), ("naks_seq", "NAK seq"), ("naks_rnr", "RNR"),
+               ("naks_other", "NAK other"), ("ecn_ce", "CE"), ("cnp_packets", "CNP"),
+               ("rtt_p50_us", "RTT p50 us"), ("rtt_p99_us", "RTT p99 us"), ("goodput_gbps", "Gb/s"))
+_LOSS = ("gap_events", "gap_psns", "retransmitted_packets", "naks_seq", "naks_rnr")
+_SIGNS = _LOSS + ("unrecovered_psns", "naks_other", "ecn_ce", "cnp_packets")
+
+
+def _qp_table(flows, console: Screen, max_qps: int = MAX_QP_ROWS) -> None:
+    console.print("\n" + console.style("Queue pairs", "bold") + f" ({len(flows):,} flows, worst first)")
     if not len(flows):
         console.print("  no RoCE traffic")
         return
-    order = worst_first(flows)[:MAX_QP_ROWS]
-    view = flows.take(order)
-    cols = ("flow", "peer_qp", "transport", "packets", "gap_events", "gap_psns", "unrecovered_psns",
-            "retransmitted_packets", "naks_seq", "naks_rnr", "naks_other", "ecn_ce", "cnp_packets",
-            "rtt_p50_us", "rtt_p99_us", "goodput_gbps")
-    heads = ("flow", "peer", "tr", "pkts", "gaps", "gap PSNs", "unrecov", "retx", "NAK seq", "RNR",
-             "NAK other", "CE", "CNP", "RTT p50 us", "RTT p99 us", "Gb/s")
-    table = RichTable(show_edge=False, pad_edge=False, header_style="bold")
-    for i, h in enumerate(heads):
-        table.add_column(h, justify="left" if i < 3 else "right", no_wrap=True)
-    texts = [view.text_column(c) for c in cols]
-    for row in zip(*texts):
-        style = "red" if int(row[6] or 0) else ("yellow" if any(int(x or 0) for x in row[4:11]) else "")
-        table.add_row(*row, style=style)
-    console.print(table)
-    if len(flows) > MAX_QP_ROWS:
-        console.print(f"  ... {len(flows) - MAX_QP_ROWS:,} more flows (see --csv qps.csv)")
+    order = worst_first(flows)
+    shown, hidden = (order, order[:0]) if max_qps <= 0 else (order[:max_qps], order[max_qps:])
+    view = flows.take(shown)
+    rows = list(zip(*[view.text_column(c) for c, _ in _QP_COLUMNS]))
+    d = view.data
+    broken = (d["unrecovered_psns"] > 0) | (d["naks_other"] > 0)
+    lossy = np.any([d[c] > 0 for c in _LOSS], axis=0)
+    styles = ["red" if b else "yellow" if lo else None for b, lo in zip(broken.tolist(), lossy.tolist())]
+    console.table([h for _, h in _QP_COLUMNS], rows, right=set(range(3, len(_QP_COLUMNS))), styles=styles)
+    if len(hidden):
+        pairs = "queue pairs" if len(hidden) > 1 else "queue pair"
+        console.print(f"  {console.ellipsis} {len(hidden):,} more {pairs} ({_signs(flows, hidden)}): "
+                      "see qps.csv (--csv) or --json; --max-qps 0 lists them all")
 
 
-def _pfc_table(pfc, console: Console) -> None:
-    console.print("\n[bold]PFC / PAUSE[/bold]")
+def _signs(flows, rows: np.ndarray) -> str:
+    """How many of the rows left out show any trouble, so nobody has to open qps.csv to know."""
+    d = flows.data
+    n = int(np.count_nonzero(sum(np.asarray(d[c])[rows] for c in _SIGNS)))
+    return f"{n:,} with loss or congestion signs" if n else "none with loss or congestion signs"
+
+
+def _pfc_table(pfc, console: Screen) -> None:
+    console.print("\n" + console.style("PFC / PAUSE", "bold"))
     if not len(pfc):
         console.print("  no PFC or PAUSE frames")
         return
-    table = RichTable(show_edge=False, pad_edge=False, header_style="bold")
-    for h in ("source MAC", "priority", "pauses", "resumes", "quanta", "paused us", "longest us"):
-        table.add_column(h, justify="left" if h in ("source MAC", "priority") else "right", no_wrap=True)
     cols = ("src_mac", "priority", "pause_frames", "resume_frames", "pause_quanta", "paused_us",
             "longest_pause_us")
-    for row in zip(*[pfc.text_column(c) for c in cols]):
-        table.add_row(*row)
-    console.print(table)
+    heads = ("source MAC", "priority", "pauses", "resumes", "quanta", "paused us", "longest us")
+    console.table(heads, list(zip(*[pfc.text_column(c) for c in cols])), right=set(range(2, len(cols))))
