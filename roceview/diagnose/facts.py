@@ -94,7 +94,9 @@ def distinct(h: np.ndarray) -> np.ndarray:
         table[slot] = rows
         owner = table[slot]
         ok = h[owner] == h[rows]
-        used = np.unique(owner[ok])
+        mark = np.zeros(n, dtype=bool)            # the owners, in row order, without a sort
+        mark[owner[ok]] = True
+        used = np.flatnonzero(mark)
         remap = np.full(n, -1, dtype=np.int64)
         remap[used] = np.arange(len(owners), len(owners) + len(used))
         owners.extend(used.tolist())
