@@ -29,11 +29,17 @@ class EventLog:
         self.kept = {k: 0 for k in EVENT_KINDS}
         self.dropped = {k: 0 for k in EVENT_KINDS}
 
-    def add(self, kind: str, ts, idx, flow, psn=None, a=None, b=None) -> None:
-        """`flow` is a flow id (or, for PFC kinds, a MAC table index); psn -1 = none."""
+    def add(self, kind: str, ts, idx, flow, psn=None, a=None, b=None, rank=None) -> None:
+        """`flow` is a flow id (or, for PFC kinds, a MAC table index); psn -1 = none. The table
+        is sorted at the end, so only the rows dropped past the budget depend on the order
+        given: with `rank`, the kept ones are the first in stable order of rank."""
         n = len(ts)
         room = max(0, self.max_per_kind - self.kept[kind])
         if n > room:
+            if rank is not None and room:
+                o = np.argsort(rank, kind="stable")[:room]
+                ts, idx, flow = ts[o], idx[o], flow[o]
+                psn, a, b = (None if x is None else x[o] for x in (psn, a, b))
             self.dropped[kind] += n - room
             n = room
         if n == 0:

@@ -6,9 +6,10 @@ IPv4-mapped and the RoCEv2 IPv4 address of the same host are the same endpoint. 
 frames without a GRH have no GID: their LIDs stand in (`lid:0xNNNN`, marked by packets.py).
 
 Ids are given in order of first appearance in the capture, so they do not depend on chunking.
-Rows are matched by a 64-bit hash (sorted array + searchsorted); a second, independent 64-bit hash
-is compared on every row, rows where it differs are compared with the flow's full key, and a
-hash collision is resolved exactly.
+Rows are matched by a 64-bit hash: a direct-mapped table indexed by the hash's top bits answers
+almost every row with two gathers; rows it cannot answer (new flows, two hashes in one slot) search
+the sorted hash array. A second, independent 64-bit hash is compared on every row, rows where it
+differs are compared with the flow's full key, and a hash collision is resolved exactly.
 """
 from __future__ import annotations
 
@@ -20,10 +21,13 @@ _MULS = [np.uint64(c) for c in (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667
                                 0xD6E8FEB86659FD93, 0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53)]
 
 
-def address_words(batch, rows: np.ndarray, which: str) -> np.ndarray:
-    """(n, 2) uint64 words of the source or destination address of the selected rows."""
-    raw = np.ascontiguousarray(batch.cols[f"_{which}_addr"][rows], dtype=np.uint8)
-    return raw.view("<u8").reshape(len(rows), 2)
+def address_words(batch, rows: np.ndarray | None, which: str) -> np.ndarray:
+    """(n, 2) uint64 words of the source or destination address of the selected rows (None: all
+    rows, a view without a copy). `take` on the word view copies 16 bytes per row at once, far
+    faster than fancy-indexing the (n, 16) bytes."""
+    raw = np.ascontiguousarray(batch.cols[f"_{which}_addr"], dtype=np.uint8)
+    words = raw.view("<u8").reshape(len(raw), 2)
+    return words if rows is None else words.take(rows, axis=0)
 
 
 def format_address(words: np.ndarray) -> str:
@@ -41,15 +45,61 @@ _MULS2 = [np.uint64(c) for c in (0xA0761D6478BD642F, 0xE7037ED1A0B428DB, 0x8EBC6
 
 
 def _hash(src: np.ndarray, dst: np.ndarray, qp: np.ndarray, muls=_MULS) -> np.ndarray:
-    with np.errstate(over="ignore"):
-        h = src[:, 0] * muls[0]
-        h ^= src[:, 1] * muls[1]
-        h ^= dst[:, 0] * muls[2]
-        h ^= dst[:, 1] * muls[3]
-        h ^= qp.astype(np.uint64) * muls[4]
-        h ^= h >> np.uint64(29)
-        h *= muls[5]
+    return _hash_words(_key_words(src, dst, qp), muls)
+
+
+def _key_words(src: np.ndarray, dst: np.ndarray, qp: np.ndarray) -> list:
+    """The key as contiguous uint64 columns (src 2, dst 2, qp), None for an all-zero first address
+    word (IPv4-mapped addresses: its term is 0 and is skipped, same hash). Both hashes read these:
+    one copy of a strided column is cheaper than two strided passes."""
+    words = [None if high and _all_zero(w) else np.ascontiguousarray(w)
+             for w, high in ((src[:, 0], True), (src[:, 1], False),
+                             (dst[:, 0], True), (dst[:, 1], False))]
+    return words + [qp.astype(np.uint64, copy=False)]
+
+
+def _hash_words(words: list, muls=_MULS) -> np.ndarray:
+    """One scratch buffer instead of a temporary per term (integer arrays wrap silently)."""
+    h = np.multiply(words[4], muls[4])
+    buf = np.empty_like(h)
+    for w, mul in zip(words[:4], muls[:4]):
+        if w is not None:
+            h ^= np.multiply(w, mul, out=buf)
+    h ^= np.right_shift(h, np.uint64(29), out=buf)
+    h *= muls[5]
     return h
+
+
+def _all_zero(words: np.ndarray) -> bool:
+    return len(words) == 0 or words.max() == 0       # max: the cheapest reduction over uint64
+
+
+# Direct-mapped tables of 1k..1M slots indexed by the hash's top bits; a hash whose slot is taken
+# goes to a second table indexed by its low bits, and only a hash that finds neither (new, or
+# both slots taken) is searched for in the sorted array.
+_MIN_SLOT_BITS, _MAX_SLOT_BITS = 10, 20
+
+
+class _Slots:
+    def __init__(self, hashes: np.ndarray, ids: np.ndarray, top: bool):
+        bits = int(np.clip((len(hashes) * 4).bit_length(), _MIN_SLOT_BITS, _MAX_SLOT_BITS))
+        self.top, self.shift, self.mask = top, np.uint64(64 - bits), np.uint64((1 << bits) - 1)
+        self.hash = np.zeros(1 << bits, dtype=np.uint64)
+        self.id = np.full(1 << bits, -1, dtype=np.int64)
+        slot = self.slot(hashes)
+        used, first = np.unique(slot, return_index=True)   # the first hash of a slot wins
+        self.hash[used], self.id[used] = hashes[first], ids[first]
+        self.placed = np.zeros(len(hashes), dtype=bool)
+        self.placed[first] = True
+
+    def slot(self, h: np.ndarray) -> np.ndarray:
+        s = (h >> self.shift) if self.top else (h & self.mask)
+        return s.view(np.int64)                              # < 2^20: same value as int64
+
+    def find(self, h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, rows not answered): a slot answers only a row whose hash equals the slot's."""
+        slot = self.slot(h)
+        return self.id.take(slot), np.flatnonzero(self.hash.take(slot) != h)
 
 
 class FlowRegistry:
@@ -62,18 +112,20 @@ class FlowRegistry:
         self.qp = np.zeros(0, dtype=np.uint32)
         self._check = np.zeros(0, dtype=np.uint64)  # second, independent hash per flow
         self._collided: dict[tuple, int] = {}
+        self._slots = self._slots2 = None
 
     def lookup(self, src: np.ndarray, dst: np.ndarray, qp: np.ndarray) -> tuple[np.ndarray, int]:
         """Flow id per row, registering new flows; returns (ids, number of flows before)."""
         before = self.n
-        h = _hash(src, dst, qp)
+        words = _key_words(src, dst, qp)
+        h = _hash_words(words, _MULS)
         ids = self._find(h)
         new = ids < 0
         if new.any():
             self._register(h, src, dst, qp, np.flatnonzero(new))
             ids[new] = self._find(h[new])
-        check = _hash(src, dst, qp, _MULS2)
-        suspect = np.flatnonzero(self._check[ids] != check)
+        check = _hash_words(words, _MULS2)
+        suspect = np.flatnonzero(self._check.take(ids) != check)
         bad = np.zeros(len(ids), dtype=bool)
         if len(suspect):  # the second hash differs: compare the full keys of those rows
             bad[suspect] = self._mismatch(ids[suspect], src[suspect], dst[suspect], qp[suspect])
@@ -91,8 +143,23 @@ class FlowRegistry:
     def _find(self, h: np.ndarray) -> np.ndarray:
         if self.n == 0:
             return np.full(len(h), -1, dtype=np.int64)
+        ids, miss = self._slots.find(h)
+        if len(miss):
+            ids2, miss2 = self._slots2.find(h[miss])
+            ids[miss] = ids2
+            if len(miss2):  # in neither table: a new flow, or both of its slots were taken
+                miss = miss[miss2]
+                ids[miss] = self._search(h[miss])
+        return ids
+
+    def _search(self, h: np.ndarray) -> np.ndarray:
         pos = np.minimum(np.searchsorted(self._hashes, h), len(self._hashes) - 1)
         return np.where(self._hashes[pos] == h, self._ids[pos], -1)
+
+    def _build_slots(self) -> None:
+        self._slots = _Slots(self._hashes, self._ids, top=True)
+        rest = ~self._slots.placed
+        self._slots2 = _Slots(self._hashes[rest], self._ids[rest], top=False)
 
     def _register(self, h, src, dst, qp, rows):
         _, first = np.unique(h[rows], return_index=True)
@@ -110,6 +177,7 @@ class FlowRegistry:
         ids = np.concatenate([self._ids, new_ids])
         order = np.argsort(hashes, kind="stable")
         self._hashes, self._ids = hashes[order], ids[order]
+        self._build_slots()
         return new_ids
 
     def _mismatch(self, ids, src, dst, qp) -> np.ndarray:

@@ -63,6 +63,23 @@ for _base in (0x00, 0x40, 0xA0):
     CONTINUES_RESPONSE[_base | 0x0E] = CONTINUES_RESPONSE[_base | 0x0F] = True
 
 
+# One byte of flags per opcode, so that a chunk is classified with a single gather (bit tests on
+# uint8 are far cheaper than one 256-entry table lookup per property).
+F_REQUEST_SPACE, F_RESPONSE_SPACE, F_DATA, F_ACK = 1, 2, 4, 8
+F_CNP, F_READ_REQUEST, F_CONTINUES_RESPONSE, F_FIRST_OR_MIDDLE = 16, 32, 64, 128
+FLAGS = (np.where(SPACE_OF_OPCODE == REQUEST_SPACE, F_REQUEST_SPACE, 0)
+         | np.where(SPACE_OF_OPCODE == RESPONSE_SPACE, F_RESPONSE_SPACE, 0)
+         | np.where(IS_DATA, F_DATA, 0) | np.where(OPCLASS == ACKNOWLEDGE, F_ACK, 0)
+         | np.where(OPCLASS == CNP, F_CNP, 0) | np.where(OPCLASS == READ_REQUEST, F_READ_REQUEST, 0)
+         | np.where(CONTINUES_RESPONSE, F_CONTINUES_RESPONSE, 0)
+         | np.where(FIRST_OR_MIDDLE, F_FIRST_OR_MIDDLE, 0)).astype(np.uint8)
+
+
+def may_be_read_request(opcode: np.ndarray) -> np.ndarray:
+    """A cheap superset of READ requests (low five bits 0x0C), to skip the exact test."""
+    return (opcode & 0x1F) == 0x0C
+
+
 def transport_code(opcode: np.ndarray) -> np.ndarray:
     """Index into TRANSPORT_NAMES from the opcode's top three bits (0x81 is CNP)."""
     code = (np.asarray(opcode, dtype=np.uint8) >> 5).astype(np.int8)

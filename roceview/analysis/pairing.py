@@ -65,9 +65,7 @@ class Pairing:
 
     @staticmethod
     def _endpoint_pairs(registry, cand):
-        words = np.concatenate([registry.src[cand], registry.dst[cand]])
-        _, ep = np.unique(words, axis=0, return_inverse=True)
-        ep = ep.reshape(-1)
+        ep = _row_ranks(np.concatenate([registry.src[cand], registry.dst[cand]]))
         a, b = ep[: len(cand)], ep[len(cand):]
         lo, hi = np.minimum(a, b), np.maximum(a, b)
         _, pair_id = np.unique(lo * (ep.max() + 1) + hi, return_inverse=True)
@@ -124,6 +122,18 @@ class Pairing:
         return {k: v[0] for k, v in best.items() if v[2]}
 
 
+def _row_ranks(words: np.ndarray) -> np.ndarray:
+    """Dense rank of each (n, 2) row in lexicographic order: np.unique(axis=0, return_inverse)
+    without its structured-dtype sort (5x slower)."""
+    order = np.lexsort((words[:, 1], words[:, 0]))
+    w = words[order]
+    new = np.ones(len(w), dtype=bool)
+    new[1:] = (w[1:, 0] != w[:-1, 0]) | (w[1:, 1] != w[:-1, 1])
+    ranks = np.empty(len(w), dtype=np.int64)
+    ranks[order] = np.cumsum(new) - 1
+    return ranks
+
+
 class CmPairs:
     """peer_qp from RDMA CM (IBTA 12.6): a REQ carries the requester's QPN, the REP that
     answers it (its remote communication id is the REQ's local one) the responder's. Flow
@@ -135,8 +145,9 @@ class CmPairs:
         self.pairs: list[tuple] = []          # ((src, dst, qp), (src, dst, qp)) flow keys
 
     def feed(self, batch) -> None:
-        if "cm_local_qpn" not in batch.cols:
-            return
+        valid = batch.valid.get("cm_local_qpn")
+        if "cm_local_qpn" not in batch.cols or (valid is not None and not valid.any()):
+            return                                       # no CM MAD in this chunk
         rows = np.flatnonzero(batch.mask("cm_local_qpn") & (batch.cols["mad_class"] == 0x07))
         if len(rows) == 0:
             return

@@ -45,6 +45,8 @@ class PathMtu:
         if self.given or opcode_col not in batch.cols:
             return holding
         opcode = batch.cols[opcode_col]
+        if not self.pending and not op.may_be_read_request(opcode).any():
+            return holding                              # the usual case: a cheap test suffices
         reads = op.OPCLASS[opcode] == op.READ_REQUEST
         if not self.pending and not reads.any():
             return holding
@@ -64,7 +66,8 @@ class PathMtu:
         return _path_keys(*words)
 
     def per_row(self, src, dst, payload: np.ndarray, opcode: np.ndarray) -> np.ndarray:
-        """The path MTU for every row (only READ requests use it: their PSN span)."""
+        """The path MTU for every row (only READ requests use it: their PSN span). Only FIRST/MIDDLE
+        packets and READ requests are looked at, so a caller may pass just those rows."""
         if self.given:
             return np.full(len(payload), int(self.given), dtype=np.int64)
         out = np.full(len(payload), self.seen or FALLBACK_PMTU, dtype=np.int64)

@@ -20,22 +20,22 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from roceview.analysis.segments import (group_bounds, merge_intervals, psn_delta, seg_cumsum,
-                                        seg_running_max, subtract_intervals)
+from roceview.analysis.segments import (group_of, merge_intervals, seg_running_max_grouped,
+                                        subtract_intervals)
 from roceview.analysis.state import Columns
 
 _KEY_SHIFT = 41
 _KEY_BIAS = 1 << 40
+_PSN_MASK, _PSN_HALF = (1 << 24) - 1, 1 << 23
 
 
 @dataclass
 class SpaceRows:
     u: np.ndarray
     h_prev: np.ndarray
-    first_ever: np.ndarray  # first packet ever seen in its space: neither gap nor retransmission
     retransmitted: np.ndarray
-    gap: np.ndarray
-    gap_psns: np.ndarray
+    gap: np.ndarray           # rows (positions) that open a gap, ascending
+    gap_psns: np.ndarray      # PSNs skipped by each of those
 
 
 class PsnSpaces:
@@ -48,39 +48,39 @@ class PsnSpaces:
     def grow(self, n_flows: int) -> None:
         self.state.grow(2 * n_flows)
 
-    def process(self, space: np.ndarray, psn: np.ndarray, span: np.ndarray,
-                is_data: np.ndarray, gap_check: np.ndarray | None = None) -> SpaceRows:
-        """Rows sorted by space id; psn raw 24-bit as int64; span >= 1 (0 for a NAK, which
-        acknowledges only the PSNs before its own); gap_check: rows that may open a gap."""
-        starts, lengths, gid = group_bounds(space)
-        u = self._unwrap(space, psn, starts, lengths, gid)
-        end = u + span - 1
-        sids = space[starts] if len(starts) else space[:0]
+    def process(self, sids: np.ndarray, lengths: np.ndarray, psn: np.ndarray, span: np.ndarray | None,
+                is_data: np.ndarray, gap_check: np.ndarray) -> SpaceRows:
+        """Rows grouped by space id (group g: `lengths[g]` rows of space `sids[g]`, capture order);
+        psn raw 24-bit as int64; span >= 1 (0 for a NAK, which acknowledges only the PSNs before
+        its own), None when 1 for every row; gap_check: rows that may open a gap."""
+        starts = np.cumsum(lengths) - lengths
         seen = self.state.seen[sids]
+        u = self._unwrap(sids, seen, psn, starts, lengths)
+        end = u if span is None else u + span - 1
         init = np.where(seen, self.state.high[sids], u[starts] - 1)
-        h_prev, high = seg_running_max(end, starts, lengths, gid, init)
+        h_prev, high = seg_running_max_grouped(end, starts, lengths, init)
         self._store(sids, psn, u, high, starts + lengths - 1)
-        first_ever = np.zeros(len(u), dtype=bool)
-        first_ever[starts[~seen]] = True
-        counted = is_data & ~first_ever
-        retrans = counted & (u <= h_prev)
-        gap = counted & (u > h_prev + 1)
-        if gap_check is not None:
-            gap &= gap_check
-        gap_psns = np.where(gap, u - h_prev - 1, 0)
-        self._track_gaps(space, u, end, h_prev, gap, retrans)
-        return SpaceRows(u, h_prev, first_ever, retrans, gap, gap_psns)
+        counted = is_data.copy()
+        counted[starts[~seen]] = False    # a space's first packet ever: neither gap nor retransmission
+        ahead = u - h_prev
+        retrans = counted & (ahead <= 0)
+        gap = np.flatnonzero(counted & (ahead > 1) & gap_check)
+        gap_psns = ahead[gap] - 1
+        self._track_gaps(sids[group_of(starts, gap)], u[gap], h_prev[gap], retrans, sids, starts, u, end)
+        return SpaceRows(u, h_prev, retrans, gap, gap_psns)
 
-    def _unwrap(self, space, psn, starts, lengths, gid) -> np.ndarray:
+    def _unwrap(self, sids, seen, psn, starts, lengths) -> np.ndarray:
         if len(psn) == 0:
             return psn.astype(np.int64)
-        sids = space[starts]
-        seen = self.state.seen[sids]
-        prev = np.empty_like(psn)
-        prev[1:] = psn[:-1]
-        prev[starts] = np.where(seen, self.state.last_raw[sids], psn[starts])
+        delta = np.empty_like(psn)                  # 24-bit serial difference to the previous row
+        np.subtract(psn[1:], psn[:-1], out=delta[1:])
+        delta[starts] = psn[starts] - np.where(seen, self.state.last_raw[sids], psn[starts])
+        delta += _PSN_HALF
+        delta &= _PSN_MASK
+        delta -= _PSN_HALF
         base = np.where(seen, self.state.last_u[sids], psn[starts])
-        return base[gid] + seg_cumsum(psn_delta(psn, prev), starts, lengths)
+        cs = np.cumsum(delta)
+        return cs + np.repeat(base - (cs[starts] - delta[starts]), lengths)
 
     def _store(self, sids, psn, u, high, last_rows) -> None:
         st = self.state
@@ -89,14 +89,15 @@ class PsnSpaces:
         st.last_u[sids] = u[last_rows]
         st.high[sids] = high
 
-    def _track_gaps(self, space, u, end, h_prev, gap, retrans) -> None:
-        if gap.any():
-            base = space[gap] << _KEY_SHIFT
-            self.gap_lo = np.concatenate([self.gap_lo, base + h_prev[gap] + 1 + _KEY_BIAS])
-            self.gap_hi = np.concatenate([self.gap_hi, base + u[gap] + _KEY_BIAS])
-        if retrans.any() and len(self.gap_lo):
-            base = space[retrans] << _KEY_SHIFT
-            b_lo, b_hi = merge_intervals(base + u[retrans] + _KEY_BIAS, base + end[retrans] + 1 + _KEY_BIAS)
+    def _track_gaps(self, gap_sid, gap_u, gap_h_prev, retrans, sids, starts, u, end) -> None:
+        if len(gap_sid):
+            base = gap_sid << _KEY_SHIFT
+            self.gap_lo = np.concatenate([self.gap_lo, base + gap_h_prev + 1 + _KEY_BIAS])
+            self.gap_hi = np.concatenate([self.gap_hi, base + gap_u + _KEY_BIAS])
+        if len(self.gap_lo) and retrans.any():
+            rt = np.flatnonzero(retrans)
+            base = sids[group_of(starts, rt)] << _KEY_SHIFT
+            b_lo, b_hi = merge_intervals(base + u[rt] + _KEY_BIAS, base + end[rt] + 1 + _KEY_BIAS)
             self.gap_lo, self.gap_hi = subtract_intervals(self.gap_lo, self.gap_hi, b_lo, b_hi)
 
     def unrecovered_per_flow(self, n_flows: int) -> np.ndarray:

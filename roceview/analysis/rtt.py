@@ -27,11 +27,13 @@ class RttMatcher:
     def feed(self, requests, responses, retransmissions) -> None:
         """Each argument is (flow, u, ts, idx) in capture order; responses are already mapped to
         the requester's flow and PSN coordinate."""
+        if not (len(requests[0]) or len(responses[0]) or len(retransmissions[0])):
+            return   # nothing to match or expire: the pending requests stay as they are
         q = tuple(np.concatenate([a, b]) for a, b in zip(self.pending, requests))
         order = np.argsort(q[0], kind="stable")
-        q = tuple(a[order] for a in q)
+        q = tuple(a.take(order) for a in q)
         r_order = np.argsort(responses[0], kind="stable")
-        responses = tuple(a[r_order] for a in responses)
+        responses = tuple(a.take(r_order) for a in responses)
         matched, pos = self._match(q, responses)
         resp_idx = np.where(matched, responses[3][np.minimum(pos, max(len(responses[3]) - 1, 0))]
                             if len(responses[3]) else 0, np.iinfo(np.int64).max)
@@ -41,8 +43,11 @@ class RttMatcher:
             self.sample_flow.append(q[0][take])
             self.sample_ns.append(responses[2][pos[take]] - q[2][take])
         keep = ~matched & ~karn
-        keep[keep] = _newest_per_flow(q[0][keep], _MAX_PENDING_PER_FLOW)
-        self.pending = tuple(a[keep] for a in q)
+        if keep.all():                      # nothing answered (e.g. no peer yet): no copy
+            keep = _newest_per_flow(q[0], _MAX_PENDING_PER_FLOW)
+        else:
+            keep[keep] = _newest_per_flow(q[0][keep], _MAX_PENDING_PER_FLOW)
+        self.pending = q if keep.all() else tuple(a.compress(keep) for a in q)
 
     @staticmethod
     def _match(q, responses):
@@ -105,8 +110,14 @@ class RttMatcher:
 
 def _newest_per_flow(flow: np.ndarray, limit: int) -> np.ndarray:
     """Mask keeping the last `limit` rows of each flow (rows grouped by flow, oldest first)."""
+    keep = np.ones(len(flow), dtype=bool)
     if len(flow) <= limit:
-        return np.ones(len(flow), dtype=bool)
-    starts, lengths, gid = group_bounds(flow)
-    from_end = np.repeat(starts + lengths, lengths) - np.arange(len(flow))
-    return from_end <= limit
+        return keep
+    starts, lengths, _ = group_bounds(flow)
+    excess = lengths - limit
+    over = excess > 0
+    if over.any():                   # drop the oldest `excess` rows of each over-full flow
+        excess = excess[over]
+        first = np.cumsum(excess) - excess
+        keep[np.repeat(starts[over] - first, excess) + np.arange(int(excess.sum()))] = False
+    return keep

@@ -57,6 +57,30 @@ def seg_running_max(values: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
     return exclusive, np.maximum(last, init)
 
 
+def seg_running_max_grouped(values: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
+                            init: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """seg_running_max without a group index. Packets in order (values never decrease inside a
+    group, init at most the group's first value) need no scan: the max before a row is the
+    previous row's value. Anything else takes the general path."""
+    if len(values) == 0:
+        return values.copy(), init.copy()
+    rising = np.empty(len(values), dtype=bool)
+    np.greater_equal(values[1:], values[:-1], out=rising[1:])
+    rising[starts] = True                      # a group's first row follows no row of its own
+    if rising.all() and (init <= values[starts]).all():
+        exclusive = np.empty_like(values)
+        exclusive[1:] = values[:-1]
+        exclusive[starts] = init
+        return exclusive, values[starts + lengths - 1]
+    gid = np.repeat(np.arange(len(starts), dtype=np.int64), lengths)
+    return seg_running_max(values, starts, lengths, gid, init)
+
+
+def group_of(starts: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """Group index of rows at `pos` (groups given by their sorted start rows)."""
+    return np.searchsorted(starts, pos, side="right") - 1
+
+
 def _seg_running_max_slow(values, starts, lengths, init):
     exclusive = np.empty_like(values)
     last = np.empty_like(init)

@@ -14,6 +14,28 @@ _FIELDS = ("bytes", "ecn_ce", "cnp_packets", "retransmitted_packets")
 MAX_ROWS = 2_000_000     # a long capture with many flows would otherwise outgrow memory
 
 
+class Rows:
+    """A 0/1 value given by the rows where it is 1 (cheaper than a weight per row when few are)."""
+
+    def __init__(self, positions: np.ndarray):
+        self.positions = positions
+
+
+def _sums(key: np.ndarray, value, size: int) -> np.ndarray:
+    if value is None:
+        return np.zeros(size, dtype=np.int64)
+    if isinstance(value, Rows):
+        return np.bincount(key[value.positions], minlength=size)
+    return np.bincount(key, value, minlength=size)
+
+
+def _present(key: np.ndarray, weights, weight_sums: np.ndarray, size: int) -> np.ndarray:
+    """(bucket, flow) keys with rows: where the byte sum is positive when every row weighs > 0."""
+    if isinstance(weights, np.ndarray) and len(weights) and weights.min() > 0:
+        return weight_sums > 0
+    return np.bincount(key, minlength=size) > 0
+
+
 class Timeline:
     """Rows grow with duration x flows: past MAX_ROWS the buckets are merged into buckets twice
     as long (as often as needed), so memory stays bounded whatever the capture's length;
@@ -25,27 +47,43 @@ class Timeline:
         self._parts: list[tuple[np.ndarray, ...]] = []
         self._rows = 0
 
-    def feed(self, ts: np.ndarray, flow: np.ndarray, values: dict[str, np.ndarray], n_flows: int) -> None:
+    def feed(self, ts: np.ndarray, flow: np.ndarray, values: dict, n_flows: int,
+             in_order: bool = False) -> np.ndarray:
+        """values per field: weights per row, `Rows` (1 at those rows, 0 elsewhere) or None (0);
+        in_order: ts never decreases. Returns the chunk's sum of values["bytes"] per flow
+        (float64, exact integers), so the caller's byte counter needs no pass of its own."""
         if len(ts) == 0:
-            return
-        bucket = ts // self.bucket_ns
-        b0 = int(bucket.min())
-        width = int(bucket.max()) - b0 + 1
+            return np.zeros(n_flows)
+        lo, hi = (int(ts[0]), int(ts[-1])) if in_order else (int(ts.min()), int(ts.max()))
+        b0 = lo // self.bucket_ns
+        width = hi // self.bucket_ns - b0 + 1
         if width * n_flows <= (1 << 22):
-            key = (bucket - b0) * n_flows + flow
+            key = self._bucket_index(ts, b0, width, in_order)
+            key *= n_flows
+            key += flow
             size = width * n_flows
-            present = np.bincount(key, minlength=size) > 0
-            keys = np.flatnonzero(present)
-            sums = [np.bincount(key, values[f], minlength=size)[keys] for f in _FIELDS]
+            sums = [_sums(key, values[f], size) for f in _FIELDS]
+            keys = np.flatnonzero(_present(key, values["bytes"], sums[0], size))
+            sums = [s[keys] for s in sums]
         else:
-            uniq, inv = np.unique((bucket - b0) * n_flows + flow, return_inverse=True)
+            uniq, inv = np.unique((ts // self.bucket_ns - b0) * n_flows + flow, return_inverse=True)
             keys = uniq
-            sums = [np.bincount(inv.reshape(-1), values[f], minlength=len(uniq)) for f in _FIELDS]
+            sums = [_sums(inv.reshape(-1), values[f], len(uniq)) for f in _FIELDS]
+        flow_bytes = np.bincount(keys % n_flows, sums[0], minlength=n_flows)
         self._parts.append((keys // n_flows + b0, keys % n_flows,
                             *[np.rint(s).astype(np.int64) for s in sums]))
         self._rows += len(keys)
         if self._rows > self.max_rows:
             self._bound()
+        return flow_bytes
+
+    def _bucket_index(self, ts: np.ndarray, b0: int, width: int, in_order: bool) -> np.ndarray:
+        """ts // bucket_ns - b0 per row; in time order from the bucket edges (no division)."""
+        if not in_order:
+            return ts // self.bucket_ns - b0
+        edges = np.searchsorted(ts, (b0 + np.arange(1, width, dtype=np.int64)) * self.bucket_ns)
+        counts = np.diff(edges, prepend=0, append=len(ts))
+        return np.repeat(np.arange(width, dtype=np.int64), counts)
 
     def _merged(self, factor: int = 1) -> tuple[np.ndarray, ...]:
         """All parts as one: (bucket, flow) sums, buckets first divided by `factor`."""

@@ -1,0 +1,234 @@
+"""Per-chunk steps over the PSN part (rows grouped by PSN space, chunk.py): READ spans, gaps and
+retransmissions, PSN reuse, pairing evidence, timeout retransmissions, RTT requests/responses.
+
+Conditions that are properties of a flow (its peer, its transport, whether its first packet is
+recent) are evaluated once per group, not per row; rows are gathered only for the groups and kinds
+that need them, so a chunk of in-order traffic costs a few passes over the PSN part.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from roceview.analysis import opcodes as op
+from roceview.analysis.reuse import psn_reuse
+from roceview.analysis.segments import PSN_MOD, psn_delta
+
+# A flow still without a peer this many rows after its first packet is not expected to pair:
+# its AckReq requests are no longer kept for RTT matching (bounds work and memory), and
+# PSN-following evidence is gathered only while some flow is that young.
+PAIRING_HORIZON = 1 << 16
+# RC, RD, XRC get ACKs (transport code -1 indexes the last entry)
+_ACKED_TRANSPORT = np.array([True, False, True, False, False, True, False, False, False])
+_EMPTY = np.zeros(0, dtype=np.int64)
+
+
+class PsnPart:
+    """The PSN part of one chunk after PsnSpaces.process."""
+
+    def __init__(self, ch, psn, flags, res, span, reuse):
+        self.psn, self.flags, self.res, self.span, self.reuse = psn, flags, res, span, reuse
+        self.is_request_group = (ch.sids & 1) == op.REQUEST_SPACE
+        rt = np.flatnonzero(res.retransmitted)
+        self.retrans = rt                                            # grouped positions
+        self.retrans_r = ch.sorted_r(rt)                             # RoCE rows
+
+
+def spans(an, ch, nak: np.ndarray) -> np.ndarray | None:
+    """PSNs consumed per row of the PSN part: ceil(DMA length / path MTU) for a READ request,
+    0 for a NAK (`nak`: RoCE rows), else 1; None when 1 everywhere. The path-MTU evidence
+    (FIRST/MIDDLE payloads) is taken from every chunk, READs or not."""
+    cand = np.flatnonzero((ch.flags & (op.F_FIRST_OR_MIDDLE | op.F_READ_REQUEST)) != 0)
+    read, read_span = _EMPTY, _EMPTY
+    if len(cand):
+        pmtu = an.path_mtu.per_row(ch.src.take(cand, axis=0), ch.dst.take(cand, axis=0),
+                                   ch.values_at("payload_len", cand), ch.opcode.take(cand))
+        is_read = (ch.flags.take(cand) & op.F_READ_REQUEST) != 0
+        read = cand[is_read]
+        dmalen = ch.values_at("reth_dmalen", read)
+        read_span = np.maximum(1, -(-dmalen // pmtu[is_read]))
+    keep = ch.in_psn[read] & (read_span != 1)
+    read, read_span = read[keep], read_span[keep]
+    nak = nak[ch.in_psn[nak]]
+    if not (len(read) or len(nak)):
+        return None
+    span = np.ones(ch.n_psn, dtype=np.int64)
+    span[ch.sorted_of(read)] = read_span
+    span[ch.sorted_of(nak)] = 0
+    return span
+
+
+def spaces(an, ch, span) -> PsnPart:
+    """Gaps, retransmissions and PSN reuse; their counters and events."""
+    if ch.n_psn:
+        b = ch.batch_rows(ch.sorted_r(slice(0, ch.n_psn)))
+        psn = ch.batch.cols["psn"].take(b).astype(np.int64) & (PSN_MOD - 1)
+    else:
+        psn = _EMPTY
+    flags = ch.psn_part(ch.flags)
+    gap_check = (flags & (op.F_REQUEST_SPACE | op.F_CONTINUES_RESPONSE)) != 0
+    # Responses skip PSNs legitimately (ACK coalescing, IBTA 9.7.5.1.2): in the response
+    # space only a READ response MIDDLE/LAST must follow the previous response's PSN.
+    res = an.spaces.process(ch.sids, ch.lengths, psn, span, (flags & op.F_DATA) != 0, gap_check)
+    is_read = (flags & op.F_READ_REQUEST) != 0
+    reuse = psn_reuse(an.space, ch.sids, ch.lengths, res.u, span, is_read, res.retransmitted)
+    part = PsnPart(ch, psn, flags, res, span, reuse)
+    _retransmissions(an, ch, part)
+    _gaps(an, ch, part)
+    if reuse is not None and reuse.any():
+        s = np.flatnonzero(reuse)
+        r = ch.sorted_r(s)
+        an.events.add("psn_reuse", ch.ts.take(r), ch.idx(r), ch.fid.take(r), psn[s])
+    return part
+
+
+def _retransmissions(an, ch, part: PsnPart) -> None:
+    s, r = part.retrans, part.retrans_r
+    if len(s) == 0:
+        return
+    f, st = ch.fid.take(r), an.flow
+    st.add("retransmitted_packets", f)
+    st.add("retransmitted_bytes", f, ch.values_at("wire_len", r))
+    st.add("retransmitted_payload", f, ch.values_at("payload_len", r))
+    an.events.add("retransmit", ch.ts.take(r), ch.idx(r), f, part.psn[s])
+
+
+def _gaps(an, ch, part: PsnPart) -> None:
+    res = part.res
+    s = res.gap
+    if len(s) == 0:
+        return
+    r = ch.sorted_r(s)
+    f = ch.fid.take(r)
+    an.flow.add("gap_events", f)
+    an.flow.add("gap_psns", f, res.gap_psns)
+    first_missing = (res.h_prev[s] + 1) & (PSN_MOD - 1)
+    an.events.add("gap", ch.ts.take(r), ch.idx(r), f, part.psn[s], res.gap_psns, first_missing)
+
+
+def pairing_evidence(an, ch, part: PsnPart):
+    """Request and response PSNs of the flows still without a peer (pairing.py)."""
+    unpaired = an.pairing.peer[ch.sids >> 1] < 0
+    req = np.repeat(unpaired & part.is_request_group, ch.lengths)
+    resp = np.repeat(unpaired & ~part.is_request_group, ch.lengths)
+    if not (req.any() and resp.any()):
+        return an.registry, an.flow.transport, _EMPTY, _EMPTY, _EMPTY, _EMPTY
+    sid = ch.sid_rows()
+    req, resp = np.flatnonzero(req), np.flatnonzero(resp)
+    return (an.registry, an.flow.transport, sid[req] >> 1, part.psn[req], sid[resp] >> 1, part.psn[resp])
+
+
+def request_rows(ch, part: PsnPart, rows_s: np.ndarray):
+    """(flow, u, ts, idx) of PSN-part rows."""
+    r = ch.sorted_r(rows_s)
+    return ch.fid.take(r), part.res.u[rows_s], ch.ts.take(r), ch.idx(r)
+
+
+def rtt(an, ch, part: PsnPart) -> None:
+    ackreq = ch.values("ackreq", False) if "ackreq" in ch.batch.cols else None
+    has_ackreq = ackreq is not None and ackreq.any()
+    if not (has_ackreq or len(an.rtt.pending[0])):
+        return
+    requests = _rtt_requests(an, ch, part, ackreq) if has_ackreq else (_EMPTY,) * 4
+    rt = part.retrans[part.is_request_group[ch.group_at(part.retrans)]]
+    an.rtt.feed(requests, _rtt_responses(an, ch, part), request_rows(ch, part, rt))
+
+
+def _rtt_requests(an, ch, part: PsnPart, ackreq: np.ndarray):
+    """Data packets with AckReq, not retransmitted, of acknowledged transports; from a flow
+    without a peer only within PAIRING_HORIZON rows of its first packet."""
+    f = ch.sids >> 1
+    peer, first_idx = an.pairing.peer, an.flow.first_idx
+    young = ch.idx(ch.sorted_r(ch.starts)) - first_idx[f] < PAIRING_HORIZON    # at the group's first row
+    ok = part.is_request_group & _ACKED_TRANSPORT[an.flow.transport[f]] & ((peer[f] >= 0) | young)
+    if not ok.any():
+        return (_EMPTY,) * 4
+    cand = np.repeat(ok, ch.lengths) & ch.psn_part(ackreq.astype(bool, copy=False))
+    cand &= (part.flags & op.F_DATA) != 0
+    cand[part.retrans] = False
+    s = np.flatnonzero(cand)
+    flow, u, ts, idx = request_rows(ch, part, s)
+    keep = (peer[flow] >= 0) | (idx - first_idx[flow] < PAIRING_HORIZON)
+    return flow[keep], u[keep], ts[keep], idx[keep]
+
+
+def _rtt_responses(an, ch, part: PsnPart):
+    """Response-space rows of paired flows whose peer's request space has been seen, mapped to
+    the peer's request PSN coordinate."""
+    peer = an.pairing.peer[ch.sids >> 1]
+    ok = ~part.is_request_group & (peer >= 0)
+    ok[ok] = an.spaces.state.seen[2 * peer[ok]]
+    if not ok.any():
+        return (_EMPTY,) * 4
+    s = np.flatnonzero(np.repeat(ok, ch.lengths))
+    peer_f = np.repeat(peer[ok], ch.lengths[ok])
+    high = an.spaces.request_high(peer_f)
+    u = high + psn_delta(part.psn[s], high & (PSN_MOD - 1))
+    r = ch.sorted_r(s)
+    return peer_f, u, ch.ts.take(r), ch.idx(r)
+
+
+def timeouts(an, ch, part: PsnPart, nak: np.ndarray) -> None:
+    """A retransmission run (in the request space) with no NAK (PSN sequence error or RNR,
+    `nak`: RoCE rows) from the peer since the previous run is a timeout retransmission."""
+    rt = part.res.retransmitted
+    s = part.retrans
+    if part.reuse is not None:
+        rt = rt & ~part.reuse
+        s = np.flatnonzero(rt)
+    if len(s) and part.is_request_group[ch.group_at(s)].any():
+        _timeout_runs(an, ch, part, rt, nak)
+    else:                                       # no retransmission run here: none carried on
+        an.space.last_retrans[ch.sids[part.is_request_group]] = False
+    if len(nak):
+        np.maximum.at(an.flow.last_nak_idx, ch.fid.take(nak), ch.idx(nak))
+
+
+def _timeout_runs(an, ch, part: PsnPart, rt: np.ndarray, nak: np.ndarray) -> None:
+    q = part.is_request_group
+    sids, lengths = ch.sids[q], ch.lengths[q]
+    rows = np.flatnonzero(np.repeat(q, ch.lengths))          # PSN-part rows of request spaces
+    rtq = rt[rows]
+    starts = np.cumsum(lengths) - lengths
+    sp = an.space
+    prev = np.empty_like(rtq)
+    prev[1:] = rtq[:-1]
+    prev[starts] = sp.last_retrans[sids]
+    sp.last_retrans[sids] = rtq[starts + lengths - 1]
+    run = np.flatnonzero(rtq & ~prev)
+    if len(run) == 0:
+        return
+    g = np.searchsorted(starts, run, side="right") - 1
+    s = rows[run]
+    r = ch.sorted_r(s)
+    idx, f = ch.idx(r), ch.fid.take(r)
+    prev_run = _previous_run_idx(sp, sids[g], idx, g)
+    peer = an.pairing.peer[f]
+    last_nak = _last_nak_before(an, ch, nak, peer, idx)
+    t = (peer >= 0) & (last_nak <= prev_run)
+    an.events.add("timeout_retransmit", ch.ts.take(r[t]), idx[t], f[t], part.psn[s[t]])
+
+
+def _previous_run_idx(sp, sid, idx, g) -> np.ndarray:
+    """Per run start (sid, idx, group g): the previous run's start in its space (carried)."""
+    prev_run = np.empty(len(idx), dtype=np.int64)
+    prev_run[1:] = idx[:-1]
+    first = np.ones(len(idx), dtype=bool)
+    first[1:] = g[1:] != g[:-1]
+    prev_run[first] = sp.last_run_idx[sid[first]]
+    last = np.ones(len(idx), dtype=bool)
+    last[:-1] = g[1:] != g[:-1]
+    sp.last_run_idx[sid[last]] = idx[last]
+    return prev_run
+
+
+def _last_nak_before(an, ch, nak: np.ndarray, flow: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Row index of the last NAK of `flow` before `idx` (this chunk, else carried)."""
+    n_flow, n_idx = ch.fid.take(nak), ch.idx(nak)
+    carried = an.flow.last_nak_idx[np.maximum(flow, 0)]
+    if len(n_flow) == 0:
+        return carried
+    order = np.lexsort((n_idx, n_flow))
+    keys = n_flow[order] * (1 << 40) + n_idx[order]
+    pos = np.searchsorted(keys, flow * (1 << 40) + idx) - 1
+    ok = (pos >= 0) & (n_flow[order][np.maximum(pos, 0)] == flow)
+    return np.where(ok, n_idx[order][np.maximum(pos, 0)], carried)
