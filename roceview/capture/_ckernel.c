@@ -36,6 +36,8 @@ void rv_walk_pcap(const uint8_t *buf, int64_t pos, int64_t end, int64_t big, int
         uint32_t incl = u32at(buf, pos + 8, big);
         if (incl > MAX_CAPLEN) { status = ABSURD; break; }
         if (pos + 16 + (int64_t)incl > end) { status = NEED_MORE; break; }
+        if (pos + 8 * (16 + (int64_t)incl) < end)   /* records of similar size: fetch ahead */
+            __builtin_prefetch(buf + pos + 8 * (16 + (int64_t)incl));
         out_ts[n] = (int64_t)u32at(buf, pos, big) * 1000000000LL + (int64_t)u32at(buf, pos + 4, big) * frac_ns;
         out_off[n] = pos + 16;
         out_cap[n] = incl;
