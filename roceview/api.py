@@ -10,7 +10,7 @@ from typing import Callable, Iterable
 
 from roceview.analysis import AnalysisResult, Analyzer
 
-DEFAULT_CHUNK = 1 << 18
+DEFAULT_CHUNK = 1 << 16
 
 
 def analyze(paths, *, pmtu: int | None = None, link_speed: float = 100.0, bucket_ms: float = 1.0,
