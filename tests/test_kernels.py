@@ -131,3 +131,22 @@ def test_analyze_with_the_c_kernel_never_imports_numba(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "ROCEVIEW_KERNEL"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert out.stdout.split() in (["0", "False"], ["3", "False"]), out.stdout + out.stderr
+
+
+def test_an_inner_frame_said_to_start_past_the_record_has_no_bytes(backends, monkeypatch, tmp_path):
+    """GRE flags announcing checksum, key and sequence words the record does not hold put the
+    decapsulated frame past the record's end: cap_len 0 (not a negative length wrapped to
+    4 G), truncated, nothing decoded from it, and both backends agree."""
+    import struct
+
+    from roceview.capture.writer import write_pcap
+
+    gre = struct.pack(">HH", 0xB000, 0x6558)                       # C, K, S bits; TEB
+    ip = struct.pack(">BBHHHBBH4s4s", 0x45, 0, 20 + len(gre), 0, 0, 64, 47, 0, bytes(4), bytes(4))
+    frame = bytes(6) + bytes(6) + b"\x08\x00" + ip + gre
+    path = tmp_path / "gre-past-end.pcap"
+    write_pcap(path, np.frombuffer(frame, np.uint8), np.array([len(frame)]), np.array([1_700_000_000_000_000_000]))
+    assert _assert_same(path, backends, monkeypatch) == 1
+    (_, batch), = _decode_all(path, backends[0], monkeypatch)[0]
+    assert int(batch.cols["cap_len"][0]) == 0 and bool(batch.cols["truncated"][0])
+    assert not batch.mask("_src_mac")[0]

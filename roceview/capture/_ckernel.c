@@ -332,11 +332,11 @@ static int lengths(int64_t p, int64_t end, int64_t wire_in, const int64_t *oi, c
         wire = mi[M_INNERLEN] >= 0 ? mi[M_INNERLEN] : wire - (start - p);
     else if (mi[M_INNERLEN] > wire)                 /* cut silently (orig_len = caplen) */
         wire = mi[M_INNERLEN];
-    int64_t capl = end - start;
+    int64_t capl = end > start ? end - start : 0;   /* an inner frame said to start past the record */
     int64_t roce_end = oi[O_BTH] >= 0 ? oi[O_BTH] + mi[M_ROCELEN] : -1;
     *w = wire > 0 ? wire : 0;
     *c = capl;
-    return capl < wire || mi[M_TRUNC] == 1 || roce_end > end;
+    return capl < wire || mi[M_TRUNC] == 1 || roce_end > end || start > end;
 }
 
 /* ---- ICRC (icrc.py; IBTA 7.8.1, RoCE A16.4 / A17.4) ---- */

@@ -28,9 +28,9 @@ def _lengths(i, p, end, wire_in, o, meta):
         wire = meta[i, 4] if meta[i, 4] >= 0 else wire - (start - p)
     elif meta[i, 4] > wire:             # cut silently (orig_len = caplen): the IP/GRH length knows
         wire = meta[i, 4]
-    capl = end - start
+    capl = max(end - start, 0)          # a decapsulated frame said to start past the record
     roce_end = o[i, 8] + meta[i, 2] if o[i, 8] >= 0 else -1
-    trunc = capl < wire or meta[i, 6] == 1 or roce_end > end
+    trunc = capl < wire or meta[i, 6] == 1 or roce_end > end or start > end
     return max(wire, 0), capl, trunc
 
 
