@@ -95,19 +95,20 @@ def column_layout() -> dict[str, tuple[str, int, int]]:
     return layout
 
 
-def _load(f: Field) -> str:
-    """Expression for the field's value at header offset p."""
+def _load(f: Field, byte=None, mask_suffix: str = "") -> str:
+    """Expression for the field's value at header offset p: big-endian bytes, shift, mask.
+    `byte(k)` is one byte load in the target language (numba by default, C for the header)."""
     n = f.nbytes
-    big = f.bits > 32 or n > 4
-    cast = "np.uint64" if big else "np.int64"
-    parts = [f"({cast}(buf[p + {f.offset + j}]) << {8 * (n - 1 - j)})" if n - 1 - j else f"{cast}(buf[p + {f.offset + j}])"
-             for j in range(n)]
+    if byte is None:
+        cast = "np.uint64" if f.bits > 32 or n > 4 else "np.int64"
+        byte = lambda k: f"{cast}(buf[p + {k}])"  # noqa: E731
+    parts = [f"({byte(f.offset + j)} << {8 * (n - 1 - j)})" if n - 1 - j else byte(f.offset + j) for j in range(n)]
     expr = " | ".join(parts)
     shift = n * 8 - f.bit - f.bits
     if shift:
         expr = f"({expr}) >> {shift}"
     if f.bits < n * 8:
-        expr = f"({expr}) & {hex((1 << f.bits) - 1)}"
+        expr = f"({expr}) & {hex((1 << f.bits) - 1)}{mask_suffix}"
     return expr
 
 
@@ -163,16 +164,7 @@ C_TARGET = Path(__file__).with_name("_fields_kernel.h")
 
 
 def _load_c(f: Field) -> str:
-    n = f.nbytes
-    parts = [f"((uint64_t)buf[p + {f.offset + j}] << {8 * (n - 1 - j)})" if n - 1 - j else f"(uint64_t)buf[p + {f.offset + j}]"
-             for j in range(n)]
-    expr = " | ".join(parts)
-    shift = n * 8 - f.bit - f.bits
-    if shift:
-        expr = f"({expr}) >> {shift}"
-    if f.bits < n * 8:
-        expr = f"({expr}) & {hex((1 << f.bits) - 1)}ULL"
-    return expr
+    return _load(f, lambda k: f"(uint64_t)buf[p + {k}]", "ULL")
 
 
 def _header_c(header: Header, where: Where, layout) -> list[str]:
