@@ -11,8 +11,9 @@ LLDP DCBX PFC configuration, and READ responses whose PSN sequence breaks.
     result.facts = facts.finish()
 
 Per chunk, RoCE rows are reduced to distinct "classes" (flow x PCP x DSCP x ECN x opcode class x
-MACs x proto) with one hash and a scatter table (no sort); only the classes (hundreds, not
-packets) cross chunks, so memory is bounded by flows.
+MACs x proto): rows are grouped by an exact key packed from the class columns (facts_kernels), and
+only the groups, hundreds rather than 65 k rows, are hashed to the 64-bit class keys; only the
+classes cross chunks, so memory is bounded by flows.
 """
 from __future__ import annotations
 
@@ -22,13 +23,14 @@ import numpy as np
 
 from roceview.analysis.opcodes import CONTINUES_RESPONSE, OPCLASS, READ_RESPONSE
 from roceview.batch import PROTO_CODE, PROTO_NAMES
+from roceview.diagnose.facts_kernels import Groups, distinct, distinct_rank, hash_parts, mixed_radix
 
 PSN_MASK = (1 << 24) - 1
 _ROCE = [PROTO_CODE["roce_v1"], PROTO_CODE["roce_v2"], PROTO_CODE["ib"]]
-_M = [np.uint64(c) for c in (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9,
-                             0xD6E8FEB86659FD93, 0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53,
-                             0x27D4EB2F165667C5, 0x94D049BB133111EB)]
-_SLOTS = 1 << 16
+_ROCE_LOW = min(_ROCE)                          # the RoCE codes are consecutive: one compare
+assert sorted(_ROCE) == list(range(_ROCE_LOW, _ROCE_LOW + len(_ROCE)))
+_SMALL = (("pcp", 4), ("dscp", 7), ("ecn", 3))  # packed below proto, above the opcode class
+_COUNTERS = ("packets", "bad_icrc", "truncated", "last_ts", "last_psn")
 _STARTS_RESPONSE = np.zeros(256, dtype=bool)   # READ response FIRST / ONLY start a response
 for _b in (0x00, 0x40, 0xA0):
     _STARTS_RESPONSE[_b | 0x0D] = _STARTS_RESPONSE[_b | 0x10] = True
@@ -69,59 +71,94 @@ class CaptureFacts:
     read_breaks: list = field(default_factory=list)         # (ts, src, dst, qp, psn, expected)
 
 
-def _hash(parts) -> np.ndarray:
-    with np.errstate(over="ignore"):
-        h = np.zeros(len(parts[0]), dtype=np.uint64)
-        for i, p in enumerate(parts):
-            h ^= p.astype(np.uint64) * _M[i % len(_M)]
-            h = (h ^ (h >> np.uint64(31))) * _M[(i + 3) % len(_M)]
-    return h
+def _unsigned(a: np.ndarray) -> np.ndarray:
+    """The same bits as unsigned ints (mixed_radix's digits); bools as uint8."""
+    return a.view(f"u{a.dtype.itemsize}") if a.dtype.kind in "ib" else a
 
 
-def distinct(h: np.ndarray) -> np.ndarray:
-    """Group id per row (rows with equal hash share it), dense from 0, without sorting:
-    scatter row numbers into a table by hash bits, keep rows that find their own hash there,
-    retry the rest with other bits."""
-    n = len(h)
-    gid = np.full(n, -1, dtype=np.int64)
-    rows = np.arange(n)
-    owners = []
-    shift = 48
-    while len(rows):
-        slot = ((h[rows] >> np.uint64(shift)) & np.uint64(_SLOTS - 1)).astype(np.int64) if shift >= 0 \
-            else (h[rows] % np.uint64(_SLOTS - 1)).astype(np.int64)
-        table = np.full(_SLOTS, -1, dtype=np.int64)
-        table[slot] = rows
-        owner = table[slot]
-        ok = h[owner] == h[rows]
-        mark = np.zeros(n, dtype=bool)            # the owners, in row order, without a sort
-        mark[owner[ok]] = True
-        used = np.flatnonzero(mark)
-        remap = np.full(n, -1, dtype=np.int64)
-        remap[used] = np.arange(len(owners), len(owners) + len(used))
-        owners.extend(used.tolist())
-        gid[rows[ok]] = remap[owner[ok]]
-        rows = rows[~ok]
-        shift -= 16
-    return gid
+class _Rows:
+    """The chunk's RoCE rows (`rows`: batch row numbers, None for every row): the class columns
+    per row for the exact key, and at a few rows the values the class hash is made of."""
 
+    def __init__(self, batch, rows, opname):
+        self.batch, self.rows = batch, rows
+        self.sel = sel = slice(None) if rows is None else rows
+        self.n = batch.n if rows is None else len(rows)
+        self.src = np.ascontiguousarray(batch.cols["_src_addr"][sel])
+        self.dst = np.ascontiguousarray(batch.cols["_dst_addr"][sel])
+        self.opcode = batch.cols[opname][sel]
 
-def _col(batch, name, sel, fill=-1) -> np.ndarray:
-    """int64 values of the selected rows (`sel`: index array or slice), `fill` where invalid."""
-    if name not in batch.cols:
-        return np.full(len(batch.cols["ts_ns"][sel]), fill, dtype=np.int64)
-    v = batch.cols[name][sel].astype(np.int64)
-    if name in batch.valid:
-        v[~batch.valid[name][sel]] = fill
-    return v
+    def at(self, i):
+        """Batch row numbers of local rows `i`."""
+        return i if self.rows is None else self.rows[i]
+
+    def key_fields(self) -> dict:
+        """Per-row columns whose equal values make equal classes (some finer: the opcode, not its
+        class; a value and its validity rather than the value or a fill)."""
+        n, cols, sel = self.n, self.batch.cols, self.sel
+        lanes = np.empty((4, n), dtype=np.uint64)  # addresses as big-endian halves: IPv4s differ
+        np.copyto(lanes[:2], self.src.view(">u8").reshape(n, 2).T)   # in the low bits, a small
+        np.copyto(lanes[2:], self.dst.view(">u8").reshape(n, 2).T)   # range
+        fields = {"addr": lanes, "dest_qp": _unsigned(cols["dest_qp"][sel]),
+                  "_proto": _unsigned(cols["_proto"][sel]), "opcode": _unsigned(self.opcode)}
+        if "truncated" in cols:                    # not a class field: counted per class
+            fields["truncated"] = _unsigned(cols["truncated"][sel])
+        for name in [name for name, _ in _SMALL] + ["_src_mac", "_dst_mac"]:
+            if name not in cols:
+                continue                           # the fill on every row
+            valid = self.batch.valid.get(name)
+            valid = None if valid is None else valid[sel]
+            if valid is not None and not valid.any():
+                continue
+            if valid is None or valid.all():
+                fields[name] = _unsigned(cols[name][sel])
+            else:                                  # invalid rows as a valid one: no stray values
+                v = cols[name][sel]
+                fields[name] = _unsigned(np.where(valid, v, v[np.argmax(valid)]))
+                fields[name + " valid"] = _unsigned(valid)
+        return fields
+
+    def col(self, name, i, fill=-1) -> np.ndarray:
+        """int64 values at local rows `i`, `fill` where invalid or absent."""
+        batch = self.batch
+        if name not in batch.cols:
+            return np.full(len(i), fill, dtype=np.int64)
+        r = self.at(i)
+        v = batch.cols[name][r].astype(np.int64)
+        if name in batch.valid:
+            v[~batch.valid[name][r]] = fill
+        return v
+
+    def small(self, i) -> np.ndarray:
+        """proto, PCP, DSCP, ECN and opcode class packed in one int64 (absent values as all ones)."""
+        packed = self.batch.cols["_proto"][self.at(i)].astype(np.int64)
+        for name, bits in _SMALL:
+            packed = (packed << bits) | self.col(name, i, (1 << bits) - 1)
+        return (packed << 4) | OPCLASS[self.opcode[i]]
+
+    def flow_hash(self, i) -> np.ndarray:
+        src, dst = self.src[i].view("<u8"), self.dst[i].view("<u8")
+        return hash_parts([src[:, 0], src[:, 1], dst[:, 0], dst[:, 1], self.batch.cols["dest_qp"][self.at(i)]])
+
+    def class_hash(self, i) -> np.ndarray:
+        """The key classes are kept by: the flow hash, then the packed small fields and the MACs."""
+        return hash_parts([self.flow_hash(i), self.small(i), self.col("_src_mac", i), self.col("_dst_mac", i)])
+
+    def addrs(self, i) -> list[list[tuple]]:
+        """Source and destination addresses of local rows `i`, as pairs of 64-bit ints."""
+        return [list(map(tuple, a[i].view("<u8").tolist())) for a in (self.src, self.dst)]
 
 
 class FactCollector:
     def __init__(self, max_examples: int = 5):
         self.max_examples = max_examples
         self.facts = CaptureFacts()
-        self._classes: dict[int, Klass] = {}
+        self._index: dict[int, int] = {}            # class hash -> its number (order added)
+        self._classes: list[Klass] = []
+        # per class number, summed per chunk in numpy, copied into the Klasses by finish()
+        self._counters = np.zeros((len(_COUNTERS), 64), dtype=np.int64)
         self._last_ts: int | None = None
+        self._layout, self._hashes = None, {}        # see _class_hashes
         self._read_state: dict[int, tuple[int, int]] = {}   # flow hash -> (last psn, opcode)
 
     def feed(self, batch) -> None:
@@ -133,137 +170,195 @@ class FactCollector:
         name = "opcode" if "opcode" in batch.cols else "_opcode"
         if name not in batch.cols:
             return
-        roce = np.isin(batch.cols["_proto"], _ROCE) & batch.mask(name) & batch.mask("dest_qp")
-        rows = np.flatnonzero(roce)
-        if len(rows):
-            self._roce(batch, rows, name)
+        proto = batch.cols["_proto"]
+        if proto.dtype == np.uint8:                # np.isin is ~40x slower than one compare
+            roce = (proto - np.uint8(_ROCE_LOW)) < len(_ROCE)
+        else:
+            roce = np.isin(proto, _ROCE)
+        roce &= batch.mask(name)
+        roce &= batch.mask("dest_qp")
+        if roce.all():
+            self._roce(_Rows(batch, None, name))
+        elif roce.any():
+            self._roce(_Rows(batch, np.flatnonzero(roce), name))
 
     def finish(self) -> CaptureFacts:
-        self.facts.classes = list(self._classes.values())
+        counters = self._counters[:, :len(self._classes)].tolist()   # rows in _COUNTERS order
+        for c, packets, bad, cut, ts, psn in zip(self._classes, *counters):
+            c.packets, c.bad_icrc, c.truncated, c.last_ts, c.last_psn = packets, bad, cut, ts, psn
+        self.facts.classes = list(self._classes)
         return self.facts
 
     # ---- capture quality ---------------------------------------------------------------------
     def _timestamps(self, batch) -> None:
         ts = batch.cols["ts_ns"]
+        start = ts[0] if self._last_ts is None else self._last_ts
+        # the usual chunk is in order: one compare, no copy of the column
+        in_order = ts[0] >= start and not (ts[1:] < ts[:-1]).any()
+        self._last_ts = int(ts[-1])
+        if in_order:
+            return
         prev = np.empty_like(ts)
         prev[1:] = ts[:-1]
-        prev[0] = ts[0] if self._last_ts is None else self._last_ts
+        prev[0] = start
         back = np.flatnonzero(ts < prev)
-        self._last_ts = int(ts[-1])
-        if len(back):
-            f = self.facts
-            f.ts_backwards += len(back)
-            f.ts_backwards_max_ns = max(f.ts_backwards_max_ns, int((prev[back] - ts[back]).max()))
-            room = self.max_examples - len(f.ts_backwards_frames)
-            f.ts_backwards_frames += batch.cols["frame"][back[:max(room, 0)]].tolist()
+        f = self.facts
+        f.ts_backwards += len(back)
+        f.ts_backwards_max_ns = max(f.ts_backwards_max_ns, int((prev[back] - ts[back]).max()))
+        room = self.max_examples - len(f.ts_backwards_frames)
+        f.ts_backwards_frames += batch.cols["frame"][back[:max(room, 0)]].tolist()
 
     def _truncation(self, batch) -> None:
         if "truncated" not in batch.cols:
             return
-        cut = np.flatnonzero(batch.cols["truncated"] & batch.mask("truncated"))
-        if len(cut):
-            f = self.facts
-            f.truncated_frames += len(cut)
-            room = self.max_examples - len(f.truncated_first)
-            f.truncated_first += batch.cols["frame"][cut[:max(room, 0)]].tolist()
+        cut = batch.cols["truncated"]
+        if "truncated" in batch.valid or cut.dtype != bool:
+            cut = cut & batch.mask("truncated")
+        f = self.facts
+        f.truncated_frames += int(np.count_nonzero(cut))
+        room = self.max_examples - len(f.truncated_first)
+        if room > 0 and cut.any():                 # frame numbers only until there are enough
+            f.truncated_first += batch.cols["frame"][np.flatnonzero(cut)[:room]].tolist()
 
     def _lldp(self, batch) -> None:
         if "lldp_pfc_enable" not in batch.cols:
+            return
+        valid = batch.valid.get("lldp_pfc_enable")
+        if valid is not None and not valid.any():
             return
         rows = np.flatnonzero(batch.mask("lldp_pfc_enable") & (batch.cols["_proto"] == PROTO_CODE["lldp"]))
         for r in rows.tolist():
             self.facts.lldp_pfc[int(batch.cols["_src_mac"][r])] = int(batch.cols["lldp_pfc_enable"][r])
 
     # ---- RoCE classes ------------------------------------------------------------------------
-    def _roce(self, batch, rows, opname) -> None:
-        sel = slice(None) if len(rows) == batch.n else rows   # all-RoCE chunks: no gathers
-        n = len(rows)
-        src = np.ascontiguousarray(batch.cols["_src_addr"][sel]).view("<u8").reshape(n, 2)
-        dst = np.ascontiguousarray(batch.cols["_dst_addr"][sel]).view("<u8").reshape(n, 2)
-        qp = batch.cols["dest_qp"][sel]
-        opcode = batch.cols[opname][sel]
-        small = self._small(batch, sel, opcode)
-        macs = [_col(batch, "_src_mac", sel), _col(batch, "_dst_mac", sel)]
-        flow_h = _hash([src[:, 0], src[:, 1], dst[:, 0], dst[:, 1], qp])
-        h = _hash([flow_h, small] + macs)
-        gid = distinct(h)
-        k = int(gid.max()) + 1
-        idx = np.arange(n)
-        first = np.full(k, n, dtype=np.int64)
-        np.minimum.at(first, gid, idx)
-        last = np.zeros(k, dtype=np.int64)
-        np.maximum.at(last, gid, idx)
-        counts = np.bincount(gid, minlength=k)
-        bad = self._bad_icrc(batch, sel, rows, gid, k)
-        cut = np.bincount(gid, batch.cols["truncated"][sel], minlength=k) if "truncated" in batch.cols \
-            else np.zeros(k)
-        ts, psn = batch.cols["ts_ns"][sel], _col(batch, "psn", sel, 0)
-        cols = {"small": small, "src_mac": macs[0], "dst_mac": macs[1]}
-        for g in range(k):
-            self._merge(int(h[first[g]]), first[g], last[g], counts[g], bad[g], cut[g], src, dst, qp, cols, ts, psn)
-        self._read_responses(batch, sel, opcode, flow_h, psn, src, dst, qp)
+    def _roce(self, v: _Rows) -> None:
+        fields = v.key_fields()
+        key, size, bounds = mixed_radix(list(fields.values()))
+        if key is None:                            # too wide for an exact key (IPv6): hash every row
+            key = v.class_hash(np.arange(v.n))
+            groups = Groups(key, 1 << 64, exact=False)
+            h, reads = key[groups.last], slice(None)
+        else:
+            groups = Groups(key, size)
+            h = self._class_hashes(v, groups, key, (tuple(fields), bounds))
+            reads = groups.last                    # the opcode is a key field: one per group
+        self._add(v, groups, h)
+        if (OPCLASS.take(v.opcode[reads]) == READ_RESPONSE).any():
+            self._read_responses(v, np.flatnonzero(OPCLASS.take(v.opcode) == READ_RESPONSE))
 
-    @staticmethod
-    def _small(batch, sel, opcode) -> np.ndarray:
-        """proto, PCP, DSCP, ECN and opcode class packed in one int64 (absent values as all ones)."""
-        packed = batch.cols["_proto"][sel].astype(np.int64)
-        for name, bits in (("pcp", 4), ("dscp", 7), ("ecn", 3)):
-            packed = (packed << bits) | (_col(batch, name, sel, (1 << bits) - 1))
-        return (packed << 4) | OPCLASS[opcode]
+    def _class_hashes(self, v: _Rows, groups: Groups, key, layout) -> np.ndarray:
+        """The class hash of each group; remembered by key while the chunks' key layout (fields,
+        their bounds) stays the same, as it does in a steady stream of the same flows."""
+        keys = key[groups.last].tolist()
+        if layout != self._layout:
+            h = v.class_hash(groups.last)
+            self._layout, self._hashes = layout, dict(zip(keys, h.tolist()))
+            return h
+        h = list(map(self._hashes.get, keys))
+        if None in h:
+            miss = [g for g, x in enumerate(h) if x is None]
+            for g, x in zip(miss, v.class_hash(groups.last[miss]).tolist()):
+                h[g] = self._hashes[keys[g]] = x
+        return np.array(h, dtype=np.uint64)
 
-    def _bad_icrc(self, batch, sel, rows, gid, k) -> np.ndarray:
+    def _add(self, v: _Rows, groups: Groups, h: np.ndarray) -> None:
+        """Add each group's rows to its class; groups of one class hash (the key tells opcodes
+        apart, classes only opcode classes) are one class."""
+        last, counts, first = groups.last, groups.counts, None
+        bad, cut = self._bad_icrc(v, groups), self._truncated(v, groups)
+        keys = h.tolist()
+        if len(set(keys)) < len(keys):
+            h, cls = np.unique(h, return_inverse=True)
+            keys, k = h.tolist(), len(h)
+            first = np.full(k, v.n, dtype=np.int64)
+            np.minimum.at(first, cls, groups.first())
+            top = np.full(k, -1, dtype=np.int64)
+            np.maximum.at(top, cls, last)
+            last, counts = top, np.bincount(cls, counts, minlength=k).astype(np.int64)
+            bad, cut = (np.bincount(cls, x, minlength=k).astype(np.int64) for x in (bad, cut))
+        index = list(map(self._index.get, keys))
+        if None in index:
+            new = [g for g, i in enumerate(index) if i is None]
+            self._new_classes(v, h, last, new, groups.first() if first is None else first)
+            index = list(map(self._index.get, keys))
+        index = np.array(index, dtype=np.int64)
+        c = self._counters
+        c[0, index] += counts
+        if bad.any():
+            c[1, index] += bad
+        if cut.any():
+            c[2, index] += cut
+        c[3, index] = v.batch.cols["ts_ns"][v.at(last)]
+        c[4, index] = v.col("psn", last, 0)
+
+    def _new_classes(self, v: _Rows, h, last, new, first) -> None:
+        """Classes first seen in this chunk, numbered in the order the row-hash table numbers them."""
+        if len(new) > 1:
+            rank = distinct_rank(h, last)
+            new.sort(key=rank.__getitem__)
+        rows = first[new]
+        small = v.small(rows)
+        unpacked = [np.where(x == none, -1, x).tolist() for x, none in
+                    ((small >> 14 & 15, 15), (small >> 7 & 127, 127), (small >> 4 & 7, 7), (small & 15, -1))]
+        proto = [PROTO_NAMES[p] for p in (small >> 18).tolist()]
+        at = v.at(rows)
+        columns = (*v.addrs(rows), v.batch.cols["dest_qp"][at].tolist(), proto, *unpacked,
+                   v.col("_src_mac", rows).tolist(), v.col("_dst_mac", rows).tolist())
+        firsts = zip(v.batch.cols["ts_ns"][at].tolist(), v.col("psn", rows, 0).tolist())
+        self._index.update(zip(h[new].tolist(), range(len(self._classes), len(self._classes) + len(new))))
+        self._classes += [Klass(*fields, first_ts=ts, first_psn=psn)
+                          for *fields, (ts, psn) in zip(*columns, firsts)]
+        if len(self._classes) > self._counters.shape[1]:
+            grown = np.zeros((len(_COUNTERS), 2 * len(self._classes)), dtype=np.int64)
+            grown[:, :self._counters.shape[1]] = self._counters
+            self._counters = grown
+
+    def _bad_icrc(self, v: _Rows, groups: Groups) -> np.ndarray:
+        batch, k = v.batch, len(groups.used)
         if "icrc_ok" not in batch.cols:
             return np.zeros(k, dtype=np.int64)
-        bad = batch.mask("icrc_ok")[sel] & ~batch.cols["icrc_ok"][sel]
+        bad = batch.mask("icrc_ok")[v.sel] & ~batch.cols["icrc_ok"][v.sel]
         if not bad.any():
             return np.zeros(k, dtype=np.int64)
         room = self.max_examples - len(self.facts.bad_icrc_frames)
-        self.facts.bad_icrc_frames += batch.cols["frame"][rows[bad]][:max(room, 0)].tolist()
-        return np.bincount(gid, bad, minlength=k).astype(np.int64)
+        self.facts.bad_icrc_frames += batch.cols["frame"][v.at(np.flatnonzero(bad))][:max(room, 0)].tolist()
+        return groups.sum(bad).astype(np.int64)
 
-    def _merge(self, key, i, j, count, bad, cut, src, dst, qp, cols, ts, psn) -> None:
-        c = self._classes.get(key)
-        if c is None:
-            small = int(cols["small"][i])
-            opclass, ecn, dscp, pcp, proto = (small & 15, small >> 4 & 7, small >> 7 & 127, small >> 14 & 15,
-                                              small >> 18)
-            c = self._classes[key] = Klass(
-                tuple(src[i].tolist()), tuple(dst[i].tolist()), int(qp[i]), PROTO_NAMES[proto],
-                -1 if pcp == 15 else pcp, -1 if dscp == 127 else dscp, -1 if ecn == 7 else ecn, opclass,
-                int(cols["src_mac"][i]), int(cols["dst_mac"][i]), first_ts=int(ts[i]), first_psn=int(psn[i]))
-        c.packets += int(count)
-        c.bad_icrc += int(bad)
-        c.truncated += int(cut)
-        c.last_ts, c.last_psn = int(ts[j]), int(psn[j])
+    @staticmethod
+    def _truncated(v: _Rows, groups: Groups) -> np.ndarray:
+        cut = v.batch.cols.get("truncated")
+        if cut is None:
+            return np.zeros(len(groups.used), dtype=np.int64)
+        if groups.exact:                           # a key field: one value per group
+            return cut[v.at(groups.last)].astype(np.int64) * groups.counts
+        return groups.sum(cut[v.sel]).astype(np.int64)
 
-    def _read_responses(self, batch, sel_rows, opcode, flow_h, psn, src, dst, qp) -> None:
+    def _read_responses(self, v: _Rows, sel: np.ndarray) -> None:
         """READ response MIDDLE/LAST whose PSN is not the previous response's + 1, or a FIRST/ONLY
         while the previous READ's response is unfinished: a READ response went missing."""
-        sel = np.flatnonzero(OPCLASS[opcode] == READ_RESPONSE)
-        if len(sel) == 0:
-            return
-        g = distinct(flow_h[sel])
+        flow_h = v.flow_hash(sel)
+        g = distinct(flow_h)
         order = np.argsort(g, kind="stable")
-        sel, g = sel[order], g[order]
-        p, op = psn[sel], opcode[sel].astype(np.int64)
+        sel, g, flow_h = sel[order], g[order], flow_h[order]
+        p, op = v.col("psn", sel, 0), v.opcode[sel].astype(np.int64)
         prev_p, prev_op = np.empty_like(p), np.empty_like(op)
         prev_p[1:], prev_op[1:] = p[:-1], op[:-1]
         head = np.ones(len(sel), dtype=bool)
         head[1:] = g[1:] != g[:-1]
         for r in np.flatnonzero(head).tolist():
-            prev_p[r], prev_op[r] = self._read_state.get(int(flow_h[sel[r]]), (-2, -1))
+            prev_p[r], prev_op[r] = self._read_state.get(int(flow_h[r]), (-2, -1))
         known = prev_op >= 0
         cont = CONTINUES_RESPONSE[op]
         broken = known & ((cont & (p != ((prev_p + 1) & PSN_MASK)))
                           | (_STARTS_RESPONSE[op] & ~np.isin(prev_op & 0x1F, (0x0F, 0x10))))
         tail = np.append(np.flatnonzero(head)[1:], len(sel)) - 1
         for r in tail.tolist():
-            self._read_state[int(flow_h[sel[r]])] = (int(p[r]), int(op[r]))
-        ts = batch.cols["ts_ns"][sel_rows]
-        for r in np.flatnonzero(broken).tolist():
-            i = sel[r]
-            self.facts.read_breaks.append((int(ts[i]), tuple(src[i].tolist()), tuple(dst[i].tolist()),
-                                           int(qp[i]), int(p[r]), int((prev_p[r] + 1) & PSN_MASK)))
+            self._read_state[int(flow_h[r])] = (int(p[r]), int(op[r]))
+        r = np.flatnonzero(broken)
+        at = v.at(sel[r])
+        self.facts.read_breaks += zip(v.batch.cols["ts_ns"][at].tolist(), *v.addrs(sel[r]),
+                                      v.batch.cols["dest_qp"][at].tolist(), p[r].tolist(),
+                                      ((prev_p[r] + 1) & PSN_MASK).tolist())
 
 
 def facts_from_files(files, roce_ports=()) -> CaptureFacts | None:
