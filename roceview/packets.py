@@ -11,7 +11,7 @@ from roceview.capture.readers import read_records
 from roceview.capture.source import expand_paths
 from roceview.decode import decode_chunk, port_table
 
-DEFAULT_CHUNK = 1 << 18
+DEFAULT_CHUNK = 1 << 16
 
 
 def _stderr_warn(message: str) -> None:
@@ -19,7 +19,7 @@ def _stderr_warn(message: str) -> None:
 
 
 def iter_chunks(paths, roce_ports: Iterable[int] = (), chunk_packets: int = DEFAULT_CHUNK,
-                warn: Callable[[str], None] | None = None):
+                warn: Callable[[str], None] | None = None, walk_ahead: bool = False):
     """Yield (RecordChunk, Batch) pairs; the chunk's raw bytes are valid until the next."""
     warn = warn or _stderr_warn
     ports = port_table(roce_ports)
@@ -28,7 +28,8 @@ def iter_chunks(paths, roce_ports: Iterable[int] = (), chunk_packets: int = DEFA
     iface_base = 0
     for index, path in enumerate(files):
         next_base = iface_base + 1
-        for chunk in read_records(path, chunk_packets, warn, iface_base=iface_base):
+        records = read_records(path, chunk_packets, warn, iface_base=iface_base)
+        for chunk in _walk_ahead(records) if walk_ahead else records:
             next_base = max(next_base, int(chunk.iface.max(initial=0)) + 1)
             batch = decode_chunk(chunk, ports, frame)
             if len(files) > 1:
@@ -45,7 +46,7 @@ def iter_batches(paths, roce_ports: Iterable[int] = (), chunk_packets: int = DEF
     With `prefetch`, the next chunk is read and decoded on a worker thread while the caller
     works on the current one (the decode kernels release the GIL), so analysis and decoding
     use both cores."""
-    batches = (batch for _, batch in iter_chunks(paths, roce_ports, chunk_packets, warn))
+    batches = (batch for _, batch in iter_chunks(paths, roce_ports, chunk_packets, warn, walk_ahead=prefetch))
     if not prefetch:
         yield from batches
         return
@@ -53,6 +54,17 @@ def iter_batches(paths, roce_ports: Iterable[int] = (), chunk_packets: int = DEF
 
 
 _DONE = object()
+
+
+def _walk_ahead(records: Iterator) -> Iterator:
+    """A memory-mapped file's chunks stay valid after the next is read: walk the next chunk
+    on another thread while this one is decoded (full 1 KB frames: the walk waits on memory
+    for each record header). Read buffers (gzip, stdin) are reused, so they are not."""
+    first = next(records, None)
+    if first is None:
+        return
+    yield first
+    yield from _prefetched(records) if first.stable else records
 
 
 def _prefetched(source: Iterator[Batch], depth: int = 2) -> Iterator[Batch]:

@@ -94,3 +94,17 @@ def test_a_packet_of_an_undescribed_interface_stops_reading_with_a_warning(tmp_p
     warnings = []
     n = sum(b.n for b in iter_batches(str(tmp_path / "badif.pcapng"), prefetch=False, warn=warnings.append))
     assert n == 3 and len(warnings) == 1 and "never described" in warnings[0]
+
+
+@pytest.mark.parametrize("name", ["big.pcap", "big.pcapng"])
+def test_walking_ahead_on_another_thread_reads_the_same_table(captures, name, monkeypatch):
+    """With prefetch, a mapped file's next chunk is walked on another thread while this one
+    is decoded, and pages are released a few windows behind: the table must not change."""
+    monkeypatch.setattr(readers, "RELEASE_LAG", 2 * readers.MAP_WINDOW)
+    ahead = {}
+    for b in iter_batches(str(captures / name), chunk_packets=1000):
+        for col in ("frame", "ts_ns", "wire_len", "cap_len", "ethertype"):
+            ahead.setdefault(col, []).append(b.cols[col])
+    plain = _table(captures / name)
+    for col in plain:
+        assert np.array_equal(np.concatenate(ahead[col]), plain[col]), col

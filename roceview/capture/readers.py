@@ -24,20 +24,23 @@ BUFFER_BYTES = 8 << 20
 # A memory map is walked in bigger windows: a window is one chunk at most, and with full 1 KB
 # frames 8 MB windows made 100 chunks of 10 k packets per 1 M, whose fixed per-chunk costs
 # doubled the analysis time (measured 0.83 s with 8 MB, 0.38-0.44 s with 32-64 MB). Mapped
-# pages are released behind the walk, so RSS grows by at most a window.
+# pages are released RELEASE_LAG behind the walk (which may run a few chunks ahead of the
+# decode, packets._walk_ahead), so RSS grows by at most a few windows.
 MAP_WINDOW = 32 << 20
+RELEASE_LAG = 4 * MAP_WINDOW
 PAD = 1024                     # room for fixed-width gathers past the last record
 
 
 @dataclass
 class RecordChunk:
-    buf: np.ndarray            # uint8, valid while the chunk is current
+    buf: np.ndarray            # uint8, valid while the chunk is current (mapped: to the end)
     off: np.ndarray            # int64 offset of each record's first byte in buf
     cap: np.ndarray            # uint32 captured length
     wire: np.ndarray           # uint32 original length
     ts: np.ndarray             # int64 ns since the epoch
     iface: np.ndarray          # uint16 interface index
     linktype: np.ndarray       # uint16 link type per record
+    stable: bool = False       # buf stays valid after the next chunk is read (a memory map)
 
     @property
     def n(self) -> int:
@@ -110,7 +113,8 @@ class _Mapped:
         return min(self.filled, self.pos + MAP_WINDOW)
 
     def release(self) -> None:
-        done = (self.pos // mmap.PAGESIZE) * mmap.PAGESIZE
+        # Lag a few windows behind the walk: chunks read ahead may still be decoding there.
+        done = (max(self.pos - RELEASE_LAG, 0) // mmap.PAGESIZE) * mmap.PAGESIZE
         if done - self._released >= BUFFER_BYTES and hasattr(mmap, "MADV_DONTNEED"):
             self.mm.madvise(mmap.MADV_DONTNEED, self._released, done - self._released)
             self._released = done
@@ -217,7 +221,7 @@ def _chunk(buf: _Buffer, out: _Outputs, n: int, linktype_of: np.ndarray, iface_b
            ts: np.ndarray | None = None) -> RecordChunk:
     return RecordChunk(buf.arr, out.off[:n].copy(), out.cap[:n].copy(), out.wire[:n].copy(),
                        (out.ts[:n] if ts is None else ts).copy(),
-                       (out.iface[:n] + iface_base).astype(np.uint16), linktype_of)
+                       (out.iface[:n] + iface_base).astype(np.uint16), linktype_of, isinstance(buf, _Mapped))
 
 
 from roceview.capture.pcapng import _pcapng  # noqa: E402  (pcapng needs the helpers above)
