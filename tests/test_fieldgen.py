@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from dissectors.fields import decode_columns
-from roceview.capture import fieldgen, layers
+from roceview.capture import consts, fieldgen, layers
 from roceview.capture.readers import read_records
 from roceview.decode import EXT_OFFSETS, O, decode_chunk, port_table
 
@@ -26,7 +26,7 @@ def test_generated_kernel_is_current():
 def _reference(chunk):
     """Every placed header's columns decoded by numpy gathers from the same offsets."""
     n = chunk.n
-    o = np.empty((n, len(layers.OUT_FIELDS)), np.int64)
+    o = np.empty((n, len(consts.OUT_FIELDS)), np.int64)
     meta = np.empty((n, 10), np.int64)
     layers.parse_layers(chunk.buf, chunk.off, chunk.cap, chunk.linktype, port_table(), o, meta)
     cap_end = chunk.off + chunk.cap

@@ -15,8 +15,6 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from roceview.capture.crc import CRC_TABLES, NATIVE_CRC32, native_crc32  # noqa: F401
-
 _jit = nb.njit(cache=True, nogil=True, boundscheck=False)
 
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from roceview.capture.consts import (ERF_TYPE_ETH, ERF_TYPE_INFINIBAND, ERF_TYPE_INFINIBAND_LINK,  # noqa: F401
-                                     L3_GRH, L3_IPV4, L3_IPV6, L3_NONE, LINKTYPE_ERF, LINKTYPE_ETHERNET,
-                                     LINKTYPE_INFINIBAND, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2, OUT_FIELDS,
-                                     P_IB, P_LLDP, P_OTHER, P_PAUSE, P_PFC, P_V1, P_V2, SUPPORTED_LINKTYPES)
+from roceview.capture.consts import (ERF_TYPE_ETH, ERF_TYPE_INFINIBAND, ERF_TYPE_INFINIBAND_LINK, L3_GRH, L3_IPV4,
+                                     L3_IPV6, LINKTYPE_ERF, LINKTYPE_ETHERNET, LINKTYPE_INFINIBAND,
+                                     LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2, P_IB, P_LLDP, P_OTHER, P_PAUSE, P_PFC,
+                                     P_V1, P_V2)
 
 _jit = nb.njit(cache=True, nogil=True, boundscheck=False)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from roceview.capture.consts import ABSURD, BAD_BLOCK, BLOCK, FULL, MAX_CAPLEN, NEED_MORE  # noqa: F401
+from roceview.capture.consts import ABSURD, BAD_BLOCK, BLOCK, FULL, MAX_CAPLEN, NEED_MORE
 
 _jit = nb.njit(cache=True, nogil=True, boundscheck=False)
 
