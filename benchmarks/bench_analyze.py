@@ -20,18 +20,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_decode import ROOT, captures, parse_args, tshark  # noqa: E402
 
-CLI = r"""
-import resource, sys, time
-t0 = time.perf_counter()
-from roceview.cli import main
-code = main(["analyze", sys.argv[1], "--csv", sys.argv[2]])
-sys.stdout.flush()
-rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-print(f"@@ {code} {rss:.0f} {time.perf_counter() - t0:.3f}", file=sys.stderr)
-"""
-
 INPROC = r"""
-import json, sys, time
+import json, os, sys, time
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")      # process set-up as roceview.cli.entry does it
+from roceview.capture.memory import keep_freed_memory
+keep_freed_memory()
 import roceview.packets as P
 from roceview.analysis import analyze_batches
 from roceview.render.export import write_csv_dir
@@ -44,15 +37,21 @@ print(json.dumps({"s": time.perf_counter() - t, "n": int(res.summary["packets"])
 
 
 def run_cli(path: Path) -> tuple[float, float]:
+    """`python -m roceview analyze FILE --csv DIR` exactly as a user runs it (entry(): its
+    process set-up and its os._exit); wall time and peak RSS from the parent's wait4."""
+    import os
+
     with tempfile.TemporaryDirectory() as out:
         t = time.perf_counter()
-        p = subprocess.run([sys.executable, "-c", CLI, str(path), out], cwd=ROOT, capture_output=True, text=True)
+        p = subprocess.Popen([sys.executable, "-m", "roceview", "analyze", str(path), "--csv", out], cwd=ROOT,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        _, status, usage = os.wait4(p.pid, 0)
         wall = time.perf_counter() - t
-    line = [x for x in p.stderr.splitlines() if x.startswith("@@ ")]
-    if p.returncode != 0 or not line:
-        raise SystemExit(f"analyze failed: {p.stderr[-2000:]}")
-    _, code, rss, _inner = line[-1].split()
-    return wall, float(rss)
+        err = p.stderr.read().decode(errors="replace")
+        p.stderr.close()
+        if status != 0 or not (Path(out) / "qps.csv").exists():
+            raise SystemExit(f"analyze failed: {err[-2000:]}")
+    return wall, usage.ru_maxrss / 1024
 
 
 def run_inproc(path: Path) -> dict:

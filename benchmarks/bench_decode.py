@@ -7,6 +7,8 @@ full ~1 KB frames, then for each file prints packets/s of
   * decode   - the whole packets table as numpy Batches (all columns, ICRC included),
                timed in-process after imports and a warm-up run (what the analysis
                pipeline consumes); the kernel backend (C, or the numba fallback) is printed;
+               the process is set up as the CLI sets up its own (roceview.cli.entry: one
+               OpenBLAS thread, capture.memory.keep_freed_memory);
   * table    - the same as one pandas DataFrame (`roceview.read_packets`);
   * process  - a fresh `python -c "...iter_batches..."` process, start-up included;
   * tshark   - `tshark -T fields -e opcode -e destqp -e psn -e ecn` (decodes only);
@@ -26,8 +28,11 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "benchmarks" / "data"
 
 CHILD = r"""
-import json, resource, sys, time
+import json, os, resource, sys, time
 t0 = time.perf_counter()
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")      # process set-up as roceview.cli.entry does it
+from roceview.capture.memory import keep_freed_memory
+keep_freed_memory()
 import roceview.packets as P
 list(P.iter_batches(sys.argv[3]))      # warm-up (the numba fallback loads its JIT cache here)
 from roceview.capture.kernels import BACKEND

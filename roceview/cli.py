@@ -99,32 +99,13 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> int:
         return ExitStatus.OK
 
 
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3     # glibc <malloc.h>
-MMAP_THRESHOLD_MAX = 32 << 20                   # glibc's ceiling for M_MMAP_THRESHOLD (64-bit)
-
-
-def _keep_freed_memory() -> bool:
-    """Make glibc keep freed chunk buffers for the next chunk instead of returning them to
-    the kernel: on these VMs every fresh 4 KiB page costs a fault of ~3 us on first touch,
-    and a 64 k-packet chunk's columns are ~30 MB. By default glibc serves blocks over its
-    (adaptive) mmap threshold with mmap and trims the heap top above 2x that threshold, so a
-    run kept refaulting: measured 43 k -> 30 k page faults and ~10 % less CPU time for
-    `analyze` of 1 M packets (benchmarks/bench_analyze.py). Only the CLI does this: it owns
-    the process; a library caller keeps its own allocator settings."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None)
-        return bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_MAX)) and bool(libc.mallopt(M_TRIM_THRESHOLD, 1 << 30))
-    except (OSError, AttributeError):   # not glibc: its defaults
-        return False
-
-
 def entry() -> None:
     # roceview does no linear algebra, but numpy's OpenBLAS starts a thread per core that
     # spins for a while: measured 8 % of the samples of a run, stolen from the decode threads.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    _keep_freed_memory()
+    from roceview.capture.memory import keep_freed_memory
+
+    keep_freed_memory()
     code = main()
     try:
         sys.stdout.flush()

@@ -96,21 +96,40 @@ def _run_split(n: int, args) -> None:
         decode_records(0, n, *args)
         return
     half = n // 2
-    other = _pool().submit(decode_records, half, n, *args)
+    done = _submit(decode_records, half, n, *args)
     decode_records(0, half, *args)
-    other.result()
+    error = done.get()
+    if error is not None:
+        raise error
 
 
-_POOL = None
+_JOBS = None
 
 
-def _pool():
-    global _POOL
-    if _POOL is None:
-        from concurrent.futures import ThreadPoolExecutor
+def _submit(fn, *args):
+    """Run fn(*args) on the one decode worker thread; returns a queue that receives None or
+    the exception. (Not concurrent.futures: it imports logging, ~11 ms of every run.)"""
+    global _JOBS
+    import queue
 
-        _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="roceview-decode")
-    return _POOL
+    if _JOBS is None:
+        import threading
+
+        _JOBS = queue.SimpleQueue()
+        threading.Thread(target=_work, args=(_JOBS,), name="roceview-decode", daemon=True).start()
+    done: queue.SimpleQueue = queue.SimpleQueue()
+    _JOBS.put((fn, args, done))
+    return done
+
+
+def _work(jobs) -> None:
+    while True:
+        fn, args, done = jobs.get()
+        try:
+            fn(*args)
+            done.put(None)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller, raised there
+            done.put(exc)
 
 
 def _meta_columns(b: Batch, meta: np.ndarray) -> None:

@@ -164,13 +164,13 @@ def test_api_returns_dataframes_with_the_csv_columns(capture):
 
 
 def test_the_cli_keeps_freed_memory_for_the_next_chunk():
-    """entry() raises glibc's mmap threshold and trim threshold (cli._keep_freed_memory) so a
-    chunk's column buffers are reused rather than refaulted; the call must take on glibc."""
+    """entry() raises glibc's mmap threshold and trim threshold (capture.memory) so a chunk's
+    column buffers are reused rather than refaulted; the call must take on glibc."""
     import platform
     import subprocess
     import sys
 
-    code = "from roceview.cli import _keep_freed_memory as k; print(k())"
+    code = "from roceview.capture.memory import keep_freed_memory as k; print(k())"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     expected = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
     assert out.strip() == str(expected)

@@ -11,7 +11,6 @@ fields of a chunk are extracted in one pass over the packets. The output is comm
 """
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -133,6 +132,8 @@ def generate() -> str:
             if header is ib.BTH:
                 body += ["        opc = np.int64(buf[p]) if room >= 1 else -1"]
     counts = {k: sum(1 for v in layout.values() if v[0] == k) for k in DTYPES}
+    import hashlib          # generation time only: decode imports this module for its layout
+
     digest = hashlib.sha256(repr(layout).encode() + "\n".join(body).encode()).hexdigest()[:16]
     return TEMPLATE.format(body="\n".join(body), layout=repr(layout), counts=repr(counts), digest=digest)
 
@@ -237,6 +238,8 @@ def dependency_digest() -> str:
     the cache by the content of fused.py alone: a stale kernel would survive an edit of
     layers.py, icrc.py or the generated kernel (and a package upgrade). fused.py therefore
     carries a digest of those files; a test checks it is current."""
+    import hashlib
+
     h = hashlib.sha256()
     for name in FUSED_DEPENDENCIES:
         h.update((Path(__file__).parent / name).read_bytes())
