@@ -106,8 +106,19 @@ CNP_PAD = Header("CNP", "Congestion Notification Packet reserved bytes", 16, (
     Field("reserved", 0, 128, meaning="reserved (16 bytes)"),
 ), spec="IBTA A17.9.2")
 
-# Order in which extended headers follow the BTH (IBTA 9.2, Figure 2).
-EXT_HEADERS = (RDETH, DETH, XRCETH, RETH, ATOMICETH, AETH, ATOMICACKETH, IMMDT, IETH, CNP_PAD)
+# Opcodes 0x40-0x5F (IBTA Reliable Datagram, which no NIC implements) are what NVIDIA/Mellanox
+# ConnectX "DC" (Dynamically Connected) transport sends, with 8 bytes between the BTH and the
+# RDETH that no public spec describes (Wireshark counts them into a 20-byte BTH and names no
+# field). Declared as one opaque header so that every later header lands where it is on the
+# wire; see dissectors/opcodes.py for which headers follow.
+DCETH = Header("DCETH", "ConnectX DC Transport Header", 8, (
+    Field("word0", 0, 32, meaning="vendor defined"),
+    Field("word1", 4, 32, meaning="vendor defined"),
+), spec="vendor, no public spec")
+
+# Every extended header, in no particular order: which ones follow the BTH, and in which order
+# (IBTA 9.2, Figure 2), is per opcode in dissectors/opcodes.py.
+EXT_HEADERS = (RDETH, DETH, XRCETH, RETH, ATOMICETH, AETH, ATOMICACKETH, IMMDT, IETH, CNP_PAD, DCETH)
 
 # ---- Management datagrams on QP1: only what pairs queue pairs (RDMA CM REQ/REP) ----
 GSI_QP = 1                   # general services QP: MADs, including CM (IBTA 13.4)

@@ -34,6 +34,16 @@ _UC_OPS = range(0x00, 0x0C)                       # SEND and RDMA WRITE only (IB
 _RD_OPS = list(range(0x00, 0x15))
 _UD_OPS = (0x04, 0x05)
 _RESPONSES = (0x0D, 0x0E, 0x0F, 0x10, 0x11, 0x12)   # responder-generated packets
+_ACKNOWLEDGE = 0x11
+
+# Opcodes 0x40-0x5F: IBTA Reliable Datagram (RDETH always, DETH on requests; IBTA 9.2) was never
+# shipped by any NIC; the packets on real wires with these opcodes are ConnectX DC transport.
+# They carry 8 vendor bytes after the BTH (ib.DCETH; tshark 4.0 likewise reads a 20-byte BTH
+# for the whole range), then RDETH and DETH as RD requests do, and the ACKNOWLEDGE carries a
+# DETH too: in both ConnectX captures of ../shared/captures/real, every 0x51 frame reads
+# RDETH, DETH, AETH with no payload left over (ACKs with syndrome 0x1F) or an Invalid RD
+# Request NAK (syndrome 0x64), and the RDMA WRITEs' RETH DMA length equals their payload.
+_DC = ("DCETH",)
 
 
 def _build():
@@ -42,11 +52,11 @@ def _build():
         table[op] = ("RC", _OPERATIONS[op][0], _OPERATIONS[op][1])
     for op in _UC_OPS:
         table[0x20 | op] = ("UC", _OPERATIONS[op][0], _OPERATIONS[op][1])
-    for op in _RD_OPS:                                       # RD: RDETH always, DETH on requests
+    for op in _RD_OPS:                                       # RD as ConnectX DC sends it: see _DC
         name, ext = _OPERATIONS[op]
-        deth = () if op in _RESPONSES else ("DETH",)
-        table[0x40 | op] = ("RD", name, ("RDETH",) + deth + ext)
-    table[0x55] = ("RD", "RESYNC", ("RDETH", "DETH"))
+        deth = () if op in _RESPONSES and op != _ACKNOWLEDGE else ("DETH",)
+        table[0x40 | op] = ("RD", name, _DC + ("RDETH",) + deth + ext)
+    table[0x55] = ("RD", "RESYNC", _DC + ("RDETH", "DETH"))
     for op in _UD_OPS:
         table[0x60 | op] = ("UD", _OPERATIONS[op][0], ("DETH",) + _OPERATIONS[op][1])
     table[ib.CNP_OPCODE] = ("CNP", "CNP", ("CNP",))

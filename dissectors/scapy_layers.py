@@ -269,6 +269,7 @@ AtomicAckETH = layer_class(ib.ATOMICACKETH, TransportHeader)
 ImmDt = layer_class(ib.IMMDT, TransportHeader)
 IETH = layer_class(ib.IETH, TransportHeader)
 CNP = layer_class(ib.CNP_PAD, TransportHeader)
+DCETH = layer_class(ib.DCETH, TransportHeader)
 MACControl = layer_class(macctl.MACCTL, dispatch_hook=_dispatch_by_opcode)
 PAUSE = layer_class(macctl.PAUSE, MACControlPDU)
 PFC = layer_class(macctl.PFC, MACControlPDU)
@@ -277,7 +278,7 @@ ERSPAN_III = layer_class(tunnel.ERSPAN_III, ERSPANIIIHeader)
 ERSPAN_III_platform = layer_class(ERSPAN_III_PLATFORM)
 
 EXT_CLASSES = {cls.header.name: cls for cls in
-               (RDETH, DETH, XRCETH, RETH, AtomicETH, AETH, AtomicAckETH, ImmDt, IETH, CNP)}
+               (RDETH, DETH, XRCETH, RETH, AtomicETH, AETH, AtomicAckETH, ImmDt, IETH, CNP, DCETH)}
 MACCTL_BY_OPCODE = {macctl.MACCTL_OPCODE_PAUSE: PAUSE, macctl.MACCTL_OPCODE_PFC: PFC}
 LAYERS = (LRH, GRH, BTH, *EXT_CLASSES.values(), MACControl, PAUSE, PFC, ERSPAN_II, ERSPAN_III,
           ERSPAN_III_platform)

@@ -388,15 +388,21 @@ def test_xrc_requests_carry_xrceth_and_responses_do_not(tmp_path, opcode, has_xr
     assert r["xrc_srq"] == (0xF00D if has_xrceth else None)
 
 
-def test_rd_requests_carry_rdeth_then_deth_and_responses_only_rdeth(tmp_path):
-    req = rocev2(BTH(opcode=0x44), RDETH(eecnxt=0x00ABCD), DETH(qkey=0x11, srcqp=0x22), Raw(b"\0" * 4))
-    ack = rocev2(BTH(opcode=0x51), RDETH(eecnxt=0x00ABCD), AETH(syndrome=0x60 | 3, msn=1))
+def test_rd_range_is_connectx_dc_with_8_vendor_bytes_then_rdeth_and_deth(tmp_path):
+    """Opcodes 0x40-0x5F as ConnectX DC sends them (dissectors/opcodes.py): DCETH, RDETH, DETH
+    on requests, and an ACKNOWLEDGE carries RDETH, DETH, AETH."""
+    dc = S.EXT_CLASSES["DCETH"]
+    req = rocev2(BTH(opcode=0x44), dc(word0=0x11009036, word1=0x00715001), RDETH(eecnxt=0x00ABCD),
+                 DETH(qkey=0x11, srcqp=0x22), Raw(b"\0" * 4))
+    ack = rocev2(BTH(opcode=0x51), dc(word0=0x10807FF4), RDETH(eecnxt=0x00ABCE), DETH(qkey=0x33, srcqp=0x44),
+                 AETH(syndrome=0x60 | 4, msn=1))
     df = read(tmp_path, [req, ack])
     a, b = row(df, 0), row(df, 1)
     assert (a["opcode_name"], a["rdeth_ee_context"], a["deth_qkey"], a["deth_src_qp"], a["payload_len"]) == \
         ("RD_SEND_ONLY", 0xABCD, 0x11, 0x22, 4)
-    assert (b["opcode_name"], b["rdeth_ee_context"], b["deth_qkey"], b["aeth_kind"], b["aeth_code"]) == \
-        ("RD_ACKNOWLEDGE", 0xABCD, None, "NAK", 3)
+    assert (b["opcode_name"], b["rdeth_ee_context"], b["deth_qkey"], b["aeth_kind"], b["aeth_code"],
+            b["payload_len"]) == ("RD_ACKNOWLEDGE", 0xABCE, 0x33, "NAK", 4, 0)
+    assert a["icrc_ok"] and b["icrc_ok"]
 
 
 def test_send_only_with_invalidate_carries_ieth(tmp_path):

@@ -1,4 +1,5 @@
-"""Loss findings: network_loss, capture_loss, timeout_retransmit, psn_reuse, rnr, remote_error, unreliable_gap.
+"""Loss findings: network_loss, capture_loss, timeout_retransmit, psn_reuse, rnr, remote_error,
+invalid_rd_request, unreliable_gap.
 
 A PSN gap is judged by what the endpoints did about it (IBTA 9.7.5): a NAK PSN sequence error for
 the first missing PSN, or its retransmission, means the network lost it; neither means the
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from roceview.diagnose.context import PSN_MOD, Context, in_arcs, us
+from roceview.diagnose.context import PSN_MOD, Context, Events, in_arcs, us
 from roceview.diagnose.finding import finding, plural, psn_list
 
 _GAP = re.compile(r"(\d+) PSNs? skipped from (\d+)")
@@ -281,10 +282,17 @@ def _rnr_waits(ctx, name, ev) -> list[int]:
     return waits
 
 
+INVALID_RD_REQUEST = "invalid RD request"    # NAK code 4 (IBTA Table 44): RD only, i.e. ConnectX DC
+
+
 def _remote_errors(ctx: Context) -> list[dict]:
     out = []
     for name in ctx.flows_with("nak_other"):
-        ev = ctx.ev("nak_other", name)
+        ev, rd = _split(ctx.ev("nak_other", name), INVALID_RD_REQUEST)
+        if len(rd.ts):
+            out.append(_invalid_rd_request(ctx, name, rd))
+        if not len(ev.ts):
+            continue
         kinds = sorted({m.group(2) if m else d for d, m in ((d, _SYNDROME.search(d or "")) for d in ev.detail)})
         evidence = [f"{plural(len(ev.ts), 'NAK')} at PSN {psn_list(ev.psn)}: {'; '.join(ev.detail[:3])}"]
         summary = (f"{ctx.flow[name]['src_ip']} rejected requests of {ctx.peer(name) or 'its peer'} with "
@@ -297,3 +305,25 @@ def _remote_errors(ctx: Context) -> list[dict]:
         out.append(finding("critical", "remote_error", summary, [name] + ([ctx.peer(name)] if ctx.peer(name) else []),
                            int(ev.ts.min()), int(ev.ts.max()), evidence, advice))
     return out
+
+
+def _split(ev: Events, text: str) -> tuple[Events, Events]:
+    """(events whose detail lacks `text`, events whose detail has it)."""
+    has = np.array([text in (d or "") for d in ev.detail], dtype=bool)
+    part = lambda m: Events(ev.ts[m], ev.psn[m], [d for d, k in zip(ev.detail, m) if k])  # noqa: E731
+    return part(~has), part(has)
+
+
+def _invalid_rd_request(ctx: Context, name: str, ev: Events) -> dict:
+    """NAK Invalid RD Request exists only for opcodes 0x40-0x5F, which on real wires are
+    ConnectX DC transport (dissectors/opcodes.py). Its recovery is vendor-defined (the DC
+    captures show a RESYNC 0x55 to the same target right after), so the IBTA rule that a
+    NAK moves an RC requester to the error state is not claimed: info, not remote_error."""
+    summary = (f"{ctx.flow[name]['src_ip']} answered {plural(len(ev.ts), 'request')} of "
+               f"{ctx.peer(name) or 'its peer'} with NAK invalid RD request (ConnectX DC transport).")
+    evidence = [f"{plural(len(ev.ts), 'NAK')} at PSN {psn_list(ev.psn)}: {'; '.join(ev.detail[:3])}"]
+    advice = ("DC (Dynamically Connected) is NVIDIA's vendor transport: the target refused the DC request "
+              "(DC access key, DCT number or DCT state). Recurring ones cost a reconnect each; check the "
+              "DC key and DCT number the initiator uses and the NIC's DC error counters.")
+    return finding("info", "invalid_rd_request", summary, [name] + ([ctx.peer(name)] if ctx.peer(name) else []),
+                   int(ev.ts.min()), int(ev.ts.max()), evidence, advice)
