@@ -1,0 +1,78 @@
+"""The analyze report in a real terminal (tmux): colour on a TTY, none with NO_COLOR, lines cut
+at the terminal's edge, UTF-8 table rules. Pipes are covered by test_analyze_cli.py.
+
+tmux is installed by .ci/run; ROCEVIEW_REQUIRE_TSHARK=1 (which .ci/run sets for every tool
+it installs) makes its absence a failure instead of a skip.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+CAPTURE = REPO / "captures" / "capture-drop.pcap"       # has warning and critical findings
+COLS, ROWS = 100, 60
+SGR = "\x1b["
+
+
+@pytest.fixture(scope="module")
+def tmux():
+    exe = shutil.which("tmux")
+    if exe is None:
+        if os.environ.get("ROCEVIEW_REQUIRE_TSHARK") == "1":
+            pytest.fail("tmux is not installed but .ci/run's tools are required", pytrace=False)
+        pytest.skip("tmux is not installed")
+    return exe
+
+
+def _run_in_tmux(tmux: str, env: str = "") -> str:
+    """Run `roceview analyze` in a detached tmux window of COLS x ROWS; its screen with styles."""
+    name = f"roceview-test-{uuid.uuid4().hex[:8]}"
+    done = f"__done_{name}__"
+    cmd = (f"cd {shlex.quote(str(REPO))} && {env} {shlex.quote(sys.executable)} -m roceview analyze "
+           f"{shlex.quote(str(CAPTURE))} --max-qps 3; echo {done}")
+    subprocess.run([tmux, "new-session", "-d", "-s", name, "-x", str(COLS), "-y", str(ROWS),
+                    "env", "LANG=C.UTF-8", "TERM=xterm-256color", "sh", "-c", f"{cmd}; sleep 30"], check=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            screen = subprocess.run([tmux, "capture-pane", "-p", "-e", "-S", "-2000", "-t", name],
+                                    capture_output=True, text=True, check=True).stdout
+            if done in screen:
+                return screen
+            time.sleep(0.2)
+        raise AssertionError(f"roceview analyze did not finish in tmux:\n{screen}")
+    finally:
+        subprocess.run([tmux, "kill-session", "-t", name], capture_output=True)
+
+
+def _plain(screen: str) -> str:
+    import re
+
+    return re.sub(r"\x1b\[[0-9;]*m", "", screen)
+
+
+def test_report_on_a_terminal_has_colour_and_fits_its_width(tmux):
+    screen = _run_in_tmux(tmux)
+    text = _plain(screen)
+    assert "Findings" in text and "Queue pairs" in text, text
+    assert SGR in screen, "no colour on a terminal"
+    lines = [line for line in text.splitlines() if "__done_" not in line]
+    assert max(len(line) for line in lines) <= COLS, "a line wider than the terminal"
+    assert any("━" in line for line in lines), "UTF-8 table rule missing"
+    severe = [line for line, styled in zip(text.splitlines(), screen.splitlines())
+              if ("CRITICAL" in line or "WARNING" in line) and SGR in styled]
+    assert severe, "severities are not coloured"
+
+
+def test_no_color_turns_colour_off_on_a_terminal(tmux):
+    screen = _run_in_tmux(tmux, env="NO_COLOR=1")
+    assert "Findings" in screen and SGR not in screen.replace(SGR + "0m", "").replace(SGR + "m", "")
