@@ -41,16 +41,16 @@ def run_cli(path: Path) -> tuple[float, float]:
     process set-up and its os._exit); wall time and peak RSS from the parent's wait4."""
     import os
 
-    with tempfile.TemporaryDirectory() as out:
+    with tempfile.TemporaryDirectory() as out, tempfile.TemporaryFile() as err:
         t = time.perf_counter()
         p = subprocess.Popen([sys.executable, "-m", "roceview", "analyze", str(path), "--csv", out], cwd=ROOT,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                             stdout=subprocess.DEVNULL, stderr=err)
         _, status, usage = os.wait4(p.pid, 0)
         wall = time.perf_counter() - t
-        err = p.stderr.read().decode(errors="replace")
-        p.stderr.close()
+        p.returncode = status                 # reaped by wait4: Popen must not wait for it again
         if status != 0 or not (Path(out) / "qps.csv").exists():
-            raise SystemExit(f"analyze failed: {err[-2000:]}")
+            err.seek(0)
+            raise SystemExit(f"analyze failed: {err.read().decode(errors='replace')[-2000:]}")
     return wall, usage.ru_maxrss / 1024
 
 

@@ -36,13 +36,15 @@ _UD_OPS = (0x04, 0x05)
 _RESPONSES = (0x0D, 0x0E, 0x0F, 0x10, 0x11, 0x12)   # responder-generated packets
 _ACKNOWLEDGE = 0x11
 
-# Opcodes 0x40-0x5F: IBTA Reliable Datagram (RDETH always, DETH on requests; IBTA 9.2) was never
+# Opcodes 0x40-0x55: IBTA Reliable Datagram (RDETH always, DETH on requests; IBTA 9.2) was never
 # shipped by any NIC; the packets on real wires with these opcodes are ConnectX DC transport.
 # They carry 8 vendor bytes after the BTH (ib.DCETH; tshark 4.0 likewise reads a 20-byte BTH
 # for the whole range), then RDETH and DETH as RD requests do, and the ACKNOWLEDGE carries a
-# DETH too: in both ConnectX captures of ../shared/captures/real, every 0x51 frame reads
-# RDETH, DETH, AETH with no payload left over (ACKs with syndrome 0x1F) or an Invalid RD
-# Request NAK (syndrome 0x64), and the RDMA WRITEs' RETH DMA length equals their payload.
+# DETH too: in both ConnectX captures of ../shared/captures/real, every 0x51 frame reads RDETH,
+# DETH, AETH (ACKs, syndrome 0x1F, end there; the NAK, 0x64 Invalid RD Request, has 8 more
+# bytes), and the RDMA WRITE ONLYs' RETH DMA length equals their payload. The other responses
+# (READ responses, ATOMIC ACKNOWLEDGE) keep the IBTA RD headers after the 8 bytes, as tshark
+# does: no capture shows them. docs/columns.md has the details.
 _DC = ("DCETH",)
 
 

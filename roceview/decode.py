@@ -4,6 +4,8 @@ capture/fieldgen.py, addresses, lengths, ICRC), then the rare protocols in Pytho
 from __future__ import annotations
 
 import os
+import queue
+import threading
 
 import numpy as np
 
@@ -104,25 +106,24 @@ def _run_split(n: int, args) -> None:
 
 
 _JOBS = None
+_JOBS_LOCK = threading.Lock()
 
 
-def _submit(fn, *args):
+def _submit(fn, *args) -> queue.SimpleQueue:
     """Run fn(*args) on the one decode worker thread; returns a queue that receives None or
     the exception. (Not concurrent.futures: it imports logging, ~11 ms of every run.)"""
     global _JOBS
-    import queue
-
-    if _JOBS is None:
-        import threading
-
-        _JOBS = queue.SimpleQueue()
-        threading.Thread(target=_work, args=(_JOBS,), name="roceview-decode", daemon=True).start()
+    with _JOBS_LOCK:
+        if _JOBS is None:
+            _JOBS = queue.SimpleQueue()
+            threading.Thread(target=_work, args=(_JOBS,), name="roceview-decode", daemon=True).start()
+        jobs = _JOBS
     done: queue.SimpleQueue = queue.SimpleQueue()
-    _JOBS.put((fn, args, done))
+    jobs.put((fn, args, done))
     return done
 
 
-def _work(jobs) -> None:
+def _work(jobs: queue.SimpleQueue) -> None:
     while True:
         fn, args, done = jobs.get()
         try:
@@ -130,6 +131,19 @@ def _work(jobs) -> None:
             done.put(None)
         except BaseException as exc:  # noqa: BLE001 - handed to the caller, raised there
             done.put(exc)
+        # Drop the job before waiting for the next: its arguments hold the chunk's buffer (a
+        # view of the capture's memory map, which could not be closed) and ~30 MB of outputs.
+        del fn, args, done
+
+
+def _forget_worker() -> None:
+    """A forked child has no worker thread: start a new one on its first decode."""
+    global _JOBS, _JOBS_LOCK
+    _JOBS, _JOBS_LOCK = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_worker)
 
 
 def _meta_columns(b: Batch, meta: np.ndarray) -> None:

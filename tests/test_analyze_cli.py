@@ -163,9 +163,10 @@ def test_api_returns_dataframes_with_the_csv_columns(capture):
     assert len(roceview.analyze(str(capture), packets=True).packets) == 10
 
 
-def test_the_cli_keeps_freed_memory_for_the_next_chunk():
-    """entry() raises glibc's mmap threshold and trim threshold (capture.memory) so a chunk's
-    column buffers are reused rather than refaulted; the call must take on glibc."""
+def test_keep_freed_memory_takes_on_glibc():
+    """capture.memory.keep_freed_memory (called by cli.entry) raises glibc's mmap and trim
+    thresholds so a chunk's column buffers are reused rather than refaulted: mallopt must
+    accept both settings on glibc, and nothing is claimed elsewhere."""
     import platform
     import subprocess
     import sys

@@ -98,3 +98,17 @@ def test_dc_nak_invalid_rd_request_is_an_info_finding_not_remote_error(tmp_path)
     kinds = dict(zip(res.findings.kind, res.findings.severity))
     assert kinds.get("invalid_rd_request") == "info" and "remote_error" not in kinds
     assert res.flows.naks_other.sum() == 1
+
+
+def test_nak_code_4_on_an_rc_flow_stays_a_remote_error(tmp_path):
+    """invalid_rd_request is for RD-range (DC) flows only: on RC, NAK code 4 is a protocol
+    violation by the responder and keeps the critical remote_error."""
+    import dissectors.scapy_layers as S
+    from test_scapy_layers import rocev2, write
+
+    req = rocev2(S.BTH(opcode=0x0A, destqp=0x12, psn=100, ackreq=1), S.RETH(dmalen=8), S.Raw(b"\0" * 8))
+    nak = rocev2(S.BTH(opcode=0x11, destqp=0x34, psn=100), S.AETH(syndrome=0x64, msn=0),
+                 src="10.0.0.2", dst="10.0.0.1")
+    res = roceview.analyze(write(tmp_path / "rc.pcap", [req, nak]))
+    kinds = dict(zip(res.findings.kind, res.findings.severity))
+    assert kinds.get("remote_error") == "critical" and "invalid_rd_request" not in kinds

@@ -3,6 +3,7 @@ buffer. Both paths must give the same packets table, across window and chunk bou
 import gzip
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -108,3 +109,24 @@ def test_walking_ahead_on_another_thread_reads_the_same_table(captures, name, mo
     plain = _table(captures / name)
     for col in plain:
         assert np.array_equal(np.concatenate(ahead[col]), plain[col]), col
+
+
+def test_the_decode_worker_keeps_no_chunk_alive():
+    """decode_chunk hands half of a big chunk to its worker thread; once it returns, nothing of
+    the chunk may stay referenced there (a held view of a memory map cannot be closed)."""
+    import gc
+    import weakref
+
+    from roceview.capture.readers import read_records
+    from roceview.decode import SPLIT_MIN, decode_chunk, port_table
+
+    path = Path(__file__).resolve().parents[1] / "captures" / "capture-drop.pcap"
+    chunk = next(read_records(str(path), 1 << 16, lambda m: None))
+    chunk = type(chunk)(**{**chunk.__dict__, **{k: getattr(chunk, k).repeat(SPLIT_MIN // chunk.n + 1)
+                                                 for k in ("off", "cap", "wire", "ts", "iface", "linktype")}})
+    assert chunk.n >= SPLIT_MIN            # the worker thread decodes the second half
+    buf, batch = weakref.ref(chunk.buf), decode_chunk(chunk, port_table(), 1)
+    assert batch.n == chunk.n
+    del chunk, batch
+    gc.collect()
+    assert buf() is None, "the decode worker still holds the chunk's buffer"

@@ -33,25 +33,28 @@ def tmux():
     return exe
 
 
-def _run_in_tmux(tmux: str, env: str = "") -> str:
+def _run_in_tmux(exe: str, env: str = "") -> str:
     """Run `roceview analyze` in a detached tmux window of COLS x ROWS; its screen with styles."""
     name = f"roceview-test-{uuid.uuid4().hex[:8]}"
+    tmux = exe
     done = f"__done_{name}__"
     cmd = (f"cd {shlex.quote(str(REPO))} && {env} {shlex.quote(sys.executable)} -m roceview analyze "
            f"{shlex.quote(str(CAPTURE))} --max-qps 3; echo {done}")
-    subprocess.run([tmux, "new-session", "-d", "-s", name, "-x", str(COLS), "-y", str(ROWS),
+    tmux = [tmux, "-L", name, "-f", "/dev/null"]          # own server and socket, no user config
+    subprocess.run([*tmux, "new-session", "-d", "-s", name, "-x", str(COLS), "-y", str(ROWS),
                     "env", "LANG=C.UTF-8", "TERM=xterm-256color", "sh", "-c", f"{cmd}; sleep 30"], check=True)
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            screen = subprocess.run([tmux, "capture-pane", "-p", "-e", "-S", "-2000", "-t", name],
+            # -J: a line the terminal wrapped comes back whole, so a too-wide line is seen as such
+            screen = subprocess.run([*tmux, "capture-pane", "-p", "-e", "-J", "-S", "-2000", "-t", name],
                                     capture_output=True, text=True, check=True).stdout
             if done in screen:
                 return screen
             time.sleep(0.2)
         raise AssertionError(f"roceview analyze did not finish in tmux:\n{screen}")
     finally:
-        subprocess.run([tmux, "kill-session", "-t", name], capture_output=True)
+        subprocess.run([*tmux, "kill-server"], capture_output=True)
 
 
 def _plain(screen: str) -> str:

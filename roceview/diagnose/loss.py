@@ -288,8 +288,10 @@ INVALID_RD_REQUEST = "invalid RD request"    # NAK code 4 (IBTA Table 44): RD on
 def _remote_errors(ctx: Context) -> list[dict]:
     out = []
     for name in ctx.flows_with("nak_other"):
-        ev, rd = _split(ctx.ev("nak_other", name), INVALID_RD_REQUEST)
-        if len(rd.ts):
+        ev, rd = ctx.ev("nak_other", name), None
+        if ctx.flow[name]["transport"] == "RD":      # ConnectX DC: see _invalid_rd_request
+            ev, rd = _split(ev, INVALID_RD_REQUEST)
+        if rd is not None and len(rd.ts):
             out.append(_invalid_rd_request(ctx, name, rd))
         if not len(ev.ts):
             continue

@@ -141,8 +141,10 @@ def _qp_table(flows, console: Screen, max_qps: int = MAX_QP_ROWS) -> None:
     console.table([h for _, h in _QP_COLUMNS], rows, right=set(range(3, len(_QP_COLUMNS))), styles=styles)
     if len(hidden):
         pairs = "queue pairs" if len(hidden) > 1 else "queue pair"
-        console.print(f"  {console.ellipsis} {len(hidden):,} more {pairs} ({_signs(flows, hidden)}): "
-                      "see qps.csv (--csv) or --json; --max-qps 0 lists them all")
+        note = (f"{console.ellipsis} {len(hidden):,} more {pairs} ({_signs(flows, hidden)}): "
+                "see qps.csv (--csv) or --json; --max-qps 0 lists them all")
+        for line in textwrap.wrap(note, console.width, initial_indent="  ", subsequent_indent="    "):
+            console.print(line)
 
 
 def _signs(flows, rows: np.ndarray) -> str:
