@@ -18,12 +18,12 @@ from roceview.capture.kernels import decode_records
 from roceview.capture.readers import RecordChunk
 
 O = {name: k for k, name in enumerate(consts.OUT_FIELDS)}
-M_PROTO, M_L3, M_ROCELEN, M_SESSION, M_INNERLEN, M_FRAG, M_TRUNC, M_ETYPE, M_WIRE, M_DECAP = range(len(consts.META_FIELDS))
 LAYOUT = column_layout()        # column -> (matrix, row, validity row): the kernels' layout
 COUNTS = {k: sum(1 for v in LAYOUT.values() if v[0] == k) for k in DTYPES}
 EXT_BY_NAME = {h.name: h for h in ib.EXT_HEADERS}
 ROWS = np.array([LAYOUT["opcode"][1], LAYOUT["pad"][1], LAYOUT["slid"][1], LAYOUT["dlid"][1],
                  LAYOUT["opcode"][2], LAYOUT["slid"][2]], np.int64)
+LENS_ROWS, FLAG_ROWS = 6, 9  # kernel outputs per record: see capture/fused.py decode_records
 SPLIT_MIN = 4096
 THREADS = min(2, os.cpu_count() or 1)
 BOOL_COLUMNS = {f.column for h, _ in PLACEMENTS for f in h.columns if f.kind == "bool"}
@@ -61,8 +61,8 @@ def decode_chunk(chunk: RecordChunk, ports: np.ndarray, first_frame: int) -> Bat
     ok = np.zeros((len(LAYOUT), n), np.bool_)
     src, dst = np.zeros((n, 16), np.uint8), np.zeros((n, 16), np.uint8)
     addr_ok = np.zeros(n, np.bool_)
-    lens = np.zeros((3, n), np.uint32).T
-    flags = np.zeros((5, n), np.bool_).T
+    lens = np.zeros((LENS_ROWS, n), np.uint32).T
+    flags = np.zeros((FLAG_ROWS, n), np.bool_).T
     icrc = np.zeros(n, np.uint32)
     args = (chunk.buf, chunk.off, chunk.cap, chunk.wire, chunk.linktype, ports, EXT_OFFSETS, EXT_TOTAL,
             ROWS, CRC_TABLES, NATIVE_CRC32, o, meta, mats["u8"], mats["u16"], mats["u32"], mats["u64"],
@@ -86,7 +86,7 @@ def decode_chunk(chunk: RecordChunk, ports: np.ndarray, first_frame: int) -> Bat
     cols["truncated"] = flags[:, 0]
     cols["icrc"], valid["icrc"] = icrc, flags[:, 2]
     cols["icrc_ok"], valid["icrc_ok"] = flags[:, 3], flags[:, 4]
-    _meta_columns(b, meta)
+    _meta_columns(b, lens, flags)
     _lldp_columns(b, chunk, o, chunk.off + chunk.cap)
     _cm_columns(b, chunk, o, chunk.off + chunk.cap)
     return b
@@ -146,15 +146,12 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_worker)
 
 
-def _meta_columns(b: Batch, meta: np.ndarray) -> None:
-    b.cols["_proto"] = meta[:, M_PROTO].astype(np.uint8)
-    session = meta[:, M_SESSION]
-    b.cols["mirror_session"] = session.astype(np.uint16)
-    b.valid["mirror_session"] = session >= 0
-    b.cols["ethertype"] = meta[:, M_ETYPE].astype(np.uint16)
-    b.valid["ethertype"] = meta[:, M_ETYPE] >= 0
-    b.cols["ip_frag"] = meta[:, M_FRAG] == 1
-    b.valid["ip_frag"] = meta[:, M_L3] == consts.L3_IPV4
+def _meta_columns(b: Batch, lens: np.ndarray, flags: np.ndarray) -> None:
+    """The kernel's meta_columns rows (lens 3-5, flags 5-8), contiguous: cheap to narrow."""
+    b.cols["_proto"] = lens[:, 3].astype(np.uint8)
+    b.cols["mirror_session"], b.valid["mirror_session"] = lens[:, 4].astype(np.uint16), flags[:, 5]
+    b.cols["ethertype"], b.valid["ethertype"] = lens[:, 5].astype(np.uint16), flags[:, 6]
+    b.cols["ip_frag"], b.valid["ip_frag"] = flags[:, 7], flags[:, 8]
 
 
 def _lldp_columns(b: Batch, chunk, o, cap_end) -> None:

@@ -56,12 +56,26 @@ def _fast_rocev2(buf, i, p, end, lt, ports, o, meta):
 
 
 @nb.njit(cache=True, nogil=True, boundscheck=False)
+def _meta_columns(i, meta, lens, flags):
+    """lens[:, 3..5] = protocol, mirror session, EtherType (uint16); flags[:, 5..8] = session
+    present, EtherType present, IPv4 fragment, IPv4 (as the C kernel's meta_columns)."""
+    lens[i, 3] = meta[i, 0]
+    lens[i, 4] = meta[i, 3] & 0xFFFF
+    lens[i, 5] = meta[i, 7] & 0xFFFF
+    flags[i, 5] = meta[i, 3] >= 0
+    flags[i, 6] = meta[i, 7] >= 0
+    flags[i, 7] = meta[i, 5] == 1
+    flags[i, 8] = meta[i, 1] == L3_IPV4
+
+
+@nb.njit(cache=True, nogil=True, boundscheck=False)
 def decode_records(lo, hi, buf, rec_off, cap, wire, linktype, ports, ext, ext_total, rows, crc_table, crc_fn,
                    o, meta, u8, u16, u32, u64, ok, src, dst, addr_ok, lens, flags, icrc):
     """Records lo..hi (two threads can each take a part: nogil, disjoint rows).
     rows: LAYOUT rows of (opcode, pad, slid, dlid) and validity rows of (opcode, slid).
-    lens[:, 0..2] = wire_len, cap_len, payload_len; flags[:, 0..4] = truncated,
-    payload valid, icrc stored valid, icrc_ok, icrc_ok valid; icrc = stored ICRC."""
+    lens[:, 0..5] = wire_len, cap_len, payload_len, protocol, mirror session, EtherType;
+    flags[:, 0..8] = truncated, payload valid, icrc stored valid, icrc_ok, icrc_ok valid,
+    session valid, EtherType valid, IPv4 fragment, IPv4; icrc = stored ICRC."""
     scratch = np.empty(128, np.uint8)
     for i in range(lo, hi):
         p = rec_off[i]
@@ -73,6 +87,7 @@ def decode_records(lo, hi, buf, rec_off, cap, wire, linktype, ports, ext, ext_to
         w, c, trunc = _lengths(i, p, end, wire[i], o, meta)
         lens[i, 0], lens[i, 1] = w, c
         flags[i, 0] = trunc
+        _meta_columns(i, meta, lens, flags)
         roce_len = meta[i, 2]
         if not ok[rows[4], i] or roce_len < 16:
             continue

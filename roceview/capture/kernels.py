@@ -66,7 +66,7 @@ class _C:
         n = o.shape[0]
         _check(rec_off, np.int64), _check(cap, np.uint32), _check(wire, np.uint32), _check(linktype, np.uint16)
         if not (lens.flags.f_contiguous and flags.flags.f_contiguous and o.flags.c_contiguous):
-            raise ValueError("decode_records: lens/flags must be (3|5, n).T views, o C-ordered")
+            raise ValueError("decode_records: lens/flags must be (6|9, n).T views, o C-ordered")
         arrays = (buf, rec_off, cap, wire, linktype, ports, ext, ext_total, rows, crc_table)
         outs = (o, meta, u8, u16, u32, u64, ok, src, dst, addr_ok, lens, flags, icrc)
         self._decode(lo, hi, n, *map(_ptr, arrays), int(crc_fn), *map(_ptr, outs))
