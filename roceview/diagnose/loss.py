@@ -283,30 +283,47 @@ def _rnr_waits(ctx, name, ev) -> list[int]:
 
 
 INVALID_RD_REQUEST = "invalid RD request"    # NAK code 4 (IBTA Table 44): RD only, i.e. ConnectX DC
+REMOTE_ERROR_ADVICE = (
+    "Not a network problem: the responder refused the request. Remote access error: the R_Key / address range "
+    "is not registered or lacks access rights (MR deregistered too early?); invalid request: opcode or length not "
+    "allowed on the QP; remote operational error: responder-side failure. Check the NIC counters "
+    "req_remote_access_errors / resp_remote_access_errors / req_remote_invalid_request and the application's "
+    "completion status.")
+INVALID_RD_REQUEST_ADVICE = (
+    "DC (Dynamically Connected) is NVIDIA's vendor transport: the target refused the DC request (DC access key, "
+    "DCT number or DCT state). Check the DC access key and DCT number the initiator uses, and the NIC's DC "
+    "error counters.")
 
 
 def _remote_errors(ctx: Context) -> list[dict]:
+    """remote_error per flow that NAKed with a code other than a sequence error, RNR or, on
+    RD-range flows, Invalid RD Request. That code exists only for opcodes 0x40-0x5F, which on
+    real wires are ConnectX DC transport (dissectors/opcodes.py), whose recovery is
+    vendor-defined (the DC captures show a RESYNC 0x55 to the same target right after): the IBTA
+    rule that a NAK moves an RC requester to the error state is not claimed, an info
+    invalid_rd_request is reported instead."""
     out = []
     for name in ctx.flows_with("nak_other"):
         ev, rd = ctx.ev("nak_other", name), None
-        if ctx.flow[name]["transport"] == "RD":      # ConnectX DC: see _invalid_rd_request
+        if ctx.flow[name]["transport"] == "RD":
             ev, rd = _split(ev, INVALID_RD_REQUEST)
+        by, of = ctx.flow[name]["src_ip"], ctx.peer(name) or "its peer"
         if rd is not None and len(rd.ts):
-            out.append(_invalid_rd_request(ctx, name, rd))
-        if not len(ev.ts):
-            continue
-        kinds = sorted({m.group(2) if m else d for d, m in ((d, _SYNDROME.search(d or "")) for d in ev.detail)})
-        evidence = [f"{plural(len(ev.ts), 'NAK')} at PSN {psn_list(ev.psn)}: {'; '.join(ev.detail[:3])}"]
-        summary = (f"{ctx.flow[name]['src_ip']} rejected requests of {ctx.peer(name) or 'its peer'} with "
-                   f"{', '.join(kinds)}: the requester's QP moves to the error state.")
-        advice = ("Not a network problem: the responder refused the request. Remote access error: the R_Key / "
-                  "address range is not registered or lacks access rights (MR deregistered too early?); invalid "
-                  "request: opcode or length not allowed on the QP; remote operational error: responder-side "
-                  "failure. Check the NIC counters req_remote_access_errors / resp_remote_access_errors / "
-                  "req_remote_invalid_request and the application's completion status.")
-        out.append(finding("critical", "remote_error", summary, [name] + ([ctx.peer(name)] if ctx.peer(name) else []),
-                           int(ev.ts.min()), int(ev.ts.max()), evidence, advice))
+            summary = (f"{by} answered {plural(len(rd.ts), 'request')} of {of} with NAK invalid RD request "
+                       "(ConnectX DC transport).")
+            out.append(_nak_finding(ctx, name, rd, "info", "invalid_rd_request", summary, INVALID_RD_REQUEST_ADVICE))
+        if len(ev.ts):
+            kinds = sorted({m.group(2) if m else d for d, m in ((d, _SYNDROME.search(d or "")) for d in ev.detail)})
+            summary = (f"{by} rejected requests of {of} with {', '.join(kinds)}: the requester's QP moves to the "
+                       "error state.")
+            out.append(_nak_finding(ctx, name, ev, "critical", "remote_error", summary, REMOTE_ERROR_ADVICE))
     return out
+
+
+def _nak_finding(ctx: Context, name: str, ev: Events, severity: str, kind: str, summary: str, advice: str) -> dict:
+    evidence = [f"{plural(len(ev.ts), 'NAK')} at PSN {psn_list(ev.psn)}: {'; '.join(ev.detail[:3])}"]
+    return finding(severity, kind, summary, [name] + ([ctx.peer(name)] if ctx.peer(name) else []),
+                   int(ev.ts.min()), int(ev.ts.max()), evidence, advice)
 
 
 def _split(ev: Events, text: str) -> tuple[Events, Events]:
@@ -314,18 +331,3 @@ def _split(ev: Events, text: str) -> tuple[Events, Events]:
     has = np.array([text in (d or "") for d in ev.detail], dtype=bool)
     part = lambda m: Events(ev.ts[m], ev.psn[m], [d for d, k in zip(ev.detail, m) if k])  # noqa: E731
     return part(~has), part(has)
-
-
-def _invalid_rd_request(ctx: Context, name: str, ev: Events) -> dict:
-    """NAK Invalid RD Request exists only for opcodes 0x40-0x5F, which on real wires are
-    ConnectX DC transport (dissectors/opcodes.py). Its recovery is vendor-defined (the DC
-    captures show a RESYNC 0x55 to the same target right after), so the IBTA rule that a
-    NAK moves an RC requester to the error state is not claimed: info, not remote_error."""
-    summary = (f"{ctx.flow[name]['src_ip']} answered {plural(len(ev.ts), 'request')} of "
-               f"{ctx.peer(name) or 'its peer'} with NAK invalid RD request (ConnectX DC transport).")
-    evidence = [f"{plural(len(ev.ts), 'NAK')} at PSN {psn_list(ev.psn)}: {'; '.join(ev.detail[:3])}"]
-    advice = ("DC (Dynamically Connected) is NVIDIA's vendor transport: the target refused the DC request "
-              "(DC access key, DCT number or DCT state). Recurring ones cost a reconnect each; check the "
-              "DC key and DCT number the initiator uses and the NIC's DC error counters.")
-    return finding("info", "invalid_rd_request", summary, [name] + ([ctx.peer(name)] if ctx.peer(name) else []),
-                   int(ev.ts.min()), int(ev.ts.max()), evidence, advice)
