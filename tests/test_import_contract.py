@@ -34,3 +34,14 @@ def test_dissectors_import_nothing_from_roceview_rich_or_textual(path):
 @pytest.mark.parametrize("path", [f for e in CORE for f in _files(e)], ids=lambda p: str(p.relative_to(ROOT)))
 def test_the_pipeline_imports_neither_rich_nor_textual(path):
     assert not _imports(path) & {"rich", "textual"}
+
+
+def test_ci_runs_the_readme_test_command_verbatim():
+    """.ci/run must run exactly the README's test command (the set-up line after 'Install and
+    run the tests'), so a green CI means the README's command works on a clean clone."""
+    root = Path(__file__).resolve().parents[1]
+    readme = (root / "README.md").read_text()
+    section = readme[readme.index("Install and run the tests"):]
+    command = next(line.strip() for line in section.splitlines() if line.startswith("    "))
+    ci = [line.strip() for line in (root / ".ci" / "run").read_text().splitlines()]
+    assert command in ci, f"README test command {command!r} not in .ci/run"
