@@ -106,7 +106,7 @@ CNP_PAD = Header("CNP", "Congestion Notification Packet reserved bytes", 16, (
     Field("reserved", 0, 128, meaning="reserved (16 bytes)"),
 ), spec="IBTA A17.9.2")
 
-# Opcodes 0x40-0x5F (IBTA Reliable Datagram, which no NIC implements) are what NVIDIA/Mellanox
+# Opcodes 0x40-0x55 (IBTA Reliable Datagram, which no NIC implements) are what NVIDIA/Mellanox
 # ConnectX "DC" (Dynamically Connected) transport sends, with 8 bytes between the BTH and the
 # RDETH that no public spec describes (Wireshark counts them into a 20-byte BTH and names no
 # field). Declared as one opaque header so that every later header lands where it is on the
