@@ -43,8 +43,10 @@ def analyze(paths, *, pmtu: int | None = None, link_speed: float = 100.0, bucket
     settings = _config(config) if diagnose else None
     analyzer = Analyzer(pmtu=pmtu, link_speed_gbps=link_speed, bucket_ms=bucket_ms, keep_packets=packets)
     facts = _fact_collector() if diagnose else None
+    # The analysis reads 22 of the declared columns: the kernel extracts only those, unless
+    # the caller asked for the packets table as well.
     for batch in iter_batches(files, roce_ports=tuple(roce_ports), chunk_packets=chunk_packets,
-                              warn=on_warning):
+                              warn=on_warning, projection=None if packets else "analysis"):
         analyzer.feed(batch)
         if facts is not None:
             facts.feed(batch)

@@ -14,15 +14,28 @@ from roceview.batch import PROTO_CODE, Batch
 from roceview.capture import consts
 from roceview.capture.crc import CRC_TABLES, NATIVE_CRC32
 from roceview.capture.fieldgen import DTYPES, PLACEMENTS, column_layout
+from roceview.capture import kernels
 from roceview.capture.kernels import decode_records
 from roceview.capture.readers import RecordChunk
 
 O = {name: k for k, name in enumerate(consts.OUT_FIELDS)}
 LAYOUT = column_layout()        # column -> (matrix, row, validity row): the kernels' layout
-COUNTS = {k: sum(1 for v in LAYOUT.values() if v[0] == k) for k in DTYPES}
 EXT_BY_NAME = {h.name: h for h in ib.EXT_HEADERS}
-ROWS = np.array([LAYOUT["opcode"][1], LAYOUT["pad"][1], LAYOUT["slid"][1], LAYOUT["dlid"][1],
-                 LAYOUT["opcode"][2], LAYOUT["slid"][2]], np.int64)
+
+
+class _Layout:
+    """The output matrices of one projection (consts.PROJECTIONS; None: every column)."""
+
+    def __init__(self, projection: str | None):
+        self.code = consts.PROJECTION_CODE[projection]
+        self.columns = column_layout(projection)
+        self.counts = {k: sum(1 for v in self.columns.values() if v[0] == k) for k in DTYPES}
+        c = self.columns                    # the rows the kernel itself reads: see fused.decode_records
+        self.rows = np.array([c["opcode"][1], c["pad"][1], c["slid"][1], c["dlid"][1], c["opcode"][2],
+                              c["slid"][2]], np.int64)
+
+
+LAYOUTS = {p: _Layout(p) for p in consts.PROJECTION_CODE}
 LENS_ROWS, FLAG_ROWS = 6, 9  # kernel outputs per record: see capture/fused.py decode_records
 SPLIT_MIN = 4096
 THREADS = min(2, os.cpu_count() or 1)
@@ -53,24 +66,26 @@ def port_table(roce_ports=()) -> np.ndarray:
     return table
 
 
-def decode_chunk(chunk: RecordChunk, ports: np.ndarray, first_frame: int) -> Batch:
+def decode_chunk(chunk: RecordChunk, ports: np.ndarray, first_frame: int, projection: str | None = None) -> Batch:
+    """The chunk's packets table: every column, or with `projection` (consts.PROJECTIONS) only
+    that projection's declared columns (and every column not taken from a header field)."""
     n = chunk.n
-    o = np.empty((n, len(consts.OUT_FIELDS)), np.int64)
-    meta = np.empty((n, len(consts.META_FIELDS)), np.int64)
-    mats = {k: np.zeros((c, n), np.dtype(k.replace("u", "uint"))) for k, c in COUNTS.items()}
-    ok = np.zeros((len(LAYOUT), n), np.bool_)
+    layout = LAYOUTS[projection]
+    o = meta = None                          # layer offsets: kept on the kernel's stack
+    mats = {k: np.zeros((c, n), np.dtype(k.replace("u", "uint"))) for k, c in layout.counts.items()}
+    ok = np.zeros((len(layout.columns), n), np.bool_)
     src, dst = np.zeros((n, 16), np.uint8), np.zeros((n, 16), np.uint8)
     addr_ok = np.zeros(n, np.bool_)
     lens = np.zeros((LENS_ROWS, n), np.uint32).T
     flags = np.zeros((FLAG_ROWS, n), np.bool_).T
     icrc = np.zeros(n, np.uint32)
     args = (chunk.buf, chunk.off, chunk.cap, chunk.wire, chunk.linktype, ports, EXT_OFFSETS, EXT_TOTAL,
-            ROWS, CRC_TABLES, NATIVE_CRC32, o, meta, mats["u8"], mats["u16"], mats["u32"], mats["u64"],
+            layout.rows, CRC_TABLES, NATIVE_CRC32, layout.code, o, meta, mats["u8"], mats["u16"], mats["u32"], mats["u64"],
             ok, src, dst, addr_ok, lens, flags, icrc)
     _run_split(n, args)
     b = Batch(n)
     cols, valid = b.cols, b.valid
-    for name, (key, row, vrow) in LAYOUT.items():
+    for name, (key, row, vrow) in layout.columns.items():
         values = mats[key][row]
         cols[name] = values.view(np.bool_) if name in BOOL_COLUMNS else values
         valid[name] = ok[vrow]
@@ -87,9 +102,18 @@ def decode_chunk(chunk: RecordChunk, ports: np.ndarray, first_frame: int) -> Bat
     cols["icrc"], valid["icrc"] = icrc, flags[:, 2]
     cols["icrc_ok"], valid["icrc_ok"] = flags[:, 3], flags[:, 4]
     _meta_columns(b, lens, flags)
-    _lldp_columns(b, chunk, o, chunk.off + chunk.cap)
-    _cm_columns(b, chunk, o, chunk.off + chunk.cap)
+    _lldp_columns(b, chunk, ports)
+    _cm_columns(b, chunk, ports)
     return b
+
+
+def _offsets(chunk: RecordChunk, rows: np.ndarray, ports: np.ndarray) -> np.ndarray:
+    """Layer offsets (consts.OUT_FIELDS) of a few rows, parsed again: rarer than keeping
+    120 bytes a packet for every packet."""
+    o = np.empty((len(rows), len(consts.OUT_FIELDS)), np.int64)
+    meta = np.empty((len(rows), len(consts.META_FIELDS)), np.int64)
+    kernels.parse_layers(chunk.buf, chunk.off[rows], chunk.cap[rows], chunk.linktype[rows], ports, o, meta)
+    return o
 
 
 def _run_split(n: int, args) -> None:
@@ -154,14 +178,16 @@ def _meta_columns(b: Batch, lens: np.ndarray, flags: np.ndarray) -> None:
     b.cols["ip_frag"], b.valid["ip_frag"] = flags[:, 7], flags[:, 8]
 
 
-def _lldp_columns(b: Batch, chunk, o, cap_end) -> None:
+def _lldp_columns(b: Batch, chunk, ports) -> None:
     from dissectors import lldp
 
     rows = np.flatnonzero(b.cols["_proto"] == PROTO_CODE["lldp"])
     out = np.zeros(b.n, np.uint8)
     ok = np.zeros(b.n, bool)
-    for i in rows:                          # LLDP is rare: one frame every few seconds
-        frame = chunk.buf[o[i, O["lldp"]]:cap_end[i]].tobytes()
+    at = _offsets(chunk, rows, ports)[:, O["lldp"]] if len(rows) else rows
+    cap_end = chunk.off + chunk.cap
+    for i, start in zip(rows, at):          # LLDP is rare: one frame every few seconds
+        frame = chunk.buf[start:cap_end[i]].tobytes()
         bitmap = lldp.pfc_enable(frame, 0)
         if bitmap is not None:
             out[i], ok[i] = bitmap, True
@@ -172,7 +198,7 @@ CM_COLUMNS = {"mad_class": np.uint8, "mad_attr_id": np.uint16, "cm_local_comm_id
               "cm_remote_comm_id": np.uint32, "cm_local_qpn": np.uint32}
 
 
-def _cm_columns(b: Batch, chunk, o, cap_end) -> None:
+def _cm_columns(b: Batch, chunk, ports) -> None:
     """RDMA CM REQ/REP on QP1 (UD SEND_ONLY + DETH + MAD): rare, so decoded per frame from
     the declarations; their local QPNs pair the two directions of a QP (analysis/pairing)."""
     from dissectors.fields import field_value
@@ -181,10 +207,12 @@ def _cm_columns(b: Batch, chunk, o, cap_end) -> None:
         b.cols[name], b.valid[name] = np.zeros(b.n, dtype), np.zeros(b.n, bool)
     rows = np.flatnonzero(b.cols["opcode"] == 0x64)        # UD SEND_ONLY: few, filter those
     rows = rows[b.mask("opcode")[rows] & (b.cols["dest_qp"][rows] == ib.GSI_QP)]
-    mad_at = o[rows, O["bth"]] + 12 + 8                    # BTH, DETH
-    rows = rows[mad_at + 24 <= cap_end[rows]]
-    for i in rows:
-        mad = o[i, O["bth"]] + 12 + 8
+    if not len(rows):
+        return
+    cap_end = chunk.off + chunk.cap
+    mad_at = _offsets(chunk, rows, ports)[:, O["bth"]] + 12 + 8          # BTH, DETH
+    keep = mad_at + 24 <= cap_end[rows]
+    for i, mad in zip(rows[keep], mad_at[keep]):
         frame = chunk.buf[mad:cap_end[i]].tobytes()
         headers = [ib.MAD]
         if field_value(frame, 0, ib.MAD.field("mgmt_class")) == ib.MGMT_CLASS_CM:

@@ -19,8 +19,9 @@ def _stderr_warn(message: str) -> None:
 
 
 def iter_chunks(paths, roce_ports: Iterable[int] = (), chunk_packets: int = DEFAULT_CHUNK,
-                warn: Callable[[str], None] | None = None, walk_ahead: bool = False):
-    """Yield (RecordChunk, Batch) pairs; the chunk's raw bytes are valid until the next."""
+                warn: Callable[[str], None] | None = None, walk_ahead: bool = False, projection: str | None = None):
+    """Yield (RecordChunk, Batch) pairs; the chunk's raw bytes are valid until the next.
+    projection: decode only the declared columns a consumer reads (decode.decode_chunk)."""
     warn = warn or _stderr_warn
     ports = port_table(roce_ports)
     frame = 1
@@ -31,7 +32,7 @@ def iter_chunks(paths, roce_ports: Iterable[int] = (), chunk_packets: int = DEFA
         records = read_records(path, chunk_packets, warn, iface_base=iface_base)
         for chunk in _walk_ahead(records) if walk_ahead else records:
             next_base = max(next_base, int(chunk.iface.max(initial=0)) + 1)
-            batch = decode_chunk(chunk, ports, frame)
+            batch = decode_chunk(chunk, ports, frame, projection)
             if len(files) > 1:
                 batch.cols["_file"] = np.full(batch.n, index, np.uint16)
             frame += chunk.n
@@ -40,13 +41,15 @@ def iter_chunks(paths, roce_ports: Iterable[int] = (), chunk_packets: int = DEFA
 
 
 def iter_batches(paths, roce_ports: Iterable[int] = (), chunk_packets: int = DEFAULT_CHUNK,
-                 warn: Callable[[str], None] | None = None, prefetch: bool = True) -> Iterator[Batch]:
+                 warn: Callable[[str], None] | None = None, prefetch: bool = True,
+                 projection: str | None = None) -> Iterator[Batch]:
     """The packets table in chunks of numpy columns (see roceview.batch).
 
     With `prefetch`, the next chunk is read and decoded on a worker thread while the caller
     works on the current one (the decode kernels release the GIL), so analysis and decoding
     use both cores."""
-    batches = (batch for _, batch in iter_chunks(paths, roce_ports, chunk_packets, warn, walk_ahead=prefetch))
+    batches = (batch for _, batch in iter_chunks(paths, roce_ports, chunk_packets, warn, walk_ahead=prefetch,
+                                                 projection=projection))
     if not prefetch:
         yield from batches
         return

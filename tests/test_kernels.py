@@ -37,7 +37,7 @@ def backends():
     return _backend("c"), _backend("numba")
 
 
-def _decode_all(path: Path, backend, monkeypatch, chunk=4096):
+def _decode_all(path: Path, backend, monkeypatch, chunk=4096, projection=None):
     """Every chunk's records and decoded batch with `backend`'s walks and decode kernel."""
     import roceview.decode as decode
 
@@ -47,13 +47,13 @@ def _decode_all(path: Path, backend, monkeypatch, chunk=4096):
     out, warnings = [], []
     for chunk in read_records(str(path), chunk, warnings.append):
         records = {k: getattr(chunk, k).copy() for k in ("off", "cap", "wire", "ts", "iface", "linktype")}
-        out.append((records, decode_chunk(chunk, port_table(), 1)))
+        out.append((records, decode_chunk(chunk, port_table(), 1, projection)))
     return out, warnings
 
 
-def _assert_same(path: Path, backends, monkeypatch):
-    c_side, c_warn = _decode_all(path, backends[0], monkeypatch)
-    nb_side, nb_warn = _decode_all(path, backends[1], monkeypatch)
+def _assert_same(path: Path, backends, monkeypatch, projection=None):
+    c_side, c_warn = _decode_all(path, backends[0], monkeypatch, projection=projection)
+    nb_side, nb_warn = _decode_all(path, backends[1], monkeypatch, projection=projection)
     assert c_warn == nb_warn
     assert len(c_side) == len(nb_side)
     for (rc, bc), (rn, bn) in zip(c_side, nb_side):
@@ -73,6 +73,11 @@ CORPUS = capture_files(SAMPLES) + capture_files(REAL)
 @pytest.mark.parametrize("path", CORPUS, ids=lambda p: p.name)
 def test_c_and_numba_agree(path, backends, monkeypatch):
     assert _assert_same(path, backends, monkeypatch) > 0
+
+
+@pytest.mark.parametrize("path", CORPUS[::3], ids=lambda p: p.name)
+def test_c_and_numba_agree_on_the_analysis_projection(path, backends, monkeypatch):
+    assert _assert_same(path, backends, monkeypatch, "analysis") > 0
 
 
 def test_c_and_numba_agree_on_the_zoo(backends, monkeypatch, tmp_path):

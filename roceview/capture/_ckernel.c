@@ -421,14 +421,17 @@ static inline void meta_columns(int64_t i, int64_t n, const int64_t *mi, uint32_
 void rv_decode_records(int64_t lo, int64_t hi, int64_t n, const uint8_t *buf, const int64_t *rec_off,
                        const uint32_t *cap, const uint32_t *wire, const uint16_t *linktype, const uint8_t *ports,
                        const int64_t *ext, const int64_t *ext_total, const int64_t *rows, const uint32_t *crc_table,
-                       int64_t crc_fn_addr, int64_t *o, int64_t *meta, uint8_t *u8, uint16_t *u16, uint32_t *u32,
+                       int64_t crc_fn_addr, int64_t projection, int64_t *o, int64_t *meta, uint8_t *u8, uint16_t *u16, uint32_t *u32,
                        uint64_t *u64, uint8_t *ok, uint8_t *src, uint8_t *dst, uint8_t *addr_ok, uint32_t *lens,
                        uint8_t *flags, uint32_t *icrc)
 {
     crc32_fn fn = (crc32_fn)(uintptr_t)crc_fn_addr;
+    int64_t o_local[N_OUT], meta_local[N_META];
     for (int64_t i = lo; i < hi; i++) {
         int64_t p = rec_off[i], end = p + cap[i], w, c;
-        int64_t *oi = o + i * N_OUT, *mi = meta + i * N_META;
+        /* o and meta may be NULL: the offsets then stay on the stack (200 bytes a packet
+           nobody reads back; decode.py re-parses the few LLDP / CM frames it needs). */
+        int64_t *oi = o ? o + i * N_OUT : o_local, *mi = meta ? meta + i * N_META : meta_local;
         if (i + PREFETCH_AHEAD < hi) {           /* the ICRC reads whole frames: fetch ahead */
             const uint8_t *next = buf + rec_off[i + PREFETCH_AHEAD];
             for (uint32_t k = 0; k < cap[i + PREFETCH_AHEAD]; k += 64)
@@ -436,7 +439,10 @@ void rv_decode_records(int64_t lo, int64_t hi, int64_t n, const uint8_t *buf, co
         }
         if (!fast_rocev2(buf, p, end, linktype[i], ports, oi, mi))
             parse_one(buf, p, end, linktype[i], ports, oi, mi);
-        extract_one(buf, i, n, oi, mi, end, ext, u8, u16, u32, u64, ok);
+        if (projection)                          /* consts.PROJECTION_CODE: 1 = analysis */
+            extract_analysis(buf, i, n, oi, mi, end, ext, u8, u16, u32, u64, ok);
+        else
+            extract_one(buf, i, n, oi, mi, end, ext, u8, u16, u32, u64, ok);
         address_one(buf, oi, mi, end, u16 + rows[2] * n + i, u16 + rows[3] * n + i, ok + rows[5] * n + i,
                     src + i * 16, dst + i * 16, addr_ok + i);
         int trunc = lengths(p, end, wire[i], oi, mi, &w, &c);

@@ -5,12 +5,13 @@ import numpy as np
 
 from roceview.batch import PROTO_CODE
 
-DIGEST = "ffff8fe49a23b218"
+DIGEST = "136e77402ceee34a"
 PROTO_PFC = PROTO_CODE["pfc"]
 PROTO_PAUSE = PROTO_CODE["pause"]
 # column -> (matrix, row, validity row)
 LAYOUT = {'dst_mac': ('u64', 0, 0), 'src_mac': ('u64', 1, 1), 'pcp': ('u8', 0, 2), 'vlan_id': ('u16', 0, 3), 'inner_pcp': ('u8', 1, 4), 'inner_vlan_id': ('u16', 1, 5), 'vl': ('u8', 2, 6), 'sl': ('u8', 3, 7), 'dlid': ('u16', 2, 8), 'slid': ('u16', 3, 9), 'dscp': ('u8', 4, 10), 'ecn': ('u8', 5, 11), 'ttl': ('u8', 6, 12), 'flow_label': ('u32', 0, 13), 'udp_sport': ('u16', 4, 14), 'udp_dport': ('u16', 5, 15), 'opcode': ('u8', 7, 16), 'se': ('u8', 8, 17), 'migreq': ('u8', 9, 18), 'pad': ('u8', 10, 19), 'tver': ('u8', 11, 20), 'pkey': ('u16', 6, 21), 'fecn': ('u8', 12, 22), 'becn': ('u8', 13, 23), 'dest_qp': ('u32', 1, 24), 'ackreq': ('u8', 14, 25), 'psn': ('u32', 2, 26), 'rdeth_ee_context': ('u32', 3, 27), 'deth_qkey': ('u32', 4, 28), 'deth_src_qp': ('u32', 5, 29), 'xrc_srq': ('u32', 6, 30), 'reth_va': ('u64', 2, 31), 'reth_rkey': ('u32', 7, 32), 'reth_dmalen': ('u32', 8, 33), 'atomic_va': ('u64', 3, 34), 'atomic_rkey': ('u32', 9, 35), 'atomic_swap_add': ('u64', 4, 36), 'atomic_compare': ('u64', 5, 37), 'aeth_syndrome': ('u8', 15, 38), 'aeth_code': ('u8', 16, 39), 'aeth_msn': ('u32', 10, 40), 'atomic_ack_data': ('u64', 6, 41), 'imm_data': ('u32', 11, 42), 'ieth_rkey': ('u32', 12, 43), 'pfc_enable': ('u8', 17, 44), 'pfc_quanta0': ('u16', 7, 45), 'pfc_quanta1': ('u16', 8, 46), 'pfc_quanta2': ('u16', 9, 47), 'pfc_quanta3': ('u16', 10, 48), 'pfc_quanta4': ('u16', 11, 49), 'pfc_quanta5': ('u16', 12, 50), 'pfc_quanta6': ('u16', 13, 51), 'pfc_quanta7': ('u16', 14, 52), 'pause_quanta': ('u16', 15, 53)}
 COUNTS = {'u8': 18, 'u16': 16, 'u32': 13, 'u64': 7}
+
 
 
 @nb.njit(cache=True, nogil=True, boundscheck=False)
@@ -295,3 +296,152 @@ def extract_one(buf, i, o, meta, ce, ext, u8, u16, u32, u64, ok):
         if room >= 4:
             u16[15, i] = (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
             ok[53, i] = True
+
+
+@nb.njit(cache=True, nogil=True, boundscheck=False)
+def extract_analysis(buf, i, o, meta, ce, ext, u8, u16, u32, u64, ok):
+    """The analysis projection's columns of packet i (ce: end of its captured bytes)."""
+    opc = -1
+    # Ethernet (IEEE 802.3 3.2)
+    p = o[i, 0]
+    if p >= 0:
+        room = ce - p
+        if room >= 6:
+            u64[0, i] = (np.uint64(buf[p + 0]) << 40) | (np.uint64(buf[p + 1]) << 32) | (np.uint64(buf[p + 2]) << 24) | (np.uint64(buf[p + 3]) << 16) | (np.uint64(buf[p + 4]) << 8) | np.uint64(buf[p + 5])
+            ok[0, i] = True
+        if room >= 12:
+            u64[1, i] = (np.uint64(buf[p + 6]) << 40) | (np.uint64(buf[p + 7]) << 32) | (np.uint64(buf[p + 8]) << 24) | (np.uint64(buf[p + 9]) << 16) | (np.uint64(buf[p + 10]) << 8) | np.uint64(buf[p + 11])
+            ok[1, i] = True
+    # SLL (tcpdump LINKTYPE_LINUX_SLL)
+    p = o[i, 1]
+    if p >= 0:
+        room = ce - p
+        if room >= 12:
+            u64[1, i] = (np.uint64(buf[p + 6]) << 40) | (np.uint64(buf[p + 7]) << 32) | (np.uint64(buf[p + 8]) << 24) | (np.uint64(buf[p + 9]) << 16) | (np.uint64(buf[p + 10]) << 8) | np.uint64(buf[p + 11])
+            ok[1, i] = True
+    # SLL2 (tcpdump LINKTYPE_LINUX_SLL2)
+    p = o[i, 2]
+    if p >= 0:
+        room = ce - p
+        if room >= 18:
+            u64[1, i] = (np.uint64(buf[p + 12]) << 40) | (np.uint64(buf[p + 13]) << 32) | (np.uint64(buf[p + 14]) << 24) | (np.uint64(buf[p + 15]) << 16) | (np.uint64(buf[p + 16]) << 8) | np.uint64(buf[p + 17])
+            ok[1, i] = True
+    # 802.1Q (IEEE 802.1Q 9.6)
+    p = o[i, 3]
+    if p >= 0:
+        room = ce - p
+        if room >= 1:
+            u8[0, i] = ((np.int64(buf[p + 0])) >> 5) & 0x7
+            ok[2, i] = True
+    # LRH (IBTA 7.7)
+    p = o[i, 7]
+    if p >= 0:
+        room = ce - p
+        if room >= 4:
+            u16[0, i] = (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
+            ok[3, i] = True
+        if room >= 8:
+            u16[1, i] = (np.int64(buf[p + 6]) << 8) | np.int64(buf[p + 7])
+            ok[4, i] = True
+    # IPv4 (RFC 791)
+    p = o[i, 5] if meta[i, 1] == 4 else -1
+    if p >= 0:
+        room = ce - p
+        if room >= 2:
+            u8[1, i] = ((np.int64(buf[p + 1])) >> 2) & 0x3f
+            ok[5, i] = True
+        if room >= 2:
+            u8[2, i] = (np.int64(buf[p + 1])) & 0x3
+            ok[6, i] = True
+    # IPv6 (RFC 8200)
+    p = o[i, 5] if meta[i, 1] == 6 else -1
+    if p >= 0:
+        room = ce - p
+        if room >= 2:
+            u8[1, i] = (((np.int64(buf[p + 0]) << 8) | np.int64(buf[p + 1])) >> 6) & 0x3f
+            ok[5, i] = True
+        if room >= 2:
+            u8[2, i] = ((np.int64(buf[p + 1])) >> 4) & 0x3
+            ok[6, i] = True
+    # GRH (IBTA 8.3)
+    p = o[i, 5] if meta[i, 1] == 1 else -1
+    if p >= 0:
+        room = ce - p
+        if room >= 2:
+            u8[1, i] = (((np.int64(buf[p + 0]) << 8) | np.int64(buf[p + 1])) >> 6) & 0x3f
+            ok[5, i] = True
+        if room >= 2:
+            u8[2, i] = ((np.int64(buf[p + 1])) >> 4) & 0x3
+            ok[6, i] = True
+    # BTH (IBTA 9.2)
+    p = o[i, 8]
+    if p >= 0:
+        room = ce - p
+        if room >= 1:
+            u8[3, i] = np.int64(buf[p + 0])
+            ok[7, i] = True
+        if room >= 2:
+            u8[4, i] = ((np.int64(buf[p + 1])) >> 4) & 0x3
+            ok[8, i] = True
+        if room >= 8:
+            u32[0, i] = (np.int64(buf[p + 5]) << 16) | (np.int64(buf[p + 6]) << 8) | np.int64(buf[p + 7])
+            ok[9, i] = True
+        if room >= 9:
+            u8[5, i] = ((np.int64(buf[p + 8])) >> 7) & 0x1
+            ok[10, i] = True
+        if room >= 12:
+            u32[1, i] = (np.int64(buf[p + 9]) << 16) | (np.int64(buf[p + 10]) << 8) | np.int64(buf[p + 11])
+            ok[11, i] = True
+        opc = np.int64(buf[p]) if room >= 1 else -1
+    # RETH (IBTA 9.3.3)
+    p = (o[i, 8] + 12 + ext[3, opc]) if (opc >= 0 and ext[3, opc] >= 0) else -1
+    if p >= 0:
+        room = ce - p
+        if room >= 16:
+            u32[2, i] = (np.int64(buf[p + 12]) << 24) | (np.int64(buf[p + 13]) << 16) | (np.int64(buf[p + 14]) << 8) | np.int64(buf[p + 15])
+            ok[12, i] = True
+    # AETH (IBTA 9.3.5)
+    p = (o[i, 8] + 12 + ext[5, opc]) if (opc >= 0 and ext[5, opc] >= 0) else -1
+    if p >= 0:
+        room = ce - p
+        if room >= 1:
+            u8[6, i] = np.int64(buf[p + 0])
+            ok[13, i] = True
+    # PFC (IEEE 802.1Qbb 36.1.3)
+    p = o[i, 9] if meta[i, 0] == PROTO_PFC else -1
+    if p >= 0:
+        room = ce - p
+        if room >= 4:
+            u8[7, i] = np.int64(buf[p + 3])
+            ok[14, i] = True
+        if room >= 6:
+            u16[2, i] = (np.int64(buf[p + 4]) << 8) | np.int64(buf[p + 5])
+            ok[15, i] = True
+        if room >= 8:
+            u16[3, i] = (np.int64(buf[p + 6]) << 8) | np.int64(buf[p + 7])
+            ok[16, i] = True
+        if room >= 10:
+            u16[4, i] = (np.int64(buf[p + 8]) << 8) | np.int64(buf[p + 9])
+            ok[17, i] = True
+        if room >= 12:
+            u16[5, i] = (np.int64(buf[p + 10]) << 8) | np.int64(buf[p + 11])
+            ok[18, i] = True
+        if room >= 14:
+            u16[6, i] = (np.int64(buf[p + 12]) << 8) | np.int64(buf[p + 13])
+            ok[19, i] = True
+        if room >= 16:
+            u16[7, i] = (np.int64(buf[p + 14]) << 8) | np.int64(buf[p + 15])
+            ok[20, i] = True
+        if room >= 18:
+            u16[8, i] = (np.int64(buf[p + 16]) << 8) | np.int64(buf[p + 17])
+            ok[21, i] = True
+        if room >= 20:
+            u16[9, i] = (np.int64(buf[p + 18]) << 8) | np.int64(buf[p + 19])
+            ok[22, i] = True
+    # PAUSE (IEEE 802.3 Annex 31B)
+    p = o[i, 9] if meta[i, 0] == PROTO_PAUSE else -1
+    if p >= 0:
+        room = ce - p
+        if room >= 4:
+            u16[10, i] = (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
+            ok[23, i] = True

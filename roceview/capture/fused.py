@@ -10,7 +10,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from roceview.capture._fields_kernel import extract_one
+from roceview.capture._fields_kernel import extract_analysis, extract_one
 from roceview.capture.icrc import icrc_one
 from roceview.capture.layers import L3_IPV4, P_V2, address_one, parse_one
 
@@ -70,9 +70,10 @@ def _meta_columns(i, meta, lens, flags):
 
 @nb.njit(cache=True, nogil=True, boundscheck=False)
 def decode_records(lo, hi, buf, rec_off, cap, wire, linktype, ports, ext, ext_total, rows, crc_table, crc_fn,
-                   o, meta, u8, u16, u32, u64, ok, src, dst, addr_ok, lens, flags, icrc):
+                   projection, o, meta, u8, u16, u32, u64, ok, src, dst, addr_ok, lens, flags, icrc):
     """Records lo..hi (two threads can each take a part: nogil, disjoint rows).
-    rows: LAYOUT rows of (opcode, pad, slid, dlid) and validity rows of (opcode, slid).
+    rows: layout rows of (opcode, pad, slid, dlid) and validity rows of (opcode, slid);
+    projection: 0 extracts every declared column, 1 the analysis projection (consts.PROJECTIONS).
     lens[:, 0..5] = wire_len, cap_len, payload_len, protocol, mirror session, EtherType;
     flags[:, 0..8] = truncated, payload valid, icrc stored valid, icrc_ok, icrc_ok valid,
     session valid, EtherType valid, IPv4 fragment, IPv4; icrc = stored ICRC."""
@@ -82,7 +83,10 @@ def decode_records(lo, hi, buf, rec_off, cap, wire, linktype, ports, ext, ext_to
         end = p + cap[i]
         if not _fast_rocev2(buf, i, p, end, linktype[i], ports, o, meta):
             parse_one(buf, i, p, end, linktype[i], ports, o, meta)
-        extract_one(buf, i, o, meta, end, ext, u8, u16, u32, u64, ok)
+        if projection == 1:                     # consts.PROJECTION_CODE["analysis"]
+            extract_analysis(buf, i, o, meta, end, ext, u8, u16, u32, u64, ok)
+        else:
+            extract_one(buf, i, o, meta, end, ext, u8, u16, u32, u64, ok)
         address_one(buf, i, o, meta, end, u16[rows[2], i], u16[rows[3], i], ok[rows[5], i], src, dst, addr_ok)
         w, c, trunc = _lengths(i, p, end, wire[i], o, meta)
         lens[i, 0], lens[i, 1] = w, c
@@ -106,4 +110,4 @@ def decode_records(lo, hi, buf, rec_off, cap, wire, linktype, ports, ext, ext_to
         computed = icrc_one(buf, o[i, 5], meta[i, 1], o[i, 6], o[i, 7], bth, at, crc_table, crc_fn, scratch)
         flags[i, 3] = computed == icrc[i]
         flags[i, 4] = True
-# numba dependency digest: 719c77f559d8173c
+# numba dependency digest: 89432002e7504a81

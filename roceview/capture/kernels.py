@@ -10,13 +10,18 @@ Every function takes the same numpy arrays in both backends:
   walk_pcapng(buf, pos, end, big, off, cap, wire, ts, iface) -> (records, position, status)
   parse_layers(buf, rec_off, cap, linktype, ports, o, meta)
   decode_records(lo, hi, buf, rec_off, cap, wire, linktype, ports, ext, ext_total, rows,
-                 crc_table, crc_fn, o, meta, u8, u16, u32, u64, ok, src, dst, addr_ok, lens, flags, icrc)
+                 crc_table, crc_fn, projection, o, meta, u8, u16, u32, u64, ok, src, dst, addr_ok, lens,
+                 flags, icrc)
+    (projection: consts.PROJECTION_CODE; o, meta: the per-packet layer offsets, (n, 15) and
+    (n, 10) int64, or None for both: they then stay on the C kernel's stack)
 """
 from __future__ import annotations
 
 import os
 
 import numpy as np
+
+from roceview.capture import consts
 
 
 def _ptr(a: np.ndarray) -> int:
@@ -40,7 +45,7 @@ class _C:
         self._parse = lib.rv_parse_layers
         self._parse.argtypes = [vp, i64] + [vp] * 6
         self._decode = lib.rv_decode_records
-        self._decode.argtypes = [i64, i64, i64] + [vp] * 10 + [i64] + [vp] * 13
+        self._decode.argtypes = [i64, i64, i64] + [vp] * 10 + [i64, i64] + [vp] * 13
         for f in (self._walk_pcap, self._walk_pcapng, self._parse, self._decode):
             f.restype = None
 
@@ -62,14 +67,15 @@ class _C:
                     _ptr(meta))
 
     def decode_records(self, lo, hi, buf, rec_off, cap, wire, linktype, ports, ext, ext_total, rows, crc_table,
-                       crc_fn, o, meta, u8, u16, u32, u64, ok, src, dst, addr_ok, lens, flags, icrc):
-        n = o.shape[0]
+                       crc_fn, projection, o, meta, u8, u16, u32, u64, ok, src, dst, addr_ok, lens, flags, icrc):
+        n = lens.shape[0]
         _check(rec_off, np.int64), _check(cap, np.uint32), _check(wire, np.uint32), _check(linktype, np.uint16)
-        if not (lens.flags.f_contiguous and flags.flags.f_contiguous and o.flags.c_contiguous):
+        if not (lens.flags.f_contiguous and flags.flags.f_contiguous and (o is None or o.flags.c_contiguous)):
             raise ValueError("decode_records: lens/flags must be (6|9, n).T views, o C-ordered")
         arrays = (buf, rec_off, cap, wire, linktype, ports, ext, ext_total, rows, crc_table)
-        outs = (o, meta, u8, u16, u32, u64, ok, src, dst, addr_ok, lens, flags, icrc)
-        self._decode(lo, hi, n, *map(_ptr, arrays), int(crc_fn), *map(_ptr, outs))
+        outs = (u8, u16, u32, u64, ok, src, dst, addr_ok, lens, flags, icrc)
+        offsets = (0, 0) if o is None else (_ptr(o), _ptr(meta))      # NULL: kept on the kernel's stack
+        self._decode(lo, hi, n, *map(_ptr, arrays), int(crc_fn), int(projection), *offsets, *map(_ptr, outs))
 
 
 def _check(a: np.ndarray, dtype) -> None:
@@ -84,7 +90,15 @@ class _Numba:
         from roceview.capture import fused, layers, walk
 
         self.walk_pcap, self.walk_pcapng = walk.walk_pcap, walk.walk_pcapng
-        self.parse_layers, self.decode_records = layers.parse_layers, fused.decode_records
+        self.parse_layers, self._decode = layers.parse_layers, fused.decode_records
+
+    def decode_records(self, lo, hi, buf, rec_off, cap, wire, linktype, ports, ext, ext_total, rows, crc_table,
+                       crc_fn, projection, o, meta, *outs):
+        if o is None:                     # numba cannot take None: scratch offsets for rows lo..hi
+            n = outs[-3].shape[0]         # lens
+            o, meta = np.empty((n, len(consts.OUT_FIELDS)), np.int64), np.empty((n, len(consts.META_FIELDS)), np.int64)
+        self._decode(lo, hi, buf, rec_off, cap, wire, linktype, ports, ext, ext_total, rows, crc_table, crc_fn,
+                     projection, o, meta, *outs)
 
 
 def _load():
