@@ -6,9 +6,10 @@
 """
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
-from roceview.analysis import AnalysisResult, Analyzer
+if TYPE_CHECKING:
+    from roceview.analysis import AnalysisResult
 
 DEFAULT_CHUNK = 1 << 16
 
@@ -41,12 +42,16 @@ def analyze(paths, *, pmtu: int | None = None, link_speed: float = 100.0, bucket
 
     files = expand_paths(paths)
     settings = _config(config) if diagnose else None
+    # Reading starts now, on its own thread: the analysis modules import meanwhile. The
+    # analysis reads 22 of the declared columns: the kernel extracts only those, unless the
+    # caller asked for the packets table as well.
+    batches = iter_batches(files, roce_ports=tuple(roce_ports), chunk_packets=chunk_packets, warn=on_warning,
+                           projection=None if packets else "analysis")
+    from roceview.analysis import Analyzer
+
     analyzer = Analyzer(pmtu=pmtu, link_speed_gbps=link_speed, bucket_ms=bucket_ms, keep_packets=packets)
     facts = _fact_collector() if diagnose else None
-    # The analysis reads 22 of the declared columns: the kernel extracts only those, unless
-    # the caller asked for the packets table as well.
-    for batch in iter_batches(files, roce_ports=tuple(roce_ports), chunk_packets=chunk_packets,
-                              warn=on_warning, projection=None if packets else "analysis"):
+    for batch in batches:
         analyzer.feed(batch)
         if facts is not None:
             facts.feed(batch)

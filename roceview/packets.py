@@ -45,15 +45,12 @@ def iter_batches(paths, roce_ports: Iterable[int] = (), chunk_packets: int = DEF
                  projection: str | None = None) -> Iterator[Batch]:
     """The packets table in chunks of numpy columns (see roceview.batch).
 
-    With `prefetch`, the next chunk is read and decoded on a worker thread while the caller
-    works on the current one (the decode kernels release the GIL), so analysis and decoding
-    use both cores."""
+    With `prefetch`, reading starts at once on a worker thread (the caller can import or set
+    up meanwhile) and the next chunk is read and decoded there while the caller works on the
+    current one (the decode kernels release the GIL), so analysis and decoding use both cores."""
     batches = (batch for _, batch in iter_chunks(paths, roce_ports, chunk_packets, warn, walk_ahead=prefetch,
                                                  projection=projection))
-    if not prefetch:
-        yield from batches
-        return
-    yield from _prefetched(batches)
+    return _Prefetched(batches) if prefetch else batches
 
 
 _DONE = object()
@@ -67,17 +64,28 @@ def _walk_ahead(records: Iterator) -> Iterator:
     if first is None:
         return
     yield first
-    yield from _prefetched(records) if first.stable else records
+    yield from _Prefetched(records) if first.stable else records
 
 
-def _prefetched(source: Iterator[Batch], depth: int = 2) -> Iterator[Batch]:
-    import queue
-    import threading
+class _Prefetched:
+    """Items of `source` produced on a worker thread, up to `depth` ahead of the consumer; the
+    worker starts at once. An exception in the worker is raised to the consumer; a consumer
+    that stops early (or drops the iterator) stops the worker."""
 
-    q: queue.Queue = queue.Queue(maxsize=depth)
-    stop = threading.Event()
+    def __init__(self, source: Iterator, depth: int = 2):
+        import queue
+        import threading
 
-    def produce() -> None:
+        self._queue: queue.Queue = queue.Queue(maxsize=depth)
+        self._stop = threading.Event()
+        self._ended = False
+        threading.Thread(target=self._produce, args=(source, self._queue, self._stop), name="roceview-read",
+                         daemon=True).start()
+
+    @staticmethod
+    def _produce(source, q, stop) -> None:         # no reference to self: dropping it stops this
+        import queue
+
         try:
             for item in source:
                 while not stop.is_set():
@@ -92,18 +100,25 @@ def _prefetched(source: Iterator[Batch], depth: int = 2) -> Iterator[Batch]:
         except BaseException as exc:  # noqa: BLE001 - handed to the consumer, re-raised there
             q.put(exc)
 
-    worker = threading.Thread(target=produce, name="roceview-read", daemon=True)
-    worker.start()
-    try:
-        while True:
-            item = q.get()
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._ended:
+            raise StopIteration
+        item = self._queue.get()
+        if item is _DONE or isinstance(item, BaseException):
+            self.close()
             if item is _DONE:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stop.set()
+                raise StopIteration
+            raise item
+        return item
+
+    def close(self) -> None:
+        self._ended = True
+        self._stop.set()
+
+    __del__ = close
 
 
 def iter_packets(paths, columns=None, roce_ports: Iterable[int] = (), chunk_packets: int = DEFAULT_CHUNK,

@@ -130,3 +130,29 @@ def test_the_decode_worker_keeps_no_chunk_alive():
     del chunk, batch
     gc.collect()
     assert buf() is None, "the decode worker still holds the chunk's buffer"
+
+
+def test_reading_starts_at_once_and_stops_when_the_iterator_is_dropped(captures):
+    """iter_batches(prefetch=True) starts reading on its worker thread before the first
+    next() (analyze imports its analysis modules meanwhile); a consumer that drops the
+    iterator early must not leave that thread behind, blocked on a full queue."""
+    import gc
+    import threading
+    import time
+
+    def readers_alive():
+        return [t for t in threading.enumerate() if t.name == "roceview-read"]
+
+    assert not readers_alive()
+    batches = iter_batches(str(captures / "big.pcap"), chunk_packets=1000)
+    deadline = time.monotonic() + 5
+    while batches._queue.qsize() < 2 and time.monotonic() < deadline:    # no next() called yet
+        time.sleep(0.01)
+    assert batches._queue.qsize() == 2, "the worker did not read ahead before the first next()"
+    assert next(batches).n > 0
+    del batches
+    gc.collect()
+    deadline = time.monotonic() + 5
+    while readers_alive() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not readers_alive(), "the read-ahead thread outlived its iterator"

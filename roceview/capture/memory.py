@@ -8,9 +8,11 @@ a warm 64 k chunk decode in 25 ms instead of 6 ms (benchmarks/, docs/DESIGN.md).
 """
 from __future__ import annotations
 
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3     # glibc <malloc.h>
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_ARENA_MAX = -1, -3, -8     # glibc <malloc.h>
 MMAP_THRESHOLD_MAX = 32 << 20                   # glibc's ceiling for M_MMAP_THRESHOLD (64-bit)
 TRIM_THRESHOLD = 1 << 30
+PREFAULT_BLOCK = 16 << 20                       # under the mmap threshold: served from the heap
+PREFAULT_MAX = 96 << 20                         # ~ a pipeline's peak: 5 chunks in flight + analysis
 
 
 def keep_freed_memory() -> bool:
@@ -28,3 +30,40 @@ def keep_freed_memory() -> bool:
             bool(libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
     except (OSError, AttributeError):   # not glibc (musl, macOS): its defaults
         return False
+
+
+def prefault_heap(nbytes: int) -> bool:
+    """Touch `nbytes` of heap on a thread of its own, then free them (kept: keep_freed_memory).
+
+    A process starts single-threaded (imports, ~0.1 s) while its second core idles; the
+    decode pipeline then faults in its ~100 MB of chunk buffers at ~2.5 us a page (25 k
+    faults, ~0.06 s of CPU, competing with the decode and analysis threads). Faulting them in
+    during the imports moves that work onto the idle core. With one malloc arena (set here,
+    before any other thread exists) every thread's allocations reuse the touched pages.
+    CLI only: it owns its process. False where nothing was done (not glibc, nbytes < 1 block)."""
+    if nbytes < PREFAULT_BLOCK:
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+        malloc, free, memset = libc.malloc, libc.free, libc.memset
+    except (OSError, AttributeError):
+        return False
+    malloc.restype, malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+    free.argtypes, memset.argtypes = [ctypes.c_void_p], [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t]
+    if not (libc.mallopt(M_ARENA_MAX, 1) and keep_freed_memory()):
+        return False
+    import threading
+
+    def touch(blocks: int) -> None:          # ctypes calls release the GIL: the imports go on
+        held = [malloc(PREFAULT_BLOCK) for _ in range(blocks)]
+        for block in held:
+            if block:
+                memset(block, 0, PREFAULT_BLOCK)
+        for block in held:
+            free(block)
+
+    threading.Thread(target=touch, args=(min(nbytes, PREFAULT_MAX) // PREFAULT_BLOCK,), name="roceview-prefault",
+                     daemon=True).start()
+    return True
