@@ -1,6 +1,6 @@
 """End-to-end benchmark: `roceview analyze --csv` vs `tshark -T fields` on the same files.
 
-    python benchmarks/bench_analyze.py [--packets 1000000] [--repeat 3] [--big 10000000]
+    python benchmarks/bench_analyze.py [--packets 1000000] [--repeat 9] [--big 10000000]
 
 Uses the captures of bench_decode.py (built once into benchmarks/data/). For each file it
 prints the wall time of a whole `roceview analyze FILE --csv DIR` process (start-up, imports,
@@ -62,17 +62,23 @@ def run_inproc(path: Path) -> dict:
 
 
 def bench(path: Path, repeat: int, with_tshark: bool) -> None:
+    import statistics
+
     run_cli(path)                                  # warm the page cache (and the numba fallback's JIT cache)
-    cli = min((run_cli(path) for _ in range(repeat)), key=lambda r: r[0])
+    runs = [run_cli(path) for _ in range(repeat)]
+    walls = sorted(r[0] for r in runs)
+    best, median, rss = walls[0], statistics.median(walls), max(r[1] for r in runs)
     inproc = min((run_inproc(path) for _ in range(repeat)), key=lambda r: r["s"])
     n = inproc["n"]
     print(f"\n{path.name}: {n:,} packets, {path.stat().st_size / 1e6:.0f} MB")
-    print(f"  analyze --csv, whole process  {cli[0]:.3f} s  {n / cli[0] / 1e6:5.2f} M pkt/s  peak RSS {cli[1]:.0f} MB")
+    print(f"  analyze --csv, whole process, {repeat} runs: median {median:.3f} s  {n / median / 1e6:5.2f} M pkt/s"
+          f"  (best {best:.3f} s  {n / best / 1e6:5.2f} M pkt/s)  peak RSS {rss:.0f} MB")
+    cli = (median, rss)
     print(f"  decode + analysis + CSV, in-process  {inproc['s']:.3f} s  {n / inproc['s'] / 1e6:5.2f} M pkt/s")
     if with_tshark:
-        ts = min(tshark(path) for _ in range(max(1, repeat - 1)))
+        ts = min(tshark(path) for _ in range(2))            # 11-20 s each: two are enough
         print(f"  tshark -T fields (decode only)  {ts:.3f} s  {n / ts / 1e3:6.1f} k pkt/s")
-        print(f"  ratio: analyze (whole process) is {ts / cli[0]:.0f}x faster than tshark's decode")
+        print(f"  ratio: analyze (whole process, median) is {ts / cli[0]:.0f}x faster than tshark's decode")
 
 
 def main() -> None:
