@@ -1,10 +1,11 @@
-"""The decode kernels in C (roceview/capture/_ckernel.c). Optional: where no compiler is
-available the package installs without it and decodes with the numba fallback."""
+"""The decode kernels in C (roceview/capture/_ckernel.c) and the flow index of the analysis
+(_flowindex.c). Optional: where no compiler is available the package installs without it and
+decodes with the numba fallback (the flow index with numpy)."""
 from setuptools import Extension, setup
 
 setup(ext_modules=[Extension(
     "roceview.capture._ckernel",
-    sources=["roceview/capture/_ckernel.c"],
+    sources=["roceview/capture/_ckernel.c", "roceview/capture/_flowindex.c"],
     depends=["roceview/capture/_fields_kernel.h"],
     extra_compile_args=["-O3", "-fno-strict-aliasing"],
     optional=True,

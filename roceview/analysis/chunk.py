@@ -18,6 +18,7 @@ from roceview.analysis import opcodes as op
 from roceview.analysis.flows import address_words
 from roceview.analysis.segments import PSN_MOD, group_of
 from roceview.batch import Batch
+from roceview.capture import kernels
 
 
 class ChunkRows:
@@ -102,7 +103,7 @@ class ChunkRows:
         counts = np.bincount(key, minlength=3 * self.n_flows)
         self.space_rows = counts[:n2].reshape(-1, 2)      # per flow: request, response space rows
         self.flow_rows = self.space_rows.sum(axis=1) + counts[n2:]
-        self.order = _stable_order(key, 3 * self.n_flows)
+        self.order = _stable_order(key, 3 * self.n_flows, counts)
         sp = counts[:n2]
         self.sids = np.flatnonzero(sp)                   # PSN part: one group per space
         self.lengths = sp[self.sids]
@@ -153,12 +154,15 @@ class ChunkRows:
                 np.concatenate([self.sids >> 1, self.ns_flows]))
 
 
-def _stable_order(key: np.ndarray, n_keys: int) -> np.ndarray | None:
-    """Stable sort permutation of `key` (values < n_keys); None when already in order. numpy
-    sorts 16-bit keys by radix (linear); wider keys take two 16-bit radix passes (LSD)."""
+def _stable_order(key: np.ndarray, n_keys: int, counts: np.ndarray) -> np.ndarray | None:
+    """Stable sort permutation of `key` (values < n_keys, counts = its bincount); None when
+    already in order. The C kernels' counting sort, else numpy's: it sorts 16-bit keys by radix
+    (linear); wider keys take two 16-bit radix passes (LSD)."""
     head = key[:64]             # interleaved flows show it at once: no full pass to find out
     if len(key) < 2 or ((head[1:] >= head[:-1]).all() and (key[1:] >= key[:-1]).all()):
         return None
+    if kernels.stable_order is not None:
+        return kernels.stable_order(np.ascontiguousarray(key, dtype=np.int64), counts.astype(np.int64, copy=False))
     if n_keys <= 1 << 16:
         return np.argsort(key.astype(np.uint16), kind="stable")
     if n_keys <= 1 << 32:

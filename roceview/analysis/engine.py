@@ -15,7 +15,7 @@ from roceview.analysis import chunk_counts, chunk_psn
 from roceview.analysis.chunk import ChunkRows
 from roceview.analysis.chunk_psn import PAIRING_HORIZON
 from roceview.analysis.events import EventLog
-from roceview.analysis.flows import FlowRegistry
+from roceview.analysis.flows import new_registry
 from roceview.analysis.pairing import CmPairs, Pairing
 from roceview.analysis.pfc import ALL, PfcAccounting
 from roceview.analysis.pmtu import PathMtu
@@ -56,7 +56,7 @@ class Analyzer:
         self.path_mtu = PathMtu(pmtu)
         self.link_speed_gbps = link_speed_gbps
         self.bucket_ms = bucket_ms
-        self.registry = FlowRegistry()
+        self.registry = new_registry()
         self.flow = Columns(FLOW_STATE)
         self.space = Columns(SPACE_STATE)
         self.spaces = PsnSpaces()

@@ -48,6 +48,12 @@ class _C:
         self._decode.argtypes = [i64, i64, i64] + [vp] * 10 + [i64, i64] + [vp] * 13
         for f in (self._walk_pcap, self._walk_pcapng, self._parse, self._decode):
             f.restype = None
+        self._flow_ids = lib.rv_flow_ids
+        self._flow_ids.argtypes = [i64, vp, vp, vp, i64, vp, i64, vp, vp, vp, i64, vp, vp]
+        self._flow_ids.restype = i64
+        self._stable_order = lib.rv_stable_order
+        self._stable_order.argtypes = [i64, vp, i64, vp, vp, vp]
+        self._stable_order.restype = None
 
     def walk_pcap(self, buf, pos, end, big, frac_ns, off, cap, wire, ts):
         res = np.empty(3, np.int64)
@@ -76,6 +82,28 @@ class _C:
         outs = (u8, u16, u32, u64, ok, src, dst, addr_ok, lens, flags, icrc)
         offsets = (0, 0) if o is None else (_ptr(o), _ptr(meta))      # NULL: kept on the kernel's stack
         self._decode(lo, hi, n, *map(_ptr, arrays), int(crc_fn), int(projection), *offsets, *map(_ptr, outs))
+
+
+    def flow_ids(self, src, dst, qp, insert, slots, fsrc, fdst, fqp, n_flows, out) -> int:
+        """analysis/flows.py's index (_flowindex.c): rows done; n_flows is a 1-element int64
+        array, updated."""
+        for a, dtype in ((src, np.uint64), (dst, np.uint64), (qp, np.uint32), (slots, np.int64), (fsrc, np.uint64),
+                         (fdst, np.uint64), (fqp, np.uint32), (n_flows, np.int64), (out, np.int64)):
+            _check(a, dtype)
+        if not (len(src) == len(dst) == len(qp) <= len(out) and len(fsrc) == len(fdst) == len(fqp)):
+            raise ValueError("flow_ids: row counts differ")
+        return self._flow_ids(len(qp), _ptr(src), _ptr(dst), _ptr(qp), int(insert), _ptr(slots), len(slots) - 1,
+                              _ptr(fsrc), _ptr(fdst), _ptr(fqp), len(fqp), _ptr(n_flows), _ptr(out))
+
+
+    def stable_order(self, key, counts) -> np.ndarray:
+        """Stable order of the rows by key (0 <= key < len(counts), counts = bincount(key))."""
+        _check(key, np.int64), _check(counts, np.int64)
+        if len(key) and (int(key.min()) < 0 or int(key.max()) >= len(counts)) or counts.sum() != len(key):
+            raise ValueError("stable_order: keys out of range or counts that do not add up")
+        order, starts = np.empty(len(key), dtype=np.int64), np.empty(len(counts), dtype=np.int64)
+        self._stable_order(len(key), _ptr(key), len(counts), _ptr(counts), _ptr(starts), _ptr(order))
+        return order
 
 
 def _check(a: np.ndarray, dtype) -> None:
@@ -116,3 +144,5 @@ KERNELS = _load()
 BACKEND = KERNELS.name
 walk_pcap, walk_pcapng = KERNELS.walk_pcap, KERNELS.walk_pcapng
 parse_layers, decode_records = KERNELS.parse_layers, KERNELS.decode_records
+flow_ids = getattr(KERNELS, "flow_ids", None)      # C only: analysis/ falls back to numpy
+stable_order = getattr(KERNELS, "stable_order", None)
