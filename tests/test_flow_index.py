@@ -90,3 +90,7 @@ def test_stable_order_refuses_keys_it_could_write_out_of_bounds_with(c_kernels):
         kernels.stable_order(key, np.array([1, 1, 0], dtype=np.int64))          # key 3: no count
     with pytest.raises(ValueError):
         kernels.stable_order(np.array([0, -1], dtype=np.int64), np.array([2], dtype=np.int64))
+    with pytest.raises(ValueError):
+        kernels.stable_order(np.array([0, 0, 1], dtype=np.int64), np.array([1, 2], dtype=np.int64))   # 2 rows of 0
+    with pytest.raises(ValueError):
+        kernels.stable_order(np.array([0], dtype=np.int64), np.array([5, -4], dtype=np.int64))

@@ -70,16 +70,26 @@ int64_t rv_flow_ids(int64_t n, const uint64_t *src, const uint64_t *dst, const u
 }
 
 /* The grouping of a chunk's rows (analysis/chunk.py): the stable order of rows 0..n-1 by key
-   (0 <= key < n_keys, counts[k] rows of key k), by one counting pass (numpy's stable sort of
-   16-bit keys is a radix sort: three times the time). starts: n_keys scratch. */
-void rv_stable_order(int64_t n, const int64_t *key, int64_t n_keys, const int64_t *counts, int64_t *starts,
-                     int64_t *order)
+   (counts[k] rows of key k), by one counting pass (numpy's stable sort of 16-bit keys is a
+   radix sort: three times the time). bounds: 2 * n_keys scratch. Returns 0, or -1 (order
+   unfinished) for a key out of 0..n_keys-1 or more rows of a key than its count: the writes
+   stay in bounds whatever the input. */
+int64_t rv_stable_order(int64_t n, const int64_t *key, int64_t n_keys, const int64_t *counts, int64_t *bounds,
+                        int64_t *order)
 {
-    int64_t at = 0;
+    int64_t at = 0, *next = bounds, *end = bounds + n_keys;
     for (int64_t k = 0; k < n_keys; k++) {
-        starts[k] = at;
+        if (counts[k] < 0 || counts[k] > n - at)
+            return -1;
+        next[k] = at;
         at += counts[k];
+        end[k] = at;
     }
-    for (int64_t i = 0; i < n; i++)
-        order[starts[key[i]]++] = i;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t k = key[i];
+        if (k < 0 || k >= n_keys || next[k] >= end[k])
+            return -1;
+        order[next[k]++] = i;
+    }
+    return 0;
 }

@@ -53,7 +53,7 @@ class _C:
         self._flow_ids.restype = i64
         self._stable_order = lib.rv_stable_order
         self._stable_order.argtypes = [i64, vp, i64, vp, vp, vp]
-        self._stable_order.restype = None
+        self._stable_order.restype = i64
 
     def walk_pcap(self, buf, pos, end, big, frac_ns, off, cap, wire, ts):
         res = np.empty(3, np.int64)
@@ -99,10 +99,9 @@ class _C:
     def stable_order(self, key, counts) -> np.ndarray:
         """Stable order of the rows by key (0 <= key < len(counts), counts = bincount(key))."""
         _check(key, np.int64), _check(counts, np.int64)
-        if len(key) and (int(key.min()) < 0 or int(key.max()) >= len(counts)) or counts.sum() != len(key):
-            raise ValueError("stable_order: keys out of range or counts that do not add up")
-        order, starts = np.empty(len(key), dtype=np.int64), np.empty(len(counts), dtype=np.int64)
-        self._stable_order(len(key), _ptr(key), len(counts), _ptr(counts), _ptr(starts), _ptr(order))
+        order, bounds = np.empty(len(key), dtype=np.int64), np.empty(2 * len(counts), dtype=np.int64)
+        if self._stable_order(len(key), _ptr(key), len(counts), _ptr(counts), _ptr(bounds), _ptr(order)):
+            raise ValueError("stable_order: a key out of range or counts that are not its bincount")
         return order
 
 
