@@ -54,6 +54,10 @@ class _C:
         self._stable_order = lib.rv_stable_order
         self._stable_order.argtypes = [i64, vp, i64, vp, vp, vp]
         self._stable_order.restype = i64
+        self._format_rows = lib.rv_format_rows
+        self._format_rows.argtypes = [i64, i64, vp, vp, vp, vp, vp, vp, vp, i64]
+        self._format_rows.restype = i64
+        self._ctypes = ctypes
 
     def walk_pcap(self, buf, pos, end, big, frac_ns, off, cap, wire, ts):
         res = np.empty(3, np.int64)
@@ -105,6 +109,37 @@ class _C:
         return order
 
 
+    def format_rows(self, kinds, decimals, ints, floats, str_off, str_bytes, cap: int) -> bytes | None:
+        """CSV rows (render/_celltext.c): per column a kind code and its int64 values (or str
+        codes), float64 values, str offsets and bytes (None where the kind has none); all
+        columns of one length. None when `cap` bytes were not enough."""
+        n = len(next(a for a in (*ints, *floats) if a is not None))
+        for group, dtype in ((ints, np.int64), (floats, np.float64), (str_off, np.int64), (str_bytes, np.uint8)):
+            for a in group:
+                if a is not None:
+                    _check(a, dtype)
+        for k, i, f, o, b in zip(kinds, ints, floats, str_off, str_bytes):
+            if len(i if i is not None else f) != n or k == 5 and not _codes_fit(i, o, b):
+                raise ValueError("format_rows: columns of other lengths, or str codes outside their table")
+        if not all(0 <= d <= 9 for d in decimals):
+            raise ValueError("format_rows: 0-9 decimals")
+        vp = self._ctypes.c_void_p
+        ptrs = [(vp * len(kinds))(*[None if a is None else _ptr(a) for a in group])
+                for group in (ints, floats, str_off, str_bytes)]
+        kinds, decimals = np.asarray(kinds, np.int64), np.asarray(decimals, np.int64)
+        out = np.empty(cap, np.uint8)
+        size = self._format_rows(n, len(kinds), _ptr(kinds), _ptr(decimals), *ptrs, _ptr(out), cap)
+        return None if size < 0 else out[:size].tobytes()
+
+
+def _codes_fit(codes, offsets, data) -> bool:
+    """A str column's codes index its table of offsets into data (the C code trusts them)."""
+    if offsets is None or data is None or not len(offsets) or offsets[0] != 0 or offsets[-1] != len(data) \
+            or (np.diff(offsets) < 0).any():
+        return False
+    return not len(codes) or 0 <= int(codes.min()) and int(codes.max()) < len(offsets) - 1
+
+
 def _check(a: np.ndarray, dtype) -> None:
     if a.dtype != dtype or not a.flags.c_contiguous:
         raise TypeError(f"kernel argument: need contiguous {np.dtype(dtype)}, got {a.dtype}")
@@ -145,3 +180,4 @@ walk_pcap, walk_pcapng = KERNELS.walk_pcap, KERNELS.walk_pcapng
 parse_layers, decode_records = KERNELS.parse_layers, KERNELS.decode_records
 flow_ids = getattr(KERNELS, "flow_ids", None)      # C only: analysis/ falls back to numpy
 stable_order = getattr(KERNELS, "stable_order", None)
+format_rows = getattr(KERNELS, "format_rows", None)   # C only: render/export.py falls back to numpy

@@ -13,6 +13,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import numpy as np
+
 from roceview.analysis.tables import DECIMALS, KINDS, slow_text
 from roceview.errors import WriteError
 from roceview.render.cells import assemble, column_parts, const_cells, numeric_array, string_cells
@@ -29,11 +31,14 @@ def table_csv(table) -> str:
 
 def table_csv_bytes(table) -> bytes:
     """The CSV file of a Table: the same bytes as csv.writer (`\\n` line ends) writing its
-    text rows (`slow_text`), built vectorised (render/cells.py)."""
+    text rows (`slow_text`), built in C (render/_celltext.c) or vectorised (render/cells.py)."""
     head = (",".join(map(_quoted, table.columns)) + "\n").encode("utf-8")
     n = len(table)
     if not n or not table.columns:
         return head
+    body = _c_rows(table)
+    if body is not None:
+        return head + body
     columns = [_Column(table.data[name], name) for name in table.columns]
 
     def block(lo: int, hi: int) -> list:
@@ -66,6 +71,64 @@ class _Column:
             return column_parts(self.array[lo:hi], self.kind, self.decimals)
         codes = self.codes[lo:hi]
         return [(self.mat[codes], self.mask[codes])]
+
+
+C_KINDS = {"int": 0, "nint": 1, "ts": 2, "qp": 3, "float": 4, "str": 5}     # _celltext.c CELL_*
+C_BLOCK_ROWS = 1 << 17          # rows formatted per call: the output buffer stays a few MB
+
+
+def _c_rows(table) -> bytes | None:
+    """The CSV rows by the C formatter; None where it is not built or a column is not plain
+    (a list holding None, ints past int64, more than 9 decimals): cells.py formats those."""
+    from roceview.capture import kernels
+
+    if kernels.format_rows is None:
+        return None
+    kinds, decimals, ints, floats, offsets, texts = [], [], [], [], [], []
+    for name in table.columns:
+        kind, values = KINDS.get(name, "int"), table.data[name]
+        column = _c_column(values, kind)
+        if column is None or DECIMALS.get(name, 6) > 9:
+            return None
+        kinds.append(C_KINDS[kind])
+        decimals.append(DECIMALS.get(name, 6))
+        for out, part in zip((ints, floats, offsets, texts), column):
+            out.append(part)
+    n, parts = len(table), []
+    for lo in range(0, n, C_BLOCK_ROWS):
+        hi = min(n, lo + C_BLOCK_ROWS)
+        block = [[None if a is None else a[lo:hi] for a in group] for group in (ints, floats)]
+        cap = (hi - lo) * (24 * len(kinds) + sum(len(t) for t in texts if t is not None)) + 4096
+        text = kernels.format_rows(kinds, decimals, *block, offsets, texts, cap)
+        if text is None:
+            return None
+        parts.append(text)
+    return b"".join(parts)
+
+
+def _c_column(values, kind: str):
+    """(int64 values or str codes, float64 values, str offsets, str bytes) of one column."""
+    if kind == "str":
+        try:
+            distinct = dict.fromkeys(values)
+        except TypeError:
+            return None
+        if not all(type(v) is str or v is None for v in distinct):
+            return None
+        index = {v: i for i, v in enumerate(distinct)}
+        codes = np.fromiter(map(index.__getitem__, values), np.int64, len(values))
+        data = [_quoted("" if v is None else v).encode("utf-8") for v in distinct]
+        offsets = np.zeros(len(data) + 1, np.int64)
+        np.cumsum([len(d) for d in data], out=offsets[1:])
+        return codes, None, offsets, np.frombuffer(b"".join(data), np.uint8).copy()
+    array = numeric_array(values, kind)
+    if array is None:
+        return None
+    if kind == "float":
+        return None, np.ascontiguousarray(array, dtype=np.float64), None, None
+    if array.dtype.kind == "u" and len(array) and int(array.max()) > np.iinfo(np.int64).max:
+        return None
+    return np.ascontiguousarray(array, dtype=np.int64), None, None, None
 
 
 def _quoted(text: str) -> str:
