@@ -95,10 +95,12 @@ def _c_rows(table) -> bytes | None:
         for out, part in zip((ints, floats, offsets, texts), column):
             out.append(part)
     n, parts = len(table), []
+    # a row's most bytes: 24 a number (20 digits, sign, point), the longest text of a str column
+    row_bytes = sum(int(np.diff(o).max(initial=0)) + 1 if o is not None else 25 for o in offsets)
     for lo in range(0, n, C_BLOCK_ROWS):
         hi = min(n, lo + C_BLOCK_ROWS)
         block = [[None if a is None else a[lo:hi] for a in group] for group in (ints, floats)]
-        cap = (hi - lo) * (24 * len(kinds) + sum(len(t) for t in texts if t is not None)) + 4096
+        cap = (hi - lo) * row_bytes + 4096
         text = kernels.format_rows(kinds, decimals, *block, offsets, texts, cap)
         if text is None:
             return None
