@@ -97,3 +97,27 @@ def test_the_kernel_refuses_str_codes_outside_their_table():
     with pytest.raises(ValueError):
         kernels.format_rows([5], [0], [codes[:1]], [None], [np.array([0, 5], np.int64)], [data], 1 << 12)
     assert kernels.format_rows([5], [0], [codes[:1]], [None], [offsets], [data], 1 << 12) == b"a\n"
+
+
+def test_the_format_kernel_refuses_what_would_take_it_out_of_its_arrays():
+    ints, floats = np.arange(4, dtype=np.int64), np.arange(4, dtype=np.float64)
+    assert kernels.format_rows([0, 4], [0, 1], [ints, None], [None, floats], [None, None], [None, None],
+                               1 << 12) == b"0,0.0\n1,1.0\n2,2.0\n3,3.0\n"
+    for args in (([4], [0], [None], [None], [None], [None]),                          # a float column without floats
+                 ([0, 4], [0, 1], [ints, None], [None], [None, None], [None, None]),   # lists of other lengths
+                 ([0, 4], [0], [ints, None], [None, floats], [None, None], [None, None]),
+                 ([4], [0], [ints], [floats[:2]], [None], [None]),                      # other lengths
+                 ([9], [0], [ints], [None], [None], [None]),                            # no such kind
+                 ([4], [2.7], [None], [floats], [None], [None]),                        # decimals not an int
+                 ([4], [12], [None], [floats], [None], [None]),
+                 ([], [], [], [], [], [])):
+        with pytest.raises(ValueError):
+            kernels.format_rows(*args, 1 << 12)
+
+
+def test_too_small_a_buffer_gives_none_and_the_table_still_comes_out(monkeypatch):
+    huge = np.full(50, 1e300)                      # 300-digit cells: the first block's guess is short
+    assert kernels.format_rows([4], [6], [None], [huge], [None], [None], 2048) is None
+    table = _with_kind("gbps", huge)
+    assert export._c_rows(table) is None or export._c_rows(table) == reference_csv(table).split(b"\n", 1)[1]
+    assert export.table_csv_bytes(table) == reference_csv(table)

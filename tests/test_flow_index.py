@@ -94,3 +94,43 @@ def test_stable_order_refuses_keys_it_could_write_out_of_bounds_with(c_kernels):
         kernels.stable_order(np.array([0, 0, 1], dtype=np.int64), np.array([1, 2], dtype=np.int64))   # 2 rows of 0
     with pytest.raises(ValueError):
         kernels.stable_order(np.array([0], dtype=np.int64), np.array([5, -4], dtype=np.int64))
+
+
+def test_find_after_the_table_grew_and_empty_chunks(c_kernels):
+    rng = np.random.default_rng(5)
+    src = rng.integers(0, 2**63, size=(5000, 2), dtype=np.uint64)
+    dst, qp = src[::-1].copy(), np.arange(5000, dtype=np.uint32)
+    regs = FlowRegistry(), CompiledFlowRegistry(kernels.flow_ids)
+    for reg in regs:
+        assert reg.lookup(src[:0], dst[:0], qp[:0])[0].tolist() == []
+        reg.lookup(src[:3000], dst[:3000], qp[:3000])
+    probe = np.r_[0:10, 2990:3010]
+    found = [reg.find(src[probe], dst[probe], qp[probe]) for reg in regs]
+    assert np.array_equal(*found) and (found[0] >= 0).sum() == 20 and all(reg.n == 3000 for reg in regs)
+
+
+def test_both_registries_take_qp_as_uint32(c_kernels):
+    words = np.arange(12, dtype=np.uint64).reshape(3, 2, 2)
+    src, dst = np.repeat(words[:1, 0], 3, axis=0), np.repeat(words[:1, 1], 3, axis=0)
+    qp = np.array([5, 2**32 + 5, -1], np.int64)
+    got = [(reg.lookup(src, dst, qp)[0].tolist(), reg.qp.tolist())
+           for reg in (FlowRegistry(), CompiledFlowRegistry(kernels.flow_ids))]
+    assert got[0] == got[1] == ([0, 0, 1], [5, 2**32 - 1])
+
+
+def test_the_flow_ids_kernel_refuses_what_would_take_it_out_of_its_arrays(c_kernels):
+    def call(**change):
+        args = dict(src=np.zeros((4, 2), np.uint64), dst=np.zeros((4, 2), np.uint64), qp=np.arange(4, dtype=np.uint32),
+                    insert=True, slots=np.full(16, -1, np.int64), fsrc=np.zeros((8, 2), np.uint64),
+                    fdst=np.zeros((8, 2), np.uint64), fqp=np.zeros(8, np.uint32), n_flows=np.zeros(1, np.int64),
+                    out=np.empty(4, np.int64))
+        args.update(change)
+        return kernels.flow_ids(*args.values())
+
+    assert call() == 4
+    for bad in (dict(src=np.zeros(8, np.uint64)), dict(fsrc=np.zeros(16, np.uint64)),
+                dict(n_flows=np.array([-2], np.int64)), dict(n_flows=np.zeros(0, np.int64)),
+                dict(slots=np.zeros(0, np.int64)), dict(slots=np.full(6, -1, np.int64)),
+                dict(out=np.empty(3, np.int64)), dict(fqp=np.frombuffer(bytes(32), np.uint32))):
+        with pytest.raises(ValueError):
+            call(**bad)

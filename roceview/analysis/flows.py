@@ -180,6 +180,7 @@ class FlowRegistry:
     def lookup(self, src: np.ndarray, dst: np.ndarray, qp: np.ndarray) -> tuple[np.ndarray, int]:
         """Flow id per row, registering new flows; returns (ids, number of flows before)."""
         before = self.n
+        qp = np.asarray(qp).astype(np.uint32, copy=False)      # QPNs are 24-bit: as the C index
         words = _key_words(src, dst, qp)
         h = _hash_words(words, _MULS)
         ids = self._find(h)
@@ -198,6 +199,7 @@ class FlowRegistry:
 
     def find(self, src: np.ndarray, dst: np.ndarray, qp: np.ndarray) -> np.ndarray:
         """Flow id per key, -1 for keys never seen (nothing is registered)."""
+        qp = np.asarray(qp).astype(np.uint32, copy=False)
         ids = self._find(_hash(src, dst, qp))
         ok = np.flatnonzero(ids >= 0)
         ids[ok[self._mismatch(ids[ok], src[ok], dst[ok], qp[ok])]] = -1

@@ -90,51 +90,64 @@ class _C:
 
     def flow_ids(self, src, dst, qp, insert, slots, fsrc, fdst, fqp, n_flows, out) -> int:
         """analysis/flows.py's index (_flowindex.c): rows done; n_flows is a 1-element int64
-        array, updated."""
+        array, updated. Checked so that no input can take the C code outside its arrays."""
         for a, dtype in ((src, np.uint64), (dst, np.uint64), (qp, np.uint32), (slots, np.int64), (fsrc, np.uint64),
                          (fdst, np.uint64), (fqp, np.uint32), (n_flows, np.int64), (out, np.int64)):
             _check(a, dtype)
-        if not (len(src) == len(dst) == len(qp) <= len(out) and len(fsrc) == len(fdst) == len(fqp)):
-            raise ValueError("flow_ids: row counts differ")
-        return self._flow_ids(len(qp), _ptr(src), _ptr(dst), _ptr(qp), int(insert), _ptr(slots), len(slots) - 1,
-                              _ptr(fsrc), _ptr(fdst), _ptr(fqp), len(fqp), _ptr(n_flows), _ptr(out))
-
+        n, capf = len(qp), len(fqp)
+        if not (src.shape == dst.shape == (n, 2) and fsrc.shape == fdst.shape == (capf, 2) and qp.ndim == 1
+                and out.ndim == 1 and len(out) >= n and n_flows.shape == (1,) and 0 <= n_flows[0] <= capf
+                and len(slots) >= max(2, 2 * int(n_flows[0])) and len(slots) & (len(slots) - 1) == 0):
+            raise ValueError("flow_ids: arrays of other shapes, or a slot table that is not a big enough power of 2")
+        if not all(a.flags.writeable for a in (slots, fsrc, fdst, fqp, n_flows, out)):
+            raise ValueError("flow_ids: read-only output arrays")
+        return self._flow_ids(n, _ptr(src), _ptr(dst), _ptr(qp), int(bool(insert)), _ptr(slots), len(slots) - 1,
+                              _ptr(fsrc), _ptr(fdst), _ptr(fqp), capf, _ptr(n_flows), _ptr(out))
 
     def stable_order(self, key, counts) -> np.ndarray:
         """Stable order of the rows by key (0 <= key < len(counts), counts = bincount(key))."""
         _check(key, np.int64), _check(counts, np.int64)
+        if key.ndim != 1 or counts.ndim != 1:
+            raise ValueError("stable_order: 1-D key and counts")
         order, bounds = np.empty(len(key), dtype=np.int64), np.empty(2 * len(counts), dtype=np.int64)
         if self._stable_order(len(key), _ptr(key), len(counts), _ptr(counts), _ptr(bounds), _ptr(order)):
             raise ValueError("stable_order: a key out of range or counts that are not its bincount")
         return order
 
-
     def format_rows(self, kinds, decimals, ints, floats, str_off, str_bytes, cap: int) -> bytes | None:
-        """CSV rows (render/_celltext.c): per column a kind code and its int64 values (or str
-        codes), float64 values, str offsets and bytes (None where the kind has none); all
-        columns of one length. None when `cap` bytes were not enough."""
-        n = len(next(a for a in (*ints, *floats) if a is not None))
-        for group, dtype in ((ints, np.int64), (floats, np.float64), (str_off, np.int64), (str_bytes, np.uint8)):
-            for a in group:
-                if a is not None:
-                    _check(a, dtype)
-        for k, i, f, o, b in zip(kinds, ints, floats, str_off, str_bytes):
-            if len(i if i is not None else f) != n or k == 5 and not _codes_fit(i, o, b):
+        """CSV rows (render/_celltext.c): per column a kind code (0-5: int, nint, ts, qp, float,
+        str) with, for kinds 0-3, int64 values; float: float64 values and 0-9 decimals; str:
+        int64 codes into a table of texts (offsets, bytes). None where a kind has no such array;
+        all columns of one length. None when `cap` bytes were not enough."""
+        columns = list(zip(kinds, decimals, ints, floats, str_off, str_bytes))
+        if not columns or not all(len(g) == len(columns) for g in (kinds, decimals, ints, floats, str_off, str_bytes)):
+            raise ValueError("format_rows: one kind, decimals and array slot per column")
+        n = len(ints[0] if ints[0] is not None else floats[0] if floats[0] is not None else ())
+        for k, d, i, f, o, b in columns:
+            values = f if k == 4 else i
+            if k not in range(6) or type(d) is not int and not isinstance(d, np.integer) or not 0 <= d <= 9 \
+                    or values is None:
+                raise ValueError("format_rows: a kind 0-5 with its values, 0-9 decimals")
+            _check(values, np.float64 if k == 4 else np.int64)
+            if values.ndim != 1 or len(values) != n or k == 5 and not _codes_fit(i, o, b):
                 raise ValueError("format_rows: columns of other lengths, or str codes outside their table")
-        if not all(0 <= d <= 9 for d in decimals):
-            raise ValueError("format_rows: 0-9 decimals")
+        if cap < 1024:
+            return None
         vp = self._ctypes.c_void_p
-        ptrs = [(vp * len(kinds))(*[None if a is None else _ptr(a) for a in group])
+        ptrs = [(vp * len(columns))(*[None if a is None else _ptr(a) for a in group])
                 for group in (ints, floats, str_off, str_bytes)]
         kinds, decimals = np.asarray(kinds, np.int64), np.asarray(decimals, np.int64)
         out = np.empty(cap, np.uint8)
-        size = self._format_rows(n, len(kinds), _ptr(kinds), _ptr(decimals), *ptrs, _ptr(out), cap)
+        size = self._format_rows(n, len(columns), _ptr(kinds), _ptr(decimals), *ptrs, _ptr(out), cap)
         return None if size < 0 else out[:size].tobytes()
 
 
 def _codes_fit(codes, offsets, data) -> bool:
     """A str column's codes index its table of offsets into data (the C code trusts them)."""
-    if offsets is None or data is None or not len(offsets) or offsets[0] != 0 or offsets[-1] != len(data) \
+    if offsets is None or data is None:
+        return False
+    _check(offsets, np.int64), _check(data, np.uint8)
+    if offsets.ndim != 1 or not len(offsets) or offsets[0] != 0 or offsets[-1] != len(data) \
             or (np.diff(offsets) < 0).any():
         return False
     return not len(codes) or 0 <= int(codes.min()) and int(codes.max()) < len(offsets) - 1

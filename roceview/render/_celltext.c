@@ -8,6 +8,8 @@
    ns as seconds with 9 decimals), qp (0x + 6 hex digits; negative: empty), float (`decimals`
    decimals, NaN empty, as Python's f"{x:.{d}f}"), str (a code into a table of texts already
    quoted as csv.writer quotes them). */
+#define _POSIX_C_SOURCE 200809L                  /* newlocale, uselocale */
+#include <locale.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -59,14 +61,15 @@ static char *put_float(char *p, double x, int d)
    '\n'. ints[c]: the int64 values (or str codes) of column c, floats[c] its doubles;
    str_off[c] (texts + 1 offsets) and str_bytes[c]: a str column's texts. Returns the bytes
    written, or -1 when out is too small (the caller formats another way). */
-int64_t rv_format_rows(int64_t n, int64_t ncols, const int64_t *kinds, const int64_t *decimals,
-                       const int64_t *const *ints, const double *const *floats, const int64_t *const *str_off,
-                       const uint8_t *const *str_bytes, char *out, int64_t cap)
+static int64_t format_rows(int64_t n, int64_t ncols, const int64_t *kinds, const int64_t *decimals,
+                           const int64_t *const *ints, const double *const *floats, const int64_t *const *str_off,
+                           const uint8_t *const *str_bytes, char *out, int64_t cap)
 {
-    char *p = out, *stop = out + cap - 512;         /* room for one cell of any kind */
+    char *p = out;
+    int64_t room = cap - 512;                       /* keep room for one cell of any kind */
     for (int64_t i = 0; i < n; i++) {
         for (int64_t c = 0; c < ncols; c++) {
-            if (p >= stop)
+            if (p - out >= room)
                 return -1;
             if (c)
                 *p++ = ',';
@@ -97,7 +100,7 @@ int64_t rv_format_rows(int64_t n, int64_t ncols, const int64_t *kinds, const int
                 break;
             case CELL_STR: {
                 int64_t from = str_off[c][v], len = str_off[c][v + 1] - from;
-                if (p + len >= stop)
+                if (p - out + len >= room)
                     return -1;
                 memcpy(p, str_bytes[c] + from, (size_t)len);
                 p += len;
@@ -108,4 +111,22 @@ int64_t rv_format_rows(int64_t n, int64_t ncols, const int64_t *kinds, const int
         *p++ = '\n';
     }
     return p - out;
+}
+
+/* format_rows with the C locale's decimal point: snprintf follows LC_NUMERIC, which a program
+   embedding roceview may have set ("1,500" would break the CSV); Python's format never does. */
+int64_t rv_format_rows(int64_t n, int64_t ncols, const int64_t *kinds, const int64_t *decimals,
+                       const int64_t *const *ints, const double *const *floats, const int64_t *const *str_off,
+                       const uint8_t *const *str_bytes, char *out, int64_t cap)
+{
+    if (cap < 1024 || ncols < 1)
+        return -1;
+    locale_t c_locale = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
+    if (c_locale == (locale_t)0)
+        return -1;
+    locale_t previous = uselocale(c_locale);
+    int64_t size = format_rows(n, ncols, kinds, decimals, ints, floats, str_off, str_bytes, out, cap);
+    uselocale(previous);
+    freelocale(c_locale);
+    return size;
 }
