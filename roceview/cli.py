@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import enum
+import gc
 import importlib
 import os
 import sys
@@ -82,6 +83,8 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> int:
     try:
         module, parser = _command_parser(argv[0])
         args = parser.parse_args(argv[1:])
+        if not getattr(module, "ENABLES_GC", False):
+            gc.enable()
         return int(module.run(args, env))
     except SystemExit as exc:
         return int(exc.code or 0)
@@ -103,6 +106,10 @@ def entry() -> None:
     # roceview does no linear algebra, but numpy's OpenBLAS starts a thread per core that
     # spins for a while: measured 8 % of the samples of a run, stolen from the decode threads.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    # No cyclic GC while modules import: its full collections traverse every object the
+    # imports create (numpy's ~100 k). main() turns it on again once the command is parsed;
+    # analyze only after its first chunk, with the imports frozen (commands/analyze.py).
+    gc.disable()
     from roceview.capture.memory import keep_freed_memory
 
     keep_freed_memory()

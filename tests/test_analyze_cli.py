@@ -2,6 +2,7 @@
 import gzip
 import io
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -214,3 +215,35 @@ def test_prefault_heap_gives_the_threads_pages_already_faulted_in():
     assert runs["on"][0] == "True" and runs["off"][0] == "False"
     assert runs["off"][1] > 3000, runs                       # the probe does fault when not prefaulted
     assert runs["on"][1] < runs["off"][1] // 10, runs
+
+
+def test_the_gc_is_back_on_for_every_command_and_for_analyze_after_its_first_chunk(tmp_path):
+    """cli.entry turns the cyclic GC off for the imports; main() turns it on for commands, and
+    analyze (ENABLES_GC) after its first chunk, with the imports frozen. In a child process:
+    the GC settings are process-wide."""
+    import subprocess
+    import sys
+
+    sample = Path(__file__).resolve().parents[1] / "captures" / "clean.pcap"
+    code = f"""
+import gc, io, contextlib
+from roceview import cli
+from roceview.commands import analyze, dissect
+seen = []
+dissect.run = lambda args, env: seen.append(("dissect", gc.isenabled())) or 0
+gc.disable(); cli.main(["dissect", {str(sample)!r}])
+real = analyze._after_imports
+def spy(bar):
+    seen.append(("analyze before", gc.isenabled()))
+    callback = real(bar)
+    def wrapped(n):
+        callback(n); seen.append(("analyze after a chunk", gc.isenabled(), gc.get_freeze_count() > 0))
+    return wrapped
+analyze._after_imports = spy
+gc.disable()
+with contextlib.redirect_stdout(io.StringIO()):
+    cli.main(["analyze", {str(sample)!r}])
+print(seen)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == str([("dissect", True), ("analyze before", False), ("analyze after a chunk", True, True)])

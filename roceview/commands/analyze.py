@@ -7,6 +7,7 @@ import time
 from roceview.cli import ExitStatus
 
 SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
+ENABLES_GC = True  # cli.main leaves the GC off: _after_imports turns it on after the first chunk
 MAX_QP_ROWS = 25  # the report's default; render.report.MAX_QP_ROWS (not imported: --help stays fast)
 
 
@@ -48,7 +49,7 @@ def run(args, env) -> ExitStatus:
 
     with _Progress(env) as bar:
         result = analyze(args.capture, pmtu=args.pmtu, link_speed=args.link_speed, bucket_ms=args.bucket,
-                         roce_ports=args.roce_port, warn=bar.warn, progress=bar.advance if bar.active else None,
+                         roce_ports=args.roce_port, warn=bar.warn, progress=_after_imports(bar),
                          config=args.config)
     if args.csv:
         from roceview.render.export import write_csv_dir
@@ -63,6 +64,23 @@ def run(args, env) -> ExitStatus:
     is_tty = hasattr(env.stdout, "isatty") and env.stdout.isatty()
     print_report(result, make_console(env.stdout, is_tty), max_qps=args.max_qps)
     return _exit_status(result, args.fail_on)
+
+
+def _after_imports(bar):
+    """The progress callback: the first chunk arrives once every module is imported; then the
+    cyclic GC (off during start-up, cli.entry) is turned on again with the ~100 k objects of the
+    imports frozen: collections stop traversing them."""
+    import gc
+
+    def first(n: int) -> None:
+        nonlocal callback
+        gc.freeze()
+        gc.enable()
+        callback = bar.advance
+        callback(n)
+
+    callback = first if not gc.isenabled() else bar.advance
+    return lambda n: callback(n)
 
 
 def _input_bytes(paths) -> int:
