@@ -5,7 +5,8 @@ from setuptools import Extension, setup
 
 setup(ext_modules=[Extension(
     "roceview.capture._ckernel",
-    sources=["roceview/capture/_ckernel.c", "roceview/capture/_flowindex.c", "roceview/render/_celltext.c"],
+    sources=["roceview/capture/_ckernel.c", "roceview/capture/_walk.c", "roceview/capture/_flowindex.c",
+             "roceview/render/_celltext.c"],
     depends=["roceview/capture/_fields_kernel.h"],
     extra_compile_args=["-O3", "-fno-strict-aliasing"],
     optional=True,
