@@ -80,8 +80,8 @@ def decode_chunk(chunk: RecordChunk, ports: np.ndarray, first_frame: int, projec
     flags = np.zeros((FLAG_ROWS, n), np.bool_).T
     icrc = np.zeros(n, np.uint32)
     args = (chunk.buf, chunk.off, chunk.cap, chunk.wire, chunk.linktype, ports, EXT_OFFSETS, EXT_TOTAL,
-            layout.rows, CRC_TABLES, NATIVE_CRC32, layout.code, o, meta, mats["u8"], mats["u16"], mats["u32"], mats["u64"],
-            ok, src, dst, addr_ok, lens, flags, icrc)
+            layout.rows, CRC_TABLES, NATIVE_CRC32, layout.code, o, meta,
+            mats["u8"], mats["u16"], mats["u32"], mats["u64"], ok, src, dst, addr_ok, lens, flags, icrc)
     _run_split(n, args)
     b = Batch(n)
     cols, valid = b.cols, b.valid
@@ -185,9 +185,8 @@ def _lldp_columns(b: Batch, chunk, ports) -> None:
     out = np.zeros(b.n, np.uint8)
     ok = np.zeros(b.n, bool)
     at = _offsets(chunk, rows, ports)[:, O["lldp"]] if len(rows) else rows
-    cap_end = chunk.off + chunk.cap
     for i, start in zip(rows, at):          # LLDP is rare: one frame every few seconds
-        frame = chunk.buf[start:cap_end[i]].tobytes()
+        frame = chunk.buf[start:chunk.off[i] + chunk.cap[i]].tobytes()
         bitmap = lldp.pfc_enable(frame, 0)
         if bitmap is not None:
             out[i], ok[i] = bitmap, True
@@ -209,11 +208,11 @@ def _cm_columns(b: Batch, chunk, ports) -> None:
     rows = rows[b.mask("opcode")[rows] & (b.cols["dest_qp"][rows] == ib.GSI_QP)]
     if not len(rows):
         return
-    cap_end = chunk.off + chunk.cap
+    cap_end = chunk.off[rows] + chunk.cap[rows]
     mad_at = _offsets(chunk, rows, ports)[:, O["bth"]] + 12 + 8          # BTH, DETH
-    keep = mad_at + 24 <= cap_end[rows]
-    for i, mad in zip(rows[keep], mad_at[keep]):
-        frame = chunk.buf[mad:cap_end[i]].tobytes()
+    keep = mad_at + 24 <= cap_end
+    for i, mad, end in zip(rows[keep], mad_at[keep], cap_end[keep]):
+        frame = chunk.buf[mad:end].tobytes()
         headers = [ib.MAD]
         if field_value(frame, 0, ib.MAD.field("mgmt_class")) == ib.MGMT_CLASS_CM:
             attr = field_value(frame, 0, ib.MAD.field("attribute_id"))

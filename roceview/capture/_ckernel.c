@@ -357,9 +357,9 @@ static inline void meta_columns(int64_t i, int64_t n, const int64_t *mi, uint32_
 void rv_decode_records(int64_t lo, int64_t hi, int64_t n, const uint8_t *buf, const int64_t *rec_off,
                        const uint32_t *cap, const uint32_t *wire, const uint16_t *linktype, const uint8_t *ports,
                        const int64_t *ext, const int64_t *ext_total, const int64_t *rows, const uint32_t *crc_table,
-                       int64_t crc_fn_addr, int64_t projection, int64_t *o, int64_t *meta, uint8_t *u8, uint16_t *u16, uint32_t *u32,
-                       uint64_t *u64, uint8_t *ok, uint8_t *src, uint8_t *dst, uint8_t *addr_ok, uint32_t *lens,
-                       uint8_t *flags, uint32_t *icrc)
+                       int64_t crc_fn_addr, int64_t projection, int64_t *o, int64_t *meta, uint8_t *u8,
+                       uint16_t *u16, uint32_t *u32, uint64_t *u64, uint8_t *ok, uint8_t *src, uint8_t *dst,
+                       uint8_t *addr_ok, uint32_t *lens, uint8_t *flags, uint32_t *icrc)
 {
     crc32_fn fn = (crc32_fn)(uintptr_t)crc_fn_addr;
     int64_t o_local[N_OUT], meta_local[N_META];
