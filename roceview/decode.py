@@ -19,7 +19,6 @@ from roceview.capture.kernels import decode_records
 from roceview.capture.readers import RecordChunk
 
 O = {name: k for k, name in enumerate(consts.OUT_FIELDS)}
-LAYOUT = column_layout()        # column -> (matrix, row, validity row): the kernels' layout
 EXT_BY_NAME = {h.name: h for h in ib.EXT_HEADERS}
 
 
@@ -36,6 +35,7 @@ class _Layout:
 
 
 LAYOUTS = {p: _Layout(p) for p in consts.PROJECTION_CODE}
+LAYOUT = LAYOUTS[None].columns  # every column -> (matrix, row, validity row): the kernels' full layout
 LENS_ROWS, FLAG_ROWS = 6, 9  # kernel outputs per record: see capture/fused.py decode_records
 SPLIT_MIN = 4096
 THREADS = min(2, os.cpu_count() or 1)

@@ -87,7 +87,6 @@ class _C:
         offsets = (0, 0) if o is None else (_ptr(o), _ptr(meta))      # NULL: kept on the kernel's stack
         self._decode(lo, hi, n, *map(_ptr, arrays), int(crc_fn), int(projection), *offsets, *map(_ptr, outs))
 
-
     def flow_ids(self, src, dst, qp, insert, slots, fsrc, fdst, fqp, n_flows, out) -> int:
         """analysis/flows.py's index (_flowindex.c): rows done; n_flows is a 1-element int64
         array, updated. Checked so that no input can take the C code outside its arrays."""

@@ -167,10 +167,10 @@ def column_parts(values, kind: str, decimals: int = 6) -> list | None:
     return _int_parts(v, empty_negative=kind == "nint")
 
 
-def string_cells(values, render):
-    """(row -> distinct index, matrix, mask) of a column of str/None values, `render` (value ->
-    text) run once per distinct value: a timeline repeats each flow id thousands of times.
-    None when a value is anything else (1, 1.0 and True would be one dict key)."""
+def distinct_strings(values):
+    """(row -> distinct index as int64, the distinct values in order of first row) of a column
+    of str/None values; None when a value is anything else (1, 1.0 and True would be one dict
+    key) or unhashable."""
     try:
         distinct = dict.fromkeys(values)
     except TypeError:  # unhashable
@@ -178,7 +178,17 @@ def string_cells(values, render):
     if not all(type(v) is str or v is None for v in distinct):
         return None
     index = {v: i for i, v in enumerate(distinct)}
-    codes = np.fromiter(map(index.__getitem__, values), np.intp, len(values))
+    return np.fromiter(map(index.__getitem__, values), np.int64, len(values)), list(distinct)
+
+
+def string_cells(values, render):
+    """(row -> distinct index, matrix, mask) of a column of str/None values, `render` (value ->
+    text) run once per distinct value: a timeline repeats each flow id thousands of times.
+    None when `distinct_strings` says no."""
+    found = distinct_strings(values)
+    if found is None:
+        return None
+    codes, distinct = found
     return (codes,) + text_matrix([render(v) for v in distinct])
 
 

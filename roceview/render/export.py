@@ -17,7 +17,8 @@ import numpy as np
 
 from roceview.analysis.tables import DECIMALS, KINDS, slow_text
 from roceview.errors import WriteError
-from roceview.render.cells import assemble, column_parts, const_cells, numeric_array, string_cells
+from roceview.render.cells import (assemble, column_parts, const_cells, distinct_strings, numeric_array,
+                                   string_cells)
 
 CSV_FILES = (("qps.csv", "flows_table"), ("pfc.csv", "pfc_table"), ("findings.csv", "findings_table"),
              ("events.csv", "events_table"), ("timeline.csv", "timeline_table"))
@@ -86,12 +87,12 @@ def _c_rows(table) -> bytes | None:
         return None
     kinds, decimals, ints, floats, offsets, texts = [], [], [], [], [], []
     for name in table.columns:
-        kind, values = KINDS.get(name, "int"), table.data[name]
-        column = _c_column(values, kind)
-        if column is None or DECIMALS.get(name, 6) > 9:
+        kind, places = KINDS.get(name, "int"), DECIMALS.get(name, 6)
+        column = _c_column(table.data[name], kind)
+        if column is None or places > 9:
             return None
         kinds.append(C_KINDS[kind])
-        decimals.append(DECIMALS.get(name, 6))
+        decimals.append(places)
         for out, part in zip((ints, floats, offsets, texts), column):
             out.append(part)
     n, parts = len(table), []
@@ -111,14 +112,10 @@ def _c_rows(table) -> bytes | None:
 def _c_column(values, kind: str):
     """(int64 values or str codes, float64 values, str offsets, str bytes) of one column."""
     if kind == "str":
-        try:
-            distinct = dict.fromkeys(values)
-        except TypeError:
+        found = distinct_strings(values)
+        if found is None:
             return None
-        if not all(type(v) is str or v is None for v in distinct):
-            return None
-        index = {v: i for i, v in enumerate(distinct)}
-        codes = np.fromiter(map(index.__getitem__, values), np.int64, len(values))
+        codes, distinct = found
         data = [_quoted("" if v is None else v).encode("utf-8") for v in distinct]
         offsets = np.zeros(len(data) + 1, np.int64)
         np.cumsum([len(d) for d in data], out=offsets[1:])
