@@ -155,3 +155,23 @@ def test_an_inner_frame_said_to_start_past_the_record_has_no_bytes(backends, mon
     (_, batch), = _decode_all(path, backends[0], monkeypatch)[0]
     assert int(batch.cols["cap_len"][0]) == 0 and bool(batch.cols["truncated"][0])
     assert not batch.mask("_src_mac")[0]
+
+
+def test_the_slice_by_8_crc_tables_give_zlibs_crc32():
+    """The fallback ICRC loop's tables (crc.CRC_TABLES), used as slice-by-8 is defined."""
+    import zlib
+
+    from roceview.capture.crc import CRC_TABLES
+
+    t = CRC_TABLES.astype(np.int64).tolist()
+    data = bytes(range(256)) * 3 + b"roceview icrc"
+    crc, i = 0xFFFFFFFF, 0
+    while len(data) - i >= 8:
+        lo = crc ^ int.from_bytes(data[i:i + 4], "little")
+        hi = int.from_bytes(data[i + 4:i + 8], "little")
+        crc = (t[7][lo & 0xFF] ^ t[6][(lo >> 8) & 0xFF] ^ t[5][(lo >> 16) & 0xFF] ^ t[4][lo >> 24]
+               ^ t[3][hi & 0xFF] ^ t[2][(hi >> 8) & 0xFF] ^ t[1][(hi >> 16) & 0xFF] ^ t[0][hi >> 24])
+        i += 8
+    for b in data[i:]:
+        crc = t[0][(crc ^ b) & 0xFF] ^ (crc >> 8)
+    assert crc ^ 0xFFFFFFFF == zlib.crc32(data)

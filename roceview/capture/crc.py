@@ -10,11 +10,10 @@ import numpy as np
 
 def _tables() -> np.ndarray:
     t = np.zeros((8, 256), dtype=np.uint32)
-    for b in range(256):
-        c = b
-        for _ in range(8):
-            c = (c >> 1) ^ 0xEDB88320 if c & 1 else c >> 1
-        t[0, b] = c
+    c = np.arange(256, dtype=np.uint32)
+    for _ in range(8):                      # all 256 bytes at once (a Python loop: ~1 ms a run)
+        c = np.where(c & 1, (c >> 1) ^ np.uint32(0xEDB88320), c >> 1)
+    t[0] = c
     for k in range(1, 8):
         t[k] = (t[k - 1] >> 8) ^ t[0][t[k - 1] & 0xFF]
     return t
