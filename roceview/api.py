@@ -73,11 +73,12 @@ def _fact_collector():
 
 
 def _config(config):
-    """A Config as is; a path is loaded (BadInput, one line, when it cannot be)."""
-    from roceview.diagnose import load_config
-
+    """A Config as is; a path is loaded (BadInput, one line, when it cannot be). Nothing is
+    imported for the rest: the diagnoser's modules import once reading has started."""
     if config is None or not isinstance(config, (str, bytes)) and not hasattr(config, "__fspath__"):
         return config
+    from roceview.diagnose import load_config
+
     return load_config(config)
 
 

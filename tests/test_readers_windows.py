@@ -156,3 +156,30 @@ def test_reading_starts_at_once_and_stops_when_the_iterator_is_dropped(captures)
     while readers_alive() and time.monotonic() < deadline:
         time.sleep(0.02)
     assert not readers_alive(), "the read-ahead thread outlived its iterator"
+
+
+_IMPORT_ORDER_PROBE = r"""
+import sys
+import roceview.packets as packets
+seen = []
+start = packets._Prefetched.__init__
+def recording(self, *a, **k):
+    if not seen:
+        seen.append(sorted(m for m in ("roceview.analysis", "roceview.diagnose") if m in sys.modules))
+    start(self, *a, **k)
+packets._Prefetched.__init__ = recording
+import roceview
+result = roceview.analyze(sys.argv[1])
+print(len(result.flows), seen[0])
+"""
+
+
+def test_analyze_starts_reading_before_the_analysis_modules_import():
+    """api.analyze starts the reader first and imports the analysis and diagnoser modules
+    (~15-20 ms) while the first chunk is read, as docs/DESIGN.md says."""
+    sample = Path(__file__).resolve().parents[1] / "captures" / "clean.pcap"
+    proc = subprocess.run([sys.executable, "-c", _IMPORT_ORDER_PROBE, str(sample)], capture_output=True,
+                          text=True, timeout=300, cwd=Path(__file__).resolve().parents[1])
+    assert proc.returncode == 0, proc.stderr
+    flows, imported = proc.stdout.split(maxsplit=1)
+    assert int(flows) > 0 and imported.strip() == "[]", proc.stdout
