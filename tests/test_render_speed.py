@@ -269,7 +269,7 @@ def test_the_analyze_path_imports_neither_rich_pandas_nor_tomllib(tmp_path, samp
         f"code = main(['analyze', {str(REPO / 'captures' / sample)!r}, '--csv', {str(tmp_path / 'o')!r}],"
         " Environment(stdout=io.StringIO(), stderr=io.StringIO()))\n"
         "from roceview.capture.kernels import BACKEND\n"
-        "unwanted = ('rich', 'pandas', 'tomllib') + (('json', 'numpy.ma') if BACKEND == 'c' else ())  # numba imports both\n"
+        "unwanted = ('rich', 'pandas', 'tomllib') + (('json', 'numpy.ma') if BACKEND == 'c' else ())\n"  # numba: both
         "print(code, sorted(m for m in unwanted if m in sys.modules))\n")
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=REPO)
     assert proc.stdout.strip() == "0 []", proc.stderr
