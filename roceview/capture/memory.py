@@ -12,7 +12,10 @@ M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_ARENA_MAX = -1, -3, -8     # glibc <malloc
 MMAP_THRESHOLD_MAX = 32 << 20                   # glibc's ceiling for M_MMAP_THRESHOLD (64-bit)
 TRIM_THRESHOLD = 1 << 30
 PREFAULT_BLOCK = 16 << 20                       # under the mmap threshold: served from the heap
-PREFAULT_MAX = 96 << 20                         # ~ a pipeline's peak: 5 chunks in flight + analysis
+# The analyze pipeline's own heap at snaplen 128: ~16 k pages reused. (96 MB, sized before the
+# analysis projection shrank the decode outputs, left ~8 k pages nobody used: A/B medians 0.311
+# vs 0.298 s and 0.312 vs 0.291 s at 1 M packets, 0.02-0.06 s more CPU; full frames reuse fewer.)
+PREFAULT_MAX = 64 << 20
 
 
 def keep_freed_memory() -> bool:
@@ -36,8 +39,8 @@ def prefault_heap(nbytes: int) -> bool:
     """Touch `nbytes` of heap on a thread of its own, then free them (kept: keep_freed_memory).
 
     A process starts single-threaded (imports, ~0.1 s) while its second core idles; the
-    decode pipeline then faults in its ~100 MB of chunk buffers at ~2.5 us a page (25 k
-    faults, ~0.06 s of CPU, competing with the decode and analysis threads). Faulting them in
+    decode pipeline then faults in its ~64 MB of chunk buffers at ~2.5 us a page (16 k
+    faults, ~0.04 s of CPU, competing with the decode and analysis threads). Faulting them in
     during the imports moves that work onto the idle core. With one malloc arena (set here,
     before any other thread exists) every thread's allocations reuse the touched pages.
     CLI only: it owns its process. False where nothing was done (not glibc, nbytes < 1 block)."""
