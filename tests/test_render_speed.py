@@ -260,13 +260,22 @@ def test_max_qps_option(capsys):
     assert usage.count("\n") == 1 and "--max-qps" in usage
 
 
-@pytest.mark.parametrize("sample", ["network-loss.pcap", "incast.pcap"])
+@pytest.mark.parametrize("sample", ["network-loss.pcap", "incast.pcap", "network-loss.pcapng"])
 def test_the_analyze_path_imports_neither_rich_pandas_nor_tomllib(tmp_path, sample):
-    """Nor numpy.ma (~8 ms: plain np.unique imports it, the incast rule used to)."""
+    """Nor numpy.ma (~8 ms: plain np.unique imports it; the incast rule and the pcapng reader used
+    to call it)."""
+    path = REPO / "captures" / sample
+    if sample.endswith(".pcapng"):                 # the same packets, as pcapng
+        from roceview.capture.readers import read_records
+        from roceview.capture.writer import write_pcapng
+
+        chunk = next(read_records(str(path.with_suffix(".pcap")), 1 << 20, lambda m: None))
+        path = tmp_path / sample
+        write_pcapng(path, [chunk.frame(i) for i in range(chunk.n)], chunk.ts.tolist())
     script = (
         "import io, sys\n"
         "from roceview.cli import Environment, main\n"
-        f"code = main(['analyze', {str(REPO / 'captures' / sample)!r}, '--csv', {str(tmp_path / 'o')!r}],"
+        f"code = main(['analyze', {str(path)!r}, '--csv', {str(tmp_path / 'o')!r}],"
         " Environment(stdout=io.StringIO(), stderr=io.StringIO()))\n"
         "from roceview.capture.kernels import BACKEND\n"
         "unwanted = ('rich', 'pandas', 'tomllib') + (('json', 'numpy.ma') if BACKEND == 'c' else ())\n"  # numba: both

@@ -6,6 +6,7 @@ from typing import Iterator
 
 import numpy as np
 
+from roceview.arrays import sorted_distinct
 from roceview.capture import consts, kernels
 
 SHB, IDB = 0x0A0D0D0A, 1
@@ -29,7 +30,7 @@ class _Interfaces:
 
     def to_ns(self, raw: np.ndarray, local_if: np.ndarray) -> np.ndarray:
         ts = np.zeros(len(raw), np.int64)
-        for k in np.unique(local_if):
+        for k in sorted_distinct(local_if):
             g = self.section_base + int(k)
             rows = local_if == k
             offset = max(-(1 << 62), min(1 << 62, self.tsoffset[g] * 1_000_000_000))   # damaged IDBs

@@ -10,6 +10,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from roceview.arrays import sorted_distinct
 from roceview.diagnose.context import Context
 from roceview.diagnose.finding import finding, plural
 
@@ -162,23 +163,17 @@ def _busiest_windows(ctx: Context, tl, width: int, senders_of: dict) -> list[tup
                                  return_inverse=True)
     win = win.reshape(-1)
     n_senders = len(sender_code)
-    distinct_senders = _distinct(win * n_senders + sender_of[flow]) // n_senders
+    distinct_senders = sorted_distinct(win * n_senders + sender_of[flow]) // n_senders
     senders = np.bincount(distinct_senders, minlength=len(keys))   # distinct senders per window
     receiver = keys // len(numbers)
     out = []
-    for d in _distinct(receiver).tolist():
+    for d in sorted_distinct(receiver).tolist():
         mine = np.flatnonzero(receiver == d)
         best = mine[senders[mine] == senders[mine].max()]
         pick = int(best[np.argmin(first[best])])                 # the first busiest, in row order
         out.append((dsts[d], int(numbers[keys[pick] % len(numbers)]),
-                    {distinct[f] for f in _distinct(flow[win == pick]).tolist()}))
+                    {distinct[f] for f in sorted_distinct(flow[win == pick]).tolist()}))
     return out
-
-
-def _distinct(values: np.ndarray) -> np.ndarray:
-    """The sorted distinct values: plain np.unique(values) imports numpy.ma (~8 ms of a run)."""
-    values = np.sort(values)
-    return values[np.concatenate(([True], values[1:] != values[:-1]))] if len(values) else values
 
 
 def _signals(ctx: Context, dst: str, flows) -> list[str]:
