@@ -54,7 +54,7 @@ def analyze(paths, *, pmtu: int | None = None, link_speed: float = 100.0, bucket
     for batch in batches:
         analyzer.feed(batch)
         if facts is not None:
-            facts.feed(batch)
+            facts.feed(batch, analyzer.flow_ids(batch))
         if progress is not None:
             progress(batch.n)
     result = analyzer.finish(files=files, warnings=warnings)

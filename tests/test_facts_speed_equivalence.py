@@ -8,11 +8,15 @@ import dataclasses
 import numpy as np
 import pytest
 
+import roceview
 from roceview.analysis.opcodes import CONTINUES_RESPONSE, OPCLASS, READ_RESPONSE
 from roceview.batch import PROTO_CODE, PROTO_NAMES, Batch
 from roceview.diagnose import facts as F
 from roceview.diagnose import facts_kernels as K
 from roceview.diagnose.facts_kernels import distinct, hash_parts
+from roceview.packets import iter_batches
+
+from conftest import SAMPLES, capture_files
 
 
 def _col(batch, name, sel, fill=-1):
@@ -181,11 +185,27 @@ def synthetic(n, flows, seed, hosts=2, ipv6=False, wide_qp=False, partly_valid=F
     return Batch(n, cols, valid)
 
 
-def collect(cls, batch, size):
+def collect(cls, batch, size, flows=False):
+    """The facts of `batch` fed in chunks of `size` rows; flows=True also passes flow ids as
+    the analysis would (one per RoCE row with an opcode and a dest QP, the same id for the same
+    addresses and QP in every chunk; here numbered by np.unique, not in order of appearance)."""
     f = cls()
+    ids = _flow_ids(batch) if flows else None
     for i in range(0, batch.n, size):
-        f.feed(batch.select(np.arange(i, min(i + size, batch.n))))
+        rows = np.arange(i, min(i + size, batch.n))
+        chunk = batch.select(rows)
+        if ids is None:
+            f.feed(chunk)
+        else:
+            keep = (np.isin(chunk.cols["_proto"], F._ROCE) & chunk.mask("opcode") & chunk.mask("dest_qp"))
+            f.feed(chunk, ids[rows[keep]])
     return dataclasses.asdict(f.finish())
+
+
+def _flow_ids(batch) -> np.ndarray:
+    key = np.concatenate([batch.cols["_src_addr"], batch.cols["_dst_addr"],
+                          batch.cols["dest_qp"].astype(">u4").view(np.uint8).reshape(-1, 4)], axis=1)
+    return np.unique(key, axis=0, return_inverse=True)[1].reshape(-1).astype(np.int64)
 
 
 CASES = {   # name: (synthetic's arguments, how rows are grouped in chunks of 997 and more)
@@ -198,25 +218,29 @@ CASES = {   # name: (synthetic's arguments, how rows are grouped in chunks of 99
 }
 
 
+@pytest.mark.parametrize("flows", [False, True], ids=["addresses", "flow ids"])
 @pytest.mark.parametrize("case", list(CASES))
 @pytest.mark.parametrize("size", [7, 997, 65536])
-def test_same_facts_as_hashing_every_row(case, size, monkeypatch):
+def test_same_facts_as_hashing_every_row(case, size, flows, monkeypatch):
     args, path = CASES[case]
     batch = synthetic(seed=len(case) * 31 + size, **args)
     if size == 7:
         batch = batch.select(np.arange(1500))
-    paths = set()
+    paths, keys = set(), set()
 
     def spy(fields):
         key, size, bounds = K.mixed_radix(fields)
         paths.add("every row" if key is None else "direct" if size <= K._DIRECT else "hashed")
+        keys.add("flow" if len(fields[0]) and fields[0].ndim == 1 else "addr")
         return key, size, bounds
 
     monkeypatch.setattr(F, "mixed_radix", spy)
-    new, ref = collect(F.FactCollector, batch, size), collect(Reference, batch, size)
+    new, ref = collect(F.FactCollector, batch, size, flows), collect(Reference, batch, size)
     assert new == ref
     assert new["classes"] and new["read_breaks"] and new["ts_backwards"] and new["bad_icrc_frames"]
-    assert size == 7 or path in paths
+    assert keys == {"flow" if flows else "addr"}
+    if not flows:       # with flow ids the key is narrower: IPv6 then fits (no "every row")
+        assert size == 7 or path in paths
 
 
 @pytest.mark.parametrize("mask", [0xFFFF_0000_0000_0003, 0x0003_0000_0000_0003])
@@ -232,3 +256,24 @@ def test_class_hash_collisions_merge_classes_as_before(mask, monkeypatch):
     for size in (997, 65536):
         new, ref = collect(F.FactCollector, batch, size), collect(Reference, batch, size)
         assert new == ref and len(new["classes"]) > 1
+
+
+@pytest.mark.parametrize("capture", capture_files(SAMPLES), ids=lambda p: p.name)
+def test_analyze_gives_the_facts_of_a_plain_collector(capture, monkeypatch):
+    """roceview.analyze hands the analysis's flow ids to the collector: the facts are those of a
+    collector that reads only the batches."""
+    given = []
+    feed = F.FactCollector.feed
+
+    def spy(self, batch, flows=None):
+        given.append(flows is not None)
+        return feed(self, batch, flows)
+
+    monkeypatch.setattr(F.FactCollector, "feed", spy)
+    result = roceview.analyze(str(capture))
+    monkeypatch.setattr(F.FactCollector, "feed", feed)
+    plain = F.FactCollector()
+    for batch in iter_batches(str(capture), projection="analysis"):
+        plain.feed(batch)
+    assert dataclasses.asdict(result.facts) == dataclasses.asdict(plain.finish())
+    assert result.facts.classes and any(given)

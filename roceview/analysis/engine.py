@@ -73,6 +73,7 @@ class Analyzer:
         self.last_ts: int | None = None
         self._held: list[Batch] = []
         self._kept: list[Batch] | None = [] if keep_packets else None
+        self._flow_ids: tuple | None = None           # (batch, its RoCE rows' flow ids)
 
     # ---- input -------------------------------------------------------------------------------
     def feed(self, batch: Batch) -> None:
@@ -88,6 +89,13 @@ class Analyzer:
                 self._release()
             return
         self._process(batch)
+
+    def flow_ids(self, batch: Batch) -> np.ndarray | None:
+        """The flow id of each RoCE row (with an opcode and a dest QP) of `batch`, the batch
+        just fed, in row order; None when it was held back (or had no such rows). Given once:
+        the reference is dropped."""
+        kept, self._flow_ids = self._flow_ids, None
+        return kept[1] if kept is not None and kept[0] is batch else None
 
     def _release(self) -> None:
         held, self._held = self._held, []
@@ -125,7 +133,9 @@ class Analyzer:
         if name in batch.cols:
             rows = self._roce_rows(batch, name, int(counts[_ROCE].sum()))
             if rows is None or len(rows):
-                ChunkAnalysis(self, ChunkRows(self, batch, rows, idx0, name, in_order)).run()
+                ch = ChunkRows(self, batch, rows, idx0, name, in_order)
+                self._flow_ids = (batch, ch.fid)
+                ChunkAnalysis(self, ch).run()
 
     @staticmethod
     def _roce_rows(batch: Batch, opcode_col: str, n_roce: int) -> np.ndarray | None:

@@ -80,8 +80,8 @@ class _Rows:
     """The chunk's RoCE rows (`rows`: batch row numbers, None for every row): the class columns
     per row for the exact key, and at a few rows the values the class hash is made of."""
 
-    def __init__(self, batch, rows, opname):
-        self.batch, self.rows = batch, rows
+    def __init__(self, batch, rows, opname, flows=None):
+        self.batch, self.rows, self.flows = batch, rows, flows
         self.sel = sel = slice(None) if rows is None else rows
         self.n = batch.n if rows is None else len(rows)
         self.src = np.ascontiguousarray(batch.cols["_src_addr"][sel])
@@ -96,11 +96,14 @@ class _Rows:
         """Per-row columns whose equal values make equal classes (some finer: the opcode, not its
         class; a value and its validity rather than the value or a fill)."""
         n, cols, sel = self.n, self.batch.cols, self.sel
-        lanes = np.empty((4, n), dtype=np.uint64)  # addresses as big-endian halves: IPv4s differ
-        np.copyto(lanes[:2], self.src.view(">u8").reshape(n, 2).T)   # in the low bits, a small
-        np.copyto(lanes[2:], self.dst.view(">u8").reshape(n, 2).T)   # range
-        fields = {"addr": lanes, "dest_qp": _unsigned(cols["dest_qp"][sel]),
-                  "_proto": _unsigned(cols["_proto"][sel]), "opcode": _unsigned(self.opcode)}
+        if self.flows is not None:                 # the analysis's flow ids: one small lane
+            fields = {"flow": _unsigned(self.flows)}
+        else:
+            lanes = np.empty((4, n), dtype=np.uint64)  # addresses as big-endian halves: IPv4s
+            np.copyto(lanes[:2], self.src.view(">u8").reshape(n, 2).T)   # differ in the low bits,
+            np.copyto(lanes[2:], self.dst.view(">u8").reshape(n, 2).T)   # a small range
+            fields = {"addr": lanes, "dest_qp": _unsigned(cols["dest_qp"][sel])}
+        fields.update({"_proto": _unsigned(cols["_proto"][sel]), "opcode": _unsigned(self.opcode)})
         if "truncated" in cols:                    # not a class field: counted per class
             fields["truncated"] = _unsigned(cols["truncated"][sel])
         for name in [name for name, _ in _SMALL] + ["_src_mac", "_dst_mac"]:
@@ -161,7 +164,11 @@ class FactCollector:
         self._layout, self._hashes = None, {}        # see _class_hashes
         self._read_state: dict[int, tuple[int, int]] = {}   # flow hash -> (last psn, opcode)
 
-    def feed(self, batch) -> None:
+    def feed(self, batch, flows: np.ndarray | None = None) -> None:
+        """flows: optionally, the analysis's flow id (int64 >= 0, ids stable across chunks) of
+        each RoCE row with an opcode and a dest QP, in row order (Analyzer.flow_ids): the
+        classes are then grouped by it instead of by both addresses and the QP (the same
+        groups, fewer and narrower key columns)."""
         if batch.n == 0:
             return
         self._timestamps(batch)
@@ -177,10 +184,11 @@ class FactCollector:
             roce = np.isin(proto, _ROCE)
         roce &= batch.mask(name)
         roce &= batch.mask("dest_qp")
-        if roce.all():
-            self._roce(_Rows(batch, None, name))
-        elif roce.any():
-            self._roce(_Rows(batch, np.flatnonzero(roce), name))
+        rows = None if roce.all() else np.flatnonzero(roce)
+        if flows is not None and len(flows) != (batch.n if rows is None else len(rows)):
+            raise ValueError("FactCollector.feed: one flow id per RoCE row")
+        if rows is None or len(rows):
+            self._roce(_Rows(batch, rows, name, flows))
 
     def finish(self) -> CaptureFacts:
         counters = self._counters[:, :len(self._classes)].tolist()   # rows in _COUNTERS order
