@@ -112,3 +112,62 @@ def test_events_past_the_per_kind_budget_are_counted_not_listed():
     table = log.table(["f"], [])
     assert list(table.data["kind"]).count("ecn_ce") == 5 and list(table.data["kind"]).count("gap") == 2
     assert log.count("ecn_ce") == 12 and log.dropped == {**{k: 0 for k in log.dropped}, "ecn_ce": 7}
+
+
+def _peers_and_rtt(rows, chunk):
+    t = analyze_rows(rows, chunk=chunk).flows_table
+    cols = ("flow", "peer_qp", "rtt_p50_us", "rtt_p99_us")
+    return sorted(tuple(dict(zip(t.columns, r))[c] for c in cols) for r in t.text_rows())
+
+
+def second_qp_later() -> list[dict]:
+    """QP pair 0xD2/0xC1 between A and B alone for 20 rows; then a second pair 0xD3/0xC3 between
+    the same hosts starts (a new connection), interleaved with the first."""
+    rows, t = [], T0
+    for p in range(20):
+        t += US
+        rows += [req(t, p, ackreq=True), ack(t + 300, p)]
+        if p >= 10:
+            rows += [req(t + 100, 100 + p, qp=0xD3, ackreq=True), ack(t + 400, 100 + p, qp=0xC3)]
+    return rows
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 5, 8, 13, 21])
+def test_a_second_qp_between_the_same_hosts_starting_chunks_later(size):
+    """The first pair, lone while it was alone, gathers PSN evidence all along: when the second
+    pair shows up it is confirmed, not withdrawn (it used to be: every peer_qp and RTT lost)."""
+    rows = second_qp_later()
+    whole = _peers_and_rtt(rows, None)
+    assert [(f, p) for f, p, *_ in whole] == [
+        ("10.0.0.1>10.0.0.2:0x0000d2", "0x0000c1"), ("10.0.0.1>10.0.0.2:0x0000d3", "0x0000c3"),
+        ("10.0.0.2>10.0.0.1:0x0000c1", "0x0000d2"), ("10.0.0.2>10.0.0.1:0x0000c3", "0x0000d3")]
+    assert whole[0][2:] == ("0.300", "0.300")
+    if size > 1:             # one-row chunks hold no request and response together: no evidence
+        assert _peers_and_rtt(rows, size) == whole
+
+
+def lone_pair_of_two_qps() -> list[dict]:
+    """First seen between A and B: requests of 0xD2 and responses of 0xC3, which answers 0xD3
+    (PSNs 500..): a lone pair of flows that are not one QP. 0xC1 and 0xD3 appear later."""
+    rows, t = [], T0
+    for p in range(20):
+        t += US
+        rows.append(req(t, p, ackreq=True))
+        rows.append(ack(t + 700, 500 + p, qp=0xC3) if p < 8 else ack(t + 300, p))
+        if p >= 8:
+            rows += [req(t + 100, 500 + p, qp=0xD3, ackreq=True), ack(t + 400, 500 + p, qp=0xC3)]
+    return rows
+
+
+@pytest.mark.parametrize("size", [2, 3, 5, 8, 13, 21])
+def test_psn_evidence_overrides_a_lone_pair(size):
+    """The wrong lone pair 0xD2/0xC3 is broken by the evidence, as if the whole capture were one
+    chunk; the RTT samples taken through it are dropped (0xD2's first eight requests then give
+    none, so only its percentiles may differ from the one-chunk result)."""
+    rows = lone_pair_of_two_qps()
+    whole, cut = _peers_and_rtt(rows, None), _peers_and_rtt(rows, size)
+    assert [r[:2] for r in cut] == [r[:2] for r in whole] == [
+        ("10.0.0.1>10.0.0.2:0x0000d2", "0x0000c1"), ("10.0.0.1>10.0.0.2:0x0000d3", "0x0000c3"),
+        ("10.0.0.2>10.0.0.1:0x0000c1", "0x0000d2"), ("10.0.0.2>10.0.0.1:0x0000c3", "0x0000d3")]
+    assert cut[1] == whole[1] and cut[1][2:] == ("0.300", "0.300")
+    assert "0.700" not in cut[0][2:]          # no sample of 0xD2 taken against 0xC3's responses

@@ -106,8 +106,8 @@ def _gaps(an, ch, part: PsnPart) -> None:
 
 
 def pairing_evidence(an, ch, part: PsnPart):
-    """Request and response PSNs of the flows still without a peer (pairing.py)."""
-    unpaired = an.pairing.peer[ch.sids >> 1] < 0
+    """Request and response PSNs of the flows still open to pairing evidence (pairing.py)."""
+    unpaired = an.pairing.open()[ch.sids >> 1]
     req = np.repeat(unpaired & part.is_request_group, ch.lengths)
     resp = np.repeat(unpaired & ~part.is_request_group, ch.lengths)
     if not (req.any() and resp.any()):

@@ -193,7 +193,7 @@ class ChunkAnalysis:
         part = chunk_psn.spaces(an, ch, chunk_psn.spans(an, ch, counted.nak))
         an.cm.apply(an.registry, an.pairing)
         if last_idx - an.last_new_flow_idx < PAIRING_HORIZON:
-            an.pairing.update(*chunk_psn.pairing_evidence(an, ch, part))
+            an.rtt.forget(an.pairing.update(*chunk_psn.pairing_evidence(an, ch, part)))
         chunk_psn.timeouts(an, ch, part, counted.nak_seq_rnr)
         chunk_psn.rtt(an, ch, part)
         chunk_counts.timeline(an, ch, counted, part.retrans_r)

@@ -2,10 +2,15 @@
 
 Flow A->B (dest QP qB) and flow B->A (dest QP qA) are the two directions of one QP pair. Without
 RDMA CM in the Batch (the CM MAD payload is not a column), pairs come from the traffic:
-  1. lone pairing: exactly one unpaired connected-mode flow A->B and one B->A: they pair;
+  1. lone pairing: exactly one open connected-mode flow A->B and one B->A: they pair, but stay
+     open (a "lone" pair);
   2. PSN following: the ACK/response PSNs of a B->A flow equal request PSNs of an A->B flow in the
      same chunk; a pair is taken when each is the other's unique best match.
-Pairs are sticky once made. UD flows, QP1 (GSI) and CNP-only flows never pair.
+A flow is open while it is unpaired or lone-paired. Pairs from PSN evidence (and CM) are sticky.
+A lone pair keeps gathering PSN evidence: evidence confirms it, or pairs its flows otherwise. So a
+second QP between the same two hosts that starts chunks later finds the first pair confirmed
+rather than resting on the chunk boundary, and the pairs do not depend on the chunk size. UD
+flows, QP1 (GSI) and CNP-only flows never pair.
 """
 from __future__ import annotations
 
@@ -44,24 +49,29 @@ class Pairing:
         self.lone[bad] = False
         return bad
 
+    def open(self) -> np.ndarray:
+        """Flows still open to PSN evidence: unpaired, or paired only as lone partners."""
+        return (self.peer < 0) | self.lone
+
     def candidates(self, registry, transport: np.ndarray) -> np.ndarray:
         t = transport[: registry.n]
-        ok = (self.peer < 0) & (t >= 0) & (t != TRANSPORT_UD) & (t != TRANSPORT_CNP) & (t < 6)
+        ok = self.open()[: registry.n] & (t >= 0) & (t != TRANSPORT_UD) & (t != TRANSPORT_CNP) & (t < 6)
         ok &= registry.qp != 1
         return np.flatnonzero(ok)
 
-    def update(self, registry, transport, req_flow, req_psn, resp_flow, resp_psn) -> None:
+    def update(self, registry, transport, req_flow, req_psn, resp_flow, resp_psn) -> np.ndarray:
+        """Lone pairs, then PSN evidence over the open flows. Returns the flows whose lone pair
+        the evidence broke (RTT samples taken through it are void)."""
         cand = self.candidates(registry, transport)
         if len(cand) < 2:
-            return
+            return _NONE
         pair_id, direction = self._endpoint_pairs(registry, cand)
         self._lone(cand, pair_id, direction)
         cand_mask = np.zeros(len(self.peer), dtype=bool)
-        cand_mask[cand[self.peer[cand] < 0]] = True
-        if cand_mask.any():
-            pid = np.full(len(self.peer), -1, dtype=np.int64)
-            pid[cand] = pair_id * 2 + direction
-            self._psn_following(pid, cand_mask, req_flow, req_psn, resp_flow, resp_psn)
+        cand_mask[cand] = True
+        pid = np.full(len(self.peer), -1, dtype=np.int64)
+        pid[cand] = pair_id * 2 + direction
+        return self._psn_following(pid, cand_mask, req_flow, req_psn, resp_flow, resp_psn)
 
     @staticmethod
     def _endpoint_pairs(registry, cand):
@@ -75,7 +85,7 @@ class Pairing:
         key = pair_id * 2 + direction
         counts = np.bincount(key, minlength=2 * (pair_id.max() + 1)).reshape(-1, 2)
         lone = (counts == 1).all(axis=1)
-        pick = lone[pair_id]
+        pick = lone[pair_id] & (self.peer[cand] < 0)      # (a lone pair already made stays)
         if not pick.any():
             return
         flows, keys = cand[pick], key[pick]
@@ -85,11 +95,11 @@ class Pairing:
         self.peer[flows[:, 1]] = flows[:, 0]
         self.lone[flows.reshape(-1)] = True
 
-    def _psn_following(self, pid, cand_mask, req_flow, req_psn, resp_flow, resp_psn) -> None:
+    def _psn_following(self, pid, cand_mask, req_flow, req_psn, resp_flow, resp_psn) -> np.ndarray:
         rq = cand_mask[req_flow]
         rs = cand_mask[resp_flow]
         if not rq.any() or not rs.any():
-            return
+            return _NONE
         req_key = pid[req_flow[rq]] * (1 << 24) + req_psn[rq]
         resp_key = (pid[resp_flow[rs]] ^ 1) * (1 << 24) + resp_psn[rs]  # the reverse direction
         keys, first, inv = np.unique(req_key, return_index=True, return_inverse=True)
@@ -97,18 +107,31 @@ class Pairing:
         ambiguous = np.bincount(inv.reshape(-1), req_flow[rq] != owner[inv.reshape(-1)], len(keys)) > 0
         pos = np.minimum(np.searchsorted(keys, resp_key), len(keys) - 1)
         hit = (keys[pos] == resp_key) & ~ambiguous[pos]
-        if hit.any():
-            self._mutual_best(owner[pos[hit]], resp_flow[rs][hit])
+        if not hit.any():
+            return _NONE
+        return self._mutual_best(owner[pos[hit]], resp_flow[rs][hit])
 
-    def _mutual_best(self, f: np.ndarray, r: np.ndarray) -> None:
+    def _mutual_best(self, f: np.ndarray, r: np.ndarray) -> np.ndarray:
         n = len(self.peer)
         pairs, counts = np.unique(f * n + r, return_counts=True)
         pf, pr = pairs // n, pairs % n
         best_f = self._unique_best(pf, pr, counts)
         best_r = self._unique_best(pr, pf, counts)
+        broken = []
         for a, b in best_f.items():
-            if best_r.get(b) == a and self.peer[a] < 0 and self.peer[b] < 0:
+            if best_r.get(b) != a or a == b:
+                continue
+            if self.peer[a] == b:                        # evidence confirms a lone pair
+                self.lone[a] = self.lone[b] = False
+            elif (self.peer[a] < 0 or self.lone[a]) and (self.peer[b] < 0 or self.lone[b]):
+                for x in (a, b):                         # evidence overrides lone pairs
+                    old = self.peer[x]
+                    if old >= 0:
+                        self.peer[old], self.lone[old] = -1, False
+                        broken += [x, int(old)]
                 self.peer[a], self.peer[b] = b, a
+                self.lone[a] = self.lone[b] = False
+        return np.array(broken, dtype=np.int64)
 
     @staticmethod
     def _unique_best(x, y, counts) -> dict[int, int]:
@@ -120,6 +143,9 @@ class Pairing:
             elif c == cur[1]:
                 best[xi] = (cur[0], c, False)
         return {k: v[0] for k, v in best.items() if v[2]}
+
+
+_NONE = np.zeros(0, dtype=np.int64)
 
 
 def _row_ranks(words: np.ndarray) -> np.ndarray:
@@ -178,6 +204,6 @@ class CmPairs:
         for a, b in ids[(ids >= 0).all(axis=1)].tolist():
             for old in (pairing.peer[a], pairing.peer[b]):
                 if old >= 0 and pairing.peer[old] in (a, b):
-                    pairing.peer[old] = -1
+                    pairing.peer[old], pairing.lone[old] = -1, False
             pairing.peer[a], pairing.peer[b] = b, a
             pairing.lone[a] = pairing.lone[b] = False
