@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -178,7 +179,10 @@ def in_arcs(psn: int, arcs, slack: int = 64) -> bool:
     return False
 
 
+@lru_cache(maxsize=4096)
 def _addr(words: tuple) -> str:
+    """Text of an address: a capture has a few hosts and one class per flow and opcode class,
+    so the same few addresses come again and again (ipaddress costs ~9 us a call)."""
     return format_address(np.asarray(words, dtype="<u8"))
 
 
