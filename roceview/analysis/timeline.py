@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from roceview.analysis.tables import TIMELINE_COLUMNS, Table
+from roceview.analysis.tables import TIMELINE_COLUMNS, Coded, Table
 
 _FIELDS = ("bytes", "ecn_ce", "cnp_packets", "retransmitted_packets")
 MAX_ROWS = 2_000_000     # a long capture with many flows would otherwise outgrow memory
@@ -107,8 +107,7 @@ class Timeline:
         if not self._parts:
             return Table.empty(TIMELINE_COLUMNS)
         bucket, flow, *sums = self._merged()
-        data = {"bucket_start": bucket * self.bucket_ns,
-                "flow": [flow_names[f] for f in flow.tolist()]}
+        data = {"bucket_start": bucket * self.bucket_ns, "flow": Coded(flow, flow_names)}
         data.update(zip(_FIELDS, sums))
         data["gbps"] = data["bytes"] * 8.0 / self.bucket_ns
         return Table(TIMELINE_COLUMNS, data)

@@ -10,6 +10,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from roceview.analysis.tables import Coded
 from roceview.arrays import sorted_distinct
 from roceview.diagnose.context import Context
 from roceview.diagnose.finding import finding, plural
@@ -145,9 +146,12 @@ def _busiest_windows(ctx: Context, tl, width: int, senders_of: dict) -> list[tup
     the most distinct senders (the first such window): (receiver, window number, its flows).
     Vectorised over the timeline's rows (flows x buckets: up to millions); Python only per flow."""
     names = tl["flow"]
-    distinct = list(dict.fromkeys(names))                        # flows, in order of first row
-    index = {n: i for i, n in enumerate(distinct)}
-    code = np.fromiter(map(index.__getitem__, names), np.int64, len(names))
+    if isinstance(names, Coded):                                  # the timeline's flow names
+        distinct, code = names.names, names.codes
+    else:
+        distinct = list(dict.fromkeys(names))                     # flows, in order of first row
+        index = {n: i for i, n in enumerate(distinct)}
+        code = np.fromiter(map(index.__getitem__, names), np.int64, len(names))
     dsts = sorted({ctx.flow[n]["dst_ip"] for n in distinct if n in senders_of})
     dst_code = {h: i for i, h in enumerate(dsts)}
     sender_code = {h: i for i, h in enumerate(sorted(set(senders_of.values())))}

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from roceview.analysis.tables import Coded
+
 _HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
 BLOCK_BYTES = 1 << 23  # rows are assembled in blocks of about this many bytes: memory stays bounded
 
@@ -170,7 +172,9 @@ def column_parts(values, kind: str, decimals: int = 6) -> list | None:
 def distinct_strings(values):
     """(row -> distinct index as int64, the distinct values in order of first row) of a column
     of str/None values; None when a value is anything else (1, 1.0 and True would be one dict
-    key) or unhashable."""
+    key) or unhashable. A Coded column gives its own codes and strings (some perhaps unused)."""
+    if isinstance(values, Coded):
+        return values.codes, values.names
     try:
         distinct = dict.fromkeys(values)
     except TypeError:  # unhashable
