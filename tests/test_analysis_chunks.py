@@ -171,3 +171,29 @@ def test_psn_evidence_overrides_a_lone_pair(size):
         ("10.0.0.2>10.0.0.1:0x0000c1", "0x0000d2"), ("10.0.0.2>10.0.0.1:0x0000c3", "0x0000d3")]
     assert cut[1] == whole[1] and cut[1][2:] == ("0.300", "0.300")
     assert "0.700" not in cut[0][2:]          # no sample of 0xD2 taken against 0xC3's responses
+
+
+def evidence_for_one_qp_only() -> list[dict]:
+    """QP 0xD2/0xC1 sends requests both ways (no ACKs: no PSN evidence); then QP 0xD3/0xC3
+    with ACKs that follow its requests."""
+    rows, t = [], T0
+    for p in range(4):
+        t += US
+        rows += [req(t, p), req(t + 10, 900 + p, src=B, dst=A, qp=0xC1)]
+    for p in range(4):
+        t += US
+        rows += [req(t, 100 + p, qp=0xD3, ackreq=True), ack(t + 300, 100 + p, qp=0xC3)]
+    return rows
+
+
+@pytest.mark.parametrize("size", [2, 3, 4, 5, 8, 12, 13])
+def test_flows_the_evidence_leaves_alone_pair_as_in_one_chunk(size):
+    """Evidence pairs 0xD3/0xC3; 0xD2/0xC1 are then the only open flows each way and pair as
+    lone partners, in one chunk as in many (they used to differ: unpaired in one chunk, paired
+    when 0xD2/0xC1 came a chunk before 0xD3/0xC3)."""
+    rows = evidence_for_one_qp_only()
+    whole = _peers_and_rtt(rows, None)
+    assert [r[:2] for r in whole] == [
+        ("10.0.0.1>10.0.0.2:0x0000d2", "0x0000c1"), ("10.0.0.1>10.0.0.2:0x0000d3", "0x0000c3"),
+        ("10.0.0.2>10.0.0.1:0x0000c1", "0x0000d2"), ("10.0.0.2>10.0.0.1:0x0000c3", "0x0000d3")]
+    assert _peers_and_rtt(rows, size) == whole

@@ -60,3 +60,22 @@ def test_a_lone_pairing_that_a_later_chunk_contradicts_is_withdrawn():
     for flow, wrong in ((flow_id(A, B, 0xB1), "0x0000a2"), (flow_id(B, A, 0xA2), "0x0000b1")):
         r = flow_row(split, flow)
         assert r["peer_qp"] != wrong and (r["peer_qp"] == "" or r["rtt_p50_us"] != "")
+
+
+def test_a_cm_pairing_that_overrides_a_pair_from_traffic_drops_its_rtt_samples():
+    """Chunk 1: A->B:B1's request is answered on B->A:A2 (0.7 us), so traffic pairs B1 with A2.
+    Chunk 2: the CM handshake says B1's peer is A1, which answers the next request in 0.3 us.
+    The CM pair wins, and the sample taken through the overridden pair goes with it."""
+    from analysis_helpers import ack
+
+    first = make_batch([req(T0, 100, SEND_ONLY, qp=0xB1, ackreq=True), ack(T0 + 700, 100, qp=0xA2)])
+    second = _with_cm([req(T0 + US, 0, opcode=UD_SEND_ONLY, qp=1, payload=232),                    # REQ A -> B
+                       req(T0 + 2 * US, 0, opcode=UD_SEND_ONLY, src=B, dst=A, qp=1, payload=232),  # REP B -> A
+                       req(T0 + 3 * US, 101, SEND_ONLY, qp=0xB1, ackreq=True),
+                       ack(T0 + 3 * US + 300, 101, qp=0xA1)],
+                      {0: (0x0010, 77, None, 0xA1), 1: (0x0013, 99, 77, 0xB1)})
+    res = analyze_batches([first, second])
+    b1 = flow_row(res, flow_id(A, B, 0xB1))
+    assert b1["peer_qp"] == "0x0000a1"
+    assert (b1["rtt_p50_us"], b1["rtt_p99_us"]) == ("0.300", "0.300")
+    assert flow_row(res, flow_id(B, A, 0xA2))["peer_qp"] == ""

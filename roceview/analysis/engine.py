@@ -106,7 +106,7 @@ class Analyzer:
             self._release()
         self.pfc.finish()
         self.rtt.forget(self.pairing.unconfirmed_lone(self.registry, self.flow.transport))
-        self.cm.apply(self.registry, self.pairing)
+        self.rtt.forget(self.cm.apply(self.registry, self.pairing))
         packets = None
         if self._kept is not None:                     # asked for: the packets table as well
             from roceview.table import to_dataframe
@@ -191,7 +191,7 @@ class ChunkAnalysis:
         chunk_counts.transport(an, ch)
         counted = chunk_counts.counters(an, ch)
         part = chunk_psn.spaces(an, ch, chunk_psn.spans(an, ch, counted.nak))
-        an.cm.apply(an.registry, an.pairing)
+        an.rtt.forget(an.cm.apply(an.registry, an.pairing))
         if last_idx - an.last_new_flow_idx < PAIRING_HORIZON:
             an.rtt.forget(an.pairing.update(*chunk_psn.pairing_evidence(an, ch, part)))
         chunk_psn.timeouts(an, ch, part, counted.nak_seq_rnr)

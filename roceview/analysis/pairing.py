@@ -60,7 +60,9 @@ class Pairing:
         return np.flatnonzero(ok)
 
     def update(self, registry, transport, req_flow, req_psn, resp_flow, resp_psn) -> np.ndarray:
-        """Lone pairs, then PSN evidence over the open flows. Returns the flows whose lone pair
+        """Lone pairs, PSN evidence over the open flows, then lone pairs again among the flows
+        the evidence left open (so that the pairs are those of reading the capture as one
+        chunk, whichever chunk each flow first shows up in). Returns the flows whose lone pair
         the evidence broke (RTT samples taken through it are void)."""
         cand = self.candidates(registry, transport)
         if len(cand) < 2:
@@ -71,7 +73,11 @@ class Pairing:
         cand_mask[cand] = True
         pid = np.full(len(self.peer), -1, dtype=np.int64)
         pid[cand] = pair_id * 2 + direction
-        return self._psn_following(pid, cand_mask, req_flow, req_psn, resp_flow, resp_psn)
+        broken = self._psn_following(pid, cand_mask, req_flow, req_psn, resp_flow, resp_psn)
+        still = self.candidates(registry, transport)
+        if 2 <= len(still) < len(cand):                   # evidence closed some: lone again
+            self._lone(still, *self._endpoint_pairs(registry, still))
+        return broken
 
     @staticmethod
     def _endpoint_pairs(registry, cand):
@@ -191,19 +197,24 @@ class CmPairs:
             if req is not None and req[0] == dst and req[1] == src:
                 self.pairs.append(((req[0], req[1], qpn), (src, dst, req[2])))
 
-    def apply(self, registry, pairing: Pairing) -> None:
-        """Pair the flows of every CM handshake whose two directions have been seen."""
+    def apply(self, registry, pairing: Pairing) -> np.ndarray:
+        """Pair the flows of every CM handshake whose two directions have been seen. Returns the
+        flows whose pairing it changed (RTT samples taken through the old one are void)."""
         if not self.pairs or registry.n == 0:
-            return
+            return _NONE
         keys = [k for pair in self.pairs for k in pair]
         src = np.array([k[0] for k in keys], dtype=np.uint64)
         dst = np.array([k[1] for k in keys], dtype=np.uint64)
         qp = np.array([k[2] for k in keys], dtype=np.uint32)
         ids = registry.find(src, dst, qp).reshape(-1, 2)
         pairing.grow(registry.n)
+        changed = []
         for a, b in ids[(ids >= 0).all(axis=1)].tolist():
+            if pairing.peer[a] != b:
+                changed += [a, b] + [int(o) for o in (pairing.peer[a], pairing.peer[b]) if o >= 0]
             for old in (pairing.peer[a], pairing.peer[b]):
                 if old >= 0 and pairing.peer[old] in (a, b):
                     pairing.peer[old], pairing.lone[old] = -1, False
             pairing.peer[a], pairing.peer[b] = b, a
             pairing.lone[a] = pairing.lone[b] = False
+        return np.array(changed, dtype=np.int64)

@@ -78,7 +78,7 @@ class Coded(Sequence):
     __slots__ = ("codes", "names")
 
     def __init__(self, codes: np.ndarray, names: list):
-        self.codes, self.names = np.asarray(codes, dtype=np.int64), list(names)
+        self.codes, self.names = np.ascontiguousarray(codes, dtype=np.int64), list(names)
 
     def __len__(self) -> int:
         return len(self.codes)
