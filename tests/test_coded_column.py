@@ -28,6 +28,13 @@ def _tables(n=5000, seed=3):
     return coded, plain
 
 
+def test_codes_outside_the_names_are_refused():
+    for codes in ([0, 4], [-1, 0]):
+        with pytest.raises(ValueError):
+            Coded(np.array(codes), NAMES)
+    assert list(Coded(np.arange(8)[::2] % 4, NAMES)) == [NAMES[0], NAMES[2], NAMES[0], NAMES[2]]
+
+
 def test_reads_as_its_list_of_strings():
     coded, plain = _tables(50)
     c, p = coded.data["flow"], plain.data["flow"]

@@ -102,6 +102,7 @@ class Analyzer:
         self._process(Batch.concat(held))
 
     def finish(self, files=(), warnings=()):
+        self._flow_ids = None                          # not asked for: drop the last batch
         if self._held:
             self._release()
         self.pfc.finish()

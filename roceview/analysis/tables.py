@@ -79,6 +79,8 @@ class Coded(Sequence):
 
     def __init__(self, codes: np.ndarray, names: list):
         self.codes, self.names = np.ascontiguousarray(codes, dtype=np.int64), list(names)
+        if len(self.codes) and not (0 <= int(self.codes.min()) and int(self.codes.max()) < len(self.names)):
+            raise ValueError("Coded: codes outside the names")
 
     def __len__(self) -> int:
         return len(self.codes)
