@@ -7,10 +7,11 @@ RDMA CM in the Batch (the CM MAD payload is not a column), pairs come from the t
   2. PSN following: the ACK/response PSNs of a B->A flow equal request PSNs of an A->B flow in the
      same chunk; a pair is taken when each is the other's unique best match.
 A flow is open while it is unpaired or lone-paired. Pairs from PSN evidence (and CM) are sticky.
-A lone pair keeps gathering PSN evidence: evidence confirms it, or pairs its flows otherwise. So a
-second QP between the same two hosts that starts chunks later finds the first pair confirmed
-rather than resting on the chunk boundary, and the pairs do not depend on the chunk size. UD
-flows, QP1 (GSI) and CNP-only flows never pair.
+A lone pair keeps gathering PSN evidence: evidence confirms it, or pairs its flows otherwise; lone
+pairing runs again among the flows the evidence leaves open. So a second QP between the same two
+hosts that starts chunks later finds the first pair confirmed rather than resting on the chunk
+boundary: the pairs are those of the capture read as one chunk (given chunks that can hold a
+request and its response). UD flows, QP1 (GSI) and CNP-only flows never pair.
 """
 from __future__ import annotations
 
