@@ -82,6 +82,16 @@ class Coded(Sequence):
         if len(self.codes) and not (0 <= int(self.codes.min()) and int(self.codes.max()) < len(self.names)):
             raise ValueError("Coded: codes outside the names")
 
+    @classmethod
+    def of(cls, values) -> "Coded":
+        """A column as Coded: itself, or a sequence of hashable values coded in order of their
+        first row (TypeError for an unhashable value)."""
+        if isinstance(values, Coded):
+            return values
+        distinct = list(dict.fromkeys(values))
+        index = {v: i for i, v in enumerate(distinct)}
+        return cls(np.fromiter(map(index.__getitem__, values), np.int64, len(values)), distinct)
+
     def __len__(self) -> int:
         return len(self.codes)
 

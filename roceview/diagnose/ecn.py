@@ -145,13 +145,8 @@ def _busiest_windows(ctx: Context, tl, width: int, senders_of: dict) -> list[tup
     """Per receiver (sorted), the window of `width` ns whose timeline rows with bytes come from
     the most distinct senders (the first such window): (receiver, window number, its flows).
     Vectorised over the timeline's rows (flows x buckets: up to millions); Python only per flow."""
-    names = tl["flow"]
-    if isinstance(names, Coded):                                  # the timeline's flow names
-        distinct, code = names.names, names.codes
-    else:
-        distinct = list(dict.fromkeys(names))                     # flows, in order of first row
-        index = {n: i for i, n in enumerate(distinct)}
-        code = np.fromiter(map(index.__getitem__, names), np.int64, len(names))
+    flows = Coded.of(tl["flow"])                                  # the timeline's flow names
+    distinct, code = flows.names, flows.codes
     dsts = sorted({ctx.flow[n]["dst_ip"] for n in distinct if n in senders_of})
     dst_code = {h: i for i, h in enumerate(dsts)}
     sender_code = {h: i for i, h in enumerate(sorted(set(senders_of.values())))}

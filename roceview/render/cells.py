@@ -173,16 +173,13 @@ def distinct_strings(values):
     """(row -> distinct index as int64, the distinct values in order of first row) of a column
     of str/None values; None when a value is anything else (1, 1.0 and True would be one dict
     key) or unhashable. A Coded column gives its own codes and strings (some perhaps unused)."""
-    if isinstance(values, Coded):
-        return values.codes, values.names
     try:
-        distinct = dict.fromkeys(values)
+        coded = Coded.of(values)
     except TypeError:  # unhashable
         return None
-    if not all(type(v) is str or v is None for v in distinct):
+    if not all(type(v) is str or v is None for v in coded.names):
         return None
-    index = {v: i for i, v in enumerate(distinct)}
-    return np.fromiter(map(index.__getitem__, values), np.int64, len(values)), list(distinct)
+    return coded.codes, coded.names
 
 
 def string_cells(values, render):
