@@ -1,7 +1,6 @@
 """Opening captures: files, gzip (by magic, not by name), stdin, lists and directories."""
 from __future__ import annotations
 
-import gzip
 import io
 import os
 import sys
@@ -19,21 +18,33 @@ PCAPNG_MAGIC = b"\x0a\x0d\x0d\x0a"
 CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap", ".pcap.gz", ".pcapng.gz", ".erf.pcap")
 
 
+def _inflate_module():
+    """zlib-ng where it loads (inflates 128 MB of capture in 0.04 s here against 0.115 s for
+    the system zlib behind the standard library's gzip), else zlib; and the errors it raises."""
+    try:
+        from zlib_ng import zlib_ng
+    except ImportError:
+        return zlib, (zlib.error,)
+    return zlib_ng, (zlib.error, zlib_ng.error)
+
+
 class _GzipStream(io.RawIOBase):
-    """gzip.GzipFile raising CorruptStream (one line) on corrupt data. Not wrapped in a
-    BufferedReader: a buffered read that fails would drop the good data before the damage."""
+    """gzip members (RFC 1952) inflated step by step, raising CorruptStream (one line) on
+    corrupt or cut data after handing out everything inflated before it (a reader that
+    inflates a whole request first, as zlib-ng's GzipNGFile does, drops that). Zero bytes
+    between or after members are skipped, as the standard library's gzip does."""
+
+    INPUT_BLOCK = 256 << 10
 
     def __init__(self, raw, name):
-        self._gz = gzip.GzipFile(fileobj=raw, mode="rb")
-        self._name = name
-        self.head = self._guard(lambda: self._gz.read(4))
-        self._pending = self.head
-
-    def _guard(self, read):
-        try:
-            return read()
-        except (OSError, EOFError, zlib.error) as exc:
-            raise CorruptStream(f"{self._name}: corrupt gzip data ({exc})") from None
+        self._raw, self._name = raw, name
+        self._zlib, self._errors = _inflate_module()
+        self._z = self._zlib.decompressobj(31)    # 31: a gzip header and trailer (CRC-32, ISIZE)
+        self._input, self._started = b"", False
+        self.head = self._pending = b""
+        head = bytearray(4)
+        got = self.readinto(head)
+        self.head = self._pending = bytes(head[:got])
 
     def readable(self):
         return True
@@ -44,14 +55,38 @@ class _GzipStream(io.RawIOBase):
             b[:n] = self._pending
             self._pending = b""
             return n
-        # read1: one decompression step at a time, so data before a damaged end is kept
-        # (GzipFile.readinto loops internally and drops it when the stream breaks)
-        data = self._guard(lambda: self._gz.read1(len(b)))
-        b[:len(data)] = data
-        return len(data)
+        while True:
+            if not self._input and not self._refill():
+                if self._z.eof or not self._started:
+                    return 0
+                raise CorruptStream(f"{self._name}: corrupt gzip data (the stream ends inside a member)")
+            if self._z.eof and not self._next_member():
+                continue
+            self._started = True
+            try:
+                data = self._z.decompress(self._input, len(b))
+            except self._errors as exc:
+                raise CorruptStream(f"{self._name}: corrupt gzip data ({exc})") from None
+            self._input = self._z.unconsumed_tail or self._z.unused_data
+            if data:
+                b[:len(data)] = data
+                return len(data)
+
+    def _refill(self) -> bool:
+        read = getattr(self._raw, "read1", self._raw.read)    # a pipe: what has arrived, no waiting for more
+        self._input = read(self.INPUT_BLOCK) or b""
+        return bool(self._input)
+
+    def _next_member(self) -> bool:
+        """After a member's trailer: skip zero padding; True when another member starts here."""
+        self._input = self._input.lstrip(b"\0")
+        if not self._input:
+            return False
+        self._z = self._zlib.decompressobj(31)
+        return True
 
     def close(self):
-        self._gz.close()
+        self._raw.close()
         super().close()
 
 
