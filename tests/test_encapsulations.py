@@ -241,6 +241,20 @@ def test_dash_reads_a_capture_stream_from_stdin(tmp_path, container):
     assert got["ok"] == [True, True, True]
 
 
+_PIPE_SCRIPT = ("import fcntl, roceview; from roceview.capture.source import PIPE_BYTES; "
+                "n = len(roceview.read_packets('-')); print(n, fcntl.fcntl(0, fcntl.F_GETPIPE_SZ), PIPE_BYTES)")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="F_SETPIPE_SZ is Linux's")
+def test_a_pipe_on_stdin_is_widened_to_one_megabyte(tmp_path):
+    """64 KB pipes made reading 855 MB from stdin take 0.80 s instead of 0.29 s."""
+    data = write(tmp_path / "s.pcap", [bytes(roce(psn=p)) for p in (1, 2)]).read_bytes()
+    out = subprocess.run([sys.executable, "-c", _PIPE_SCRIPT], input=data, capture_output=True, cwd=REPO,
+                         check=True, timeout=120, text=False)
+    packets, size, wanted = map(int, out.stdout.split())
+    assert (packets, size, wanted) == (2, 1 << 20, 1 << 20)
+
+
 def test_a_list_of_files_is_one_table_with_continuing_frame_numbers(tmp_path):
     a = write(tmp_path / "one.pcap", [bytes(roce(psn=1)), bytes(roce(psn=2))], ts=[T0, T0 + 1])
     b = write(tmp_path / "two.pcap", [bytes(roce(psn=3))], ts=[T0 + 2])
