@@ -50,7 +50,27 @@ def iter_batches(paths, roce_ports: Iterable[int] = (), chunk_packets: int = DEF
     current one (the decode kernels release the GIL), so analysis and decoding use both cores."""
     batches = (batch for _, batch in iter_chunks(paths, roce_ports, chunk_packets, warn, walk_ahead=prefetch,
                                                  projection=projection))
+    batches = _coalesced(batches, chunk_packets)
     return _Prefetched(batches) if prefetch else batches
+
+
+def _coalesced(batches: Iterator[Batch], target: int) -> Iterator[Batch]:
+    """Small batches (the ends of files: a ring buffer of many small files) joined, in order,
+    into batches of up to `target` rows. Each batch costs the analysis ~3 ms whatever its size:
+    100 files of 10 k packets took 0.87 s against 0.24 s for the same packets in one file."""
+    pending: list[Batch] = []
+    total = 0
+    for batch in batches:
+        if pending and total + batch.n > target:
+            yield Batch.concat(pending) if len(pending) > 1 else pending[0]
+            pending, total = [], 0
+        if batch.n >= target // 2 and not pending:
+            yield batch
+            continue
+        pending.append(batch)
+        total += batch.n
+    if pending:
+        yield Batch.concat(pending) if len(pending) > 1 else pending[0]
 
 
 _DONE = object()
