@@ -97,18 +97,33 @@ def test_a_packet_of_an_undescribed_interface_stops_reading_with_a_warning(tmp_p
     assert n == 3 and len(warnings) == 1 and "never described" in warnings[0]
 
 
-@pytest.mark.parametrize("name", ["big.pcap", "big.pcapng"])
+@pytest.mark.parametrize("name", ["big.pcap", "big.pcapng", "big.pcap.gz", "big.pcapng.gz"])
 def test_walking_ahead_on_another_thread_reads_the_same_table(captures, name, monkeypatch):
-    """With prefetch, a mapped file's next chunk is walked on another thread while this one
-    is decoded, and pages are released a few windows behind: the table must not change."""
+    """With prefetch, the next chunk is walked (a gzip stream read and inflated) on another
+    thread while this one is decoded, and mapped pages are released a few windows behind:
+    the table must not change."""
     monkeypatch.setattr(readers, "RELEASE_LAG", 2 * readers.MAP_WINDOW)
+    monkeypatch.setattr(readers, "BUFFER_BYTES", 1 << 20)
     ahead = {}
     for b in iter_batches(str(captures / name), chunk_packets=1000):
         for col in ("frame", "ts_ns", "wire_len", "cap_len", "ethertype"):
             ahead.setdefault(col, []).append(b.cols[col])
-    plain = _table(captures / name)
+    plain = _table(captures / name.removesuffix(".gz"))
     for col in plain:
         assert np.array_equal(np.concatenate(ahead[col]), plain[col]), col
+
+
+@pytest.mark.parametrize("name", ["big.pcap", "big.pcapng"])
+def test_a_buffered_chunk_keeps_its_bytes_after_the_next_is_read(captures, name, monkeypatch):
+    """A refill reads into a fresh buffer: chunks read earlier (all of them, here, before any
+    is looked at) still hold their own frames, as a memory map's do."""
+    monkeypatch.setattr(readers, "BUFFER_BYTES", 1 << 20)
+    frames = _frames()
+    for path in (captures / name, captures / (name + ".gz")):
+        chunks = list(readers.read_records(str(path), 500, lambda m: None))
+        assert len(chunks) >= N // 500
+        got = [c.frame(i) for c in chunks for i in range(c.n)]
+        assert got == frames, path.name
 
 
 def test_the_decode_worker_keeps_no_chunk_alive():

@@ -1,9 +1,10 @@
 """Chunked capture readers: pcap and pcapng into numpy record arrays.
 
-A reader fills one reused byte buffer with `readinto`, lets a compiled walk find the records
-in it, and yields `RecordChunk`s that point into that buffer. The buffer is reused for the
-next chunk, so a consumer must finish with a chunk before asking for the next one; memory
-stays bounded whatever the file size.
+A reader memory-maps a plain file, or fills byte buffers with `readinto` (stdin, gzip), lets
+a compiled walk find the records, and yields `RecordChunk`s that point into the map or the
+buffer. A chunk's bytes stay valid after the next chunk is read (a refill takes a fresh
+buffer; the map is released only well behind the walk), so the walk can run ahead of the
+decode; memory stays bounded whatever the file size.
 """
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ class RecordChunk:
     ts: np.ndarray             # int64 ns since the epoch
     iface: np.ndarray          # uint16 interface index
     linktype: np.ndarray       # uint16 link type per record
-    stable: bool = False       # buf stays valid after the next chunk is read (a memory map)
+    stable: bool = False       # buf stays valid after the next chunk is read (readers' chunks all do)
 
     @property
     def n(self) -> int:
@@ -54,19 +55,24 @@ Warn = Callable[[str], None]
 
 
 class _Buffer:
-    """A reused read buffer that keeps the unconsumed tail across refills."""
+    """A read buffer that keeps the unconsumed tail across refills. Each refill reads into a
+    fresh store (the tail copied over), so chunks handed out earlier keep theirs: the walk can
+    run ahead on another thread while they are decoded (packets._walk_ahead), and a stdin or
+    gzip stream is read (and inflated) while the previous chunk is decoded."""
 
     def __init__(self, stream, name: str):
         self.stream, self.name = stream, name
-        self.store = bytearray(BUFFER_BYTES + PAD)
-        self.arr = np.frombuffer(self.store, dtype=np.uint8)
+        self.store = self.arr = np.zeros(BUFFER_BYTES + PAD, np.uint8)
         self.pos = self.filled = 0
         self.eof = False
         self.error: CorruptStream | None = None   # set when a gzip stream breaks mid-file
 
     def refill(self) -> None:
         tail = self.filled - self.pos
-        self.store[:tail] = self.store[self.pos:self.filled]
+        old, self.store = self.store, np.empty(BUFFER_BYTES + PAD, np.uint8)
+        self.store[:tail] = old[self.pos:self.filled]
+        self.store[BUFFER_BYTES:] = 0
+        self.arr = self.store
         self.pos, self.filled = 0, tail
         view = memoryview(self.store)
         while self.filled < BUFFER_BYTES and not self.eof:
@@ -221,7 +227,7 @@ def _chunk(buf: _Buffer, out: _Outputs, n: int, linktype_of: np.ndarray, iface_b
            ts: np.ndarray | None = None) -> RecordChunk:
     return RecordChunk(buf.arr, out.off[:n].copy(), out.cap[:n].copy(), out.wire[:n].copy(),
                        (out.ts[:n] if ts is None else ts).copy(),
-                       (out.iface[:n] + iface_base).astype(np.uint16), linktype_of, isinstance(buf, _Mapped))
+                       (out.iface[:n] + iface_base).astype(np.uint16), linktype_of, True)
 
 
 from roceview.capture.pcapng import _pcapng  # noqa: E402  (pcapng needs the helpers above)
