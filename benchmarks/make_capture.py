@@ -1,7 +1,7 @@
 """Build large synthetic RoCEv2 captures, vectorised (no scapy): RC RDMA WRITE_ONLY data
 packets and ACKs over many flows, valid ICRCs, at a chosen snaplen.
 
-    python benchmarks/make_capture.py OUT.pcap --packets 1000000 [--snaplen 128] [--payload 1024]
+    python benchmarks/make_capture.py OUT.pcap --packets 1000000 [--snaplen 128] [--payload 1024] [--flows 128]
 """
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def build_block(start: int, count: int, flows: int, payload: int, rng) -> tuple[
         a, b = (1, 2) if not is_ack[i] else (2, 1)
         f[26:30] = bytes((10, 0, fl >> 8, a))
         f[30:34] = bytes((10, 0, fl >> 8, b))
-        f[34:36] = (49152 + fl).to_bytes(2, "big")
+        f[34:36] = (49152 + fl % 16384).to_bytes(2, "big")
         f[47:50] = (0x100 + fl).to_bytes(3, "big")
         f[50] = 0x80 if not is_ack[i] else 0
         f[51:54] = int(psn[i]).to_bytes(3, "big")
@@ -103,8 +103,9 @@ def main() -> None:
     ap.add_argument("--packets", type=int, default=1_000_000)
     ap.add_argument("--snaplen", type=int, default=65535)
     ap.add_argument("--payload", type=int, default=1024)
+    ap.add_argument("--flows", type=int, default=128, help="queue pairs (up to 65,536)")
     a = ap.parse_args()
-    write(a.out, a.packets, a.snaplen, a.payload)
+    write(a.out, a.packets, a.snaplen, a.payload, a.flows)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """The incast rule's busiest window per receiver, vectorised (diagnose/ecn.py _busiest_windows),
 against its definition as a loop over the timeline rows (the code it replaced: 21 ms for the
-32 k rows of a 1 M-packet capture, and it grows with duration x flows)."""
+32 k rows of a 1 M-packet capture, and it grows with duration x flows); and the diagnoser
+context's per-host indexes against the scans of every flow they replaced."""
 from __future__ import annotations
 
 from collections import defaultdict
@@ -59,3 +60,24 @@ def test_same_windows_as_the_loop_on_random_timelines(seed):
     ctx = SimpleNamespace(flow=flows)
     for width in (1_000_000, 7_000_000, 50_000_000):
         assert _busiest_windows(ctx, tl, width, senders_of) == _reference(ctx, tl, width, senders_of)
+
+
+@pytest.mark.parametrize("path", capture_files(SAMPLES) + capture_files(REAL), ids=lambda p: p.name)
+def test_context_indexes_answer_as_scans_of_every_flow(path):
+    """Context.flows_between / reverse_flows / cnps_from (built once: a scan per question was
+    quadratic in the flows) against the scans they replaced."""
+    result = roceview.analyze(str(path), warn=lambda m: None)
+    ctx = Context(result, DEFAULTS, result.facts)
+    flows = ctx.flow
+    for name, f in flows.items():
+        assert ctx.reverse_flows(name) == [n for n, g in flows.items()
+                                           if g["src_ip"] == f["dst_ip"] and g["dst_ip"] == f["src_ip"]]
+    hosts = {f["src_ip"] for f in flows.values()} | {f["dst_ip"] for f in flows.values()} | {"192.0.2.99"}
+    for src in hosts:
+        assert ctx.cnps_from(src) == sum(f["cnp_packets"] for f in flows.values() if f["src_ip"] == src)
+        for dst in hosts:
+            assert ctx.cnps_from(src, dst) == sum(f["cnp_packets"] for f in flows.values()
+                                                  if f["src_ip"] == src and f["dst_ip"] == dst)
+            assert ctx.flows_between(src, dst) == [n for n, f in flows.items()
+                                                   if f["src_ip"] == src and f["dst_ip"] == dst]
+    assert any(ctx.reverse_flows(n) for n in flows) or len(flows) < 2

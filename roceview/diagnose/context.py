@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -103,7 +103,34 @@ class Context:
     def reverse_flows(self, name: str) -> list[str]:
         """Flows from this flow's destination back to its source (any QP)."""
         f = self.flow[name]
-        return [n for n, g in self.flow.items() if g["src_ip"] == f["dst_ip"] and g["dst_ip"] == f["src_ip"]]
+        return self.flows_between(f["dst_ip"], f["src_ip"])
+
+    # Indexes, built on first use: rules ask per receiver or per flow, and a scan of every flow
+    # for each question was quadratic (1 M packets over 50 k QPs: 6 s, most of it such scans).
+    def flows_between(self, src: str, dst: str) -> list[str]:
+        return self._by_pair.get((src, dst), [])
+
+    def cnps_from(self, src: str, dst: str | None = None) -> int:
+        """CNPs the host `src` sent (to `dst` only, when given)."""
+        return self._cnps_by_pair.get((src, dst), 0) if dst is not None else self._cnps_by_src.get(src, 0)
+
+    @cached_property
+    def _by_pair(self) -> dict[tuple[str, str], list[str]]:
+        out: dict[tuple[str, str], list[str]] = defaultdict(list)
+        for n, f in self.flow.items():
+            out[(f["src_ip"], f["dst_ip"])].append(n)
+        return dict(out)
+
+    @cached_property
+    def _cnps_by_pair(self) -> dict[tuple[str, str], int]:
+        return {pair: sum(self.flow[n]["cnp_packets"] for n in names) for pair, names in self._by_pair.items()}
+
+    @cached_property
+    def _cnps_by_src(self) -> dict[str, int]:
+        out: dict[str, int] = defaultdict(int)
+        for (src, _), cnps in self._cnps_by_pair.items():
+            out[src] += cnps
+        return dict(out)
 
     def is_reliable(self, name: str) -> bool:
         return self.flow[name]["transport"] in ("RC", "XRC", "RD")

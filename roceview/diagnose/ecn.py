@@ -31,26 +31,27 @@ def _ce(ctx: Context, name: str) -> tuple[int, int]:
     return (ff.data, ff.data_ce) if ff is not None else (f["data_packets"], f["ecn_ce"])
 
 
-def _cnps_from(ctx: Context, src: str, dst: str | None = None) -> int:
-    return sum(f["cnp_packets"] for f in ctx.flow.values()
-               if f["src_ip"] == src and (dst is None or f["dst_ip"] == dst))
-
-
 def ecn_findings(ctx: Context) -> list[dict]:
     return _congestion(ctx) + _not_enabled(ctx) + _cnp_missing(ctx) + _incast(ctx)
 
 
 def _congestion(ctx: Context) -> list[dict]:
-    receivers = {f["dst_ip"] for _, f in _data_flows(ctx)} | {f["src_ip"] for f in ctx.flow.values() if f["cnp_packets"]}
+    data_to: dict[str, list] = defaultdict(list)          # receiver -> its data flows, in flow order
+    for n, f in _data_flows(ctx):
+        data_to[f["dst_ip"]].append(n)
+    cnps_from: dict[str, list] = defaultdict(list)        # receiver -> the flows it sent CNPs on
+    for n, f in ctx.flow.items():
+        if f["cnp_packets"]:
+            cnps_from[f["src_ip"]].append(n)
     out = []
-    for rx in sorted(receivers):
-        flows = [n for n, f in _data_flows(ctx) if f["dst_ip"] == rx]
+    for rx in sorted(set(data_to) | set(cnps_from)):
+        flows = data_to.get(rx, [])
         data = sum(_ce(ctx, n)[0] for n in flows)
         ce = sum(_ce(ctx, n)[1] for n in flows)
-        cnps = _cnps_from(ctx, rx)
+        cnps = ctx.cnps_from(rx)
         if not (ce or cnps):
             continue
-        cnp_flows = [n for n, f in ctx.flow.items() if f["src_ip"] == rx and f["cnp_packets"]]
+        cnp_flows = cnps_from.get(rx, [])
         share = ce / data if data else 0.0
         senders = sorted({ctx.flow[n]["src_ip"] for n in flows if _ce(ctx, n)[1]} | {ctx.flow[n]["dst_ip"] for n in cnp_flows})
         answer = (f"answered with {plural(cnps, 'CNP')}: DCQCN is cutting rates" if cnps
@@ -102,7 +103,7 @@ def _cnp_missing(ctx: Context) -> list[dict]:
     for name, f in _data_flows(ctx):
         ce = ctx.ev("ecn_ce", name)
         marked = ce.ts[ce.ts <= late]
-        if len(marked) and _cnps_from(ctx, f["dst_ip"], f["src_ip"]) == 0:
+        if len(marked) and ctx.cnps_from(f["dst_ip"], f["src_ip"]) == 0:
             silent[f["dst_ip"]].append((name, len(marked), int(marked.min()), int(marked.max())))
     out = []
     for rx, rows in sorted(silent.items()):
@@ -165,19 +166,25 @@ def _busiest_windows(ctx: Context, tl, width: int, senders_of: dict) -> list[tup
     distinct_senders = sorted_distinct(win * n_senders + sender_of[flow]) // n_senders
     senders = np.bincount(distinct_senders, minlength=len(keys))   # distinct senders per window
     receiver = keys // len(numbers)
+    # per receiver, the window with the most senders, the first in row order among equals
+    order = np.lexsort((first, -senders, receiver))
+    picks = order[np.r_[True, receiver[order][1:] != receiver[order][:-1]]]
+    chosen = np.full(len(keys), -1, np.int64)
+    chosen[picks] = np.arange(len(picks))
+    in_pick = chosen[win]                                         # each row's pick, or -1
+    rows_of = np.flatnonzero(in_pick >= 0)
+    by_pick = rows_of[np.argsort(in_pick[rows_of], kind="stable")]
+    bounds = np.searchsorted(in_pick[by_pick], np.arange(len(picks) + 1))
     out = []
-    for d in sorted_distinct(receiver).tolist():
-        mine = np.flatnonzero(receiver == d)
-        best = mine[senders[mine] == senders[mine].max()]
-        pick = int(best[np.argmin(first[best])])                 # the first busiest, in row order
-        out.append((dsts[d], int(numbers[keys[pick] % len(numbers)]),
-                    {distinct[f] for f in sorted_distinct(flow[win == pick]).tolist()}))
+    for i, pick in enumerate(picks.tolist()):
+        names = sorted_distinct(flow[by_pick[bounds[i]:bounds[i + 1]]]).tolist()
+        out.append((dsts[receiver[pick]], int(numbers[keys[pick] % len(numbers)]), {distinct[f] for f in names}))
     return out
 
 
 def _signals(ctx: Context, dst: str, flows) -> list[str]:
     ce = sum(_ce(ctx, n)[1] for n in flows)
-    cnps = _cnps_from(ctx, dst)
+    cnps = ctx.cnps_from(dst)
     loss = sum(ctx.flow[n]["gap_events"] + ctx.flow[n]["retransmitted_packets"] for n in flows)
     pauses = sum(r["pause_frames"] for r in ctx.pfc)
     out = []

@@ -161,7 +161,7 @@ def _marks(ctx: Context, flows: list[str]) -> tuple[int, int, int]:
             ect += max(0, f["packets"] - f["ecn_not_ect"])
             ce += f["ecn_ce"]
     receivers = {ctx.flow[n]["dst_ip"] for n in flows}
-    cnps = sum(f["cnp_packets"] for f in ctx.flow.values() if f["src_ip"] in receivers)
+    cnps = sum(ctx.cnps_from(rx) for rx in receivers)
     return ect, ce, cnps
 
 
