@@ -100,6 +100,26 @@ def test_a_timeline_past_its_row_budget_doubles_its_buckets_and_keeps_the_sums()
     assert (np.asarray(table.data["bucket_start"]) % 8000 == 0).all()
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_timeline_merge_order_is_lexsorts_on_sorted_runs_shuffled_runs_and_huge_spans(seed):
+    import numpy as np
+
+    from roceview.analysis.timeline import _by_bucket_and_flow
+
+    rng = np.random.default_rng(seed)
+    runs = []
+    for k in range(8):                                         # sorted parts, as the chunks leave them
+        b, f = rng.integers(-50 + 10 * k, 30 + 10 * k, 500), rng.integers(0, 300, 500)
+        o = np.lexsort((f, b))
+        runs.append((b[o], f[o]))
+    rng.shuffle(runs)                                          # parts out of time order (several files)
+    bucket, flow = (np.concatenate(c) for c in zip(*runs))
+    assert np.array_equal(_by_bucket_and_flow(bucket, flow), np.lexsort((flow, bucket)))
+    huge = bucket.copy()
+    huge[::7] += 1 << 55                                       # span x flows past 2^62: lexsort itself
+    assert np.array_equal(_by_bucket_and_flow(huge, flow), np.lexsort((flow, huge)))
+
+
 def test_events_past_the_per_kind_budget_are_counted_not_listed():
     import numpy as np
 
