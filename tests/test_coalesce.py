@@ -13,9 +13,19 @@ from roceview.packets import _coalesced, iter_batches
 from conftest import REPO
 
 
-def _batch(start: int, n: int) -> Batch:
+def _batch(start: int, n: int, ts0: int | None = None) -> Batch:
     values = np.arange(start, start + n, dtype=np.int64)
-    return Batch(n, {"frame": values}, {"frame": values % 3 != 0})
+    ts = values * 10 if ts0 is None else ts0 + np.arange(n, dtype=np.int64)
+    return Batch(n, {"frame": values, "ts_ns": ts}, {"frame": values % 3 != 0})
+
+
+def test_batches_that_overlap_in_time_are_not_joined():
+    """Two files of the same moments (two mirror ports): joining them would put rows out of
+    time order into one batch, and results would depend on the chunk size."""
+    a, b, c = _batch(0, 10, ts0=1000), _batch(10, 10, ts0=1005), _batch(20, 10, ts0=2000)
+    out = list(_coalesced(iter([a, b, c]), 64))
+    assert [x.n for x in out] == [10, 20]
+    assert out[0] is a and out[1].cols["frame"].tolist() == list(range(10, 30))
 
 
 def test_small_batches_are_joined_in_order_up_to_the_target():

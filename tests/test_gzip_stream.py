@@ -103,3 +103,89 @@ def test_a_pipe_gives_a_complete_member_before_the_writer_closes(inflater):
     reader.join(10)
     assert not alive, "the reader waited for the writer to close"
     assert result["head"] == DATA[:4] and result["got"] >= 4
+
+
+def test_a_bad_trailer_crc_hands_out_every_data_byte_first(inflater):
+    """zlib gives nothing from a step that raises: the step is inflated again in pieces, so all
+    the data before the damage comes out (here: all of it, the CRC is what is wrong)."""
+    member = bytearray(gzip.compress(DATA, 6))
+    member[-8] ^= 0xFF
+    stream, out = _GzipStream(io.BytesIO(bytes(member)), "crc.gz"), bytearray()
+    with pytest.raises(CorruptStream, match="crc.gz: corrupt gzip data"):
+        while True:
+            buf = bytearray(1 << 20)
+            got = stream.readinto(buf)
+            assert got, "the damaged stream ended without an error"
+            out += buf[:got]
+    assert bytes(out) == DATA
+
+
+def test_damage_inside_the_deflate_data_keeps_what_inflates_before_it(inflater):
+    whole = bytearray(gzip.compress(DATA, 6))
+    whole[len(whole) // 2] ^= 0xFF
+    d = zlib.decompressobj(31)
+    expected = bytearray()
+    for k in range(len(whole)):                     # byte by byte: all zlib yields before raising
+        try:
+            expected += d.decompress(bytes(whole[k:k + 1]))
+        except zlib.error:
+            break
+    stream, out = _GzipStream(io.BytesIO(bytes(whole)), "mid.gz"), bytearray()
+    with pytest.raises(CorruptStream):
+        while True:
+            buf = bytearray(1 << 20)
+            got = stream.readinto(buf)
+            assert got
+            out += buf[:got]
+    assert len(expected) > 0 and bytes(out) == bytes(expected)
+
+
+def test_the_head_is_four_bytes_when_the_first_member_is_smaller(inflater):
+    data = gzip.compress(DATA[:3]) + gzip.compress(DATA[3:])
+    stream = _GzipStream(io.BytesIO(data), "split.gz")
+    assert stream.head == DATA[:4]
+    assert _drain(stream) == DATA
+
+
+def test_read_of_zero_bytes_reads_nothing(inflater):
+    stream = _GzipStream(io.BytesIO(gzip.compress(DATA)), "t.gz")
+    assert stream.read(0) == b"" and stream.read(4) == DATA[:4]       # the head, then the inflater
+    assert stream.read(0) == b"" and stream.read(6) == DATA[4:10]
+    assert DATA[:10] + _drain(stream) == DATA
+
+
+def test_closing_closes_the_file_it_owns_but_not_stdin(inflater):
+    for owns in (True, False):
+        raw = io.BytesIO(gzip.compress(DATA))
+        stream = _GzipStream(raw, "t.gz", owns_raw=owns)
+        stream.close()
+        assert raw.closed is owns
+
+
+def test_reading_gzip_from_stdin_leaves_stdin_open():
+    import subprocess
+    import sys
+
+    from conftest import REPO, SAMPLES
+
+    code = ("import sys, roceview; n = len(roceview.read_packets('-')); import gc; gc.collect(); "
+            "print(n, sys.stdin.buffer.closed)")
+    data = gzip.compress((SAMPLES / "clean.pcap").read_bytes())
+    out = subprocess.run([sys.executable, "-c", code], input=data, capture_output=True, cwd=REPO, check=True)
+    n, closed = out.stdout.split()
+    assert int(n) > 0 and closed == b"False"
+
+
+def test_no_fcntl_module_is_no_error(monkeypatch):
+    import builtins
+    import sys
+
+    real_import = builtins.__import__
+
+    def no_fcntl(name, *args, **kwargs):
+        if name == "fcntl":
+            raise ImportError("no fcntl here")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_fcntl)
+    source._widen_pipe(sys.stdin)                   # best effort: nothing raised

@@ -23,7 +23,7 @@ from roceview.capture.writer import write_pcap
 from conftest import REAL, capture_files
 
 MACS = {"src": "02:00:00:00:00:01", "dst": "02:00:00:00:00:02"}
-SIZES = (0, 33, 243, 244, 245, 256, 1024, 4096)        # body = payload + pad around NATIVE_CRC_MIN
+SIZES = (0, 33, 243, 244, 245, 252, 253, 256, 1024, 4096)   # body = payload + pad around NATIVE_CRC_MIN
 SOURCES = ("zlib-ng", "table")
 
 

@@ -30,31 +30,41 @@ def _inflate_module():
 
 class _GzipStream(io.RawIOBase):
     """gzip members (RFC 1952) inflated step by step, raising CorruptStream (one line) on
-    corrupt or cut data after handing out everything inflated before it (a reader that
-    inflates a whole request first, as zlib-ng's GzipNGFile does, drops that). Zero bytes
-    between or after members are skipped, as the standard library's gzip does."""
+    corrupt or cut data after handing out everything inflated before it (zlib gives nothing
+    from a step that fails, so that step is inflated again in small pieces; a reader that
+    inflates a whole request first, as zlib-ng's GzipNGFile does, drops it). Zero bytes
+    between or after members are skipped, as the standard library's gzip does. `raw` is
+    closed with this stream only when `owns_raw` (not stdin)."""
 
     INPUT_BLOCK = 256 << 10
 
-    def __init__(self, raw, name):
-        self._raw, self._name = raw, name
+    def __init__(self, raw, name, owns_raw: bool = True):
+        self._raw, self._name, self._owns_raw = raw, name, owns_raw
         self._zlib, self._errors = _inflate_module()
         self._z = self._zlib.decompressobj(31)    # 31: a gzip header and trailer (CRC-32, ISIZE)
         self._input, self._started = b"", False
-        self.head = self._pending = b""
-        head = bytearray(4)
-        got = self.readinto(head)
-        self.head = self._pending = bytes(head[:got])
+        self._pending, self._failure = b"", None
+        head, buf = b"", bytearray(4)
+        while len(head) < 4:                      # a tiny first member or pipe read inflates to less
+            got = self.readinto(memoryview(buf)[:4 - len(head)])
+            if not got:
+                break
+            head += bytes(buf[:got])
+        self.head = self._pending = head
 
     def readable(self):
         return True
 
     def readinto(self, b):
+        if not len(b):
+            return 0
         if self._pending:
-            n = len(self._pending)
-            b[:n] = self._pending
-            self._pending = b""
+            n = min(len(b), len(self._pending))
+            b[:n] = self._pending[:n]
+            self._pending = self._pending[n:]
             return n
+        if self._failure is not None:
+            raise self._failure
         while True:
             if not self._input and not self._refill():
                 if self._z.eof or not self._started:
@@ -63,14 +73,24 @@ class _GzipStream(io.RawIOBase):
             if self._z.eof and not self._next_member():
                 continue
             self._started = True
-            try:
-                data = self._z.decompress(self._input, len(b))
-            except self._errors as exc:
-                raise CorruptStream(f"{self._name}: corrupt gzip data ({exc})") from None
-            self._input = self._z.unconsumed_tail or self._z.unused_data
+            data = self._inflate(len(b))
             if data:
                 b[:len(data)] = data
                 return len(data)
+
+    def _inflate(self, size: int) -> bytes:
+        before = self._z.copy()
+        try:
+            data = self._z.decompress(self._input, size)
+        except self._errors as exc:
+            self._failure = CorruptStream(f"{self._name}: corrupt gzip data ({exc})")
+            data, self._input = _salvage(before, self._input, self._errors), b""
+            data, self._pending = data[:size], data[size:]
+            if not data:
+                raise self._failure from None
+            return data
+        self._input = self._z.unconsumed_tail or self._z.unused_data
+        return data
 
     def _refill(self) -> bool:
         read = getattr(self._raw, "read1", self._raw.read)    # a pipe: what has arrived, no waiting for more
@@ -86,8 +106,28 @@ class _GzipStream(io.RawIOBase):
         return True
 
     def close(self):
-        self._raw.close()
+        if self._owns_raw:
+            self._raw.close()
         super().close()
+
+
+def _salvage(z, data: bytes, errors) -> bytes:
+    """What `z` inflates from `data` before it raises: fed 4 KB, then 64 bytes, then one byte
+    at a time, each resumed from a copy taken before the piece that raised. (Steps of output
+    would lose the last bytes: zlib checks the trailer in the call that writes them.)"""
+    out, pos = bytearray(), 0
+    for step in (1 << 12, 1 << 6, 1):
+        while pos < len(data) and not z.eof:
+            mark = z.copy()
+            try:
+                out += z.decompress(data[pos:pos + step])
+            except errors:
+                z = mark
+                break
+            pos += step
+        else:
+            break
+    return bytes(out)
 
 
 class CorruptStream(BadInput):
@@ -99,16 +139,17 @@ PIPE_BYTES = 1 << 20      # /proc/sys/fs/pipe-max-size: the most an unprivileged
 
 def _widen_pipe(stream) -> None:
     """A pipe's 64 KB buffer makes the writer and this reader take turns 13,000 times for
-    855 MB of capture (0.80 s here); at 1 MB the same read takes 0.29 s. Best effort: not a
-    pipe, not Linux or refused leaves it as it was."""
-    import fcntl
+    855 MB of capture (0.80 s here); at 1 MB the same read takes 0.29 s. Best effort, and
+    never smaller: not a pipe, already wider, not Linux or refused leaves it as it was."""
     import stat
 
     try:
+        import fcntl
+
         fd = stream.fileno()
-        if stat.S_ISFIFO(os.fstat(fd).st_mode):
+        if stat.S_ISFIFO(os.fstat(fd).st_mode) and fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ) < PIPE_BYTES:
             fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
-    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+    except (ImportError, AttributeError, OSError, ValueError, io.UnsupportedOperation):
         pass
 
 
@@ -133,7 +174,7 @@ def open_capture(path: str):
     head = raw.peek(4)[:4]
     if head[:2] == GZIP_MAGIC:
         try:
-            stream = _GzipStream(raw, name)
+            stream = _GzipStream(raw, name, owns_raw=path != "-")
         except CorruptStream as exc:
             raise BadInput(str(exc)) from None
         return stream, name, stream.head
