@@ -20,77 +20,38 @@ def _stderr_warn(message: str) -> None:
 
 def iter_chunks(paths, roce_ports: Iterable[int] = (), chunk_packets: int = DEFAULT_CHUNK,
                 warn: Callable[[str], None] | None = None, walk_ahead: bool = False, projection: str | None = None):
-    """Yield (RecordChunk, Batch) pairs, file after file (in order of their first packet); the
-    chunk's raw bytes are valid until the next.
+    """Yield (RecordChunk, Batch) pairs; the chunk's raw bytes are valid until the next.
     projection: decode only the declared columns a consumer reads (decode.decode_chunk)."""
     warn = warn or _stderr_warn
     ports = port_table(roce_ports)
-    files, _ = _time_ordered(expand_paths(paths))
-    interfaces, frame = _Interfaces(), 1
+    frame = 1
+    files = _time_ordered(expand_paths(paths), warn)
+    iface_base = 0
     for index, path in enumerate(files):
-        for chunk, batch in _file_chunks(path, index if len(files) > 1 else None, interfaces, ports, frame,
-                                         chunk_packets, warn, walk_ahead, projection):
+        next_base = iface_base + 1
+        records = read_records(path, chunk_packets, warn, iface_base=iface_base)
+        for chunk in _walk_ahead(records) if walk_ahead else records:
+            next_base = max(next_base, int(chunk.iface.max(initial=0)) + 1)
+            batch = decode_chunk(chunk, ports, frame, projection)
+            if len(files) > 1:
+                batch.cols["_file"] = np.full(batch.n, index, np.uint16)
             frame += chunk.n
             yield chunk, batch
-
-
-class _Interfaces:
-    """Interface numbers of several files stay distinct: each file's start after the highest
-    number the files opened before it have shown (a pcap file has one interface)."""
-
-    def __init__(self):
-        self.next = 0
-
-    def open(self) -> int:
-        base, self.next = self.next, self.next + 1
-        return base
-
-    def seen(self, chunk) -> None:
-        self.next = max(self.next, int(chunk.iface.max(initial=0)) + 1)
-
-
-def _file_chunks(path, index, interfaces: _Interfaces, ports, first_frame: int, chunk_packets: int, warn,
-                 walk_ahead: bool, projection):
-    """One file's (RecordChunk, Batch) pairs; `index` (several files) fills the _file column."""
-    records = read_records(path, chunk_packets, warn, iface_base=interfaces.open())
-    frame = first_frame
-    for chunk in _walk_ahead(records) if walk_ahead else records:
-        interfaces.seen(chunk)
-        batch = decode_chunk(chunk, ports, frame, projection)
-        if index is not None:
-            batch.cols["_file"] = np.full(batch.n, index, np.uint16)
-        frame += chunk.n
-        yield chunk, batch
+        iface_base = next_base          # interfaces of several files stay distinct
 
 
 def iter_batches(paths, roce_ports: Iterable[int] = (), chunk_packets: int = DEFAULT_CHUNK,
                  warn: Callable[[str], None] | None = None, prefetch: bool = True,
                  projection: str | None = None) -> Iterator[Batch]:
-    """The packets table in chunks of numpy columns (see roceview.batch); several files are
-    merged in time order (roceview.merge).
+    """The packets table in chunks of numpy columns (see roceview.batch).
 
     With `prefetch`, reading starts at once on a worker thread (the caller can import or set
     up meanwhile) and the next chunk is read and decoded there while the caller works on the
     current one (the decode kernels release the GIL), so analysis and decoding use both cores."""
-    batches = _coalesced(_merged(paths, roce_ports, chunk_packets, warn or _stderr_warn, prefetch, projection),
-                         chunk_packets)
+    batches = (batch for _, batch in iter_chunks(paths, roce_ports, chunk_packets, warn, walk_ahead=prefetch,
+                                                 projection=projection))
+    batches = _coalesced(batches, chunk_packets)
     return _Prefetched(batches) if prefetch else batches
-
-
-def _merged(paths, roce_ports, chunk_packets: int, warn, walk_ahead: bool, projection) -> Iterator[Batch]:
-    from roceview.merge import merge_in_time
-
-    files, starts = _time_ordered(expand_paths(paths))
-    ports, interfaces = port_table(roce_ports), _Interfaces()
-    if len(files) == 1:
-        return (b for _, b in _file_chunks(files[0], None, interfaces, ports, 1, chunk_packets, warn, walk_ahead,
-                                           projection))
-
-    def open_file(k: int) -> Iterator[Batch]:
-        return (b for _, b in _file_chunks(files[k], k, interfaces, ports, 1, chunk_packets, warn, walk_ahead,
-                                           projection))
-
-    return merge_in_time(starts, open_file)
 
 
 def _coalesced(batches: Iterator[Batch], target: int) -> Iterator[Batch]:
@@ -211,13 +172,8 @@ def _first_ts(path: str) -> int:
     return -1
 
 
-def _time_ordered(files: list[str]) -> tuple[list[str], list[int]]:
-    """Several files: in order of their first packet, with those first timestamps (stdin
-    cannot be read twice: files then stay in the order given, merged as they come)."""
-    if len(files) < 2:
-        return files, [0] * len(files)
-    if "-" in files:
-        return files, [-1] * len(files)
-    starts = {f: _first_ts(f) for f in files}
-    ordered = sorted(files, key=lambda f: (starts[f], f))
-    return ordered, [starts[f] for f in ordered]
+def _time_ordered(files: list[str], warn) -> list[str]:
+    """Several files (a ring buffer directory): read in order of their first packet."""
+    if len(files) < 2 or "-" in files:
+        return files
+    return sorted(files, key=lambda f: (_first_ts(f), f))
