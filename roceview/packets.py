@@ -25,13 +25,17 @@ def iter_chunks(paths, roce_ports: Iterable[int] = (), chunk_packets: int = DEFA
     warn = warn or _stderr_warn
     ports = port_table(roce_ports)
     frame = 1
-    files = _time_ordered(expand_paths(paths), warn)
-    iface_base = 0
+    files, starts = _time_ordered(expand_paths(paths))
+    iface_base, latest = 0, None
     for index, path in enumerate(files):
         next_base = iface_base + 1
+        _warn_overlap(path, starts[index], latest, warn)
         records = read_records(path, chunk_packets, warn, iface_base=iface_base)
         for chunk in _walk_ahead(records) if walk_ahead else records:
             next_base = max(next_base, int(chunk.iface.max(initial=0)) + 1)
+            if chunk.n:
+                top = int(chunk.ts.max())
+                latest = top if latest is None else max(latest, top)
             batch = decode_chunk(chunk, ports, frame, projection)
             if len(files) > 1:
                 batch.cols["_file"] = np.full(batch.n, index, np.uint16)
@@ -172,8 +176,27 @@ def _first_ts(path: str) -> int:
     return -1
 
 
-def _time_ordered(files: list[str], warn) -> list[str]:
-    """Several files (a ring buffer directory): read in order of their first packet."""
+def _time_ordered(files: list[str]) -> tuple[list[str], list[int | None]]:
+    """Several files (a ring buffer directory): read in order of their first packet; with
+    their first timestamps (None where unknown: stdin, an empty or unreadable file)."""
     if len(files) < 2 or "-" in files:
-        return files
-    return sorted(files, key=lambda f: (_first_ts(f), f))
+        return files, [None] * len(files)
+    starts = {f: _first_ts(f) for f in files}
+    ordered = sorted(files, key=lambda f: (starts[f], f))
+    return ordered, [starts[f] if starts[f] >= 0 else None for f in ordered]
+
+
+def _utc(ns: int) -> str:
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ns // 1_000_000_000)) + f".{ns % 1_000_000_000:09d} UTC"
+
+
+def _warn_overlap(path: str, start: int | None, latest: int | None, warn) -> None:
+    """Files are read one after the other, not interleaved: say so when one starts before the
+    files read before it end (two mirror ports' captures of the same minutes)."""
+    if start is None or latest is None or start >= latest:
+        return
+    warn(f"{path} starts at {_utc(start)}, before the files read before it end ({_utc(latest)}): "
+         "files are read one after the other, not interleaved by time (RTT and pairing across them are "
+         "lost); merge them first, e.g. `mergecap -w merged.pcapng FILE...`")

@@ -62,3 +62,28 @@ def test_a_directory_of_small_files_analyses_as_one_file(tmp_path):
         text = (tmp_path / "a" / name).read_text()
         assert text.count("\n") > 1, name
         assert (tmp_path / "b" / name).read_text() == text, name
+
+
+def test_files_overlapping_in_time_are_read_one_after_the_other_with_a_warning(tmp_path):
+    """Two mirror ports' captures of the same moments: read file after file (not interleaved),
+    said once on the warnings; a ring buffer's files say nothing."""
+    from roceview.capture.readers import read_records
+    from roceview.capture.writer import write_pcap
+
+    frames, ts = [], []
+    for chunk in read_records(str(REPO / "captures" / "capture-drop.pcap"), 4096, lambda m: None):
+        frames += [chunk.frame(i) for i in range(chunk.n)]
+        ts += chunk.ts.tolist()
+    for name, sel in (("ports", [range(0, len(frames), 2), range(1, len(frames), 2)]),
+                      ("ring", [range(0, len(frames) // 2), range(len(frames) // 2, len(frames))])):
+        (tmp_path / name).mkdir()
+        for k, rows in enumerate(sel):
+            write_pcap(tmp_path / name / f"p{k}.pcap", np.frombuffer(b"".join(frames[i] for i in rows), np.uint8),
+                       [len(frames[i]) for i in rows], [ts[i] for i in rows])
+    warnings = []
+    n = sum(b.n for b in iter_batches(str(tmp_path / "ports"), warn=warnings.append))
+    assert n == len(frames) and len(warnings) == 1
+    assert "p1.pcap starts at" in warnings[0] and "not interleaved" in warnings[0] and "mergecap" in warnings[0]
+    warnings.clear()
+    assert sum(b.n for b in iter_batches(str(tmp_path / "ring"), warn=warnings.append)) == len(frames)
+    assert warnings == []
