@@ -277,3 +277,26 @@ def test_analyze_gives_the_facts_of_a_plain_collector(capture, monkeypatch):
         plain.feed(batch)
     assert dataclasses.asdict(result.facts) == dataclasses.asdict(plain.finish())
     assert result.facts.classes and any(given)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_sorted_map_answers_as_a_dict(seed):
+    """facts_kernels.SortedMap (the collector's class index and key -> hash memo) against a dict:
+    keys and values over the whole uint64 range, added in several rounds, looked up mixed."""
+    rng = np.random.default_rng(seed)
+    ref, m, hashes = {}, K.SortedMap(), K.SortedMap(np.uint64)
+    assert m.get(np.array([1, 2], np.uint64))[1].tolist() == [False, False]
+    for _ in range(5):
+        new = np.setdiff1d(rng.integers(0, 2**64 - 1, 300, dtype=np.uint64, endpoint=True),
+                           np.fromiter(ref, np.uint64, len(ref)))
+        values = rng.integers(0, 2**64 - 1, len(new), dtype=np.uint64, endpoint=True)
+        m.add(new, np.arange(len(ref), len(ref) + len(new)))
+        hashes.add(new, values)
+        ref.update({int(k): (len(ref) + i, int(v)) for i, (k, v) in enumerate(zip(new, values))})
+        probe = np.concatenate([new[::3], rng.integers(0, 2**64 - 1, 100, dtype=np.uint64, endpoint=True)])
+        index, found = m.get(probe)
+        h, found_h = hashes.get(probe)
+        assert found.tolist() == found_h.tolist() == [int(k) in ref for k in probe.tolist()]
+        assert [int(i) for i, f in zip(index, found) if f] == [ref[int(k)][0] for k in probe.tolist() if int(k) in ref]
+        assert h.dtype == np.uint64
+        assert [int(x) for x, f in zip(h, found_h) if f] == [ref[int(k)][1] for k in probe.tolist() if int(k) in ref]

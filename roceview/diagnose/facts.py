@@ -23,7 +23,7 @@ import numpy as np
 
 from roceview.analysis.opcodes import CONTINUES_RESPONSE, OPCLASS, READ_RESPONSE
 from roceview.batch import PROTO_CODE, PROTO_NAMES
-from roceview.diagnose.facts_kernels import Groups, distinct, distinct_rank, hash_parts, mixed_radix
+from roceview.diagnose.facts_kernels import Groups, SortedMap, distinct, distinct_rank, hash_parts, mixed_radix
 
 PSN_MASK = (1 << 24) - 1
 _ROCE = [PROTO_CODE["roce_v1"], PROTO_CODE["roce_v2"], PROTO_CODE["ib"]]
@@ -156,12 +156,12 @@ class FactCollector:
     def __init__(self, max_examples: int = 5):
         self.max_examples = max_examples
         self.facts = CaptureFacts()
-        self._index: dict[int, int] = {}            # class hash -> its number (order added)
+        self._index = SortedMap()                     # class hash -> its number (order added)
         self._classes: list[Klass] = []
         # per class number, summed per chunk in numpy, copied into the Klasses by finish()
         self._counters = np.zeros((len(_COUNTERS), 64), dtype=np.int64)
         self._last_ts: int | None = None
-        self._layout, self._hashes = None, {}        # see _class_hashes
+        self._layout, self._hashes = None, SortedMap(np.uint64)   # see _class_hashes
         self._read_state: dict[int, tuple[int, int]] = {}   # flow hash -> (last psn, opcode)
 
     def feed(self, batch, flows: np.ndarray | None = None) -> None:
@@ -257,39 +257,38 @@ class FactCollector:
     def _class_hashes(self, v: _Rows, groups: Groups, key, layout) -> np.ndarray:
         """The class hash of each group; remembered by key while the chunks' key layout (fields,
         their bounds) stays the same, as it does in a steady stream of the same flows."""
-        keys = key[groups.last].tolist()
+        keys = key[groups.last]
         if layout != self._layout:
             h = v.class_hash(groups.last)
-            self._layout, self._hashes = layout, dict(zip(keys, h.tolist()))
+            self._layout, self._hashes = layout, SortedMap(np.uint64)
+            self._hashes.add(keys, h)                 # groups have distinct keys
             return h
-        h = list(map(self._hashes.get, keys))
-        if None in h:
-            miss = [g for g, x in enumerate(h) if x is None]
-            for g, x in zip(miss, v.class_hash(groups.last[miss]).tolist()):
-                h[g] = self._hashes[keys[g]] = x
-        return np.array(h, dtype=np.uint64)
+        h, found = self._hashes.get(keys)
+        if not found.all():
+            miss = np.flatnonzero(~found)
+            h[miss] = v.class_hash(groups.last[miss])
+            self._hashes.add(keys[miss], h[miss])
+        return h
 
     def _add(self, v: _Rows, groups: Groups, h: np.ndarray) -> None:
         """Add each group's rows to its class; groups of one class hash (the key tells opcodes
         apart, classes only opcode classes) are one class."""
         last, counts, first = groups.last, groups.counts, None
         bad, cut = self._bad_icrc(v, groups), self._truncated(v, groups)
-        keys = h.tolist()
-        if len(set(keys)) < len(keys):
-            h, cls = np.unique(h, return_inverse=True)
-            keys, k = h.tolist(), len(h)
+        distinct_h, cls = np.unique(h, return_inverse=True)
+        if len(distinct_h) < len(h):
+            h, k = distinct_h, len(distinct_h)
             first = np.full(k, v.n, dtype=np.int64)
             np.minimum.at(first, cls, groups.first())
             top = np.full(k, -1, dtype=np.int64)
             np.maximum.at(top, cls, last)
             last, counts = top, np.bincount(cls, counts, minlength=k).astype(np.int64)
             bad, cut = (np.bincount(cls, x, minlength=k).astype(np.int64) for x in (bad, cut))
-        index = list(map(self._index.get, keys))
-        if None in index:
-            new = [g for g, i in enumerate(index) if i is None]
+        index, found = self._index.get(h)
+        if not found.all():
+            new = np.flatnonzero(~found).tolist()
             self._new_classes(v, h, last, new, groups.first() if first is None else first)
-            index = list(map(self._index.get, keys))
-        index = np.array(index, dtype=np.int64)
+            index, _ = self._index.get(h)
         c = self._counters
         c[0, index] += counts
         if bad.any():
@@ -313,7 +312,7 @@ class FactCollector:
         columns = (*v.addrs(rows), v.batch.cols["dest_qp"][at].tolist(), proto, *unpacked,
                    v.col("_src_mac", rows).tolist(), v.col("_dst_mac", rows).tolist())
         firsts = zip(v.batch.cols["ts_ns"][at].tolist(), v.col("psn", rows, 0).tolist())
-        self._index.update(zip(h[new].tolist(), range(len(self._classes), len(self._classes) + len(new))))
+        self._index.add(h[new], np.arange(len(self._classes), len(self._classes) + len(new)))
         self._classes += [Klass(*fields, first_ts=ts, first_psn=psn)
                           for *fields, (ts, psn) in zip(*columns, firsts)]
         if len(self._classes) > self._counters.shape[1]:
@@ -380,3 +379,4 @@ def facts_from_files(files, roce_ports=()) -> CaptureFacts | None:
     for batch in iter_batches(files, roce_ports=roce_ports, warn=lambda m: None):
         collector.feed(batch)
     return collector.finish()
+

@@ -163,3 +163,29 @@ def _hashed(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             if not len(rows):
                 return gid, np.concatenate(lasts)
             attempt += 1
+
+
+class SortedMap:
+    """uint64 keys -> int64 values in two sorted arrays, looked up with one searchsorted: with
+    50 k flows a dict lookup per group (tolist, map(get), a list back to numpy) cost ~10 ms
+    a 64 k-row chunk."""
+
+    def __init__(self, dtype=np.int64):
+        self.keys = np.zeros(0, dtype=np.uint64)
+        self.values = np.zeros(0, dtype=dtype)
+
+    def get(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(values, found): values are 0 where not found."""
+        keys = np.asarray(keys, dtype=np.uint64)
+        if not len(self.keys):
+            return np.zeros(len(keys), dtype=self.values.dtype), np.zeros(len(keys), dtype=bool)
+        pos = np.minimum(np.searchsorted(self.keys, keys), len(self.keys) - 1)
+        found = self.keys[pos] == keys
+        return np.where(found, self.values[pos], 0), found
+
+    def add(self, keys: np.ndarray, values: np.ndarray) -> None:
+        """New keys (not present, distinct) with their values."""
+        keys = np.concatenate([self.keys, np.asarray(keys, dtype=np.uint64)])
+        values = np.concatenate([self.values, np.asarray(values).astype(self.values.dtype, copy=False)])
+        order = np.argsort(keys, kind="stable")
+        self.keys, self.values = keys[order], values[order]
