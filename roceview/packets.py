@@ -12,6 +12,7 @@ from roceview.capture.source import expand_paths
 from roceview.decode import decode_chunk, port_table
 
 DEFAULT_CHUNK = 1 << 16
+MIN_MERGE_CHUNK = 4096      # files overlapping in time: each read in smaller chunks, not below this
 
 
 def _stderr_warn(message: str) -> None:
@@ -52,10 +53,68 @@ def iter_batches(paths, roce_ports: Iterable[int] = (), chunk_packets: int = DEF
     With `prefetch`, reading starts at once on a worker thread (the caller can import or set
     up meanwhile) and the next chunk is read and decoded there while the caller works on the
     current one (the decode kernels release the GIL), so analysis and decoding use both cores."""
-    batches = (batch for _, batch in iter_chunks(paths, roce_ports, chunk_packets, warn, walk_ahead=prefetch,
-                                                 projection=projection))
+    files, starts = _time_ordered(expand_paths(paths))
+    if len(files) > 1 and "-" not in files:
+        batches = _merged(files, starts, port_table(roce_ports), chunk_packets, warn or _stderr_warn, prefetch,
+                          projection)
+    else:
+        batches = (batch for _, batch in iter_chunks(paths, roce_ports, chunk_packets, warn, walk_ahead=prefetch,
+                                                     projection=projection))
     batches = _coalesced(batches, chunk_packets)
     return _Prefetched(batches) if prefetch else batches
+
+
+def _merged(files, starts, ports, chunk_packets: int, warn, walk_ahead: bool, projection) -> Iterator[Batch]:
+    """Several files merged in time order (roceview.merge): a ring buffer's files one after the
+    other, files that overlap in time interleaved."""
+    from roceview.merge import merge_in_time
+
+    interfaces = _Interfaces()
+
+    def open_file(k: int, beside: int) -> Iterator[Batch]:
+        base = interfaces.open(k)
+        rows = max(MIN_MERGE_CHUNK, chunk_packets // (beside + 1))      # memory: ~one chunk per open file
+        for chunk in (_walk_ahead if walk_ahead else iter)(read_records(files[k], rows, warn, iface_base=base)):
+            batch = decode_chunk(chunk, ports, 1, projection)
+            batch.cols["interface"] = interfaces.seen(k, batch.cols["interface"])
+            batch.cols["_file"] = np.full(batch.n, k, np.uint16)
+            yield batch
+
+    never = -(1 << 62)                               # an empty or unreadable file: opened first
+    return merge_in_time([never if s is None else s for s in starts], open_file, chunk_packets)
+
+
+class _Interfaces:
+    """Interface numbers of several files stay distinct, numbered as file after file: a file's
+    start after the highest number the files opened before it have shown. A file that shows a
+    new interface after a later file was opened (overlapping files, an interface block late in
+    a pcapng) has it renumbered past every number given so far."""
+
+    def __init__(self):
+        self.next = 0
+        self.ceiling: dict[int, int] = {}           # file -> the base of the file opened after it
+        self.moved: dict[tuple[int, int], int] = {}
+        self.last: int | None = None
+
+    def open(self, k: int) -> int:
+        base, self.next = self.next, self.next + 1
+        if self.last is not None:
+            self.ceiling[self.last] = base
+        self.last = k
+        return base
+
+    def seen(self, k: int, iface: np.ndarray) -> np.ndarray:
+        top = int(iface.max(initial=0))
+        ceiling = self.ceiling.get(k)
+        if ceiling is None or top < ceiling:
+            self.next = max(self.next, top + 1)
+            return iface
+        iface = iface.copy()
+        for value in np.unique(iface[iface >= ceiling]).tolist():
+            if (k, value) not in self.moved:
+                self.moved[(k, value)], self.next = self.next, self.next + 1
+            iface[iface == value] = self.moved[(k, value)]
+        return iface
 
 
 def _coalesced(batches: Iterator[Batch], target: int) -> Iterator[Batch]:
@@ -193,10 +252,10 @@ def _utc(ns: int) -> str:
 
 
 def _warn_overlap(path: str, start: int | None, latest: int | None, warn) -> None:
-    """Files are read one after the other, not interleaved: say so when one starts before the
-    files read before it end (two mirror ports' captures of the same minutes)."""
+    """iter_chunks (dissect -V) lists files one after the other: say so when one starts before
+    the files listed before it end (two mirror ports' captures of the same minutes)."""
     if start is None or latest is None or start >= latest:
         return
-    warn(f"{path} starts at {_utc(start)}, before the files read before it end ({_utc(latest)}): "
-         "files are read one after the other, not interleaved by time (RTT and pairing across them are "
-         "lost); merge them first, e.g. `mergecap -w merged.pcapng FILE...`")
+    warn(f"{path} starts at {_utc(start)}, before the files listed before it end ({_utc(latest)}): "
+         "dissect -V lists files one after the other, while analyze, convert and dissect without -V "
+         "interleave them by time, so frame numbers here differ from theirs")

@@ -64,11 +64,12 @@ def test_a_directory_of_small_files_analyses_as_one_file(tmp_path):
         assert (tmp_path / "b" / name).read_text() == text, name
 
 
-def test_files_overlapping_in_time_are_read_one_after_the_other_with_a_warning(tmp_path):
-    """Two mirror ports' captures of the same moments: read file after file (not interleaved),
-    said once on the warnings; a ring buffer's files say nothing."""
+def test_files_overlapping_in_time_are_merged_and_dissect_warns(tmp_path):
+    """Two mirror ports' captures of the same moments: the packets table interleaves them by
+    time, silently; dissect (file after file) says it does not; a ring buffer says nothing."""
     from roceview.capture.readers import read_records
     from roceview.capture.writer import write_pcap
+    from roceview.packets import iter_chunks
 
     frames, ts = [], []
     for chunk in read_records(str(REPO / "captures" / "capture-drop.pcap"), 4096, lambda m: None):
@@ -81,9 +82,11 @@ def test_files_overlapping_in_time_are_read_one_after_the_other_with_a_warning(t
             write_pcap(tmp_path / name / f"p{k}.pcap", np.frombuffer(b"".join(frames[i] for i in rows), np.uint8),
                        [len(frames[i]) for i in rows], [ts[i] for i in rows])
     warnings = []
-    n = sum(b.n for b in iter_batches(str(tmp_path / "ports"), warn=warnings.append))
+    merged = np.concatenate([b.cols["ts_ns"] for b in iter_batches(str(tmp_path / "ports"), warn=warnings.append)])
+    assert merged.tolist() == sorted(ts) and warnings == []
+    n = sum(b.n for _, b in iter_chunks(str(tmp_path / "ports"), warn=warnings.append))
     assert n == len(frames) and len(warnings) == 1
-    assert "p1.pcap starts at" in warnings[0] and "not interleaved" in warnings[0] and "mergecap" in warnings[0]
+    assert "p1.pcap starts at" in warnings[0] and "one after the other" in warnings[0]
     warnings.clear()
-    assert sum(b.n for b in iter_batches(str(tmp_path / "ring"), warn=warnings.append)) == len(frames)
+    assert sum(b.n for _, b in iter_chunks(str(tmp_path / "ring"), warn=warnings.append)) == len(frames)
     assert warnings == []

@@ -17,8 +17,20 @@ def add_arguments(parser) -> None:
                         help="also decode UDP destination port P as RoCEv2 (repeatable)")
 
 
+def _packets(args, env):
+    """(chunk, batch) pairs: -V needs each packet's bytes, so it lists several files one after
+    the other (iter_chunks); the lines and JSON come from the packets table, several files
+    interleaved in time as analyze sees them (the same frame numbers)."""
+    from roceview.packets import iter_batches, iter_chunks
+
+    if args.verbose:
+        yield from iter_chunks(args.capture, roce_ports=args.roce_port, warn=env.warn)
+        return
+    for batch in iter_batches(args.capture, roce_ports=args.roce_port, warn=env.warn, prefetch=False):
+        yield None, batch
+
+
 def run(args, env) -> ExitStatus:
-    from roceview.packets import iter_chunks
     from roceview.render.lines import packet_lines
     from roceview.table import to_dataframe
 
@@ -28,7 +40,7 @@ def run(args, env) -> ExitStatus:
     left = args.count
     first_ts = None
     out = env.stdout
-    for chunk, batch in iter_chunks(args.capture, roce_ports=args.roce_port, warn=env.warn):
+    for chunk, batch in _packets(args, env):
         if left is not None:
             if left <= 0:
                 break
