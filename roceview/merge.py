@@ -71,7 +71,7 @@ def merge_in_time(starts: list[int], open_file: Callable[[int], Iterator[Batch]]
             following += 1
             continue
         due = starts[following] if following < len(starts) else None
-        parts = [s.take_until(_bound(s, active, due)) for s in active]
+        parts = [s.take_until(b) for s, b in zip(active, _bounds(active, due))]
         for batch in _in_order(parts, chunk_rows):
             batch.cols["frame"] = np.arange(frame, frame + batch.n, dtype=np.int64)
             frame += batch.n
@@ -82,18 +82,25 @@ def merge_in_time(starts: list[int], open_file: Callable[[int], Iterator[Batch]]
         active = [s for s in active if s.pending or not s.done]
 
 
-def _bound(source: _Source, active: list[_Source], due: int | None) -> int | None:
-    """The last key `source` may hand on now: no file still being read can bring a row that
-    goes before it (at equal keys an earlier file's rows come first, a later file's after),
-    nor can the next file to open (it comes after every open one at equal keys)."""
-    bound, earlier = due, True                                 # `active` is in file order
-    for other in active:
-        if other is source:
-            earlier = False
-        elif not other.done:
-            limit = other.high - 1 if earlier else other.high
-            bound = limit if bound is None else min(bound, limit)
-    return bound
+def _bounds(active: list[_Source], due: int | None) -> list[int | None]:
+    """Per open file (in file order), the last key it may hand on now: no file still being
+    read can bring a row that goes before it (at equal keys an earlier file's rows come first,
+    a later file's after), nor can the next file to open (it comes after every open one).
+    Prefix and suffix minima: one pass each way however many files are open."""
+    inf = 1 << 63
+    n = len(active)
+    before, after = [inf] * (n + 1), [inf] * (n + 1)
+    for i, s in enumerate(active):                       # earlier files: strictly below their high
+        before[i + 1] = min(before[i], s.high - 1 if not s.done else inf)
+    for i in range(n - 1, -1, -1):                       # later files: up to their high
+        s = active[i]
+        after[i] = min(after[i + 1], s.high if not s.done else inf)
+    cap = inf if due is None else due
+    out = []
+    for i in range(n):
+        b = min(cap, before[i], after[i + 1])
+        out.append(None if b == inf else b)
+    return out
 
 
 def _in_order(parts: list[list[tuple[Batch, np.ndarray]]], chunk_rows: int) -> list[Batch]:

@@ -53,15 +53,19 @@ def iter_batches(paths, roce_ports: Iterable[int] = (), chunk_packets: int = DEF
     With `prefetch`, reading starts at once on a worker thread (the caller can import or set
     up meanwhile) and the next chunk is read and decoded there while the caller works on the
     current one (the decode kernels release the GIL), so analysis and decoding use both cores."""
+    batches = _coalesced(_batches(paths, roce_ports, chunk_packets, warn, prefetch, projection), chunk_packets)
+    return _Prefetched(batches) if prefetch else batches
+
+
+def _batches(paths, roce_ports, chunk_packets: int, warn, walk_ahead: bool, projection) -> Iterator[Batch]:
+    """A generator, so the files are looked at (first packets) on the reading thread."""
     files, starts = _time_ordered(expand_paths(paths))
     if len(files) > 1 and "-" not in files:
-        batches = _merged(files, starts, port_table(roce_ports), chunk_packets, warn or _stderr_warn, prefetch,
-                          projection)
+        yield from _merged(files, starts, port_table(roce_ports), chunk_packets, warn or _stderr_warn, walk_ahead,
+                           projection)
     else:
-        batches = (batch for _, batch in iter_chunks(paths, roce_ports, chunk_packets, warn, walk_ahead=prefetch,
-                                                     projection=projection))
-    batches = _coalesced(batches, chunk_packets)
-    return _Prefetched(batches) if prefetch else batches
+        yield from (batch for _, batch in iter_chunks(files, roce_ports, chunk_packets, warn, walk_ahead=walk_ahead,
+                                                      projection=projection))
 
 
 def _merged(files, starts, ports, chunk_packets: int, warn, walk_ahead: bool, projection) -> Iterator[Batch]:
@@ -70,11 +74,15 @@ def _merged(files, starts, ports, chunk_packets: int, warn, walk_ahead: bool, pr
     from roceview.merge import merge_in_time
 
     interfaces = _Interfaces()
+    _allow_open_files(len(files))
 
     def open_file(k: int, beside: int) -> Iterator[Batch]:
+        """A file opened beside others: smaller chunks, no reading ahead on a thread of its own,
+        its mapped pages dropped right behind the walk (memory: about one chunk per open file)."""
         base = interfaces.open(k)
-        rows = max(MIN_MERGE_CHUNK, chunk_packets // (beside + 1))      # memory: ~one chunk per open file
-        for chunk in (_walk_ahead if walk_ahead else iter)(read_records(files[k], rows, warn, iface_base=base)):
+        rows = max(min(MIN_MERGE_CHUNK, chunk_packets), chunk_packets // (beside + 1))
+        records = read_records(files[k], rows, warn, iface_base=base, release_lag=0 if beside else None)
+        for chunk in _walk_ahead(records) if walk_ahead and not beside else records:
             batch = decode_chunk(chunk, ports, 1, projection)
             batch.cols["interface"] = interfaces.seen(k, batch.cols["interface"])
             batch.cols["_file"] = np.full(batch.n, k, np.uint16)
@@ -97,11 +105,15 @@ class _Interfaces:
         self.last: int | None = None
 
     def open(self, k: int) -> int:
+        self._seal()                                # the file opened before ends where this one starts
         base, self.next = self.next, self.next + 1
-        if self.last is not None:
-            self.ceiling[self.last] = base
         self.last = k
         return base
+
+    def _seal(self) -> None:
+        """The last file opened keeps the numbers up to here; anything it shows later moves."""
+        if self.last is not None and self.last not in self.ceiling:
+            self.ceiling[self.last] = self.next
 
     def seen(self, k: int, iface: np.ndarray) -> np.ndarray:
         top = int(iface.max(initial=0))
@@ -112,9 +124,25 @@ class _Interfaces:
         iface = iface.copy()
         for value in np.unique(iface[iface >= ceiling]).tolist():
             if (k, value) not in self.moved:
+                self._seal()                        # a moved number must not fall in the last file's range
                 self.moved[(k, value)], self.next = self.next, self.next + 1
             iface[iface == value] = self.moved[(k, value)]
         return iface
+
+
+def _allow_open_files(files: int) -> None:
+    """Files that overlap in time are open together (a file and its map each): raise the soft
+    limit on open files toward the hard one when a directory holds many (best effort)."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        want = 2 * files + 64
+        if soft != resource.RLIM_INFINITY and soft < want:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want if hard == resource.RLIM_INFINITY else min(want, hard),
+                                                        hard))
+    except (ImportError, OSError, ValueError):
+        pass
 
 
 def _coalesced(batches: Iterator[Batch], target: int) -> Iterator[Batch]:

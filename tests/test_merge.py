@@ -135,11 +135,14 @@ def test_several_files_keep_distinct_interfaces_when_a_pcapng_shows_one_late(tmp
     (tmp_path / "d" / "a.pcapng").write_bytes(pcapng_bytes(frames[:16], [t0 + 10 * i for i in range(16)],
                                                            interfaces=[(1, 9), (1, 9)], if_ids=[0] * 8 + [1] * 8))
     _write(tmp_path / "d" / "b.pcap", frames[16:24], [t0 + 45 + 10 * i for i in range(8)])
-    seen: dict[int, set] = {0: set(), 1: set()}
+    (tmp_path / "d" / "c.pcapng").write_bytes(pcapng_bytes(frames[24:40], [t0 + 50 + 10 * i for i in range(16)],
+                                                           interfaces=[(1, 9), (1, 9)], if_ids=[0] * 9 + [1] * 7))
+    seen: dict[int, set] = {0: set(), 1: set(), 2: set()}
     for b in iter_batches(str(tmp_path / "d"), chunk_packets=chunk, prefetch=False):
         for f, i in zip(b.cols["_file"].tolist(), b.cols["interface"].tolist()):
             seen[f].add(i)
-    assert len(seen[0]) == 2 and len(seen[1]) == 1 and not seen[0] & seen[1]
+    assert [len(seen[f]) for f in range(3)] == [2, 1, 2]
+    assert not (seen[0] & seen[1]) and not (seen[0] & seen[2]) and not (seen[1] & seen[2])
 
 
 @pytest.mark.parametrize("size", [1, 2, 3, 4])

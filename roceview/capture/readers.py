@@ -103,8 +103,9 @@ class _Mapped:
     was a quarter of the decode time on full frames), walked in windows of MAP_WINDOW, and
     the pages already decoded are dropped from the process (MADV_DONTNEED) so RSS stays flat."""
 
-    def __init__(self, fh, name: str):
+    def __init__(self, fh, name: str, lag: int = RELEASE_LAG):
         self.name = name
+        self.lag = lag
         self.mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
         self.store = self.mm
         self.arr = np.frombuffer(self.mm, dtype=np.uint8)
@@ -120,7 +121,7 @@ class _Mapped:
 
     def release(self) -> None:
         # Lag a few windows behind the walk: chunks read ahead may still be decoding there.
-        done = (max(self.pos - RELEASE_LAG, 0) // mmap.PAGESIZE) * mmap.PAGESIZE
+        done = (max(self.pos - self.lag, 0) // mmap.PAGESIZE) * mmap.PAGESIZE
         if done - self._released >= BUFFER_BYTES and hasattr(mmap, "MADV_DONTNEED"):
             self.mm.madvise(mmap.MADV_DONTNEED, self._released, done - self._released)
             self._released = done
@@ -138,12 +139,12 @@ class _Mapped:
             pass
 
 
-def _open_buffer(stream, path: str, name: str):
+def _open_buffer(stream, path: str, name: str, release_lag: int | None = None):
     """A memory map for a plain regular file; a read buffer for stdin, gzip and the rest."""
     if path != "-" and os.path.isfile(path) and os.path.getsize(path) > 0 and hasattr(stream, "fileno") \
             and not isinstance(getattr(stream, "raw", stream), _GzipStream) and not isinstance(stream, _GzipStream):
         try:
-            return _Mapped(stream, name)
+            return _Mapped(stream, name, RELEASE_LAG if release_lag is None else release_lag)
         except (OSError, ValueError):
             pass
     return _Buffer(stream, name)
@@ -158,12 +159,15 @@ class _Outputs:
         self.iface = np.zeros(size, np.uint32)
 
 
-def read_records(path: str, chunk_packets: int, warn: Warn, iface_base: int = 0) -> Iterator[RecordChunk]:
+def read_records(path: str, chunk_packets: int, warn: Warn, iface_base: int = 0,
+                 release_lag: int | None = None) -> Iterator[RecordChunk]:
+    """release_lag: how far behind the walk a memory map's pages are dropped (default
+    RELEASE_LAG, room for chunks walked ahead; 0 when every chunk is decoded before the next)."""
     stream, name, head = open_capture(path)
     buf = None
     try:
         kind = capture_kind(head, name)
-        buf = _open_buffer(stream, path, name)
+        buf = _open_buffer(stream, path, name, release_lag)
         reader = _pcap if kind == "pcap" else _pcapng
         yielded = False
         damaged = []
