@@ -153,3 +153,12 @@ def test_equal_times_keep_file_order_whatever_the_batch_size(size):
     out = list(merge_in_time([0, 5], lambda k, n: iter((a, b)[k]), 100))
     got = [(t, g) for x in out for t, g in zip(x.cols["ts_ns"].tolist(), x.cols["tag"].tolist())]
     assert got == [(0, 0), (5, 0), (5, 0), (5, 1), (6, 0), (7, 1)]
+
+
+def test_paths_given_as_a_one_shot_iterator_are_read_once():
+    import roceview
+
+    one = SAMPLES / "clean.pcap"
+    assert len(roceview.read_packets(iter([str(one)]))) == len(roceview.read_packets(str(one))) > 0
+    two = [str(SAMPLES / "clean.pcap"), str(SAMPLES / "rnr.pcap")]
+    assert len(roceview.read_packets(iter(two))) == len(roceview.read_packets(two))
