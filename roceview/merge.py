@@ -2,11 +2,12 @@
 
 A ring buffer's files follow each other: only one is open at a time and its batches pass
 through as they are. Files that overlap in time (two mirror ports) are interleaved: a file is
-opened once the open files have reached its first packet, and rows are handed on up to (not
-including) the earliest time an open file has reached, so memory holds about one batch per
-open file (packets.py reads a file opened beside n others in chunks of 1/(n+1) the size). A file's own order is kept: rows are merged by the running maximum of their file's
-timestamps (a packet stamped earlier than its predecessor stays behind it). Equal times keep
-the files' order (first packet, then name). Frames are numbered in the merged order.
+opened once the open files have reached its first packet, and each open file hands on the rows
+no other file can still precede (`_bounds`), so memory holds about one batch per open file
+(packets.py reads a file opened beside n others in chunks of 1/(n+1) the size). A file's own
+order is kept: rows are merged by the running maximum of their file's timestamps (a packet
+stamped earlier than its predecessor stays behind it). Equal times keep the files' order
+(first packet, then name). Frames are numbered in the merged order.
 """
 from __future__ import annotations
 
@@ -50,13 +51,13 @@ class _Source:
                 out.append(self.pending.pop(0))
                 continue
             if cut:
-                out.append((_rows(batch, 0, cut), key[:cut]))
-                self.pending[0] = (_rows(batch, cut, batch.n), key[cut:])
+                out.append((batch.select(slice(0, cut)), key[:cut]))          # views
+                self.pending[0] = (batch.select(slice(cut, batch.n)), key[cut:])
             break
         return out
 
 
-def merge_in_time(starts: list[int], open_file: Callable[[int], Iterator[Batch]],
+def merge_in_time(starts: list[int], open_file: Callable[[int, int], Iterator[Batch]],
                   chunk_rows: int) -> Iterator[Batch]:
     """Batches of files 0..n-1 (ordered by `starts`, each file's first timestamp) merged in
     time; open_file(k, n) gives file k's batches, opened while n files are being read (a
@@ -114,9 +115,3 @@ def _in_order(parts: list[list[tuple[Batch, np.ndarray]]], chunk_rows: int) -> l
     joined = Batch.concat([batch for p in parts for batch, _ in p])
     order = np.argsort(np.concatenate([key for p in parts for _, key in p]), kind="stable")
     return [joined.select(order[k:k + chunk_rows]) for k in range(0, len(order), chunk_rows)]
-
-
-def _rows(batch: Batch, start: int, stop: int) -> Batch:
-    """Rows start..stop of a batch, as views."""
-    return Batch(stop - start, {k: v[start:stop] for k, v in batch.cols.items()},
-                 {k: v[start:stop] for k, v in batch.valid.items()})

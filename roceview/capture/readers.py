@@ -41,7 +41,6 @@ class RecordChunk:
     ts: np.ndarray             # int64 ns since the epoch
     iface: np.ndarray          # uint16 interface index
     linktype: np.ndarray       # uint16 link type per record
-    stable: bool = False       # buf stays valid after the next chunk is read (readers' chunks all do)
 
     @property
     def n(self) -> int:
@@ -103,9 +102,9 @@ class _Mapped:
     was a quarter of the decode time on full frames), walked in windows of MAP_WINDOW, and
     the pages already decoded are dropped from the process (MADV_DONTNEED) so RSS stays flat."""
 
-    def __init__(self, fh, name: str, lag: int = RELEASE_LAG):
+    def __init__(self, fh, name: str, lag: int | None = None):
         self.name = name
-        self.lag = lag
+        self.lag = RELEASE_LAG if lag is None else lag      # read at call time (tests change it)
         self.mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
         self.store = self.mm
         self.arr = np.frombuffer(self.mm, dtype=np.uint8)
@@ -144,7 +143,7 @@ def _open_buffer(stream, path: str, name: str, release_lag: int | None = None):
     if path != "-" and os.path.isfile(path) and os.path.getsize(path) > 0 and hasattr(stream, "fileno") \
             and not isinstance(getattr(stream, "raw", stream), _GzipStream) and not isinstance(stream, _GzipStream):
         try:
-            return _Mapped(stream, name, RELEASE_LAG if release_lag is None else release_lag)
+            return _Mapped(stream, name, release_lag)
         except (OSError, ValueError):
             pass
     return _Buffer(stream, name)
@@ -231,7 +230,7 @@ def _chunk(buf: _Buffer, out: _Outputs, n: int, linktype_of: np.ndarray, iface_b
            ts: np.ndarray | None = None) -> RecordChunk:
     return RecordChunk(buf.arr, out.off[:n].copy(), out.cap[:n].copy(), out.wire[:n].copy(),
                        (out.ts[:n] if ts is None else ts).copy(),
-                       (out.iface[:n] + iface_base).astype(np.uint16), linktype_of, True)
+                       (out.iface[:n] + iface_base).astype(np.uint16), linktype_of)
 
 
 from roceview.capture.pcapng import _pcapng  # noqa: E402  (pcapng needs the helpers above)
