@@ -2,7 +2,7 @@
 decode_warnings."""
 from __future__ import annotations
 
-from roceview.diagnose.context import Context
+from roceview.diagnose.context import PSN_MOD, Context
 from roceview.diagnose.finding import finding, plural
 
 
@@ -33,19 +33,62 @@ def capture_findings(ctx: Context) -> list[dict]:
 
 
 def _bad_icrc(ctx: Context) -> list[dict]:
+    """bad_icrc, split by what the endpoints did. A NIC drops a packet whose ICRC fails (IBTA
+    9.6.1.3, mlx5 counts it in rx_icrc_encapsulated), so an RC receiver that acknowledged such a
+    packet with nothing resent and no NAK got it intact: the capture path (mirror, ERSPAN, capture
+    NIC or tool) changed or lost the ICRC. Provable only for a request class whose every packet
+    failed (its first PSN is then a bad one), acknowledged later by the peer."""
     bad = {n: ff.bad_icrc for n, ff in ctx.flow_facts.items() if ff.bad_icrc}
     if not bad:
         return []
+    accepted = {n for n in bad if _acknowledged(ctx, n)}
+    accepted |= {n for n in bad if (p := _peer(ctx, n)) is not None and p in accepted}   # their ACKs
+    out = []
+    if accepted:
+        out.append(_icrc_finding(ctx, {n: bad[n] for n in accepted}, True))
+    if set(bad) - accepted:
+        out.append(_icrc_finding(ctx, {n: c for n, c in bad.items() if n not in accepted}, False))
+    return out
+
+
+def _peer(ctx: Context, name: str) -> str | None:
+    return ctx.peer(name) if name in ctx.flow else None
+
+
+def _acknowledged(ctx: Context, name: str) -> bool:
+    """The receiver acknowledged a bad-ICRC request of this RC flow, which was never resent or NAKed."""
+    ff, peer = ctx.flow_facts[name], _peer(ctx, name)
+    if not ff.bad_first or peer is None or ctx.flow[name]["transport"] not in ("RC", "XRC"):
+        return False   # UC/UD have no ACKs; the RD range is ConnectX DC, whose ICRC use is vendor-defined
+    if ctx.flow[name]["retransmitted_packets"] or ctx.flow[peer]["naks_seq"] or ctx.flow[peer]["naks_other"]:
+        return False
+    acks = ctx.flow_facts.get(peer)
+    return acks is not None and any(ack_ts > ts and 0 <= (ack - psn) % PSN_MOD < PSN_MOD // 2
+                                    for ts, psn in ff.bad_first for ack_ts, ack in acks.response_last)
+
+
+def _icrc_finding(ctx: Context, bad: dict, accepted: bool) -> dict:
     total = sum(bad.values())
     frames = ", ".join(map(str, ctx.facts.bad_icrc_frames))
-    summary = (f"{plural(total, 'RoCE frame')} in {plural(len(bad), 'flow')} fail the ICRC check: corrupted on the way, "
-               "rewritten by a device in the path or capture point, or not standard RoCE.")
     evidence = [f"{c} bad ICRC on {n}" for n, c in sorted(bad.items())[:5]] + [f"first frames {frames}"]
-    advice = ("Read the receiver's RDMA hw counter rx_icrc_encapsulated and the port's FCS/symbol error counters; a "
-              "NIC drops bad-ICRC packets, so the sender will retransmit them. If every frame fails, suspect the "
-              "capture path (a mirror/tunnel rewriting invariant fields) or a vendor transport (e.g. DC) before the wire.")
+    if accepted:
+        summary = (f"{plural(total, 'RoCE frame')} in {plural(len(bad), 'flow')} fail the ICRC check as captured, "
+                   "yet the receivers acknowledged them and nothing was resent: the NICs got them intact, the "
+                   "corruption is in the capture path (mirror, ERSPAN, capture NIC or tool), not on the wire.")
+        evidence.append("ACKs cover the bad-ICRC requests; no retransmission, no NAK")
+        advice = ("The endpoints are fine (their rx_icrc_encapsulated stays flat). Check the capture path: a mirror "
+                  "or tunnel that rewrites fields the ICRC covers, a capture NIC or tool that does not keep the "
+                  "ICRC; ICRC-based findings from this capture are void, the rest stands.")
+    else:
+        summary = (f"{plural(total, 'RoCE frame')} in {plural(len(bad), 'flow')} fail the ICRC check: corrupted on "
+                   "the way, rewritten by a device in the path or capture point, or not standard RoCE.")
+        advice = ("Read the receiver's RDMA hw counter rx_icrc_encapsulated (mlx5) and the port's `ethtool -S` "
+                  "rx_crc_errors_phy, rx_symbol_err_phy, rx_pcs_symbol_err_phy and rx_corrected_bits_phy. A NIC drops "
+                  "a bad-ICRC packet: on RC the sender resends it after a NAK or a timeout, on UC/UD it is lost. If "
+                  "every frame fails, suspect the capture path (a mirror/tunnel rewriting invariant fields) or a "
+                  "vendor transport (e.g. DC) before the wire.")
     flows = list(bad)
-    return [finding("warning", "bad_icrc", summary, flows, min(ctx.flow[n]["first_ts"] for n in flows if n in ctx.flow)
-                    if any(n in ctx.flow for n in flows) else ctx.start_ns,
-                    max(ctx.flow[n]["last_ts"] for n in flows if n in ctx.flow) if any(n in ctx.flow for n in flows)
-                    else ctx.end_ns, evidence, advice)]
+    known = [n for n in flows if n in ctx.flow]
+    start = min(ctx.flow[n]["first_ts"] for n in known) if known else ctx.start_ns
+    end = max(ctx.flow[n]["last_ts"] for n in known) if known else ctx.end_ns
+    return finding("info" if accepted else "warning", "bad_icrc", summary, flows, start, end, evidence, advice)

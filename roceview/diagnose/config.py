@@ -24,6 +24,9 @@ class Config:
     storm_share: float = 0.99
     pause_warning_share: float = 0.05   # pfc_pause is a warning when a (MAC, priority) is paused
                                         # for at least this share of the capture, else info
+    link_rate_window_ms: float = 1.0    # link_speed_mismatch: a host's bit rate over this window (at
+                                        # least one timeline bucket) above --link-speed
+    pause_only_min_gbps: float = 10.0   # ... or PAUSE-only, no RoCE, at an assumed speed >= this
     # --- priorities ------------------------------------------------------------------------------
     trust: str = "auto"                 # how a switch maps a frame to a priority: "pcp", "dscp",
                                         # or "auto" (PCP when VLAN-tagged, else DSCP)
@@ -31,6 +34,7 @@ class Config:
     # --- ECN / DCQCN ---------------------------------------------------------------------------
     ce_warning_share: float = 0.2       # ecn_congestion is a warning above this CE share, else info
     not_ect_share: float = 0.5          # ecn_not_enabled when a source sends more Not-ECT data than this
+    not_ect_min_packets: int = 100      # ... a warning from this many Not-ECT data packets, else info
     cnp_wait_us: float = 10.0           # CE marks this close to the capture end may still get a CNP
                                         # (NIC CNP latency + np_min_time_between_cnps are a few us)
     # --- incast --------------------------------------------------------------------------------

@@ -36,7 +36,11 @@ class FlowFacts:
     data: int = 0
     data_not_ect: int = 0
     data_ce: int = 0
+    data_ect: int = 0      # ECN-capable data packets: RoCEv2 only (switches do not mark a RoCEv1 GRH)
+    data_v1: int = 0       # RoCEv1 data packets
     bad_icrc: int = 0
+    bad_first: list = field(default_factory=list)   # [(ts, psn)] of request classes whose every packet failed ICRC
+    response_last: list = field(default_factory=list)   # [(ts, psn)] last packet of each response class
     src_macs: set = field(default_factory=set)
     dst_macs: set = field(default_factory=set)
     protos: set = field(default_factory=set)
@@ -191,10 +195,15 @@ def _add_class(ff: FlowFacts, c) -> None:
         ff.data += c.packets
         ff.data_not_ect += c.packets if c.ecn == 0 else 0
         ff.data_ce += c.packets if c.ecn == 3 else 0
+        ff.data_v1 += c.packets if c.proto == "roce_v1" else 0
+        ff.data_ect += c.packets if c.ecn > 0 and c.proto == "roce_v2" else 0
     if c.opclass in (REQUEST, READ_REQUEST):
         ff.request_arc.append((c.first_psn, c.last_psn))
+        if c.bad_icrc and c.bad_icrc == c.packets:
+            ff.bad_first.append((c.first_ts, c.first_psn))
     elif c.opclass in RESPONSE_CLASSES:
         ff.response_arc.append((c.first_psn, c.last_psn))
+        ff.response_last.append((c.last_ts, c.last_psn))
 
 
 def in_arcs(psn: int, arcs, slack: int = 64) -> bool:

@@ -15,8 +15,11 @@ from roceview.arrays import sorted_distinct
 from roceview.diagnose.context import Context
 from roceview.diagnose.finding import finding, plural
 
-DCQCN_ADVICE = ("On the receivers read np_ecn_marked_roce_packets and np_cnp_sent, on the senders rp_cnp_handled "
-                "and rp_cnp_ignored (RDMA hw counters); keep switch ECN Kmin < Kmax < PFC XOFF on the RoCE queue.")
+# mlx5 RDMA hw counter names: drivers/infiniband/hw/mlx5/counters.c cong_cnts (docs/findings.md, Sources)
+HW_COUNTERS = "/sys/class/infiniband/<dev>/ports/<port>/hw_counters/"
+DCQCN_ADVICE = (f"On the receivers read np_ecn_marked_roce_packets and np_cnp_sent, on the senders rp_cnp_handled "
+                f"and rp_cnp_ignored (mlx5 RDMA hw counters, {HW_COUNTERS}); keep switch ECN Kmin < Kmax < PFC XOFF "
+                "on the RoCE queue.")
 
 
 def _data_flows(ctx: Context):
@@ -75,9 +78,13 @@ def _not_enabled(ctx: Context) -> list[dict]:
     per_src: dict[str, list] = defaultdict(list)
     for name, f in _data_flows(ctx):
         ff = ctx.flow_facts.get(name)
-        if ff is not None and ff.protos == {"ib"}:
-            continue  # native InfiniBand: congestion control uses FECN/BECN, not IP ECN
-        data, not_ect = (ff.data, ff.data_not_ect) if ff is not None else (f["packets"], f["ecn_not_ect"])
+        if ff is not None and not ff.protos - {"ib", "roce_v1"}:
+            continue  # native IB uses FECN/BECN; RoCEv1 is not IP: no switch marks it, whatever its GRH says
+        if ff is not None:
+            data = ff.data - ff.data_v1
+            not_ect = data - ff.data_ect
+        else:
+            data, not_ect = f["packets"], f["ecn_not_ect"]
         per_src[f["src_ip"]].append((name, data, not_ect))
     out = []
     for src, rows in sorted(per_src.items()):
@@ -85,16 +92,24 @@ def _not_enabled(ctx: Context) -> list[dict]:
         if not data or not_ect / data <= ctx.config.not_ect_share:
             continue
         flows = [r[0] for r in rows if r[2]]
+        few = not_ect < ctx.config.not_ect_min_packets
         summary = (f"{src} sends RoCE data Not-ECT (ECN 00): {not_ect:,} of {data:,} data packets; switches cannot "
-                   "mark them, so DCQCN is off and only PFC (or loss) limits congestion.")
-        advice = ("Enable ECN/DCQCN on the NIC for the RoCE priority (mlx5: `echo 1 > /sys/class/net/<if>/ecn/"
-                  "roce_np/enable/<p>` and `.../roce_rp/enable/<p>`, or `mlnxconfig` ROCE_CC) and check the RoCE "
-                  "traffic class sets ECT (e.g. tclass 106 = DSCP 26 + ECT(0)).")
-        out.append(finding("warning", "ecn_not_enabled", summary, flows, min(ctx.flow[n]["first_ts"] for n in flows),
-                           max(ctx.flow[n]["last_ts"] for n in flows),
-                           [f"{not_ect} of {data} data packets from {src} have ECN 00 in {plural(len(flows), 'flow')}"],
-                           advice))
+                   "mark them, so DCQCN is off and only PFC (or loss) limits congestion"
+                   + (f" (only {plural(not_ect, 'packet')}: below {ctx.config.not_ect_min_packets:,}, too little "
+                      "traffic to matter; soft-RoCE (rxe) sends Not-ECT by default and has no DCQCN at all)." if few else "."))
+        evidence = [f"{not_ect} of {data} data packets (RoCEv2) from {src} have ECN 00 in {plural(len(flows), 'flow')}"]
+        out.append(finding("info" if few else "warning", "ecn_not_enabled", summary, flows,
+                           min(ctx.flow[n]["first_ts"] for n in flows), max(ctx.flow[n]["last_ts"] for n in flows),
+                           evidence, NOT_ECT_ADVICE))
     return out
+
+
+NOT_ECT_ADVICE = (
+    "mlx5: DCQCN is enabled per priority in firmware (`mlxconfig -d <dev> set ROCE_CC_PRIO_MASK_P1=<mask>`; MLNX_OFED "
+    "also has `/sys/class/net/<if>/ecn/roce_np/enable/<p>` and `.../roce_rp/enable/<p>`), and the sender must set "
+    "ECT in the RoCE traffic class: RDMA-CM default `echo 106 > /sys/kernel/config/rdma_cm/<dev>/ports/<port>/"
+    "default_roce_tos` (DSCP 26 + ECT(0)), or the application's traffic class (e.g. NCCL_IB_TC=106). Soft-RoCE "
+    "(rxe) implements no DCQCN: there only PFC or loss limits congestion.")
 
 
 def _cnp_missing(ctx: Context) -> list[dict]:
@@ -104,18 +119,28 @@ def _cnp_missing(ctx: Context) -> list[dict]:
         ce = ctx.ev("ecn_ce", name)
         marked = ce.ts[ce.ts <= late]
         if len(marked) and ctx.cnps_from(f["dst_ip"], f["src_ip"]) == 0:
-            silent[f["dst_ip"]].append((name, len(marked), int(marked.min()), int(marked.max())))
+            # the headline counts CE-marked data packets as ecn_congestion does; the wait only decides
+            silent[f["dst_ip"]].append((name, _ce(ctx, name)[1] or len(marked), len(marked),
+                                        int(marked.min()), int(marked.max())))
     out = []
     for rx, rows in sorted(silent.items()):
-        ce = sum(r[1] for r in rows)
+        ce, old = sum(r[1] for r in rows), sum(r[2] for r in rows)
         senders = sorted({ctx.flow[r[0]]["src_ip"] for r in rows})
-        summary = (f"{rx} received {plural(ce, 'CE-marked packet')} from {', '.join(senders)} and sent no CNP back: "
-                   "its notification point is off, the senders never slow down.")
-        advice = ("Enable the DCQCN notification point on the receiver for the RoCE priority (mlx5 roce_np enable), "
-                  "check np_ecn_marked_roce_packets (marks arrive) against np_cnp_sent (stays 0), the CNP priority "
-                  "and np_min_time_between_cnps.")
-        out.append(finding("warning", "cnp_missing", summary, [r[0] for r in rows], min(r[2] for r in rows),
-                           max(r[3] for r in rows), [f"{r[1]} CE on {r[0]}, 0 CNP from {rx}" for r in rows], advice))
+        summary = (f"{rx} received {plural(ce, 'CE-marked packet')} from {', '.join(senders)} and no CNP from it "
+                   "was captured: its notification point may be off (then the senders never slow down), or its "
+                   "CNPs take a path this capture point does not see.")
+        evidence = [f"{r[1]} CE on {r[0]}, 0 CNP from {rx}" for r in rows]
+        if old != ce:
+            evidence.append(f"{plural(old, 'CE mark')} more than {ctx.config.cnp_wait_us:g} us before the capture end "
+                            "(later ones may still get their CNP)")
+        advice = ("On the receiver compare np_ecn_marked_roce_packets (marks arrive) with np_cnp_sent (stays 0: "
+                  f"the NP is off; mlx5 RDMA hw counters, {HW_COUNTERS}); if it is off enable DCQCN for the RoCE "
+                  "priority (mlx5 firmware `mlxconfig` ROCE_CC_PRIO_MASK_P1, MLNX_OFED `/sys/class/net/<if>/ecn/"
+                  "roce_np/enable/<p>`). If np_cnp_sent grows, the CNPs are sent but not seen here: check the "
+                  "sender's rp_cnp_handled, the mirror's direction and the CNP priority/DSCP (mlx5 debugfs "
+                  "cc_params np_cnp_dscp / np_cnp_prio, np_min_time_between_cnps).")
+        out.append(finding("warning", "cnp_missing", summary, [r[0] for r in rows], min(r[3] for r in rows),
+                           max(r[4] for r in rows), evidence, advice))
     return out
 
 
@@ -129,14 +154,15 @@ def _incast(ctx: Context) -> list[dict]:
     out = []
     for dst, w, flows in _busiest_windows(ctx, tl, width, senders_of):
         senders = sorted({senders_of[n] for n in flows})
-        signals = _signals(ctx, dst, flows)
+        signals = _signals(ctx, dst, flows, w * width, (w + 1) * width)
         if len(senders) < ctx.config.incast_senders or not signals:
             continue
         summary = (f"Incast: {len(senders)} senders burst into {dst} within {width / 1e6:g} ms, with "
                    f"{', '.join(signals)} there.")
         advice = ("Many-to-one bursts overflow the egress queue toward the receiver: spread or stagger the senders "
                   "(collective algorithm, fewer outstanding READ/WRITE per QP), let DCQCN react early (lower Kmin), "
-                  "and check the receiver port's tx_prio<p>_pause / rx_prio<p>_discards. " + DCQCN_ADVICE)
+                  "and check the receiver's `ethtool -S` rx_prio<p>_discards and the switch egress port toward it "
+                  "(drops, PFC sent). " + DCQCN_ADVICE)
         out.append(finding("warning", "incast", summary, sorted(flows), w * width,
                            (w + 1) * width, [f"senders: {', '.join(senders)}", *signals], advice))
     return out
@@ -182,11 +208,11 @@ def _busiest_windows(ctx: Context, tl, width: int, senders_of: dict) -> list[tup
     return out
 
 
-def _signals(ctx: Context, dst: str, flows) -> list[str]:
+def _signals(ctx: Context, dst: str, flows, start: int, end: int) -> list[str]:
     ce = sum(_ce(ctx, n)[1] for n in flows)
     cnps = ctx.cnps_from(dst)
     loss = sum(ctx.flow[n]["gap_events"] + ctx.flow[n]["retransmitted_packets"] for n in flows)
-    pauses = sum(r["pause_frames"] for r in ctx.pfc)
+    pauses = _pauses_near(ctx, dst, flows, start, end)
     out = []
     if ce:
         out.append(f"{ce} CE-marked packets")
@@ -197,3 +223,26 @@ def _signals(ctx: Context, dst: str, flows) -> list[str]:
     if loss:
         out.append(f"{loss} gaps/retransmissions")
     return out
+
+
+def _pauses_near(ctx: Context, dst: str, flows, start: int, end: int) -> int:
+    """Pause frames in [start, end) that can belong to this incast: from the receiver's own NIC or
+    from a switch port (a MAC that is no RoCE host), on a priority the incast flows use (or 802.3x
+    PAUSE). Pauses another host's NIC sends, or sent at another time, are not this receiver's."""
+    from roceview.diagnose.pfc import PAUSE_DETAIL
+    from roceview.diagnose.priority import flow_priorities
+
+    hosts = ctx.host_macs()
+    prios = {str(p) for n in flows for p in flow_priorities(ctx, n)}
+    n = 0
+    for mac in ctx.flows_with("pfc_pause"):
+        owner = hosts.get(int(mac.replace(":", ""), 16))
+        if owner is not None and dst not in owner:
+            continue
+        ev = ctx.ev("pfc_pause", mac)
+        inside = (ev.ts >= start) & (ev.ts < end)
+        for d in (ev.detail[i] for i in np.flatnonzero(inside).tolist()):
+            m = PAUSE_DETAIL.search(d or "")
+            if m and (not prios or m.group(1) == "all" or m.group(1) in prios):
+                n += 1
+    return n

@@ -25,11 +25,15 @@ RNR_TIMER_MS = (655.36, 0.01, 0.02, 0.03, 0.04, 0.06, 0.08, 0.12, 0.16, 0.24, 0.
                 1.28, 1.92, 2.56, 3.84, 5.12, 7.68, 10.24, 15.36, 20.48, 30.72, 40.96, 61.44, 81.92,
                 122.88, 163.84, 245.76, 327.68, 491.52)
 
-LOSS_ADVICE = ("Read `ethtool -S <if>` rx_prio<p>_discards and rx_discards on both hosts and the switch "
+# Counter names: mlx5 counters.rst (ethtool) and drivers/infiniband/hw/mlx5/counters.c (RDMA hw
+# counters); docs/findings.md, Sources.
+LOSS_ADVICE = ("Read `ethtool -S <if>` rx_prio<p>_discards and rx_discards_phy on both hosts and the switch "
                "port drop counters for the RoCE priority; on the NICs compare the RDMA hw counters "
-               "out_of_sequence and packet_seq_err (receiver) with the retransmissions seen here. "
+               "out_of_sequence (the receiver's: requests that arrived out of order) and packet_seq_err (the "
+               "requester's: NAK sequence errors it received) with the NAKs and retransmissions seen here. "
                "Lossless RoCE needs PFC on its priority end to end (`mlnx_qos -i <if> --trust dscp --pfc "
-               "0,0,0,1,0,0,0,0`) and the same MTU end to end; check optics/FEC counters for bit errors.")
+               "0,0,0,1,0,0,0,0` or `dcb pfc set dev <if> prio-pfc 3:on`) and the same MTU end to end; for "
+               "bit errors read rx_crc_errors_phy, rx_symbol_err_phy and rx_corrected_bits_phy.")
 
 
 @dataclass
@@ -196,7 +200,7 @@ def _capture_loss(captured: dict[str, list]) -> dict:
                "dropped them, not the network.")
     advice = ("Counts from this capture are lower bounds. Check the SPAN/ERSPAN session for oversubscription "
               "(both directions of a 100G link into one 100G port overflow it), the switch mirror drop "
-              "counters, and the capture host (`ethtool -S` rx_discards / rx_out_of_buffer, "
+              "counters, and the capture host (`ethtool -S` rx_discards_phy / rx_out_of_buffer, "
               "`tcpdump -B` buffer); mirror one direction, truncate frames (snaplen 128) or sample.")
     times = [t for t, *_ in gaps]
     return finding("warning", "capture_loss", summary, list(captured), min(times), max(times), evidence, advice)
@@ -209,7 +213,8 @@ def _unreliable(ctx: Context, name: str, gaps) -> dict:
                "transport sends no ACK or NAK that would tell which).")
     return finding("info", "unreliable_gap", summary, [name], int(gaps.ts.min()), int(gaps.ts.max()),
                    [f"{plural(len(gaps.ts), 'gap')} totalling {plural(total, 'PSN')}"],
-                   "Compare the receiver's out_of_sequence / rx_discards counters with these gaps.")
+                   "Compare the receiver's `ethtool -S` rx_discards_phy / rx_prio<p>_discards and switch drop "
+                   "counters with these gaps.")
 
 
 # ---- timeouts, RNR, other NAKs ---------------------------------------------------------------
@@ -224,7 +229,8 @@ def _timeouts(ctx: Context) -> list[dict]:
         summary = (f"Flow {name} resent {plural(len(ev.ts), 'packet')} that no NAK explains: tail loss recovered "
                    "only by the requester's ACK timer (Local ACK Timeout).")
         advice = ("Each costs a full ACK timeout (4.096 us x 2^timeout). Read the requester's RDMA hw counter "
-                  "local_ack_timeout_err and the drop counters (`ethtool -S` rx_prio<p>_discards) along the path; "
+                  "local_ack_timeout_err (its ACK timer expired), req_transport_retries_exceeded (retries ran "
+                  "out) and the drop counters (`ethtool -S` rx_prio<p>_discards, rx_discards_phy) along the path; "
                   "lower the QP `timeout` (NCCL_IB_TIMEOUT) only if the fabric RTT allows, keep `retry_cnt` at 7.")
         out.append(finding("warning", "timeout_retransmit", summary, [name], int(ev.ts.min()),
                            int(ev.ts.max()), evidence, advice))
@@ -242,8 +248,9 @@ def _psn_reuse(ctx: Context) -> list[dict]:
                    "bug; the responder takes the request for a duplicate and does not execute it, the QP stalls.")
         advice = ("Fix the requester's PSN accounting after RDMA READ (next PSN = READ PSN + ceil(DMA length / "
                   "path MTU), IBTA 9.7.5.1.2); check that both ends agree on the path MTU (ibv_query_qp "
-                  "path_mtu, MTU end to end). Counters: the responder's duplicate_request, the requester's "
-                  "local_ack_timeout_err once the QP stalls.")
+                  "path_mtu, MTU end to end). Counter: the responder's RDMA hw counter duplicate_request counts "
+                  "the reused request (acknowledged again, not executed); the requester sees success, so no "
+                  "requester error counter need move.")
         out.append(finding("warning", "psn_reuse", summary, [name] + ([ctx.peer(name)] if ctx.peer(name) else []),
                            int(ev.ts.min()), int(ev.ts.max()), evidence, advice))
     return out
@@ -262,8 +269,11 @@ def _rnr(ctx: Context) -> list[dict]:
         summary = (f"The receiver of {ctx.peer(name) or name} had no receive WQE posted: "
                    f"{plural(len(ev.ts), 'RNR NAK')} ({timers or 'timer unknown'}).")
         advice = ("The application posts receive buffers too slowly: post more receive WQEs up front (larger RQ "
-                  "or SRQ), repost sooner; raise the min RNR timer and `rnr_retry` (7 = infinite) on the "
-                  "requester. Counter: rnr_nak_retry_err (requester) counts QPs that gave up.")
+                  "or SRQ), repost sooner; raise the responder QP's min_rnr_timer (the wait it asks for) and the "
+                  "requester's `rnr_retry` (7 = infinite). Counters (mlx5 RDMA hw counters): the requester's "
+                  "rnr_nak_retry_err counts RNR NAKs received within the retry limit, req_rnr_retries_exceeded "
+                  "(and an RNR-retry-exceeded completion error) the times it gave up; the responder's "
+                  "out_of_buffer counts requests that found no receive WQE.")
         out.append(finding("warning", "rnr", summary, [name] + ([ctx.peer(name)] if ctx.peer(name) else []),
                            int(ev.ts.min()), int(ev.ts.max()), evidence, advice))
     return out

@@ -14,23 +14,31 @@ import numpy as np
 
 from roceview.diagnose.context import Context, span
 from roceview.diagnose.finding import finding, plural
+from roceview.diagnose.link_speed import link_speed, link_speed_findings, speed_note
+from roceview.diagnose.pfc_storm import storm_finding
 
-_PRIO = re.compile(r"priority (\w+) quanta (\d+)")
+PAUSE_DETAIL = re.compile(r"priority (\w+) quanta (\d+)")
 
 
-def pause_periods(ctx: Context) -> dict[tuple[str, str], np.ndarray]:
-    """(source MAC, priority) -> array of continuous paused periods [start, end) in ns, clipped
-    to the end of the capture."""
+def pause_frames(ctx: Context) -> dict[tuple[str, str], list]:
+    """(source MAC, priority) -> its pause and resume frames [(ts, quanta)] in time order."""
     rows: dict[tuple[str, str], list] = defaultdict(list)
     for kind in ("pfc_pause", "pfc_resume"):
         for mac in ctx.flows_with(kind):
             ev = ctx.ev(kind, mac)
             for ts, d in zip(ev.ts.tolist(), ev.detail):
-                m = _PRIO.search(d or "")
+                m = PAUSE_DETAIL.search(d or "")
                 if m:
                     rows[(mac, m.group(1))].append((ts, int(m.group(2))))
-    ns_per_quantum = 512.0 / float(ctx.summary.get("link_speed_gbps") or 100.0)
-    return {k: _periods(sorted(v), ns_per_quantum, ctx.end_ns) for k, v in rows.items()}
+    return {k: sorted(v) for k, v in rows.items()}
+
+
+def pause_periods(ctx: Context, frames: dict | None = None) -> dict[tuple[str, str], np.ndarray]:
+    """(source MAC, priority) -> array of continuous paused periods [start, end) in ns, clipped
+    to the end of the capture."""
+    frames = pause_frames(ctx) if frames is None else frames
+    ns_per_quantum = 512.0 / link_speed(ctx)
+    return {k: _periods(v, ns_per_quantum, ctx.end_ns) for k, v in frames.items()}
 
 
 def _periods(frames, ns_per_quantum: float, end_ns: int) -> np.ndarray:
@@ -47,20 +55,11 @@ def _periods(frames, ns_per_quantum: float, end_ns: int) -> np.ndarray:
     return np.stack([start[heads], np.maximum.reduceat(stop, heads)], axis=1)
 
 
-def max_window_share(periods: np.ndarray, window_ns: int) -> float:
-    """Largest paused share of any window of `window_ns` (the best window starts at a period start)."""
-    if len(periods) == 0:
-        return 0.0
-    s, e = periods[:, 0], periods[:, 1]
-    cum = np.r_[0, np.cumsum(e - s)]
-    j = np.searchsorted(s, s + window_ns, side="left") - 1
-    covered = cum[j + 1] - cum[np.arange(len(s))] - np.maximum(0, e[j] - (s + window_ns))
-    return float(covered.max()) / window_ns
-
-
 def pfc_findings(ctx: Context) -> list[dict]:
-    periods = pause_periods(ctx)
+    frames = pause_frames(ctx)
+    periods = pause_periods(ctx, frames)
     hosts = ctx.host_macs()
+    note = speed_note(ctx)
     out = []
     for row in ctx.pfc:
         if not row["pause_frames"]:
@@ -68,15 +67,16 @@ def pfc_findings(ctx: Context) -> list[dict]:
         key = (row["src_mac"], row["priority"])
         per = periods.get(key, np.zeros((0, 2), dtype=np.int64))
         host = hosts.get(_mac_int(row["src_mac"]))
-        out.append(_pause(ctx, row, host))
-        storm = _storm(ctx, row, per, host)
+        out.append(_pause(ctx, row, host, note))
+        storm = storm_finding(ctx, row, per, frames.get(key, []), _who(row["src_mac"], host),
+                              _prio_text(row["priority"]), host, note)
         if storm:
             out.append(storm)
         if host:
-            out += _slow_receiver(ctx, row, host)
+            out += _slow_receiver(ctx, row, host, note)
         else:
-            out += _without_ecn(ctx, row)
-    return out
+            out += _without_ecn(ctx, row, note)
+    return out + link_speed_findings(ctx)
 
 
 def _mac_int(text: str) -> int:
@@ -91,47 +91,32 @@ def _prio_text(p: str) -> str:
     return "all priorities (802.3x PAUSE)" if p == "all" else f"priority {p}"
 
 
-def _pause(ctx: Context, row: dict, host) -> dict:
+def _counters(p: str, side: str) -> str:
+    """mlx5 `ethtool -S` names for pauses on priority p ('all': 802.3x global pause), counters.rst."""
+    return f"{side}_global_pause" if p == "all" else f"{side}_prio{p}_pause"
+
+
+def _pause(ctx: Context, row: dict, host, note: str) -> dict:
     share = min(1.0, row["paused_us"] * 1000.0 / ctx.duration_ns())
     sev = "warning" if share >= ctx.config.pause_warning_share else "info"
     p = row["priority"]
     summary = (f"{_who(row['src_mac'], host)} paused {_prio_text(p)} with {plural(row['pause_frames'], 'pause frame')}: "
-               f"{span(row['paused_us'] * 1000)} in total ({share:.1%} of the capture), longest {span(row['longest_pause_us'] * 1000)}.")
+               f"{span(row['paused_us'] * 1000)} in total ({share:.1%} of the capture), longest "
+               f"{span(row['longest_pause_us'] * 1000)}; {note}.")
     evidence = [f"{row['pause_frames']} pause / {row['resume_frames']} resume frames from {row['src_mac']} for {_prio_text(p)}",
-                f"paused {span(row['paused_us'] * 1000)} of {span(ctx.duration_ns())} captured at "
-                f"{ctx.summary.get('link_speed_gbps', 100):g} Gb/s", f"longest continuous pause {span(row['longest_pause_us'] * 1000)}"]
+                f"paused {span(row['paused_us'] * 1000)} of {span(ctx.duration_ns())} captured",
+                f"longest continuous pause {span(row['longest_pause_us'] * 1000)}", note]
+    rx, tx = _counters(p, "rx"), _counters(p, "tx")
     if p == "all":
-        advice = ("802.3x PAUSE stops every class on the link: use PFC on the RoCE priority only "
-                  "(`mlnx_qos -i <if> --pfc 0,0,0,1,0,0,0,0`, `ethtool -A <if> rx off tx off`).")
+        advice = ("802.3x PAUSE stops every class on the link: on RoCE hosts use PFC on the RoCE priority instead "
+                  "(`dcb pfc set dev <if> prio-pfc 3:on` or `mlnx_qos -i <if> --pfc 0,0,0,1,0,0,0,0`, then "
+                  f"`ethtool -A <if> rx off tx off`). mlx5 counts these in `ethtool -S` {rx} / {tx} and "
+                  f"{tx}_duration (only while global pause is on).")
     else:
-        advice = (f"Compare `ethtool -S <if>` rx_prio{p}_pause / tx_prio{p}_pause and tx_prio{p}_pause_duration on the "
-                  "hosts with the switch's PFC counters; some pausing under load is normal, sustained pausing "
-                  "spreads congestion upstream (head-of-line blocking): let ECN act first (Kmin < Kmax < PFC XOFF).")
+        advice = (f"Compare `ethtool -S <if>` {rx} / {tx} and {tx}_duration (mlx5) on the hosts with the switch's "
+                  "PFC counters; some pausing under load is normal, sustained pausing spreads congestion upstream "
+                  "(head-of-line blocking): let ECN act first (Kmin < Kmax < PFC XOFF).")
     return finding(sev, "pfc_pause", summary, [], row["first_ts"], row["last_ts"], evidence, advice)
-
-
-def _storm(ctx: Context, row: dict, per: np.ndarray, host) -> dict | None:
-    cfg = ctx.config
-    if len(per) == 0:
-        return None
-    longest = int((per[:, 1] - per[:, 0]).max())
-    window = int(cfg.storm_window_ms * 1e6)
-    share = max_window_share(per, window)
-    if longest < cfg.storm_ms * 1e6 and share < cfg.storm_share:
-        return None
-    p = row["priority"]
-    i = int(np.argmax(per[:, 1] - per[:, 0]))
-    summary = (f"PFC storm: {_who(row['src_mac'], host)} kept {_prio_text(p)} paused continuously for "
-               f"{longest / 1e6:.1f} ms (watchdog threshold {cfg.storm_ms:g} ms).")
-    evidence = [f"longest continuous pause {longest / 1e6:.3f} ms from {row['src_mac']}",
-                f"paused {share:.1%} of the worst {cfg.storm_window_ms:g} ms window",
-                f"{row['pause_frames']} pause frames, each refreshed before the previous one ran out"]
-    advice = (f"A stuck receiver (hung NIC receive pipeline, host not draining) or a pause loop blocks {_prio_text(p)} "
-              "for the whole fabric. Read `ethtool -S <if>` tx_pause_storm_error_events and tx_prio"
-              f"{p}_pause_duration on the sender of the pauses; enable the NIC's PFC storm-prevention timeout "
-              "(e.g. `mlnx_qos` / devlink `pfc_stall_prevention`) and the switch PFC watchdog so the port is "
-              "dropped to lossy after ~100 ms instead of blocking upstream queues.")
-    return finding("critical", "pfc_storm", summary, [], int(per[i, 0]), int(per[i, 1]), evidence, advice)
 
 
 def _flows_on(ctx: Context, prio: str, dst: str | None = None) -> list[str]:
@@ -155,7 +140,7 @@ def _marks(ctx: Context, flows: list[str]) -> tuple[int, int, int]:
         ff = ctx.flow_facts.get(name)
         f = ctx.flow[name]
         if ff is not None:
-            ect += ff.data - ff.data_not_ect
+            ect += ff.data_ect     # RoCEv1 excluded: switches do not mark it
             ce += ff.data_ce
         else:
             ect += max(0, f["packets"] - f["ecn_not_ect"])
@@ -165,7 +150,7 @@ def _marks(ctx: Context, flows: list[str]) -> tuple[int, int, int]:
     return ect, ce, cnps
 
 
-def _without_ecn(ctx: Context, row: dict) -> list[dict]:
+def _without_ecn(ctx: Context, row: dict, note: str) -> list[dict]:
     p = row["priority"]
     flows = _flows_on(ctx, p)
     ect, ce, cnps = _marks(ctx, flows)
@@ -175,15 +160,16 @@ def _without_ecn(ctx: Context, row: dict) -> list[dict]:
                f"{plural(ect, 'ECN-capable RoCE data packet')} carried no CE mark and no CNP came back: "
                "the fabric back-pressures instead of rate-controlling.")
     evidence = [f"{row['pause_frames']} pause frames from {row['src_mac']} (not a RoCE endpoint: a switch port)",
-                f"{ect} ECT data packets on {_prio_text(p)} in {plural(len(flows), 'flow')}, 0 CE, 0 CNP"]
+                f"{ect} ECT data packets on {_prio_text(p)} in {plural(len(flows), 'flow')}, 0 CE, 0 CNP", note]
     advice = ("Enable ECN marking on the switch queue of the RoCE priority with Kmin < Kmax < PFC XOFF so marking "
-              "starts before pausing; check DCQCN on the NICs (np_ecn_marked_roce_packets, np_cnp_sent on the "
-              f"receivers, rp_cnp_handled on the senders) and `ethtool -S` rx_prio{p if p != 'all' else '<p>'}_pause.")
+              "starts before pausing; check DCQCN on the NICs (RDMA hw counters np_ecn_marked_roce_packets and "
+              "np_cnp_sent on the receivers, rp_cnp_handled on the senders) and `ethtool -S` "
+              f"{_counters(p, 'rx')} on the senders.")
     return [finding("warning", "pfc_without_ecn", summary, flows, row["first_ts"],
                     row["last_ts"], evidence, advice)]
 
 
-def _slow_receiver(ctx: Context, row: dict, host: set) -> list[dict]:
+def _slow_receiver(ctx: Context, row: dict, host: set, note: str) -> list[dict]:
     ip = next(iter(host))
     p = row["priority"]
     flows = _flows_on(ctx, p, dst=ip)
@@ -195,9 +181,12 @@ def _slow_receiver(ctx: Context, row: dict, host: set) -> list[dict]:
                "drain what arrives, the network is not congested.")
     evidence = [f"pause source {row['src_mac']} sends RoCE traffic as {ip} (a host NIC, not a switch)",
                 f"{span(row['paused_us'] * 1000)} paused, longest {span(row['longest_pause_us'] * 1000)}",
-                f"{plural(len(flows), 'flow')} into {ip}: 0 CE, 0 CNP"]
-    advice = (f"Look at the receiving host: `ethtool -S <if>` tx_prio{p}_pause and tx_prio{p}_pause_duration, "
-              "rx_prio<p>_discards, PCIe bandwidth/link width (`lspci -vv`), NUMA placement of the NIC and the "
-              "buffers, host memory bandwidth, IOMMU; a NIC out of receive buffers pauses to stay lossless.")
+                f"{plural(len(flows), 'flow')} into {ip}: 0 CE, 0 CNP", note]
+    tx = _counters(p, "tx")
+    discards = "rx_discards_phy" if p == "all" else f"rx_prio{p}_discards"
+    advice = (f"Look at the receiving host: `ethtool -S <if>` {tx} and {tx}_duration, {discards}, "
+              "rx_buffer_passed_thres_phy and outbound_pci_buffer_overflow (mlx5), PCIe bandwidth/link width "
+              "(`lspci -vv`), NUMA placement of the NIC and the buffers, host memory bandwidth, IOMMU; a NIC out "
+              "of receive buffers pauses to stay lossless.")
     return [finding("warning", "slow_receiver", summary, flows, row["first_ts"],
                     row["last_ts"], evidence, advice)]

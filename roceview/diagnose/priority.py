@@ -53,6 +53,10 @@ def _mac(mac: int) -> str:
 
 
 def priority_findings(ctx: Context) -> list[dict]:
+    return _mismatch(ctx) + version_findings(ctx)
+
+
+def _mismatch(ctx: Context) -> list[dict]:
     protected, sources = protected_priorities(ctx)
     if not protected or not ctx.flow_facts:
         return []
@@ -76,13 +80,16 @@ def _finding(ctx, src, prio, flows, protected, sources, cnp: bool) -> dict:
                f"only priority {want}: {'congestion notifications may be dropped' if cnp else 'this traffic is lossy'}.")
     evidence = [f"{plural(len(flows), 'flow')} from {src}: {marks}, {n} packets", *sources[:3],
                 f"priority from {'PCP when VLAN-tagged, else DSCP' if ctx.config.trust == 'auto' else ctx.config.trust.upper()}"]
-    advice = (f"Give {src}'s NIC the fabric QoS: `mlnx_qos -i <if> --trust dscp --pfc 0,0,0,1,0,0,0,0` with the RoCE "
-              "traffic class / DSCP set for the RDMA device (e.g. `cma_roce_tos`, NCCL_IB_TC) so RoCE rides the "
-              f"protected priority {want}; compare rx_prio<p>_discards on the wrong priority.")
+    advice = (f"Give {src}'s NIC the fabric QoS: `mlnx_qos -i <if> --trust dscp --pfc 0,0,0,1,0,0,0,0` (or `dcb pfc "
+              "set dev <if> prio-pfc 3:on`) with the RoCE traffic class set for the RDMA device (RDMA-CM: "
+              "`/sys/kernel/config/rdma_cm/<dev>/ports/<port>/default_roce_tos`; the application's, e.g. NCCL_IB_TC) "
+              f"so RoCE rides the protected priority {want}; compare `ethtool -S` rx_prio<p>_discards on the wrong "
+              "priority.")
     if cnp:
-        advice = ("Set the CNP priority/DSCP on the receivers (mlx5 `cnp_dscp` / `cnp_802p_prio`) to a class that is "
-                  "never dropped (a strict-priority queue, or the PFC-protected one); CNPs lost in a lossy queue "
-                  "leave DCQCN blind. Compare np_cnp_sent on the receiver with rp_cnp_handled on the sender.")
+        advice = ("Set the CNP DSCP/priority on the receivers (mlx5: `mlxconfig` CNP_DSCP_P1 / CNP_802P_PRIO_P1, or "
+                  "debugfs cc_params np_cnp_dscp / np_cnp_prio) to a class that is never dropped (a strict-priority "
+                  "queue, or the PFC-protected one); CNPs lost in a lossy queue leave DCQCN blind. Compare the RDMA "
+                  "hw counters np_cnp_sent on the receiver with rp_cnp_handled on the sender.")
     return finding("info" if cnp else "warning", "priority_mismatch", summary, [f for f, _ in flows],
                    min(ctx.flow[f]["first_ts"] for f, _ in flows), max(ctx.flow[f]["last_ts"] for f, _ in flows),
                    evidence, advice)
@@ -95,3 +102,50 @@ def _codepoints(ctx: Context, names: list[str], cnp: bool) -> str:
         seen.update((ff.cnp_priorities if cnp else ff.priorities).keys() if ff else ())
     return ", ".join(f"PCP {pcp if pcp >= 0 else 'untagged'} / DSCP {dscp if dscp >= 0 else '-'}"
                      for pcp, dscp in sorted(seen))
+
+
+VERSION = {"roce_v1": "RoCEv1", "roce_v2": "RoCEv2"}
+
+
+def version_findings(ctx: Context) -> list[dict]:
+    """roce_version_mixed: the two directions of one QP pair (or one flow) use different RoCE
+    versions. Each side sends with the type of the source GID it picked (RoCEv1: Ethertype 0x8915,
+    RoCEv2: UDP 4791), so one host on a RoCEv1 GID and the other on a RoCEv2 GID is a GID-index /
+    RDMA-CM default mismatch. It works on one L2 segment, but the RoCEv1 half is not routable, is
+    never ECN-marked (no DCQCN for it) and ignores DSCP-based priority: one finding per host pair."""
+    pairs: dict[tuple, list] = defaultdict(list)
+    for name in sorted(ctx.flow):
+        mine = _versions(ctx, name)
+        peer = ctx.peer(name)
+        theirs = _versions(ctx, peer) if peer else set()
+        if len(mine) > 1 or (mine and theirs and mine != theirs and name < peer):
+            f = ctx.flow[name]
+            pairs[tuple(sorted((f["src_ip"], f["dst_ip"])))].append((name, peer, mine, theirs))
+    return [_mixed(ctx, hosts, rows) for hosts, rows in sorted(pairs.items())]
+
+
+def _versions(ctx: Context, name: str) -> set[str]:
+    ff = ctx.flow_facts.get(name)
+    return {VERSION[p] for p in ff.protos if p in VERSION} if ff else set()
+
+
+def _mixed(ctx: Context, hosts: tuple, rows: list) -> dict:
+    sides: dict[str, set] = defaultdict(set)
+    for name, peer, mine, theirs in rows:
+        sides[ctx.flow[name]["src_ip"]] |= mine
+        if peer:
+            sides[ctx.flow[peer]["src_ip"]] |= theirs
+    said = "; ".join(f"{h} sends {'+'.join(sorted(v))}" for h, v in sorted(sides.items()))
+    flows = sorted({n for r in rows for n in r[:2] if n})
+    summary = (f"{hosts[0]} and {hosts[1]} speak different RoCE versions on the same "
+               f"{plural(len(rows), 'QP pair')} ({said}): a GID-index / RoCE mode mismatch.")
+    evidence = [f"{name}: {'+'.join(sorted(mine))}" + (f", its peer {peer}: {'+'.join(sorted(theirs))}" if peer else "")
+                for name, peer, mine, theirs in rows[:5]]
+    evidence.append("RoCEv1 (Ethertype 0x8915) is not routable, never ECN-marked and has no DSCP")
+    advice = ("Make both ends use a RoCEv2 GID: `cat /sys/class/infiniband/<dev>/ports/<port>/gid_attrs/types/<index>` "
+              "shows each GID's type (IB/RoCE v1 or RoCE v2); pick the RoCEv2 index in the application (e.g. "
+              "perftest -x, NCCL_IB_GID_INDEX) and set the RDMA-CM default on every host "
+              "(`/sys/kernel/config/rdma_cm/<dev>/ports/<port>/default_roce_mode` = RoCE v2).")
+    ts = [ctx.flow[n]["first_ts"] for n in flows]
+    te = [ctx.flow[n]["last_ts"] for n in flows]
+    return finding("warning", "roce_version_mixed", summary, flows, min(ts), max(te), evidence, advice)

@@ -1,0 +1,88 @@
+"""link_speed_mismatch: the capture contradicts the link speed pause times are computed at.
+
+A pause of q quanta lasts q x 512 bit times: 65535 quanta are 335 us at 100 Gb/s but 335 ms at
+100 Mb/s. The speed is `--link-speed` (default 100 Gb/s); nothing in a capture states it. Two
+signs that it is wrong, checked only when the capture has PFC/PAUSE frames (only pause times
+depend on it):
+
+* the traffic's own bit rate: the frame bytes into or out of one host over a window of at least
+  `link_rate_window_ms` exceed the assumed speed, so that host's link is faster;
+* a PAUSE-only capture: 802.3x PAUSE frames, no PFC and no RoCE at all, at an assumed speed of
+  `pause_only_min_gbps` or more. Global PAUSE without DCB is what 1 Gb/s and slower adapters send
+  (the real example: an ASIX USB NIC); nothing in such a capture supports a data-centre speed.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from roceview.analysis.tables import Coded
+from roceview.diagnose.context import Context
+from roceview.diagnose.finding import finding
+
+
+def link_speed(ctx: Context) -> float:
+    return float(ctx.summary.get("link_speed_gbps") or 100.0)
+
+
+def speed_note(ctx: Context) -> str:
+    """Every PFC/PAUSE finding says at which speed its pause times were computed."""
+    return f"pause times at an assumed {link_speed(ctx):g} Gb/s link (--link-speed)"
+
+
+def link_speed_findings(ctx: Context) -> list[dict]:
+    if not any(r["pause_frames"] for r in ctx.pfc):
+        return []
+    speed = link_speed(ctx)
+    fast = _fastest_host(ctx)
+    if fast is not None and fast[1] > speed:
+        host, gbps, start, width = fast
+        summary = (f"Pause times assume a {speed:g} Gb/s link (--link-speed), but the traffic of {host} reached "
+                   f"{gbps:.1f} Gb/s over {width / 1e6:g} ms: its link is faster, so every pause time here is too "
+                   "long; give --link-speed with the port speed.")
+        evidence = [f"{gbps:.1f} Gb/s of frames into or out of {host} in the {width / 1e6:g} ms from {start} ns",
+                    f"assumed {speed:g} Gb/s"]
+        return [finding("info", "link_speed_mismatch", summary, [], start, start + width, evidence, _ADVICE)]
+    prios = {r["priority"] for r in ctx.pfc if r["pause_frames"]}
+    if prios == {"all"} and not ctx.summary.get("roce_packets") and speed >= ctx.config.pause_only_min_gbps:
+        q_time = 65535 * 512 / (speed * 1e9)
+        summary = (f"Only 802.3x PAUSE frames and no RoCE traffic: that is how 1 Gb/s and slower links pause, yet "
+                   f"pause times assume {speed:g} Gb/s (--link-speed). At 1 Gb/s a 65535-quanta pause lasts 33.6 ms, "
+                   f"at 100 Mb/s 335.5 ms, not {q_time * 1e6:.1f} us; give --link-speed with the port speed.")
+        evidence = ["802.3x PAUSE (priority all) only, no PFC frame, no RoCE packet", f"assumed {speed:g} Gb/s"]
+        return [finding("info", "link_speed_mismatch", summary, [], ctx.start_ns, ctx.end_ns, evidence, _ADVICE)]
+    return []
+
+
+_ADVICE = ("`ethtool <if>` shows the port speed (Speed: ...) on each host; rerun with `--link-speed <Gb/s>` so "
+           "pause times, paused shares and the storm rule use it.")
+
+
+def _fastest_host(ctx: Context):
+    """(host, Gb/s, window start ns, window ns) of the host whose frames in or out in one window
+    of at least `link_rate_window_ms` (and one timeline bucket) have the highest bit rate."""
+    tl = ctx.timeline
+    if not len(tl.get("flow", [])):
+        return None
+    bucket = int(float(ctx.summary.get("timeline_bucket_ms") or ctx.summary.get("bucket_ms") or 1.0) * 1e6)
+    width = max(bucket, int(ctx.config.link_rate_window_ms * 1e6))
+    flows = Coded.of(tl["flow"])
+    hosts = sorted({h for n in flows.names if n in ctx.flow for h in (ctx.flow[n]["src_ip"], ctx.flow[n]["dst_ip"])})
+    if not hosts:
+        return None
+    code = {h: i for i, h in enumerate(hosts)}
+    src = np.array([code[ctx.flow[n]["src_ip"]] if n in ctx.flow else -1 for n in flows.names], np.int64)
+    dst = np.array([code[ctx.flow[n]["dst_ip"]] if n in ctx.flow else -1 for n in flows.names], np.int64)
+    nbytes = np.asarray(tl["bytes"], np.float64)
+    start = np.asarray(tl["bucket_start"], np.int64)
+    windows, win = np.unique(start // width, return_inverse=True)
+    best = None
+    for side in (src, dst):
+        host = side[flows.codes]
+        ok = host >= 0
+        key = host[ok] * len(windows) + win.reshape(-1)[ok]
+        sums = np.bincount(key, nbytes[ok], minlength=len(hosts) * len(windows))
+        i = int(np.argmax(sums))
+        gbps = sums[i] * 8.0 / width
+        if best is None or gbps > best[1]:
+            best = (hosts[i // len(windows)], gbps, int(windows[i % len(windows)] * width), width)
+    return best
