@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from roceview.analysis.tables import Coded
+from roceview.analysis.tables import Coded, format_ts
 from roceview.diagnose.context import Context
 from roceview.diagnose.finding import finding
 
@@ -35,11 +35,11 @@ def link_speed_findings(ctx: Context) -> list[dict]:
     speed = link_speed(ctx)
     fast = _fastest_host(ctx)
     if fast is not None and fast[1] > speed:
-        host, gbps, start, width = fast
-        summary = (f"Pause times assume a {speed:g} Gb/s link (--link-speed), but the traffic of {host} reached "
+        host, gbps, start, width, side = fast
+        summary = (f"Pause times assume a {speed:g} Gb/s link (--link-speed), but the traffic {side} {host} reached "
                    f"{gbps:.1f} Gb/s over {width / 1e6:g} ms: its link is faster, so every pause time here is too "
                    "long; give --link-speed with the port speed.")
-        evidence = [f"{gbps:.1f} Gb/s of frames into or out of {host} in the {width / 1e6:g} ms from {start} ns",
+        evidence = [f"{gbps:.1f} Gb/s of RoCE frames {side} {host} in the {width / 1e6:g} ms from {format_ts(start)}",
                     f"assumed {speed:g} Gb/s"]
         return [finding("info", "link_speed_mismatch", summary, [], start, start + width, evidence, _ADVICE)]
     prios = {r["priority"] for r in ctx.pfc if r["pause_frames"]}
@@ -58,7 +58,7 @@ _ADVICE = ("`ethtool <if>` shows the port speed (Speed: ...) on each host; rerun
 
 
 def _fastest_host(ctx: Context):
-    """(host, Gb/s, window start ns, window ns) of the host whose frames in or out in one window
+    """(host, Gb/s, window start ns, window ns, "out of"/"into") of the host whose frames in or out in one window
     of at least `link_rate_window_ms` (and one timeline bucket) have the highest bit rate."""
     tl = ctx.timeline
     if not len(tl.get("flow", [])):
@@ -76,7 +76,7 @@ def _fastest_host(ctx: Context):
     start = np.asarray(tl["bucket_start"], np.int64)
     windows, win = np.unique(start // width, return_inverse=True)
     best = None
-    for side in (src, dst):
+    for side, label in ((src, "out of"), (dst, "into")):
         host = side[flows.codes]
         ok = host >= 0
         key = host[ok] * len(windows) + win.reshape(-1)[ok]
@@ -84,5 +84,5 @@ def _fastest_host(ctx: Context):
         i = int(np.argmax(sums))
         gbps = sums[i] * 8.0 / width
         if best is None or gbps > best[1]:
-            best = (hosts[i // len(windows)], gbps, int(windows[i % len(windows)] * width), width)
+            best = (hosts[i // len(windows)], gbps, int(windows[i % len(windows)] * width), width, label)
     return best

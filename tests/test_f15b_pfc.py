@@ -1,0 +1,89 @@
+"""Issue 15 items 5 and 9: the PFC storm says which rule fired and spans the episode; every
+PFC/PAUSE finding states the link speed its pause times assume, and link_speed_mismatch says
+when the capture contradicts it."""
+from __future__ import annotations
+
+from f15b_helpers import MACS, Cap, listing, one
+
+XOFF_100G_NS = 335_539          # 65535 quanta x 512 bit times at 100 Gb/s
+
+
+def _xoffs(gap_ns: int, total_ns: int = 150_000_000) -> Cap:
+    c = Cap()
+    for _ in range(total_ns // gap_ns):
+        c.pfc(0xFFFF).at(gap_ns - 100)
+    return c.pfc(0)
+
+
+def test_pauses_that_lapse_a_moment_are_a_storm_by_share_over_the_whole_episode(tmp_path):
+    found = _xoffs(336_000).findings(tmp_path)            # each XOFF lapses 0.46 us before the next
+    assert listing(found) == [("critical", "pfc_storm"), ("warning", "pfc_pause")]
+    storm = one(found, "pfc_storm")
+    assert "paused 99.9% of 149.856 ms" in storm["summary"] and "at least 99% of a 100 ms window" in storm["summary"]
+    assert "continuously" not in storm["summary"] and "each refreshed" not in storm["evidence"]
+    assert "rule: paused share of a window" in storm["evidence"]
+    assert "446 pause frames in 446 paused periods: the pauses lapsed for up to 0.461 us" in storm["evidence"]
+    assert storm["end_ts"] - storm["start_ts"] == 446 * 336_000 - 336_000 + XOFF_100G_NS   # first XOFF to the last's end
+
+
+def test_refreshed_pauses_are_a_continuous_storm_spanning_the_period(tmp_path):
+    storm = one(_xoffs(300_000).findings(tmp_path), "pfc_storm")
+    assert "paused continuously for 150.0 ms (watchdog threshold 100 ms)" in storm["summary"]
+    assert "rule: continuous pause" in storm["evidence"]
+    assert "500 pause frames in the episode, each refreshed before the previous one ran out" in storm["evidence"]
+    assert storm["end_ts"] - storm["start_ts"] == 500 * 300_000
+
+
+def test_a_short_dense_burst_of_pauses_is_no_storm(tmp_path):
+    found = _xoffs(300_000, total_ns=60_000_000).at(100_000_000).pfc(0).findings(tmp_path)
+    assert listing(found) == [("warning", "pfc_pause")]      # 60 ms paused: 60 % of any 100 ms window
+
+
+def test_every_pfc_finding_states_the_assumed_link_speed(tmp_path):
+    c = Cap()
+    for psn in range(10):
+        c.req(0, 1, psn)
+    c.pfc(0xFFFF).at(3000).pfc(0).ack(1, 0, 9)
+    found = c.findings(tmp_path)
+    assert listing(found) == [("warning", "pfc_pause"), ("warning", "pfc_without_ecn")]
+    for f in found:
+        assert "pause times at an assumed 100 Gb/s link (--link-speed)" in f["evidence"], f["kind"]
+    assert "assumed 100 Gb/s link (--link-speed)" in one(found, "pfc_pause")["summary"]
+
+
+def _usb_nic_pauses() -> Cap:
+    """The netdev capture's shape: an XON then an XOFF 0xffff from a MAC that sends nothing else."""
+    return Cap().pause(0, mac=bytes(6)).at(1000).pause(0xFFFF, mac=bytes(6))
+
+
+def test_pause_only_capture_without_roce_asks_for_the_link_speed(tmp_path):
+    found = _usb_nic_pauses().findings(tmp_path)
+    assert listing(found) == [("warning", "pfc_pause"), ("info", "link_speed_mismatch")]
+    doubt = one(found, "link_speed_mismatch")
+    assert "at 100 Mb/s 335.5 ms, not 335.5 us" in doubt["summary"] and "--link-speed" in doubt["advice"]
+
+
+def test_pause_only_capture_at_a_given_low_speed_is_not_questioned(tmp_path):
+    found = _usb_nic_pauses().findings(tmp_path, link_speed=0.1)
+    assert listing(found) == [("warning", "pfc_pause")]
+    assert "longest 335.539 ms; pause times at an assumed 0.1 Gb/s link" in one(found, "pfc_pause")["summary"]
+
+
+def _heavy(c: Cap, packets: int) -> Cap:
+    for psn in range(packets):
+        c.roce(0, 1, 0x0A, psn, 4096, reth=(0x1000, 0x1234, 4096), step=200)   # 4.1 kB per 200 ns: ~165 Gb/s
+    return c.ack(1, 0, packets - 1)
+
+
+def test_traffic_faster_than_the_assumed_link_is_link_speed_mismatch(tmp_path):
+    c = _heavy(Cap().pfc(0xFFFF, mac=MACS[1]).at(1000).pfc(0, mac=MACS[1]), 6000)
+    found = c.findings(tmp_path)
+    doubt = one(found, "link_speed_mismatch")
+    assert doubt["severity"] == "info" and "reached 1" in doubt["summary"] and "Gb/s over 1 ms" in doubt["summary"]
+    assert "10.0.0.1" in doubt["summary"] or "10.0.0.2" in doubt["summary"]
+
+
+def test_traffic_within_the_given_link_speed_raises_no_doubt(tmp_path):
+    c = _heavy(Cap().pfc(0xFFFF, mac=MACS[1]).at(1000).pfc(0, mac=MACS[1]), 6000)
+    found = c.findings(tmp_path, link_speed=400.0)
+    assert "link_speed_mismatch" not in {f["kind"] for f in found}, listing(found)
