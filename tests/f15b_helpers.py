@@ -5,12 +5,10 @@ from __future__ import annotations
 import struct
 import zlib
 
-from diagnose_helpers import findings_of
-from roceview.capture.writer import write_pcapng
 from roceview.generate import ib
+from test_diagnose_boundaries import Cap as BoundaryCap
 from roceview.generate.frames import Addressing, PfcFrame, RocePacket, pfc_frame, roce_frame
 
-T0 = 1_700_000_000_000_000_000
 MACS = tuple(bytes.fromhex(f"0ec0de0000{0x10 + i:02x}") for i in range(6))
 IPS = tuple(bytes([10, 0, 0, i + 1]) for i in range(6))
 ADDR = Addressing(macs=MACS, ips=IPS)
@@ -41,15 +39,8 @@ def _v1(frame: bytes, p: RocePacket, tclass: int) -> bytes:
     return out + bytes(max(0, 64 - len(out)))
 
 
-class Cap:
-    def __init__(self):
-        self.frames: list[bytes] = []
-        self.ts: list[int] = []
-        self.t = T0
-
-    def at(self, dt_ns: int) -> "Cap":
-        self.t += dt_ns
-        return self
+class Cap(BoundaryCap):
+    """test_diagnose_boundaries' capture builder with six hosts, RoCEv1 and broken ICRCs."""
 
     def roce(self, src, dst, opcode, psn, payload=0, ecn=2, pcp=3, dscp=26, v1=False, bad_icrc=False,
              step=100, **kw) -> "Cap":
@@ -80,15 +71,9 @@ class Cap:
         return self._add(frame + bytes(60 - len(frame)))
 
     def _add(self, frame: bytes, step: int = 100) -> "Cap":
-        self.frames.append(frame)
-        self.ts.append(self.t)
-        self.t += step
+        super()._add(frame)
+        self.t += step - 100
         return self
-
-    def findings(self, tmp_path, config=None, **kw):
-        path = tmp_path / "cap.pcapng"
-        write_pcapng(path, self.frames, self.ts)
-        return findings_of(path, config, **kw)
 
 
 def listing(found) -> list[tuple[str, str]]:
