@@ -114,12 +114,15 @@ def version_findings(ctx: Context) -> list[dict]:
     RDMA-CM default mismatch. It works on one L2 segment, but the RoCEv1 half is not routable, is
     never ECN-marked (no DCQCN for it) and ignores DSCP-based priority: one finding per host pair."""
     pairs: dict[tuple, list] = defaultdict(list)
+    seen: set[str] = set()
     for name in sorted(ctx.flow):
-        mine = _versions(ctx, name)
         peer = ctx.peer(name)
-        theirs = _versions(ctx, peer) if peer else set()
-        if len(mine) > 1 or (mine and theirs and mine != theirs and name < peer):
-            f = ctx.flow[name]
+        f = ctx.flow[name]
+        if name in seen or f["transport"] in ("UD", "CNP", "") or f["dest_qp"] in (0, 1):
+            continue   # datagram / management QPs: many senders share one key
+        seen.update((name, peer))
+        mine, theirs = _versions(ctx, name), (_versions(ctx, peer) if peer else set())
+        if len(mine | theirs) > 1:      # both versions on one flow, or one on each side
             pairs[tuple(sorted((f["src_ip"], f["dst_ip"])))].append((name, peer, mine, theirs))
     return [_mixed(ctx, hosts, rows) for hosts, rows in sorted(pairs.items())]
 
