@@ -39,14 +39,11 @@ def episodes(periods: np.ndarray, storm_ns: int, window_ns: int, share: float) -
     last_in = np.searchsorted(s, s + window_ns, side="left") - 1      # last period in each window
     ends = np.where(dense, np.maximum(e[last_in], e), e)
     hit = np.flatnonzero(long_ | dense)
-    out: list[list] = []
-    for i in hit.tolist():
-        if out and s[i] <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], int(ends[i]))
-            out[-1][2] |= bool(long_[i])
-        else:
-            out.append([int(s[i]), int(ends[i]), bool(long_[i])])
-    return [tuple(x) for x in out]
+    hs, he = s[hit], ends[hit]
+    reach = np.maximum.accumulate(he)                      # a hit starting before it overlaps
+    heads = np.flatnonzero(np.r_[True, hs[1:] > reach[:-1]])
+    return list(zip(hs[heads].tolist(), np.maximum.reduceat(he, heads).tolist(),
+                    np.logical_or.reduceat(long_[hit], heads).tolist()))
 
 
 def _paused_in(periods: np.ndarray, start: int, end: int) -> tuple[int, int, int]:
