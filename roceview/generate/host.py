@@ -23,6 +23,7 @@ class Host:
         self.qps: dict[int, object] = {}
         self.rx: ReceivePipeline | None = None
         self._ip_id = index * 7919
+        self.v1 = False               # sends RoCEv1 (its GID type), else RoCEv2
         self._rr = 0
 
     def next_ip_id(self) -> int:
@@ -70,7 +71,7 @@ class Host:
         """A17.9.2: CNP to the sender's QP, BECN set, 16 reserved bytes, PSN 0."""
         cnp = RocePacket(src=self.index, dst=qp.peer, sport=qp.sport, pcp=self.cnp_pcp,
                          dscp=self.cnp_dscp, ecn=qp.ecn, opcode=ib.CNP, dest_qp=qp.peer_qpn,
-                         psn=0, becn=True, ip_id=self.next_ip_id())
+                         psn=0, becn=True, ip_id=self.next_ip_id(), v1=self.v1)
         self.truth.count("cnps_sent")
         self.port.enqueue(cnp, self.cnp_pcp)
 
@@ -80,14 +81,16 @@ class ReceivePipeline:
     `xoff_bytes`, XON below `xon_bytes`. `stall(start, end)` stops draining altogether
     and keeps the priority paused (the classic stuck-NIC PFC storm)."""
 
-    def __init__(self, host: Host, drain_gbps: float, xoff_bytes: int, xon_bytes: int, prio: int = 3):
+    def __init__(self, host: Host, drain_gbps: float, xoff_bytes: int, xon_bytes: int, prio: int = 3,
+                 lapse_ps: int | None = None):
         self.host, self.sim = host, host.sim
         self.drain_gbps, self.xoff_bytes, self.xon_bytes = drain_gbps, xoff_bytes, xon_bytes
         self.buffer: deque = deque()
         self.bytes = 0
         self.draining = False
         self.stalled = False
-        self.pause = PauseSender(host.sim, host.port, host.mac, prio, host.truth, "host")
+        self.pause = PauseSender(host.sim, host.port, host.mac, prio, host.truth, "host",
+                                 lapse_ps=lapse_ps)
 
     def arrive(self, pkt) -> None:
         self.buffer.append(pkt)
