@@ -190,7 +190,7 @@ def _pfc_pause_train(rng, scale, truth):
     net.connect(0, 1, Workload(_mix(rng, _n(8, scale), ("WRITE", "SEND"), (1000, 3000)), qd=4), qs)
     # XOFF re-sent 1 us after the previous pause (335.5 us) ran out: 99.7 % paused
     rx = net.slow_receiver(1, drain_gbps=400.0, xoff_bytes=10**9, xon_bytes=10**9 - 1, lapse_ns=1000)
-    rx.stall(8 * 10**6, 150 * 10**9)
+    rx.stall(8 * 10**6, (8 + 150_000) * 10**6)   # 150 ms from 8 us (mid-transfer)
     return net, [0], [1]
 
 
