@@ -26,7 +26,7 @@ needs_tshark = pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark
 PENDING_REASON = "needs f15a/f15b"
 # scenario -> the test_diagnose_scenarios checks it cannot pass before f15a/f15b land
 PENDING = {name: pytest.mark.xfail(strict=False, reason=PENDING_REASON)
-           for name in ("pmtu-4096", "double-mirror", "mixed-roce-versions")}
+           for name in ("pmtu-4096", "pmtu-4096-cm", "double-mirror", "mixed-roce-versions")}
 pending = pytest.mark.xfail(strict=False, reason=PENDING_REASON)
 
 FIELDS = {"ts": "frame.time_epoch", "len": "frame.len", "src_mac": "eth.src", "etype": "vlan.etype",
@@ -126,9 +126,44 @@ def test_pmtu_4096_the_request_after_a_read_takes_the_next_psn(tmp_path_factory)
     assert followers >= 5 and cap.truth.counters["retransmitted_packets"] == 0
 
 
+CM_FIELDS = ["frame.number", "ip.src", "infiniband.mad.attributeid", "infiniband.cm.req.localqpn",
+             "infiniband.cm.req.pppmtu", "infiniband.cm.req.startpsn", "infiniband.cm.rep.localqpn",
+             "infiniband.cm.req.serviceid", "infiniband.deth.srcqp", "infiniband.bth.destqp"]
+
+
+@needs_tshark
+def test_pmtu_4096_cm_req_carries_the_path_mtu_and_the_qps(tmp_path):
+    """tshark decodes the CM REQ (IBTA 12.6.5): Path Packet Payload MTU code 5 (4096) for the
+    storage QPs, 3 (1024) for the legacy host's; its QPN and starting PSN are the
+    requester's, the REP's QPN the responder's, and every QP's first request follows its REP."""
+    cap = generate("pmtu-4096-cm", seed=0)
+    write_capture(cap, tmp_path / "cm.pcap")
+    cmd = ["tshark", "-r", str(tmp_path / "cm.pcap"), "-Y", "infiniband.mad", "-T", "fields",
+           "-E", "occurrence=f"] + [x for f in CM_FIELDS for x in ("-e", f)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    mads = [dict(zip(CM_FIELDS, line.split("\t"))) for line in out.splitlines()]
+    assert [m["infiniband.mad.attributeid"] for m in mads].count("0x0010") == len(cap.truth.qps) == 3
+    gsi = {(m["infiniband.bth.destqp"], m["infiniband.deth.srcqp"]) for m in mads}
+    assert gsi == {("0x000001", "0x00000001")}
+    code = {4096: "0x05", 1024: "0x03"}
+    frames = cap.frame_list()          # all RoCEv2 with a VLAN tag: BTH at byte 46
+    for q in cap.truth.qps:
+        (req,) = [m for m in mads if m["infiniband.cm.req.localqpn"]
+                  and int(m["infiniband.cm.req.localqpn"], 16) == q["requester_qpn"]]
+        assert req["ip.src"] == q["requester"] and req["infiniband.cm.req.pppmtu"] == code[q["pmtu"]]
+        assert int(req["infiniband.cm.req.startpsn"], 16) == q["first_psn"]
+        (rep,) = [m for m in mads if m["infiniband.cm.rep.localqpn"]
+                  and int(m["infiniband.cm.rep.localqpn"], 16) == q["responder_qpn"]]
+        first = min(i for i, f in enumerate(frames, 1) if f[46] <= ib.RDMA_READ_REQUEST
+                    and int.from_bytes(f[51:54], "big") == q["responder_qpn"])
+        assert int(req["frame.number"]) < int(rep["frame.number"]) < first
+    assert cap.truth.counters["cm_mads_sent"] == 9                 # REQ, REP, RTU per QP
+
+
 @pending
-def test_pmtu_4096_diagnoses_nothing_above_info(tmp_path):
-    findings = diagnose("pmtu-4096", tmp_path)
+@pytest.mark.parametrize("name", ["pmtu-4096", "pmtu-4096-cm"])
+def test_pmtu_4096_diagnoses_nothing_above_info(tmp_path, name):
+    findings = diagnose(name, tmp_path)
     assert not kinds(findings, SEVERE), show(findings)
     assert not kinds(findings) & {"psn_reuse", "timeout_retransmit"}, show(findings)
 

@@ -49,6 +49,8 @@ class RocePacket:
     ingress: int = -1               # switch annotation: ingress port (PFC accounting)
     wire_bytes: int = 0             # bytes on the wire incl. FCS, preamble, IFG (derived)
     v1: bool = False                # RoCEv1 (EtherType 0x8915 + GRH) instead of RoCEv2
+    deth: tuple | None = None       # (Q_Key, source QP), IBTA 9.3.2 (UD: the CM's QP1 MADs)
+    data: bytes | None = None       # the payload itself when it means something (a MAD)
 
     def __post_init__(self):
         self.wire_bytes = self.frame_len + WIRE_OVERHEAD
@@ -56,6 +58,7 @@ class RocePacket:
     @property
     def ext_len(self) -> int:
         n = 16 if self.reth else 0
+        n += 8 if self.deth else 0
         n += 4 if self.aeth else 0
         n += 4 if self.imm is not None else 0
         return n + (16 if self.opcode == ib.CNP else 0)
@@ -131,7 +134,7 @@ def _bth(p: RocePacket, pad: int) -> bytes:
 
 
 def _extensions(p: RocePacket) -> bytes:
-    out = b""
+    out = struct.pack("!II", p.deth[0], p.deth[1] & 0xFFFFFF) if p.deth else b""
     if p.reth:
         out += struct.pack("!QII", *p.reth)
     if p.aeth:
@@ -170,7 +173,8 @@ def roce_frame(p: RocePacket, addr: Addressing, payload: bytes) -> bytes:
                      addr.ips[p.src], addr.ips[p.dst])
     ip = ip[:10] + struct.pack("!H", ipv4_checksum(ip)) + ip[12:]
     tag = struct.pack("!HHH", ETH_P_8021Q, (p.pcp << 13) | addr.vlan, ETH_P_IPV4)
-    return _pad_min(addr.macs[p.dst] + addr.macs[p.src] + tag + ip + udp + transport + icrc(ip, udp, transport))
+    frame = addr.macs[p.dst] + addr.macs[p.src] + tag + ip + udp + transport
+    return _pad_min(frame + icrc(ip, udp, transport))
 
 
 def pfc_frame(f: PfcFrame) -> bytes:

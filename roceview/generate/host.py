@@ -24,6 +24,7 @@ class Host:
         self.rx: ReceivePipeline | None = None
         self._ip_id = index * 7919
         self.v1 = False               # sends RoCEv1 (its GID type), else RoCEv2
+        self.cm = None                # RDMA CM agent on QP1, when connections are set up by CM
         self._rr = 0
 
     def next_ip_id(self) -> int:
@@ -58,6 +59,8 @@ class Host:
                 self.port.pause(prio, frame.quanta[prio])
 
     def deliver(self, pkt: RocePacket) -> None:
+        if pkt.dest_qp == 1 and self.cm is not None:
+            return self.cm.receive(pkt)
         qp = self.qps.get(pkt.dest_qp)
         if qp is None:
             return

@@ -2,7 +2,7 @@
 
 "sender" side mirrors the senders' links (before the switch's queues and loss point),
 "receiver" side the receiver's link (after them). Every frame crosses exactly one
-mirrored link, so nothing is captured twice by the taps themselves. The mirror has its own output port: copies of
+mirrored link, so the taps capture nothing twice. The mirror has its own output port: copies of
 both directions share `gbps`, and what does not fit in `buffer_bytes` is dropped by the
 mirror alone (oversubscribed SPAN), which the endpoints never notice.
 
@@ -70,6 +70,8 @@ class Mirror:
     def _bytes(self, frame) -> bytes:
         if isinstance(frame, PfcFrame):
             return pfc_frame(frame)
+        if frame.data is not None:
+            return roce_frame(frame, self.addr, frame.data)
         start = (frame.psn * 61) % 4096
         return roce_frame(frame, self.addr, self._payload[start:start + frame.payload_len])
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from roceview.generate import ib
+from roceview.generate.cm import ConnectionManager
 from roceview.generate.dcqcn import NotificationPoint
 from roceview.generate.engine import PS_PER_NS, Simulator
 from roceview.generate.frames import Addressing, PfcFrame
@@ -37,6 +38,7 @@ class NetworkSettings:
     mtus: tuple | None = None         # per-host NIC MTU (path MTU = the smaller end's); else `mtu`
     roce_v1_hosts: tuple = ()         # hosts whose NIC sends RoCEv1 (GID type RoCE v1)
     first_psn_range: tuple = (0, 1 << 24)   # initial PSNs drawn from [lo, hi)
+    rdma_cm: bool = False             # connections set up by RDMA CM REQ/REP/RTU on QP1 first
 
 
 def host_mac(i: int) -> bytes:
@@ -67,6 +69,7 @@ class Network:
         host = Host(self.sim, i, host_mac(i), self.truth, s.gbps, s.prop_ns * PS_PER_NS, mtu, np_,
                     s.cnp_pcp, s.cnp_dscp)
         host.v1 = i in s.roce_v1_hosts
+        host.cm = ConnectionManager(host, self.addr.ips) if s.rdma_cm else None
         down = self.switch.add_port(i, switch_mac(i), s.gbps, s.prop_ns * PS_PER_NS)
         host.port.deliver = lambda frame, i=i: self.switch.receive(frame, i)
         down.deliver = host.receive
@@ -108,7 +111,10 @@ class Network:
         qp_a = QueuePair(self.hosts[a], qa, b, qb, sport, psn_a, psn_b, settings, mtu)
         qp_b = QueuePair(self.hosts[b], qb, a, qa, sport ^ 0x155, psn_b, psn_a, peer_settings, mtu)
         self.hosts[a].qps[qa], self.hosts[b].qps[qb] = qp_a, qp_b
-        self.apps.append(Application(qp_a, workload))
+        app = Application(qp_a, workload, start=not self.s.rdma_cm)
+        if self.s.rdma_cm:   # at time 0 of the run, when the mirror is attached
+            self.sim.at(0, self.hosts[a].cm.connect, qp_a, app.start)
+        self.apps.append(app)
         ip = self.addr.ips
         self.truth.qps.append({"requester": _ip(ip[a]), "responder": _ip(ip[b]),
                                "requester_qpn": qa, "responder_qpn": qb, "first_psn": psn_a,

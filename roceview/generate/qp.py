@@ -83,11 +83,16 @@ class Workload:
 
 
 class Application:
-    def __init__(self, qp: QueuePair, workload: Workload):
+    def __init__(self, qp: QueuePair, workload: Workload, start: bool = True):
         self.qp, self.w = qp, workload
         self.next = 0
         qp.requester.on_complete = self._completed
-        qp.sim.at(workload.start_ns * 1000, self._fill)
+        if start:
+            self.start()
+
+    def start(self) -> None:
+        """Begin posting `start_ns` from now (at once, or when the connection is established)."""
+        self.qp.sim.after(self.w.start_ns * 1000, self._fill)
 
     def _fill(self) -> None:
         req = self.qp.requester

@@ -5,6 +5,7 @@ tolerated side effects (documented in captures/README.md)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable
 
 from roceview.generate.network import Network, NetworkSettings
@@ -165,10 +166,11 @@ def _slow_receiver(rng, scale, truth):
 
 
 # ---- issue 15: healthy traffic that looks like a fault, and capture-path faults --------------
-def _pmtu_4096(rng, scale, truth):
+def _pmtu_4096(rng, scale, truth, rdma_cm: bool = False):
     # hosts 0 and 1: a 4096-MTU storage pair (NVMe-oF style 4 KiB READs, no multi-packet
     # request between them); host 2: a legacy 1024-MTU NIC writing to host 1
-    net = Network(NetworkSettings(hosts=3, until_ms=50, mtus=(4096, 4096, 1024)), rng, truth)
+    s = NetworkSettings(hosts=3, until_ms=50, mtus=(4096, 4096, 1024), rdma_cm=rdma_cm)
+    net = Network(s, rng, truth)
     net.connect(0, 1, Workload([("READ", 4096)] * _n(6, scale), qd=2, gap_ns=2000))
     nvme = [("READ", 4096) if k % 2 == 0 else ("SEND", int(rng.integers(64, 4097)))
             for k in range(_n(6, scale))]
@@ -260,6 +262,9 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("pmtu-4096", "path MTU 4096 between 10.0.0.1 and 10.0.0.2: 4 KiB READs answered "
              "by one READ RESPONSE ONLY, no multi-packet request on those QPs; a 1024-MTU "
              "host writes beside them (healthy)", _pmtu_4096, "sender", ()),
+    Scenario("pmtu-4096-cm", "as pmtu-4096, each QP set up by RDMA CM first: the CM REQ "
+             "carries the path MTU (4096 between 10.0.0.1 and 10.0.0.2, 1024 to 10.0.0.3)",
+             partial(_pmtu_4096, rdma_cm=True), "sender", ()),
     Scenario("double-mirror", "two mirror sessions copy every frame to the capture port: "
              "each frame captured twice, byte-identical, < 1 us apart (healthy fabric)",
              _double_mirror, "sender", ("duplicate_frames",)),
