@@ -49,11 +49,18 @@ MIXED = ("SEND", "WRITE", "WRITE_IMM", "READ", "SEND_IMM")
 
 
 # ---- builders ------------------------------------------------------------------------------
-def _clean(rng, scale, truth):
-    net = Network(NetworkSettings(hosts=2, until_ms=50), rng, truth)
-    net.connect(0, 1, Workload(_mix(rng, _n(36, scale), MIXED, (64, 6000)), qd=4, gap_ns=2000))
-    net.connect(1, 0, Workload(_mix(rng, _n(12, scale), ("SEND",), (64, 512)), qd=1, gap_ns=5000))
+def _two_way(rng, scale, truth, settings: NetworkSettings, forward=(36, 6000, 4), back: int = 12):
+    """Mixed SEND/WRITE/READ from host 0 to host 1 (`forward`: messages, longest, queue
+    depth) and small SENDs back: the traffic of clean and of the capture-path scenarios."""
+    net = Network(settings, rng, truth)
+    n, longest, qd = forward
+    net.connect(0, 1, Workload(_mix(rng, _n(n, scale), MIXED, (64, longest)), qd=qd, gap_ns=2000))
+    net.connect(1, 0, Workload(_mix(rng, _n(back, scale), ("SEND",), (64, 512)), qd=1, gap_ns=5000))
     return net, [0], [1]
+
+
+def _clean(rng, scale, truth):
+    return _two_way(rng, scale, truth, NetworkSettings(hosts=2, until_ms=50))
 
 
 def _loss_settings(messages):
@@ -180,10 +187,8 @@ def _pmtu_4096(rng, scale, truth, rdma_cm: bool = False):
 
 
 def _double_mirror(rng, scale, truth):
-    net = Network(NetworkSettings(hosts=2, until_ms=50, mirror_copies=2), rng, truth)
-    net.connect(0, 1, Workload(_mix(rng, _n(12, scale), MIXED, (64, 3000)), qd=2, gap_ns=2000))
-    net.connect(1, 0, Workload(_mix(rng, _n(6, scale), ("SEND",), (64, 512)), qd=1, gap_ns=5000))
-    return net, [0], [1]
+    s = NetworkSettings(hosts=2, until_ms=50, mirror_copies=2)
+    return _two_way(rng, scale, truth, s, forward=(12, 3000, 2), back=6)
 
 
 def _pfc_pause_train(rng, scale, truth):
@@ -197,17 +202,12 @@ def _pfc_pause_train(rng, scale, truth):
 
 
 def _capture_bad_icrc(rng, scale, truth):
-    net = Network(NetworkSettings(hosts=2, until_ms=50, mirror_corrupt_prob=0.08), rng, truth)
-    net.connect(0, 1, Workload(_mix(rng, _n(36, scale), MIXED, (64, 6000)), qd=4, gap_ns=2000))
-    net.connect(1, 0, Workload(_mix(rng, _n(12, scale), ("SEND",), (64, 512)), qd=1, gap_ns=5000))
-    return net, [0], [1]
+    return _two_way(rng, scale, truth, NetworkSettings(hosts=2, until_ms=50, mirror_corrupt_prob=0.08))
 
 
 def _mixed_roce_versions(rng, scale, truth):
-    net = Network(NetworkSettings(hosts=2, until_ms=50, roce_v1_hosts=(0,)), rng, truth)
-    net.connect(0, 1, Workload(_mix(rng, _n(24, scale), MIXED, (64, 4000)), qd=4, gap_ns=2000))
-    net.connect(1, 0, Workload(_mix(rng, _n(8, scale), ("SEND",), (64, 512)), qd=1, gap_ns=5000))
-    return net, [0], [1]
+    s = NetworkSettings(hosts=2, until_ms=50, roce_v1_hosts=(0,))
+    return _two_way(rng, scale, truth, s, forward=(24, 4000, 4), back=8)
 
 
 def _psn_wrap(rng, scale, truth):
