@@ -66,7 +66,7 @@ class Host:
             return
         if pkt.ecn == 3 and pkt.is_data:
             self.truth.count("ce_received")
-            if self.np.should_send(qp.qpn, self.sim.now):
+            if not self.v1 and self.np.should_send(qp.qpn, self.sim.now):   # CNPs are RoCEv2's (A17.9)
                 self._send_cnp(qp)
         qp.receive(pkt)
 
@@ -74,7 +74,7 @@ class Host:
         """A17.9.2: CNP to the sender's QP, BECN set, 16 reserved bytes, PSN 0."""
         cnp = RocePacket(src=self.index, dst=qp.peer, sport=qp.sport, pcp=self.cnp_pcp,
                          dscp=self.cnp_dscp, ecn=qp.ecn, opcode=ib.CNP, dest_qp=qp.peer_qpn,
-                         psn=0, becn=True, ip_id=self.next_ip_id(), v1=self.v1)
+                         psn=0, becn=True, ip_id=self.next_ip_id())
         self.truth.count("cnps_sent")
         self.port.enqueue(cnp, self.cnp_pcp)
 
