@@ -22,7 +22,13 @@ from roceview.generate import SCENARIOS, generate, write_capture
 from roceview.generate import ib
 from test_generate_frames import spec_icrc_ok
 
-needs_tshark = pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark not installed")
+_no_tshark = pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark not installed")
+
+
+def needs_tshark(test):
+    return pytest.mark.tshark(_no_tshark(test))
+
+
 PENDING_REASON = "needs f15a/f15b"
 # scenario -> the test_diagnose_scenarios checks it cannot pass before f15a/f15b land
 PENDING = {name: pytest.mark.xfail(strict=False, reason=PENDING_REASON)
@@ -320,6 +326,7 @@ def test_mixed_versions_is_a_misconfiguration_finding(tmp_path):
 
 
 # ---- (f) two QPs between the same hosts across the PSN wrap --------------------------------
+@needs_tshark
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_psn_wrap_both_qps_cross_0xffffff_to_0(seed, tmp_path_factory):
     cap, rows = rows_of("psn-wrap", tmp_path_factory, seed)
