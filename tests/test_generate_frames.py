@@ -20,8 +20,17 @@ ADDR = Addressing(macs=(bytes.fromhex("0ec0de000010"), bytes.fromhex("0ec0de0000
 
 def spec_icrc_ok(frame: bytes) -> bool:
     """IBTA A17.4.1 from scratch: 8 x 0xFF, IP with TOS/TTL/checksum = ones, UDP checksum =
-    ones, BTH byte 4 = ones, up to the ICRC; CRC-32 stored little-endian."""
+    ones, BTH byte 4 = ones, up to the ICRC; CRC-32 stored little-endian. RoCEv1 (EtherType
+    0x8915, A16.4): the GRH with traffic class, flow label and hop limit = ones instead."""
     off = 18 if frame[12:14] == b"\x81\x00" else 14
+    if frame[off - 2:off] == b"\x89\x15":
+        grh = bytearray(frame[off:off + 40])
+        end = off + 40 + struct.unpack("!H", grh[4:6])[0]
+        grh[0] |= 0x0F
+        grh[1:4], grh[7] = b"\xff\xff\xff", 0xFF
+        rest = bytearray(frame[off + 40:end - 4])
+        rest[4] = 0xFF
+        return struct.pack("<I", zlib.crc32(b"\xff" * 8 + bytes(grh) + bytes(rest))) == frame[end - 4:end]
     ihl = (frame[off] & 0x0F) * 4
     total = struct.unpack("!H", frame[off + 2:off + 4])[0]
     ip = bytearray(frame[off:off + ihl])
@@ -102,3 +111,21 @@ def test_pfc_frame_is_802_1qbb_class_based_pause():
     assert frame[:6] == bytes.fromhex("0180c2000001")
     assert struct.unpack("!HHH", frame[12:18]) == (0x8808, 0x0101, 0x0008)
     assert struct.unpack("!8H", frame[18:34]) == (0, 0, 0, 0xFFFF, 0, 0, 0, 0)
+
+
+def test_rocev1_frame_is_ethertype_8915_with_a_grh_and_the_same_transport_as_v2():
+    """A16: Ethernet / 0x8915 / GRH (version 6, traffic class = ToS, next header 0x1B, IPv4-
+    mapped GIDs) / BTH..., the GRH's IPv6 layout checked by scapy's IPv6 parser, the ICRC from
+    the spec (A16.4)."""
+    from scapy.layers.inet6 import IPv6
+
+    payload = bytes(range(100))
+    p1, p2 = packet(payload_len=100, ackreq=True, v1=True), packet(payload_len=100, ackreq=True)
+    v1, v2 = roce_frame(p1, ADDR, payload), roce_frame(p2, ADDR, payload)
+    assert struct.unpack("!H", v1[16:18])[0] == 0x8915 and len(v1) == len(v2) + 40 - 28
+    grh = IPv6(v1[18:58])
+    assert (grh.version, grh.tc, grh.fl, grh.nh, grh.hlim) == (6, 0x6A, 0, 0x1B, 1)
+    assert (grh.src, grh.dst, grh.plen) == ("::ffff:10.0.0.1", "::ffff:10.0.0.2", len(v1) - 58)
+    assert v1[58:-4] == v2[18 + 28:-4]          # BTH, extensions, payload, pad: identical
+    assert spec_icrc_ok(v1) and v1[-4:] != v2[-4:]
+    assert not spec_icrc_ok(v1[:60] + bytes([v1[60] ^ 1]) + v1[61:])

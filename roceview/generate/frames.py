@@ -1,7 +1,9 @@
 """Wire format: the simulator's packets as real Ethernet frames (struct, no scapy).
 
 RoCEv2 frame = Ethernet [802.1Q tag] / IPv4 / UDP dport 4791 / BTH / [RETH] [AETH] [ImmDt] /
-payload / pad / ICRC (IBTA Annex A17.4). PFC frame = 802.1Qbb MAC control (clause 36).
+payload / pad / ICRC (IBTA Annex A17.4). RoCEv1 frame = Ethernet [802.1Q tag] / EtherType
+0x8915 / GRH (IPv4-mapped GIDs) / BTH ... / ICRC (Annex A16). PFC frame = 802.1Qbb MAC
+control (clause 36).
 The FCS is not stored, as in ordinary captures.
 """
 from __future__ import annotations
@@ -14,6 +16,8 @@ from roceview.generate import ib
 
 ETH_P_8021Q = 0x8100
 ETH_P_IPV4 = 0x0800
+ETH_P_ROCEV1 = 0x8915             # IBTA A16.3: RoCE (v1) EtherType
+GRH_NXTHDR_IBA = 0x1B             # IBTA 8.3.1: next header = IBA transport
 ETH_P_MAC_CONTROL = 0x8808
 PFC_OPCODE = 0x0101               # 802.1Qbb 36.1.1 "Priority-based flow control"
 PFC_DST_MAC = bytes.fromhex("0180c2000001")
@@ -44,6 +48,9 @@ class RocePacket:
     ip_id: int = 0
     ingress: int = -1               # switch annotation: ingress port (PFC accounting)
     wire_bytes: int = 0             # bytes on the wire incl. FCS, preamble, IFG (derived)
+    v1: bool = False                # RoCEv1 (EtherType 0x8915 + GRH) instead of RoCEv2
+    deth: tuple | None = None       # (Q_Key, source QP), IBTA 9.3.2 (UD: the CM's QP1 MADs)
+    data: bytes | None = None       # the payload itself when it means something (a MAD)
 
     def __post_init__(self):
         self.wire_bytes = self.frame_len + WIRE_OVERHEAD
@@ -51,6 +58,7 @@ class RocePacket:
     @property
     def ext_len(self) -> int:
         n = 16 if self.reth else 0
+        n += 8 if self.deth else 0
         n += 4 if self.aeth else 0
         n += 4 if self.imm is not None else 0
         return n + (16 if self.opcode == ib.CNP else 0)
@@ -58,7 +66,8 @@ class RocePacket:
     @property
     def frame_len(self) -> int:
         pad = -self.payload_len % 4
-        n = 14 + 4 + 20 + 8 + 12 + self.ext_len + self.payload_len + pad + 4
+        l3 = 40 if self.v1 else 20 + 8   # GRH, or IPv4 + UDP
+        n = 14 + 4 + l3 + 12 + self.ext_len + self.payload_len + pad + 4
         return max(n, MIN_FRAME)
 
     @property
@@ -107,6 +116,15 @@ def icrc(ip_hdr: bytes, udp_hdr: bytes, bth_rest: bytes) -> bytes:
     return struct.pack("<I", crc)  # stored as the little-endian CRC register, like the NICs
 
 
+def icrc_v1(grh: bytes, bth_rest: bytes) -> bytes:
+    """RoCEv1 ICRC (IBTA A16.4, 7.8.1): the GRH's traffic class, flow label and hop limit
+    replaced by ones, BTH resv8a by ones, after the same 8 bytes of ones for the LRH."""
+    grh_masked = bytes([grh[0] | 0x0F]) + b"\xff\xff\xff" + grh[4:7] + b"\xff" + grh[8:]
+    bth_masked = bth_rest[:4] + b"\xff" + bth_rest[5:]
+    crc = zlib.crc32(bth_masked, zlib.crc32(grh_masked, zlib.crc32(_FF8)))
+    return struct.pack("<I", crc)
+
+
 def _bth(p: RocePacket, pad: int) -> bytes:
     """Base Transport Header, IBTA 9.2 Figure 94."""
     flags = (p.se << 7) | (pad << 4)  # MigReq 0, TVer 0
@@ -116,7 +134,7 @@ def _bth(p: RocePacket, pad: int) -> bytes:
 
 
 def _extensions(p: RocePacket) -> bytes:
-    out = b""
+    out = struct.pack("!II", p.deth[0], p.deth[1] & 0xFFFFFF) if p.deth else b""
     if p.reth:
         out += struct.pack("!QII", *p.reth)
     if p.aeth:
@@ -128,9 +146,26 @@ def _extensions(p: RocePacket) -> bytes:
     return out
 
 
+def _pad_min(frame: bytes) -> bytes:
+    return frame + bytes(MIN_FRAME - len(frame)) if len(frame) < MIN_FRAME else frame
+
+
+def _roce_v1_frame(p: RocePacket, addr: Addressing, transport: bytes) -> bytes:
+    """GRH (IBTA 8.3): version 6, traffic class = the QP's ToS (as ConnectX sets it), flow
+    label 0, hop limit 1 (RoCEv1 is not routed), IPv4-mapped GIDs ::ffff:a.b.c.d."""
+    tclass = (p.dscp << 2) | p.ecn
+    gid = [bytes(10) + b"\xff\xff" + addr.ips[h] for h in (p.src, p.dst)]
+    grh = struct.pack("!IHBB16s16s", (6 << 28) | (tclass << 20), len(transport) + 4, GRH_NXTHDR_IBA,
+                      1, gid[0], gid[1])
+    tag = struct.pack("!HHH", ETH_P_8021Q, (p.pcp << 13) | addr.vlan, ETH_P_ROCEV1)
+    return _pad_min(addr.macs[p.dst] + addr.macs[p.src] + tag + grh + transport + icrc_v1(grh, transport))
+
+
 def roce_frame(p: RocePacket, addr: Addressing, payload: bytes) -> bytes:
     pad = -p.payload_len % 4
     transport = _bth(p, pad) + _extensions(p) + payload + bytes(pad)
+    if p.v1:
+        return _roce_v1_frame(p, addr, transport)
     udp_len = 8 + len(transport) + 4
     udp = struct.pack("!HHHH", p.sport, ib.ROCEV2_UDP_PORT, udp_len, 0)  # UDP checksum 0: A17.3.2
     tos = (p.dscp << 2) | p.ecn
@@ -138,12 +173,11 @@ def roce_frame(p: RocePacket, addr: Addressing, payload: bytes) -> bytes:
                      addr.ips[p.src], addr.ips[p.dst])
     ip = ip[:10] + struct.pack("!H", ipv4_checksum(ip)) + ip[12:]
     tag = struct.pack("!HHH", ETH_P_8021Q, (p.pcp << 13) | addr.vlan, ETH_P_IPV4)
-    frame = addr.macs[p.dst] + addr.macs[p.src] + tag + ip + udp + transport + icrc(ip, udp, transport)
-    return frame + bytes(MIN_FRAME - len(frame)) if len(frame) < MIN_FRAME else frame
+    frame = addr.macs[p.dst] + addr.macs[p.src] + tag + ip + udp + transport
+    return _pad_min(frame + icrc(ip, udp, transport))
 
 
 def pfc_frame(f: PfcFrame) -> bytes:
     """802.1Qbb 36.1.3: DA 01-80-C2-00-00-01, type 0x8808, opcode 0x0101, vector, 8 x time."""
     body = struct.pack("!HH8H", PFC_OPCODE, f.enable_vector, *f.quanta)
-    frame = PFC_DST_MAC + f.src_mac + struct.pack("!H", ETH_P_MAC_CONTROL) + body
-    return frame + bytes(MIN_FRAME - len(frame))
+    return _pad_min(PFC_DST_MAC + f.src_mac + struct.pack("!H", ETH_P_MAC_CONTROL) + body)

@@ -23,6 +23,8 @@ class Host:
         self.qps: dict[int, object] = {}
         self.rx: ReceivePipeline | None = None
         self._ip_id = index * 7919
+        self.v1 = False               # sends RoCEv1 (its GID type), else RoCEv2
+        self.cm = None                # RDMA CM agent on QP1, when connections are set up by CM
         self._rr = 0
 
     def next_ip_id(self) -> int:
@@ -57,12 +59,14 @@ class Host:
                 self.port.pause(prio, frame.quanta[prio])
 
     def deliver(self, pkt: RocePacket) -> None:
+        if pkt.dest_qp == 1 and self.cm is not None:
+            return self.cm.receive(pkt)
         qp = self.qps.get(pkt.dest_qp)
         if qp is None:
             return
         if pkt.ecn == 3 and pkt.is_data:
             self.truth.count("ce_received")
-            if self.np.should_send(qp.qpn, self.sim.now):
+            if not self.v1 and self.np.should_send(qp.qpn, self.sim.now):   # CNPs are RoCEv2's (A17.9)
                 self._send_cnp(qp)
         qp.receive(pkt)
 
@@ -80,14 +84,16 @@ class ReceivePipeline:
     `xoff_bytes`, XON below `xon_bytes`. `stall(start, end)` stops draining altogether
     and keeps the priority paused (the classic stuck-NIC PFC storm)."""
 
-    def __init__(self, host: Host, drain_gbps: float, xoff_bytes: int, xon_bytes: int, prio: int = 3):
+    def __init__(self, host: Host, drain_gbps: float, xoff_bytes: int, xon_bytes: int, prio: int = 3,
+                 lapse_ps: int | None = None):
         self.host, self.sim = host, host.sim
         self.drain_gbps, self.xoff_bytes, self.xon_bytes = drain_gbps, xoff_bytes, xon_bytes
         self.buffer: deque = deque()
         self.bytes = 0
         self.draining = False
         self.stalled = False
-        self.pause = PauseSender(host.sim, host.port, host.mac, prio, host.truth, "host")
+        self.pause = PauseSender(host.sim, host.port, host.mac, prio, host.truth, "host",
+                                 lapse_ps=lapse_ps)
 
     def arrive(self, pkt) -> None:
         self.buffer.append(pkt)

@@ -2,9 +2,16 @@
 
 "sender" side mirrors the senders' links (before the switch's queues and loss point),
 "receiver" side the receiver's link (after them). Every frame crosses exactly one
-mirrored link, so nothing is captured twice. The mirror has its own output port: copies of
+mirrored link, so the taps capture nothing twice. The mirror has its own output port: copies of
 both directions share `gbps`, and what does not fit in `buffer_bytes` is dropped by the
 mirror alone (oversubscribed SPAN), which the endpoints never notice.
+
+Two faults of the capture path only, which the endpoints never see either:
+* `copies` = 2: two mirror sessions (or ingress + egress mirroring) replicate every frame to
+  the same capture port, which clocks the replicas out back to back: each frame is captured
+  twice, byte-identical, one serialisation time (< 1 us) apart.
+* `corrupt_prob`: the mirror / capture NIC flips one payload bit of a data packet's copy; the
+  ICRC of that copy no longer matches while the endpoints received (and ACKed) a good frame.
 """
 from __future__ import annotations
 
@@ -13,12 +20,16 @@ import numpy as np
 from roceview.generate.engine import serialisation_ps
 from roceview.generate.frames import Addressing, PfcFrame, pfc_frame, roce_frame
 
+REPLICA_GBPS = 100.0     # the capture port's rate when `gbps` is not modelled
+
 
 class Mirror:
     def __init__(self, addr: Addressing, rng: np.random.Generator, drop_record,
-                 gbps: float | None = None, buffer_bytes: int = 0):
-        self.addr, self.drop_record = addr, drop_record
+                 gbps: float | None = None, buffer_bytes: int = 0, copies: int = 1,
+                 corrupt_prob: float = 0.0, corrupt_record=None):
+        self.addr, self.rng, self.drop_record = addr, rng, drop_record
         self.gbps, self.buffer_bytes = gbps, buffer_bytes
+        self.copies, self.corrupt_prob, self.corrupt_record = copies, corrupt_prob, corrupt_record
         self.records: list[tuple[int, int, bytes]] = []
         self._free_at = 0
         self._payload = rng.integers(0, 256, 8192, dtype=np.uint8).tobytes()
@@ -29,9 +40,25 @@ class Mirror:
         port.taps.append(lambda frame, now, _port: self.copy(frame, now + offset))
 
     def copy(self, frame, ts_ps: int) -> None:
-        if self.gbps and self._overflow(frame, ts_ps):
-            return self.drop_record("mirror", frame, ts_ps)
-        self.records.append((ts_ps, len(self.records), self._bytes(frame)))
+        data = None
+        for k in range(self.copies):   # replicas leave the capture port back to back
+            at = ts_ps + k * serialisation_ps(frame.wire_bytes, self.gbps or REPLICA_GBPS)
+            if self.gbps and self._overflow(frame, at):
+                self.drop_record("mirror", frame, at)
+                continue
+            data = data or self._bytes(frame)
+            self.records.append((at, len(self.records), self._corrupted(frame, data, at)))
+
+    def _corrupted(self, frame, data: bytes, ts_ps: int) -> bytes:
+        """One bit of the payload flipped in this copy only (the rng is drawn only when the
+        fault is on, so other scenarios' streams stay as they were)."""
+        if self.corrupt_prob <= 0 or isinstance(frame, PfcFrame) or frame.payload_len < 1:
+            return data
+        if self.rng.random() >= self.corrupt_prob:
+            return data
+        at = len(data) - 4 - (-frame.payload_len % 4) - 1 - int(self.rng.integers(0, frame.payload_len))
+        self.corrupt_record(frame, ts_ps)
+        return data[:at] + bytes([data[at] ^ 1 << int(self.rng.integers(0, 8))]) + data[at + 1:]
 
     def _overflow(self, frame, ts_ps: int) -> bool:
         backlog_bytes = max(0, self._free_at - ts_ps) * self.gbps / 8000
@@ -43,6 +70,8 @@ class Mirror:
     def _bytes(self, frame) -> bytes:
         if isinstance(frame, PfcFrame):
             return pfc_frame(frame)
+        if frame.data is not None:
+            return roce_frame(frame, self.addr, frame.data)
         start = (frame.psn * 61) % 4096
         return roce_frame(frame, self.addr, self._payload[start:start + frame.payload_len])
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from roceview.generate import ib
+from roceview.generate.cm import ConnectionManager
 from roceview.generate.dcqcn import NotificationPoint
 from roceview.generate.engine import PS_PER_NS, Simulator
 from roceview.generate.frames import Addressing, PfcFrame
@@ -32,6 +33,12 @@ class NetworkSettings:
     cnp_dscp: int = 26
     mirror_gbps: float | None = None
     mirror_buffer_bytes: int = 0
+    mirror_copies: int = 1            # 2: a double mirror (two sessions / ingress + egress)
+    mirror_corrupt_prob: float = 0.0  # bit errors in the capture path only
+    mtus: tuple | None = None         # per-host NIC MTU (path MTU = the smaller end's); else `mtu`
+    roce_v1_hosts: tuple = ()         # hosts whose NIC sends RoCEv1 (GID type RoCE v1)
+    first_psn_range: tuple = (0, 1 << 24)   # initial PSNs drawn from [lo, hi)
+    rdma_cm: bool = False             # connections set up by RDMA CM REQ/REP/RTU on QP1 first
 
 
 def host_mac(i: int) -> bytes:
@@ -50,29 +57,39 @@ class Network:
                                tuple(bytes([10, 0, 0, 1 + i]) for i in range(s.hosts)))
         self.switch = Switch(self.sim, s.switch, rng, truth, self._drop)
         self.hosts = [self._host(i) for i in range(s.hosts)]
-        self.mirror = Mirror(self.addr, rng, self._drop, s.mirror_gbps, s.mirror_buffer_bytes)
+        self.mirror = Mirror(self.addr, rng, self._drop, s.mirror_gbps, s.mirror_buffer_bytes,
+                             s.mirror_copies, s.mirror_corrupt_prob, self._corrupt)
         self.apps: list[Application] = []
         self._qpns: set[int] = set()
 
     def _host(self, i: int) -> Host:
         s = self.s
         np_ = NotificationPoint(s.np_enabled, s.min_time_between_cnps_ns * PS_PER_NS)
-        host = Host(self.sim, i, host_mac(i), self.truth, s.gbps, s.prop_ns * PS_PER_NS, s.mtu, np_,
+        mtu = s.mtus[i] if s.mtus else s.mtu
+        host = Host(self.sim, i, host_mac(i), self.truth, s.gbps, s.prop_ns * PS_PER_NS, mtu, np_,
                     s.cnp_pcp, s.cnp_dscp)
+        host.v1 = i in s.roce_v1_hosts
+        host.cm = ConnectionManager(host, self.addr.ips) if s.rdma_cm else None
         down = self.switch.add_port(i, switch_mac(i), s.gbps, s.prop_ns * PS_PER_NS)
         host.port.deliver = lambda frame, i=i: self.switch.receive(frame, i)
         down.deliver = host.receive
         return host
 
     def _drop(self, where: str, frame, ts_ps: int | None = None) -> None:
+        self.truth.drops.append(self._record(where, frame, ts_ps))
+        self.truth.count(f"dropped_{where}")
+
+    def _corrupt(self, frame, ts_ps: int) -> None:
+        self.truth.corrupted.append(self._record("mirror", frame, ts_ps))
+        self.truth.count("corrupted_mirror")
+
+    def _record(self, where: str, frame, ts_ps: int | None) -> Drop:
         ts = BASE_TS_NS + (self.sim.now if ts_ps is None else ts_ps) // 1000
         if isinstance(frame, PfcFrame):
-            self.truth.drops.append(Drop(where, ts, "", "", 0, None, None))
-        else:
-            ip = self.addr.ips
-            self.truth.drops.append(Drop(where, ts, _ip(ip[frame.src]), _ip(ip[frame.dst]),
-                                         frame.dest_qp, frame.psn, frame.opcode))
-        self.truth.count(f"dropped_{where}")
+            return Drop(where, ts, "", "", 0, None, None)
+        ip = self.addr.ips
+        return Drop(where, ts, _ip(ip[frame.src]), _ip(ip[frame.dst]), frame.dest_qp, frame.psn,
+                    frame.opcode)
 
     # ---- building ----------------------------------------------------------------------------
     def _qpn(self) -> int:
@@ -88,21 +105,28 @@ class Network:
         settings = settings or QpSettings()
         peer_settings = peer_settings or settings
         qa, qb = self._qpn(), self._qpn()
-        psn_a, psn_b = (int(x) for x in self.rng.integers(0, 1 << 24, 2))
+        psn_a, psn_b = (int(x) for x in self.rng.integers(*self.s.first_psn_range, 2))
         sport = 49152 + int(self.rng.integers(0, 16384))   # per-QP entropy, as NICs hash it
-        qp_a = QueuePair(self.hosts[a], qa, b, qb, sport, psn_a, psn_b, settings)
-        qp_b = QueuePair(self.hosts[b], qb, a, qa, sport ^ 0x155, psn_b, psn_a, peer_settings)
+        mtu = min(self.hosts[a].mtu, self.hosts[b].mtu)     # path MTU as the CM negotiates it
+        qp_a = QueuePair(self.hosts[a], qa, b, qb, sport, psn_a, psn_b, settings, mtu)
+        qp_b = QueuePair(self.hosts[b], qb, a, qa, sport ^ 0x155, psn_b, psn_a, peer_settings, mtu)
         self.hosts[a].qps[qa], self.hosts[b].qps[qb] = qp_a, qp_b
-        self.apps.append(Application(qp_a, workload))
+        app = Application(qp_a, workload, start=not self.s.rdma_cm)
+        if self.s.rdma_cm:   # at time 0 of the run, when the mirror is attached
+            self.sim.at(0, self.hosts[a].cm.connect, qp_a, app.start)
+        self.apps.append(app)
         ip = self.addr.ips
         self.truth.qps.append({"requester": _ip(ip[a]), "responder": _ip(ip[b]),
                                "requester_qpn": qa, "responder_qpn": qb, "first_psn": psn_a,
-                               "messages": len(workload.messages)})
+                               "messages": len(workload.messages), "pmtu": mtu,
+                               "requester_roce": 1 if self.hosts[a].v1 else 2,
+                               "responder_roce": 1 if self.hosts[b].v1 else 2})
         return qp_a, qp_b
 
     def slow_receiver(self, host: int, drain_gbps: float, xoff_bytes: int, xon_bytes: int,
-                      prio: int = 3) -> ReceivePipeline:
-        rx = ReceivePipeline(self.hosts[host], drain_gbps, xoff_bytes, xon_bytes, prio)
+                      prio: int = 3, lapse_ns: int | None = None) -> ReceivePipeline:
+        lapse = None if lapse_ns is None else lapse_ns * PS_PER_NS
+        rx = ReceivePipeline(self.hosts[host], drain_gbps, xoff_bytes, xon_bytes, prio, lapse)
         self.hosts[host].rx = rx
         return rx
 

@@ -1,7 +1,9 @@
 """Sending PFC pauses (IEEE 802.1Qbb): XOFF with the maximum pause time, refreshed before it
 lapses while the buffer stays above its threshold, then XON (quanta 0) to resume at once.
 Used by the switch (per ingress port and priority) and by a host NIC whose receive
-pipeline cannot drain (slow receiver, or a stuck NIC: PFC storm)."""
+pipeline cannot drain (slow receiver, or a stuck NIC: PFC storm). With `lapse_ps` the
+refresh comes only that long after the previous pause ran out (a NIC that re-sends XOFF on a
+timer equal to the pause time plus a little): a pause train that lapses between XOFFs."""
 from __future__ import annotations
 
 from roceview.generate.engine import pause_quanta_ps
@@ -12,10 +14,11 @@ XOFF_QUANTA = 0xFFFF
 
 class PauseSender:
     def __init__(self, sim, port, src_mac: bytes, prio: int, truth, source_kind: str,
-                 refresh_fraction: float = 0.5):
+                 refresh_fraction: float = 0.5, lapse_ps: int | None = None):
         self.sim, self.port, self.src_mac, self.prio = sim, port, src_mac, prio
         self.truth, self.source_kind = truth, source_kind
-        self.refresh_ps = int(pause_quanta_ps(XOFF_QUANTA, port.gbps) * refresh_fraction)
+        pause_ps = pause_quanta_ps(XOFF_QUANTA, port.gbps)
+        self.refresh_ps = int(pause_ps * refresh_fraction) if lapse_ps is None else pause_ps + lapse_ps
         self.active = False
         self._gen = 0
 

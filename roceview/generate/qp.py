@@ -25,12 +25,12 @@ class QpSettings:
 
 class QueuePair:
     def __init__(self, host, qpn: int, peer: int, peer_qpn: int, sport: int,
-                 sq_psn: int, rq_psn: int, settings: QpSettings):
+                 sq_psn: int, rq_psn: int, settings: QpSettings, mtu: int | None = None):
         self.host, self.sim, self.truth = host, host.sim, host.truth
         self.qpn, self.peer, self.peer_qpn, self.sport = qpn, peer, peer_qpn, sport
         self.sq_psn, self.rq_psn = sq_psn, rq_psn   # first PSN of own requests / of the peer's
         self.pcp, self.dscp, self.ecn = settings.pcp, settings.dscp, settings.ecn
-        self.mtu = host.mtu
+        self.mtu = mtu or host.mtu     # path MTU
         self.rp = ReactionPoint(line_gbps=host.port.gbps)
         self.requester = Requester(self, settings.window, settings.timeout_exp, settings.retry_cnt)
         self.responder = Responder(self, settings.ack_delay_ns * 1000, settings.rnr_timer_code)
@@ -54,7 +54,8 @@ class QueuePair:
         base = self.rq_psn if peer_space else self.sq_psn
         return RocePacket(src=self.host.index, dst=self.peer, sport=self.sport, pcp=self.pcp,
                           dscp=self.dscp, ecn=self.ecn, opcode=opcode, dest_qp=self.peer_qpn,
-                          psn=(base + seq) & ib.PSN_MASK, ip_id=self.host.next_ip_id(), **fields)
+                          psn=(base + seq) & ib.PSN_MASK, ip_id=self.host.next_ip_id(),
+                          v1=self.host.v1, **fields)
 
     def send_response(self, pkt: RocePacket) -> None:
         self.host.port.enqueue(pkt, self.pcp)
@@ -82,11 +83,16 @@ class Workload:
 
 
 class Application:
-    def __init__(self, qp: QueuePair, workload: Workload):
+    def __init__(self, qp: QueuePair, workload: Workload, start: bool = True):
         self.qp, self.w = qp, workload
         self.next = 0
         qp.requester.on_complete = self._completed
-        qp.sim.at(workload.start_ns * 1000, self._fill)
+        if start:
+            self.start()
+
+    def start(self) -> None:
+        """Begin posting `start_ns` from now (at once, or when the connection is established)."""
+        self.qp.sim.after(self.w.start_ns * 1000, self._fill)
 
     def _fill(self) -> None:
         req = self.qp.requester

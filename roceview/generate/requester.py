@@ -35,7 +35,7 @@ class Requester:
     def __init__(self, qp, window: int, timeout_exp: int, retry_cnt: int = 7, ackreq_every: int = 16):
         self.qp = qp
         self.window, self.retry_cnt, self.ackreq_every = window, retry_cnt, ackreq_every
-        self.timeout_ps = ib.local_ack_timeout_ps(timeout_exp)
+        self.timeout_exp, self.timeout_ps = timeout_exp, ib.local_ack_timeout_ps(timeout_exp)
         self.wrs: list[WorkRequest] = []
         self._starts: list[int] = []
         self.snd_una = self.snd_nxt = self.sent_hi = self.posted_end = 0

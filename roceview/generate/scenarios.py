@@ -5,6 +5,7 @@ tolerated side effects (documented in captures/README.md)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable
 
 from roceview.generate.network import Network, NetworkSettings
@@ -14,7 +15,9 @@ from roceview.generate.switch import SwitchSettings
 ALL_KINDS = ("network_loss", "capture_loss", "timeout_retransmit", "rnr", "remote_error",
              "pfc_storm", "pfc_pause", "pfc_without_ecn", "incast", "ecn_congestion",
              "ecn_not_enabled", "cnp_missing", "priority_mismatch", "slow_receiver", "bad_icrc",
-             "roce_version_mixed", "link_speed_mismatch")
+             "roce_version_mixed", "link_speed_mismatch",
+             # issue 15: psn_reuse is the false finding a wrong path MTU causes
+             "psn_reuse", "duplicate_frames", "ack_unsent_psn")
 
 
 @dataclass
@@ -46,11 +49,18 @@ MIXED = ("SEND", "WRITE", "WRITE_IMM", "READ", "SEND_IMM")
 
 
 # ---- builders ------------------------------------------------------------------------------
-def _clean(rng, scale, truth):
-    net = Network(NetworkSettings(hosts=2, until_ms=50), rng, truth)
-    net.connect(0, 1, Workload(_mix(rng, _n(36, scale), MIXED, (64, 6000)), qd=4, gap_ns=2000))
-    net.connect(1, 0, Workload(_mix(rng, _n(12, scale), ("SEND",), (64, 512)), qd=1, gap_ns=5000))
+def _two_way(rng, scale, truth, settings: NetworkSettings, forward=(36, 6000, 4), back: int = 12):
+    """Mixed SEND/WRITE/READ from host 0 to host 1 (`forward`: messages, longest, queue
+    depth) and small SENDs back: the traffic of clean and of the capture-path scenarios."""
+    net = Network(settings, rng, truth)
+    n, longest, qd = forward
+    net.connect(0, 1, Workload(_mix(rng, _n(n, scale), MIXED, (64, longest)), qd=qd, gap_ns=2000))
+    net.connect(1, 0, Workload(_mix(rng, _n(back, scale), ("SEND",), (64, 512)), qd=1, gap_ns=5000))
     return net, [0], [1]
+
+
+def _clean(rng, scale, truth):
+    return _two_way(rng, scale, truth, NetworkSettings(hosts=2, until_ms=50))
 
 
 def _loss_settings(messages):
@@ -161,7 +171,55 @@ def _slow_receiver(rng, scale, truth):
     net.slow_receiver(1, drain_gbps=25.0, xoff_bytes=12_000, xon_bytes=6_000)
     return net, [0], [1]
 
-_FAULTS = ("network_loss", "capture_loss", "timeout_retransmit", "rnr", "remote_error")
+
+# ---- issue 15: healthy traffic that looks like a fault, and capture-path faults --------------
+def _pmtu_4096(rng, scale, truth, rdma_cm: bool = False):
+    # hosts 0 and 1: a 4096-MTU storage pair (NVMe-oF style 4 KiB READs, no multi-packet
+    # request between them); host 2: a legacy 1024-MTU NIC writing to host 1
+    s = NetworkSettings(hosts=3, until_ms=50, mtus=(4096, 4096, 1024), rdma_cm=rdma_cm)
+    net = Network(s, rng, truth)
+    net.connect(0, 1, Workload([("READ", 4096)] * _n(6, scale), qd=2, gap_ns=2000))
+    nvme = [("READ", 4096) if k % 2 == 0 else ("SEND", int(rng.integers(64, 4097)))
+            for k in range(_n(6, scale))]
+    net.connect(0, 1, Workload(nvme, qd=2, gap_ns=2000))
+    net.connect(2, 1, Workload(_mix(rng, _n(3, scale), ("WRITE",), (2500, 5000)), qd=2))
+    return net, [0, 2], [1]
+
+
+def _double_mirror(rng, scale, truth):
+    s = NetworkSettings(hosts=2, until_ms=50, mirror_copies=2)
+    return _two_way(rng, scale, truth, s, forward=(12, 3000, 2), back=6)
+
+
+def _pfc_pause_train(rng, scale, truth):
+    net = Network(NetworkSettings(hosts=2, until_ms=400), rng, truth)
+    qs = QpSettings(timeout_exp=18)    # 1.07 s: outlasts the pause train
+    net.connect(0, 1, Workload(_mix(rng, _n(8, scale), ("WRITE", "SEND"), (1000, 3000)), qd=4), qs)
+    # XOFF re-sent 1 us after the previous pause (335.5 us) ran out: 99.7 % paused
+    rx = net.slow_receiver(1, drain_gbps=400.0, xoff_bytes=10**9, xon_bytes=10**9 - 1, lapse_ns=1000)
+    rx.stall(8 * 10**6, (8 + 150_000) * 10**6)   # 150 ms from 8 us (mid-transfer)
+    return net, [0], [1]
+
+
+def _capture_bad_icrc(rng, scale, truth):
+    return _two_way(rng, scale, truth, NetworkSettings(hosts=2, until_ms=50, mirror_corrupt_prob=0.08))
+
+
+def _mixed_roce_versions(rng, scale, truth):
+    s = NetworkSettings(hosts=2, until_ms=50, roce_v1_hosts=(0,))
+    return _two_way(rng, scale, truth, s, forward=(24, 4000, 4), back=8)
+
+
+def _psn_wrap(rng, scale, truth):
+    wrap = 1 << 24   # every initial PSN within 16 of 2^24: both QPs' PSNs run through 0xffffff -> 0
+    net = Network(NetworkSettings(hosts=2, until_ms=50, first_psn_range=(wrap - 16, wrap - 2)),
+                  rng, truth)
+    for _ in range(2):
+        net.connect(0, 1, Workload(_mix(rng, _n(24, scale), MIXED, (256, 3000)), qd=4, gap_ns=2000))
+    return net, [0], [1]
+
+
+_PFC_SIDE_EFFECTS = ("slow_receiver", "pfc_without_ecn", "ecn_congestion")
 
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("clean", "two hosts, mixed SEND/WRITE/READ both ways, no loss, CE, pause or RNR",
@@ -186,7 +244,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              ("pfc_pause",)),
     Scenario("pfc-storm", "the receiver NIC's receive pipeline hangs for 150 ms and keeps "
              "priority 3 paused, refreshing XOFF before it lapses", _pfc_storm, "receiver",
-             ("pfc_storm", "pfc_pause"), ("slow_receiver", "pfc_without_ecn", "ecn_congestion")),
+             ("pfc_storm", "pfc_pause"), _PFC_SIDE_EFFECTS),
     Scenario("pfc-without-ecn", "2:1 oversubscription with ECN marking off on the switch: "
              "the switch pauses the senders, no CE, no CNP", _pfc_without_ecn, "sender",
              ("pfc_without_ecn", "pfc_pause")),
@@ -201,4 +259,24 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("slow-receiver", "the receiver NIC drains to host memory at 25 Gb/s and sends "
              "PFC pauses itself; the switch queue stays below Kmin: no CE", _slow_receiver,
              "receiver", ("slow_receiver", "pfc_pause")),
+    Scenario("pmtu-4096", "path MTU 4096 between 10.0.0.1 and 10.0.0.2: 4 KiB READs answered "
+             "by one READ RESPONSE ONLY, no multi-packet request on those QPs; a 1024-MTU "
+             "host writes beside them (healthy)", _pmtu_4096, "sender", ()),
+    Scenario("pmtu-4096-cm", "as pmtu-4096, each QP set up by RDMA CM first: the CM REQ "
+             "carries the path MTU (4096 between 10.0.0.1 and 10.0.0.2, 1024 to 10.0.0.3)",
+             partial(_pmtu_4096, rdma_cm=True), "sender", ()),
+    Scenario("double-mirror", "two mirror sessions copy every frame to the capture port: "
+             "each frame captured twice, byte-identical, < 1 us apart (healthy fabric)",
+             _double_mirror, "sender", ("duplicate_frames",)),
+    Scenario("pfc-pause-train", "the receiver NIC hangs for 150 ms and re-sends XOFF 1 us "
+             "after each pause ran out: pauses lapse between XOFFs, 99.7 % paused",
+             _pfc_pause_train, "receiver", ("pfc_storm", "pfc_pause"), _PFC_SIDE_EFFECTS),
+    Scenario("capture-bad-icrc", "the mirror flips a payload bit in 8 % of the data packets' "
+             "copies: bad ICRC in the capture only, the endpoints ACK everything, nothing resent",
+             _capture_bad_icrc, "sender", ("bad_icrc",)),
+    Scenario("mixed-roce-versions", "10.0.0.1's NIC sends RoCEv1 (EtherType 0x8915, GRH), "
+             "10.0.0.2 answers on the same QP pairs with RoCEv2", _mixed_roce_versions,
+             "sender", ("roce_version_mixed",), ("ecn_not_enabled",)),
+    Scenario("psn-wrap", "two QPs from 10.0.0.1 to 10.0.0.2 start within 16 PSNs of 2^24: "
+             "both PSN spaces cross 0xffffff -> 0 (healthy)", _psn_wrap, "sender", ()),
 )}

@@ -91,7 +91,8 @@ class Switch:
 
     def _mark(self, pkt: RocePacket, depth: int) -> None:
         s = self.s
-        if not s.ecn_marking or pkt.ecn not in (1, 2) or depth < s.kmin_bytes:
+        if not s.ecn_marking or pkt.ecn not in (1, 2) or pkt.v1 or depth < s.kmin_bytes:
+            # RoCEv1 has no IP header: a switch cannot CE-mark it
             return
         p = 1.0 if depth >= s.kmax_bytes else s.pmax * (depth - s.kmin_bytes) / (s.kmax_bytes - s.kmin_bytes)
         if self.rng.random() < p:

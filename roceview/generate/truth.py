@@ -23,6 +23,7 @@ class Truth:
     seed: int = 0
     mirror: str = ""
     drops: list[Drop] = field(default_factory=list)
+    corrupted: list[Drop] = field(default_factory=list)   # copies damaged by the capture path
     counters: Counter = field(default_factory=Counter)
     # per requester QP (hex qpn): packets sent with a PSN already sent before
     retransmitted: Counter = field(default_factory=Counter)
@@ -40,7 +41,8 @@ class Truth:
     def as_dict(self) -> dict:
         return {
             "scenario": self.scenario, "seed": self.seed, "mirror": self.mirror,
-            "drops": [vars(d) for d in self.drops], "counters": dict(self.counters),
+            "drops": [vars(d) for d in self.drops], "corrupted": [vars(d) for d in self.corrupted],
+            "counters": dict(self.counters),
             "retransmitted": dict(self.retransmitted), "pause_sources": dict(self.pause_sources),
             "qps": list(self.qps), "expected_kinds": list(self.expected_kinds),
             "forbidden_kinds": list(self.forbidden_kinds),
