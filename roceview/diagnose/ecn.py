@@ -64,7 +64,7 @@ def _congestion(ctx: Context) -> list[dict]:
         sev = "warning" if share >= ctx.config.ce_warning_share else "info"
         ts = [ctx.flow[n]["first_ts"] for n in flows + cnp_flows]
         te = [ctx.flow[n]["last_ts"] for n in flows + cnp_flows]
-        evidence = [f"{ce} CE of {data} data packets into {rx}", f"{cnps} CNPs from {rx} to {', '.join(senders)}"]
+        evidence = [f"{ce:,} CE of {plural(data, 'data packet')} into {rx}", f"{plural(cnps, 'CNP')} from {rx} to {', '.join(senders)}"]
         out.append(finding(sev, "ecn_congestion", summary, [n for n in flows if _ce(ctx, n)[1]] + cnp_flows,
                            min(ts), max(te), evidence, DCQCN_ADVICE + " Marking under load is DCQCN working; "
                            "persistent high CE share means the path is oversubscribed."))
@@ -92,7 +92,7 @@ def _not_enabled(ctx: Context) -> list[dict]:
                   "traffic class sets ECT (e.g. tclass 106 = DSCP 26 + ECT(0)).")
         out.append(finding("warning", "ecn_not_enabled", summary, flows, min(ctx.flow[n]["first_ts"] for n in flows),
                            max(ctx.flow[n]["last_ts"] for n in flows),
-                           [f"{not_ect} of {data} data packets from {src} have ECN 00 in {plural(len(flows), 'flow')}"],
+                           [f"{not_ect:,} of {plural(data, 'data packet')} from {src} have ECN 00 in {plural(len(flows), 'flow')}"],
                            advice))
     return out
 
@@ -115,7 +115,7 @@ def _cnp_missing(ctx: Context) -> list[dict]:
                   "check np_ecn_marked_roce_packets (marks arrive) against np_cnp_sent (stays 0), the CNP priority "
                   "and np_min_time_between_cnps.")
         out.append(finding("warning", "cnp_missing", summary, [r[0] for r in rows], min(r[2] for r in rows),
-                           max(r[3] for r in rows), [f"{r[1]} CE on {r[0]}, 0 CNP from {rx}" for r in rows], advice))
+                           max(r[3] for r in rows), [f"{r[1]:,} CE on {r[0]}, 0 CNP from {rx}" for r in rows], advice))
     return out
 
 
@@ -132,7 +132,7 @@ def _incast(ctx: Context) -> list[dict]:
         signals = _signals(ctx, dst, flows)
         if len(senders) < ctx.config.incast_senders or not signals:
             continue
-        summary = (f"Incast: {len(senders)} senders burst into {dst} within {width / 1e6:g} ms, with "
+        summary = (f"Incast: {plural(len(senders), 'sender')} burst into {dst} within {width / 1e6:g} ms, with "
                    f"{', '.join(signals)} there.")
         advice = ("Many-to-one bursts overflow the egress queue toward the receiver: spread or stagger the senders "
                   "(collective algorithm, fewer outstanding READ/WRITE per QP), let DCQCN react early (lower Kmin), "
@@ -189,11 +189,11 @@ def _signals(ctx: Context, dst: str, flows) -> list[str]:
     pauses = sum(r["pause_frames"] for r in ctx.pfc)
     out = []
     if ce:
-        out.append(f"{ce} CE-marked packets")
+        out.append(plural(ce, "CE-marked packet"))
     if cnps:
-        out.append(f"{cnps} CNPs from {dst}")
+        out.append(f"{plural(cnps, 'CNP')} from {dst}")
     if pauses:
-        out.append(f"{pauses} PFC pause frames")
+        out.append(plural(pauses, "PFC pause frame"))
     if loss:
-        out.append(f"{loss} gaps/retransmissions")
+        out.append(f"{loss:,} gaps/retransmissions")
     return out

@@ -97,7 +97,7 @@ def _pause(ctx: Context, row: dict, host) -> dict:
     p = row["priority"]
     summary = (f"{_who(row['src_mac'], host)} paused {_prio_text(p)} with {plural(row['pause_frames'], 'pause frame')}: "
                f"{span(row['paused_us'] * 1000)} in total ({share:.1%} of the capture), longest {span(row['longest_pause_us'] * 1000)}.")
-    evidence = [f"{row['pause_frames']} pause / {row['resume_frames']} resume frames from {row['src_mac']} for {_prio_text(p)}",
+    evidence = [f"{row['pause_frames']:,} pause / {row['resume_frames']:,} resume frames from {row['src_mac']} for {_prio_text(p)}",
                 f"paused {span(row['paused_us'] * 1000)} of {span(ctx.duration_ns())} captured at "
                 f"{ctx.summary.get('link_speed_gbps', 100):g} Gb/s", f"longest continuous pause {span(row['longest_pause_us'] * 1000)}"]
     if p == "all":
@@ -122,10 +122,10 @@ def _storm(ctx: Context, row: dict, per: np.ndarray, host) -> dict | None:
     p = row["priority"]
     i = int(np.argmax(per[:, 1] - per[:, 0]))
     summary = (f"PFC storm: {_who(row['src_mac'], host)} kept {_prio_text(p)} paused continuously for "
-               f"{longest / 1e6:.1f} ms (watchdog threshold {cfg.storm_ms:g} ms).")
-    evidence = [f"longest continuous pause {longest / 1e6:.3f} ms from {row['src_mac']}",
+               f"{span(longest)} (watchdog threshold {cfg.storm_ms:g} ms).")
+    evidence = [f"longest continuous pause {span(longest)} from {row['src_mac']}",
                 f"paused {share:.1%} of the worst {cfg.storm_window_ms:g} ms window",
-                f"{row['pause_frames']} pause frames, each refreshed before the previous one ran out"]
+                f"{plural(row['pause_frames'], 'pause frame')}, each refreshed before the previous one ran out"]
     advice = (f"A stuck receiver (hung NIC receive pipeline, host not draining) or a pause loop blocks {_prio_text(p)} "
               "for the whole fabric. Read `ethtool -S <if>` tx_pause_storm_error_events and tx_prio"
               f"{p}_pause_duration on the sender of the pauses; enable the NIC's PFC storm-prevention timeout "
@@ -174,8 +174,8 @@ def _without_ecn(ctx: Context, row: dict) -> list[dict]:
     summary = (f"{row['src_mac']} paused {_prio_text(p)} {plural(row['pause_frames'], 'time')} while its "
                f"{plural(ect, 'ECN-capable RoCE data packet')} carried no CE mark and no CNP came back: "
                "the fabric back-pressures instead of rate-controlling.")
-    evidence = [f"{row['pause_frames']} pause frames from {row['src_mac']} (not a RoCE endpoint: a switch port)",
-                f"{ect} ECT data packets on {_prio_text(p)} in {plural(len(flows), 'flow')}, 0 CE, 0 CNP"]
+    evidence = [f"{plural(row['pause_frames'], 'pause frame')} from {row['src_mac']} (not a RoCE endpoint: a switch port)",
+                f"{plural(ect, 'ECT data packet')} on {_prio_text(p)} in {plural(len(flows), 'flow')}, 0 CE, 0 CNP"]
     advice = ("Enable ECN marking on the switch queue of the RoCE priority with Kmin < Kmax < PFC XOFF so marking "
               "starts before pausing; check DCQCN on the NICs (np_ecn_marked_roce_packets, np_cnp_sent on the "
               f"receivers, rp_cnp_handled on the senders) and `ethtool -S` rx_prio{p if p != 'all' else '<p>'}_pause.")
