@@ -117,3 +117,17 @@ def test_each_numbers_folders_of_files_with_the_same_name(tmp_path):
 def test_each_with_json_is_refused_in_one_line(tmp_path):
     code, _, err = _run([str(SAMPLES / "rnr.pcap"), "--each", "--json", str(tmp_path / "r.json")])
     assert code == 2 and err.count("\n") == 1 and "--each" in err
+
+
+def test_counts_without_findings_are_singular_or_plural_with_separators():
+    from roceview.analysis.tables import Table
+    from roceview.render.report import _findings
+
+    class Result:
+        findings_table = Table(("severity",), {"severity": []})
+        summary = {"detected": {"cnp_packets": 1, "gap_psns": 1234, "naks_rnr": 1, "ecn_ce": 2}}
+
+    out = io.StringIO()
+    _findings(Result(), Screen(out))
+    assert out.getvalue().splitlines()[2:] == ["  1,234 PSNs skipped by gaps", "  1 RNR NAK",
+                                                "  2 ECN CE-marked packets", "  1 CNP"]

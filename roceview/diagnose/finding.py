@@ -55,4 +55,4 @@ def finalize(records: list[dict], span: tuple[int, int] | None = None) -> list[d
 def psn_list(values, limit: int = 5) -> str:
     values = [int(v) for v in values]
     text = ", ".join(str(v) for v in values[:limit])
-    return text + (f" (+{len(values) - limit} more)" if len(values) > limit else "")
+    return text + (f" (+{len(values) - limit:,} more)" if len(values) > limit else "")

@@ -15,12 +15,14 @@ from roceview.units import count, duration, gbps, plural
 
 MAX_QP_ROWS = 25
 _SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
-_DETECTED = (("gap_events", "PSN gap events"), ("gap_psns", "PSNs skipped by gaps"),
-             ("unrecovered_psns", "PSNs never recovered"), ("retransmitted_packets", "retransmitted packets"),
-             ("timeout_retransmits", "retransmissions after a timeout"), ("naks_seq", "NAKs (PSN sequence error)"),
-             ("naks_rnr", "RNR NAKs"), ("naks_other", "other NAKs"), ("pause_frames", "PFC/PAUSE pause frames"),
-             ("resume_frames", "PFC/PAUSE resume frames"), ("ecn_ce", "ECN CE-marked packets"),
-             ("cnp_packets", "CNPs"))
+_DETECTED = (("gap_events", "PSN gap event", None), ("gap_psns", "PSN skipped by gaps", "PSNs skipped by gaps"),
+             ("unrecovered_psns", "PSN never recovered", "PSNs never recovered"),
+             ("retransmitted_packets", "retransmitted packet", None),
+             ("timeout_retransmits", "retransmission after a timeout", "retransmissions after a timeout"),
+             ("naks_seq", "NAK (PSN sequence error)", "NAKs (PSN sequence error)"), ("naks_rnr", "RNR NAK", None),
+             ("naks_other", "other NAK", None), ("pause_frames", "PFC/PAUSE pause frame", None),
+             ("resume_frames", "PFC/PAUSE resume frame", None), ("ecn_ce", "ECN CE-marked packet", None),
+             ("cnp_packets", "CNP", None))  # (summary key, one, many: None adds an s)
 
 
 def make_console(out, is_tty: bool, wide: bool = False) -> Screen:
@@ -68,7 +70,7 @@ def _findings(result, console: Screen) -> None:
                                                      "evidence", "advice")}, span)
         return
     detected = result.summary["detected"]
-    lines = [f"  {count(detected[k])} {label}" for k, label in _DETECTED if detected.get(k)]
+    lines = ["  " + plural(detected[k], one, many) for k, one, many in _DETECTED if detected.get(k)]
     console.print("\n".join(lines) if lines else "  nothing detected: no gaps, retransmissions, NAKs, pauses or marks")
 
 
