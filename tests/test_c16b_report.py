@@ -131,3 +131,19 @@ def test_counts_without_findings_are_singular_or_plural_with_separators():
     _findings(Result(), Screen(out))
     assert out.getvalue().splitlines()[2:] == ["  1,234 PSNs skipped by gaps", "  1 RNR NAK",
                                                 "  2 ECN CE-marked packets", "  1 CNP"]
+
+
+def test_compact_table_leaves_out_whole_columns_rather_than_cut_a_number():
+    """Long IPv4 flow names (36 characters) at 80 columns: RTT p50 and Gb/s go, named below."""
+    from roceview.analysis.tables import Table
+    from roceview.render.report import _qp_table
+
+    names = [f"172.17.242.{56 - i}>172.17.242.47:0x00010{i}" for i in range(3)]
+    flows = roceview.analyze(SAMPLES / "rnr.pcap", warn=lambda m: None).flows_table
+    d = dict(flows.data)
+    d["flow"] = names[:len(flows)]
+    out = io.StringIO()
+    _qp_table(Table(flows.columns, d), Screen(out, width=80))
+    lines = out.getvalue().splitlines()
+    assert max(map(len, lines)) <= 80 and not any(line.endswith("…") for line in lines)
+    assert "(RTT p50, Gb/s did not fit)" in out.getvalue()

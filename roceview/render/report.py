@@ -174,13 +174,18 @@ _SIGNS = _LOSS + ("unrecovered_psns", "naks_other", "ecn_ce", "cnp_packets")
 
 def qp_cells(view, wide: bool, width: int) -> tuple[list[str], list[tuple]]:
     """Heads and rows of the QP table: every column when `wide` or when they fit `width`,
-    else the compact set (flow, gaps, unrecovered, retx, NAKs, CE, CNP, RTT p50, Gb/s)."""
+    else the compact set (flow, gaps, unrecovered, retx, NAKs, CE, CNP, RTT p50, Gb/s), less
+    its last columns while even that does not fit (long IPv6 flow names): whole columns
+    left out, never a number cut."""
     full = [(h, cells) for h, cells, _ in _QP_COLUMNS if h not in _WIDE_ONLY]
     heads, rows = [h for h, _ in full], list(zip(*[cells(view) for _, cells in full]))
     if wide or table_width(heads, rows, tight=True) <= width:
         return heads, rows
-    compact = [(h, cells) for h, cells, short in _QP_COLUMNS if short]
-    return [h for h, _ in compact], list(zip(*[cells(view) for _, cells in compact]))
+    columns = [cells(view) for _, cells, short in _QP_COLUMNS if short]
+    heads = [h for h, _, short in _QP_COLUMNS if short]
+    while len(heads) > 2 and table_width(heads, list(zip(*columns)), tight=True) > width:
+        heads, columns = heads[:-1], columns[:-1]
+    return heads, list(zip(*columns))
 
 
 def _qp_table(flows, console: Screen, max_qps: int = MAX_QP_ROWS, wide: bool = False) -> None:
@@ -203,7 +208,9 @@ def _qp_table(flows, console: Screen, max_qps: int = MAX_QP_ROWS, wide: bool = F
         console.para(f"{console.ellipsis} {count(len(hidden))} more {pairs} ({_signs(flows, hidden)}): "
                      "see qps.csv (--csv) or --json; --max-qps 0 lists them all")
     if "peer" not in heads:
-        console.para(f"{console.ellipsis} the telling columns at {console.width} columns; --wide shows all")
+        left = [h for h, _, short in _QP_COLUMNS if short and h not in heads]
+        missing = f" ({', '.join(left)} did not fit)" if left else ""
+        console.para(f"{console.ellipsis} the telling columns at {console.width} columns{missing}; --wide shows all")
 
 
 def _signs(flows, rows: np.ndarray) -> str:
