@@ -177,12 +177,13 @@ def qp_cells(view, wide: bool, width: int) -> tuple[list[str], list[tuple]]:
     else the compact set (flow, gaps, unrecovered, retx, NAKs, CE, CNP, RTT p50, Gb/s), less
     its last columns while even that does not fit (long IPv6 flow names): whole columns
     left out, never a number cut."""
-    full = [(h, cells) for h, cells, _ in _QP_COLUMNS if h not in _WIDE_ONLY]
-    heads, rows = [h for h, _ in full], list(zip(*[cells(view) for _, cells in full]))
+    text = {h: cells(view) for h, cells, _ in _QP_COLUMNS}
+    heads = [h for h, _, _ in _QP_COLUMNS if h not in _WIDE_ONLY]
+    rows = list(zip(*[text[h] for h in heads]))
     if wide or table_width(heads, rows, tight=True) <= width:
         return heads, rows
-    columns = [cells(view) for _, cells, short in _QP_COLUMNS if short]
     heads = [h for h, _, short in _QP_COLUMNS if short]
+    columns = [text[h] for h in heads]
     while len(heads) > 2 and table_width(heads, list(zip(*columns)), tight=True) > width:
         heads, columns = heads[:-1], columns[:-1]
     return heads, list(zip(*columns))
