@@ -115,3 +115,106 @@ def _in_order(parts: list[list[tuple[Batch, np.ndarray]]], chunk_rows: int) -> l
     joined = Batch.concat([batch for p in parts for batch, _ in p])
     order = np.argsort(np.concatenate([key for p in parts for _, key in p]), kind="stable")
     return [joined.select(order[k:k + chunk_rows]) for k in range(0, len(order), chunk_rows)]
+
+
+SAMPLE_STEP = 8                          # every 8th PSN-carrying row: spans cheaply (~1 us a batch)
+PSN_MOD, PSN_SLACK = 1 << 24, 1 << 16    # 24-bit PSNs (IBTA 9.7.1); copies of one flow stay this close
+FAR_APART_NS = 365 * 86_400 * 10**9      # files a year apart are not one capture (a clock at 1970)
+
+
+class FileSpans:
+    """What each merged file shows, to tell files that belong together (a ring buffer, two
+    mirror ports of the same minutes) from unrelated captures merged by mistake: the time span
+    of every file and, per flow (source, destination, destination QP; requests and responses
+    apart, they are two PSN spaces) in a sample of its rows, the span of time and of PSNs."""
+
+    def __init__(self, n_files: int):
+        self.first = np.full(n_files, np.iinfo(np.int64).max, np.int64)
+        self.last = np.full(n_files, np.iinfo(np.int64).min, np.int64)
+        self.parts: list[tuple] = []
+
+    def observe(self, k: int, batch: Batch) -> None:
+        if not batch.n:
+            return
+        ts = batch.cols["ts_ns"]
+        self.first[k], self.last[k] = min(self.first[k], ts.min()), max(self.last[k], ts.max())
+        if "psn" not in batch.cols or "_src_addr" not in batch.cols:
+            return
+        rows = np.flatnonzero(batch.mask("psn") & batch.mask("_src_addr"))[::SAMPLE_STEP]
+        opcode = batch.cols["opcode"][rows].astype(np.int64)
+        rows = rows[opcode != 0x81]                                   # CNPs carry no sequence
+        if not len(rows):
+            return
+        key = _flow_key(batch, rows)
+        psn, t = batch.cols["psn"][rows].astype(np.int64), ts[rows]
+        order = np.lexsort((t, key))
+        key, psn, t, rows = key[order], psn[order], t[order], rows[order]
+        start = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+        self.parts.append((np.full(len(start), k, np.int64), key[start], np.minimum.reduceat(t, start),
+                           np.maximum.reduceat(t, start), np.minimum.reduceat(psn, start),
+                           np.maximum.reduceat(psn, start), batch.cols["_src_addr"][rows[start]],
+                           batch.cols["_dst_addr"][rows[start]], batch.cols["dest_qp"][rows[start]]))
+        if len(self.parts) > 64:
+            self.parts = [self._folded()]
+
+    def _folded(self) -> tuple:
+        """The parts as one: per (file, flow) the widest spans."""
+        cols = [np.concatenate(c) for c in zip(*self.parts)]
+        file, key = cols[0], cols[1]
+        order = np.lexsort((key, file))
+        cols = [c[order] for c in cols]
+        start = np.flatnonzero(np.r_[True, (cols[0][1:] != cols[0][:-1]) | (cols[1][1:] != cols[1][:-1])])
+        reduce = (None, None, np.minimum, np.maximum, np.minimum, np.maximum, None, None, None)
+        return tuple(c[start] if f is None else f.reduceat(c, start) for c, f in zip(cols, reduce))
+
+    def disagreements(self, files: list[str]) -> list[str]:
+        """One sentence per pair of files that cannot be one capture, suggesting --each."""
+        out = []
+        seen = np.flatnonzero(self.first <= self.last)
+        order = seen[np.argsort(self.first[seen], kind="stable")]
+        for a, b in zip(order[:-1], order[1:]):
+            if self.first[b] - self.last[a] > FAR_APART_NS:
+                years = (self.first[b] - self.last[a]) / (365.25 * 86_400 * 10**9)
+                out.append(f"{files[a]} ends {years:.0f} years before {files[b]} starts: merged in time they "
+                           "make one capture spanning both; to analyze each file on its own use analyze --each")
+        return out + self._psn_disagreements(files) if self.parts else out
+
+    def _psn_disagreements(self, files: list[str]) -> list[str]:
+        """Flows seen in two files over the same time with PSN spans too far apart to be one
+        sequence (a span wider than half the PSN space may have wrapped: never counted)."""
+        file, key, t0, t1, p0, p1, src, dst, qp = self._folded()
+        order = np.lexsort((p0, key))
+        i, j = order[:-1], order[1:]
+        gap = np.minimum(p0[j] - p1[i], PSN_MOD - (np.maximum(p1[i], p1[j]) - p0[i]))
+        bad = ((key[i] == key[j]) & (file[i] != file[j]) & (np.maximum(t0[i], t0[j]) <= np.minimum(t1[i], t1[j]))
+               & (p1[i] - p0[i] < PSN_MOD // 2) & (p1[j] - p0[j] < PSN_MOD // 2) & (gap > PSN_SLACK))
+        out, pairs = [], {}
+        for x, y in zip(i[bad].tolist(), j[bad].tolist()):
+            pairs.setdefault(tuple(sorted((int(file[x]), int(file[y])))), []).append((x, y))
+        for (fa, fb), flows in pairs.items():
+            x, y = flows[0] if file[flows[0][0]] == fa else flows[0][::-1]
+            more = f" (and {len(flows) - 1:,} more flows)" if len(flows) > 1 else ""
+            out.append(f"{files[fa]} and {files[fb]} overlap in time but disagree: flow {_flow_name(src[x], dst[x], qp[x])} "
+                       f"has PSNs {p0[x]:,}-{p1[x]:,} in one and {p0[y]:,}-{p1[y]:,} in the other at the same time, "
+                       f"which cannot be one sequence{more}; if they are separate captures use analyze --each")
+        return out
+
+
+def _flow_key(batch: Batch, rows: np.ndarray) -> np.ndarray:
+    """A 64-bit hash of (source, destination, destination QP, response or request) per row."""
+    src = np.ascontiguousarray(batch.cols["_src_addr"][rows]).view(np.uint64).reshape(len(rows), -1)
+    dst = np.ascontiguousarray(batch.cols["_dst_addr"][rows]).view(np.uint64).reshape(len(rows), -1)
+    response = np.isin(batch.cols["opcode"][rows] & 0x1F, (0x0D, 0x0E, 0x0F, 0x10, 0x11, 0x12))  # IBTA 9.2.1
+    parts = [*src.T, *dst.T, batch.cols["dest_qp"][rows].astype(np.uint64), response.astype(np.uint64)]
+    key = np.zeros(len(rows), np.uint64)
+    with np.errstate(over="ignore"):
+        for n, part in enumerate(parts):
+            key = (key ^ part) * np.uint64(0x9E3779B97F4A7C15 + 2 * n)
+    return key.view(np.int64)
+
+
+def _flow_name(src, dst, qp) -> str:
+    from roceview.analysis.flows import format_address
+
+    words = lambda a: np.ascontiguousarray(a).view(np.uint64)  # noqa: E731
+    return f"{format_address(words(src))}>{format_address(words(dst))}:0x{int(qp):06x}"

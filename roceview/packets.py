@@ -69,9 +69,9 @@ def _batches(paths, roce_ports, chunk_packets: int, warn, walk_ahead: bool, proj
 def _merged(files, starts, ports, chunk_packets: int, warn, walk_ahead: bool, projection) -> Iterator[Batch]:
     """Several files merged in time order (roceview.merge): a ring buffer's files one after the
     other, files that overlap in time interleaved."""
-    from roceview.merge import merge_in_time
+    from roceview.merge import FileSpans, merge_in_time
 
-    interfaces = _Interfaces()
+    interfaces, spans = _Interfaces(), FileSpans(len(files))
     _allow_open_files(len(files))
 
     def open_file(k: int, beside: int) -> Iterator[Batch]:
@@ -84,10 +84,13 @@ def _merged(files, starts, ports, chunk_packets: int, warn, walk_ahead: bool, pr
             batch = decode_chunk(chunk, ports, 1, projection)
             batch.cols["interface"] = interfaces.seen(k, batch.cols["interface"])
             batch.cols["_file"] = np.full(batch.n, k, np.uint16)
+            spans.observe(k, batch)
             yield batch
 
     never = -(1 << 62)                               # an empty or unreadable file: opened first
-    return merge_in_time([never if s is None else s for s in starts], open_file, chunk_packets)
+    yield from merge_in_time([never if s is None else s for s in starts], open_file, chunk_packets)
+    for message in spans.disagreements(files):       # unrelated captures merged: say so, suggest --each
+        warn(message)
 
 
 class _Interfaces:

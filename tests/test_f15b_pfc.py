@@ -22,13 +22,13 @@ def test_pauses_that_lapse_a_moment_are_a_storm_by_share_over_the_whole_episode(
     assert "paused 99.9% of 149.856 ms" in storm["summary"] and "at least 99% of a 100 ms window" in storm["summary"]
     assert "continuously" not in storm["summary"] and "each refreshed" not in storm["evidence"]
     assert "rule: paused share of a window" in storm["evidence"]
-    assert "446 pause frames in 446 paused periods: the pauses lapsed for up to 0.461 us" in storm["evidence"]
+    assert "446 pause frames in 446 paused periods: the pauses lapsed for up to 461 ns" in storm["evidence"]
     assert storm["end_ts"] - storm["start_ts"] == 446 * 336_000 - 336_000 + XOFF_100G_NS   # first XOFF to the last's end
 
 
 def test_refreshed_pauses_are_a_continuous_storm_spanning_the_period(tmp_path):
     storm = one(_xoffs(300_000).findings(tmp_path), "pfc_storm")
-    assert "paused continuously for 150.0 ms (watchdog threshold 100 ms)" in storm["summary"]
+    assert "paused continuously for 150.000 ms (watchdog threshold 100 ms)" in storm["summary"]
     assert "rule: continuous pause" in storm["evidence"]
     assert "500 pause frames in the episode, each refreshed before the previous one ran out" in storm["evidence"]
     assert storm["end_ts"] - storm["start_ts"] == 500 * 300_000

@@ -33,16 +33,17 @@ def tmux():
     return exe
 
 
-def _run_in_tmux(exe: str, env: str = "") -> str:
-    """Run `roceview analyze` in a detached tmux window of COLS x ROWS; its screen with styles."""
+def _run_in_tmux(exe: str, env: str = "", cols: int = COLS, args: str = "--max-qps 3",
+                 capture: Path = CAPTURE) -> str:
+    """Run `roceview analyze` in a detached tmux window of cols x ROWS; its screen with styles."""
     name = f"roceview-test-{uuid.uuid4().hex[:8]}"
     tmux = exe
     done = f"__done_{name}__"
     cmd = (f"cd {shlex.quote(str(REPO))} && {env} {shlex.quote(sys.executable)} -m roceview analyze "
-           f"{shlex.quote(str(CAPTURE))} --max-qps 3; echo {done}")
+           f"{shlex.quote(str(capture))} {args}; echo {done}")
     tmux = [tmux, "-L", name, "-f", "/dev/null"]          # own server and socket, no user config
-    subprocess.run([*tmux, "new-session", "-d", "-s", name, "-x", str(COLS), "-y", str(ROWS),
-                    "env", "LANG=C.UTF-8", "TERM=xterm-256color", "sh", "-c", f"{cmd}; sleep 30"], check=True)
+    subprocess.run([*tmux, "new-session", "-d", "-s", name, "-x", str(cols), "-y", str(ROWS),
+                    "env", "-u", "COLUMNS", "LANG=C.UTF-8", "TERM=xterm-256color", "sh", "-c", f"{cmd}; sleep 30"], check=True)
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -79,3 +80,36 @@ def test_report_on_a_terminal_has_colour_and_fits_its_width(tmux):
 def test_no_color_turns_colour_off_on_a_terminal(tmux):
     screen = _run_in_tmux(tmux, env="NO_COLOR=1")
     assert "Findings" in screen and SGR not in screen.replace(SGR + "0m", "").replace(SGR + "m", "")
+
+
+COMPACT = ["flow", "gaps", "unrecov", "retx", "NAKs", "CE", "CNP", "RTT p50", "Gb/s"]
+WIDE = ["flow", "peer", "tr", "pkts", "gaps", "gap PSNs", "unrecov", "retx", "NAK seq", "RNR", "NAK other",
+        "CE", "CNP", "RTT p50", "RTT p99", "Gb/s"]
+
+
+def _qp_heads(text: str) -> list[str]:
+    """The QP table's column heads (the line after 'Queue pairs')."""
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("Queue pairs"))
+    return [h.strip() for h in lines[at + 1].split("┃")]
+
+
+@pytest.mark.parametrize("cols, args, heads", [
+    (80, "", COMPACT), (200, "", WIDE), (200, "--wide", WIDE), (80, "--max-qps 0", COMPACT)])
+def test_report_fits_80_and_200_columns_compact_or_all_columns(tmux, cols, args, heads):
+    """incast: 12 flows, findings with long flow lists; at 80 columns the telling columns,
+    at 200 all of them; no line wider than the terminal either way."""
+    text = _plain(_run_in_tmux(tmux, cols=cols, args=args, capture=REPO / "captures" / "incast.pcap"))
+    lines = [line for line in text.splitlines() if "__done_" not in line]
+    assert max(len(line) for line in lines) <= cols, "\n".join(line for line in lines if len(line) > cols)
+    assert _qp_heads(text) == heads
+    if heads == COMPACT:
+        assert "--wide shows all" in text
+    assert not any(line.rstrip().endswith("…") for line in lines), "a line was cut: it did not fit"
+
+
+def test_wide_at_80_columns_shows_every_column_uncut(tmux):
+    """--wide: the table keeps every column; the terminal wraps it (capture-pane -J joins)."""
+    text = _plain(_run_in_tmux(tmux, cols=80, args="--wide", capture=REPO / "captures" / "incast.pcap"))
+    assert _qp_heads(text) == WIDE
+    assert max(len(line) for line in text.splitlines()) > 80

@@ -2,7 +2,9 @@
 
 The C build is the normal case: it needs no numba import and no JIT cache at run time
 (measured 0.5-0.8 s of a 1 M-packet `analyze`, see benchmarks/). Where it was not built
-(no compiler at install), the numba kernels give the same results, a test checks that.
+(no compiler at install), the numba kernels give the same results, a test checks that;
+numba is then needed (the `roceview[numba]` extra), else importing this module raises
+RoceviewError(NO_KERNEL): one line saying what to install.
 ROCEVIEW_KERNEL=numba forces the fallback; ROCEVIEW_KERNEL=c makes a missing build an error.
 
 Every function takes the same numpy arrays in both backends:
@@ -175,6 +177,10 @@ class _Numba:
                      projection, o, meta, *outs)
 
 
+NO_KERNEL = ("no decode kernel: roceview's C extension was not built and numba is not installed; "
+             "pip install 'roceview[numba]' (or reinstall roceview where a C compiler is available)")
+
+
 def _load():
     choice = os.environ.get("ROCEVIEW_KERNEL", "")
     if choice != "numba":
@@ -183,7 +189,14 @@ def _load():
         except (ImportError, OSError, AttributeError):
             if choice == "c":
                 raise
-    return _Numba()
+    try:
+        return _Numba()
+    except ImportError as exc:
+        if exc.name not in ("numba", "llvmlite"):
+            raise
+        from roceview.errors import RoceviewError
+
+        raise RoceviewError(NO_KERNEL) from None        # the CLI prints it as one line, exit 2
 
 
 KERNELS = _load()

@@ -29,6 +29,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--max-qps", type=_count, default=MAX_QP_ROWS, metavar="N",
                         help=f"queue pairs listed in the report, worst first (default {MAX_QP_ROWS}; 0 = all); "
                              "--csv/--json always have all")
+    parser.add_argument("--wide", action="store_true",
+                        help="every queue-pair column, lines as wide as they get (default: what fits the terminal)")
+    parser.add_argument("--each", action="store_true",
+                        help="analyze each capture file on its own (one report each; --csv DIR: a sub-folder "
+                             "per file) instead of merging them in time")
 
 
 def _count(text: str) -> int:
@@ -42,6 +47,52 @@ def _count(text: str) -> int:
 
 
 def run(args, env) -> ExitStatus:
+    if args.each:
+        return _run_each(args, env)
+    return _run_one(args, env)
+
+
+def _run_each(args, env) -> ExitStatus:
+    """--each: one analysis, report and --csv sub-folder per file; the worst exit status."""
+    from roceview.capture.source import expand_paths
+    from roceview.errors import BadInput
+
+    if args.json:
+        raise BadInput("--each writes one report per file: use --csv DIR (a sub-folder per file), not --json")
+    files = expand_paths(args.capture)
+    folders = _folders(files)
+    status = ExitStatus.OK
+    for i, path in enumerate(files):
+        if i:
+            env.stdout.write("\n")
+        one = argparse.Namespace(**{**vars(args), "capture": [path], "each": False,
+                                    "csv": args.csv and _join(args.csv, folders[i])})
+        status = max(status, _run_one(one, env))
+    return status
+
+
+def _folders(files: list[str]) -> list[str]:
+    """A sub-folder name per file: its name without the capture suffix, numbered when two
+    files share one (ring/a.pcap and mirror/a.pcap: a, a-2)."""
+    import os
+
+    names, seen = [], {}
+    for path in files:
+        name = "stdin" if path == "-" else os.path.basename(path)
+        for suffix in (".gz", ".pcapng", ".pcap", ".cap"):
+            name = name[:-len(suffix)] if name.lower().endswith(suffix) and len(name) > len(suffix) else name
+        seen[name] = seen.get(name, 0) + 1
+        names.append(name if seen[name] == 1 else f"{name}-{seen[name]}")
+    return names
+
+
+def _join(folder: str, name: str) -> str:
+    import os
+
+    return os.path.join(folder, name)
+
+
+def _run_one(args, env) -> ExitStatus:
     from roceview.capture.memory import prefault_heap
 
     prefault_heap(2 * _input_bytes(args.capture))     # on the idle core, while numpy imports
@@ -62,7 +113,7 @@ def run(args, env) -> ExitStatus:
     from roceview.render.report import make_console, print_report
 
     is_tty = hasattr(env.stdout, "isatty") and env.stdout.isatty()
-    print_report(result, make_console(env.stdout, is_tty), max_qps=args.max_qps)
+    print_report(result, make_console(env.stdout, is_tty, wide=args.wide), max_qps=args.max_qps)
     return _exit_status(result, args.fail_on)
 
 

@@ -42,7 +42,7 @@ def find(result, config: Config | None = None, facts: CaptureFacts | None = None
     records = []
     for rule in RULES:
         records += rule(ctx)
-    return finalize(records)
+    return finalize(records, (ctx.start_ns, ctx.end_ns) if result.summary.get("first_ts") else None)
 
 
 def diagnose(result, config: Config | None = None, facts: CaptureFacts | None = None):

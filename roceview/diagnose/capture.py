@@ -2,7 +2,7 @@
 decode_warnings."""
 from __future__ import annotations
 
-from roceview.diagnose.context import PSN_MOD, Context
+from roceview.diagnose.context import PSN_MOD, Context, span
 from roceview.diagnose.finding import finding, plural
 
 
@@ -14,12 +14,12 @@ def capture_findings(ctx: Context) -> list[dict]:
             "info", "truncated_frames",
             f"{plural(f.truncated_frames, 'frame')} were cut before their end (snaplen, mirror truncation): "
             "sizes still come from the length fields, ICRCs of cut frames are not checked.",
-            [], ctx.start_ns, ctx.end_ns, [f"{f.truncated_frames} truncated frames, first: frame {', '.join(map(str, f.truncated_first))}"],
+            [], ctx.start_ns, ctx.end_ns, [f"{plural(f.truncated_frames, 'truncated frame')}, first: frame {', '.join(map(str, f.truncated_first))}"],
             "Fine for PSN analysis; capture with a larger snaplen to verify ICRCs or payloads."))
     if f is not None and f.ts_backwards:
         out.append(finding(
             "info", "timestamps_backwards",
-            f"Timestamps go backwards {plural(f.ts_backwards, 'time')} (by up to {f.ts_backwards_max_ns / 1000:.3f} us): "
+            f"Timestamps go backwards {plural(f.ts_backwards, 'time')} (by up to {span(f.ts_backwards_max_ns)}): "
             "merged or multi-queue captures; delays measured across them are approximate.",
             [], ctx.start_ns, ctx.end_ns, [f"frames {', '.join(map(str, f.ts_backwards_frames))}"],
             "Capture on one queue or with hardware timestamps (`tcpdump -j adapter_unsynced`), or merge files with mergecap."))
@@ -27,7 +27,7 @@ def capture_findings(ctx: Context) -> list[dict]:
     if n:
         warnings = ctx.summary.get("warnings") or []
         out.append(finding("info", "decode_warnings", f"The reader reported {plural(n, 'warning')} (damaged or cut records).",
-                           [], ctx.start_ns, ctx.end_ns, warnings[:3] or [f"{n} warnings"],
+                           [], ctx.start_ns, ctx.end_ns, warnings[:3] or [plural(n, "warning")],
                            "Check the capture file (e.g. `capinfos`, `editcap`); numbers near the damage may be off."))
     return out
 
@@ -70,7 +70,7 @@ def _acknowledged(ctx: Context, name: str) -> bool:
 def _icrc_finding(ctx: Context, bad: dict, accepted: bool) -> dict:
     total = sum(bad.values())
     frames = ", ".join(map(str, ctx.facts.bad_icrc_frames))
-    evidence = [f"{c} bad ICRC on {n}" for n, c in sorted(bad.items())[:5]] + [f"first frames {frames}"]
+    evidence = [f"{c:,} bad ICRC on {n}" for n, c in sorted(bad.items())[:5]] + [f"first frames {frames}"]
     if accepted:
         summary = (f"{plural(total, 'RoCE frame')} in {plural(len(bad), 'flow')} fail the ICRC check as captured, "
                    "yet the receivers acknowledged them and nothing was resent: the NICs got them intact, the "

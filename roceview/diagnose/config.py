@@ -14,6 +14,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from roceview.errors import BadInput
+from roceview.units import article
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,7 @@ def _build(values: dict, path) -> Config:
         if isinstance(default, bool) != isinstance(value, bool) or (
                 isinstance(default, (int, float)) and not isinstance(value, (int, float))) or (
                 isinstance(default, (str, dict)) and not isinstance(value, type(default))):
-            raise BadInput(f"{where}{key} must be a {type(default).__name__} (got {value!r})")
+            raise BadInput(f"{where}{key} must be {article(type(default).__name__)} (got {value!r})")
         clean[key] = float(value) if isinstance(default, float) else value
     if clean.get("trust", "auto") not in ("auto", "pcp", "dscp"):
         raise BadInput(f"{where}trust must be auto, pcp or dscp (got {clean['trust']!r})")

@@ -15,6 +15,7 @@ import numpy as np
 from roceview.analysis.flows import format_address
 from roceview.analysis.opcodes import ACKNOWLEDGE, ATOMIC_ACKNOWLEDGE, CNP, READ_REQUEST, READ_RESPONSE, REQUEST
 from roceview.analysis.pfc import format_mac
+from roceview.units import duration
 
 PSN_MOD = 1 << 24
 DATA_CLASSES = (REQUEST, READ_REQUEST, READ_RESPONSE)
@@ -233,11 +234,10 @@ def mac_text(mac: int) -> str:
 
 
 def us(ns) -> str:
-    """Microseconds with 3 decimals, for evidence text."""
-    return f"{float(ns) / 1000.0:.3f} us"
+    """A duration for evidence text (roceview.units: ns, us, ms or s, 3 decimals)."""
+    return duration(ns)
 
 
 def span(ns) -> str:
-    """A duration for summaries: us below 1 ms, else ms."""
-    ns = float(ns)
-    return f"{ns / 1000.0:.3f} us" if ns < 1_000_000 else f"{ns / 1e6:.3f} ms"
+    """A duration for summaries (the same formatter)."""
+    return duration(ns)

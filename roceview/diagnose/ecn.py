@@ -67,7 +67,7 @@ def _congestion(ctx: Context) -> list[dict]:
         sev = "warning" if share >= ctx.config.ce_warning_share else "info"
         ts = [ctx.flow[n]["first_ts"] for n in flows + cnp_flows]
         te = [ctx.flow[n]["last_ts"] for n in flows + cnp_flows]
-        evidence = [f"{ce} CE of {data} data packets into {rx}", f"{cnps} CNPs from {rx} to {', '.join(senders)}"]
+        evidence = [f"{ce:,} CE of {plural(data, 'data packet')} into {rx}", f"{plural(cnps, 'CNP')} from {rx} to {', '.join(senders)}"]
         out.append(finding(sev, "ecn_congestion", summary, [n for n in flows if _ce(ctx, n)[1]] + cnp_flows,
                            min(ts), max(te), evidence, DCQCN_ADVICE + " Marking under load is DCQCN working; "
                            "persistent high CE share means the path is oversubscribed."))
@@ -97,7 +97,7 @@ def _not_enabled(ctx: Context) -> list[dict]:
                    "mark them, so DCQCN is off and only PFC (or loss) limits congestion"
                    + (f" (only {plural(not_ect, 'packet')}: below {ctx.config.not_ect_min_packets:,}, too little "
                       "traffic to matter; soft-RoCE (rxe) sends Not-ECT by default and has no DCQCN at all)." if few else "."))
-        evidence = [f"{not_ect} of {data} data packets (RoCEv2) from {src} have ECN 00 in {plural(len(flows), 'flow')}"]
+        evidence = [f"{not_ect:,} of {data:,} data packets (RoCEv2) from {src} have ECN 00 in {plural(len(flows), 'flow')}"]
         out.append(finding("info" if few else "warning", "ecn_not_enabled", summary, flows,
                            min(ctx.flow[n]["first_ts"] for n in flows), max(ctx.flow[n]["last_ts"] for n in flows),
                            evidence, NOT_ECT_ADVICE))
@@ -129,7 +129,7 @@ def _cnp_missing(ctx: Context) -> list[dict]:
         summary = (f"{rx} received {plural(ce, 'CE-marked packet')} from {', '.join(senders)} and no CNP from it "
                    "was captured: its notification point may be off (then the senders never slow down), or its "
                    "CNPs take a path this capture point does not see.")
-        evidence = [f"{r[1]} CE on {r[0]}, 0 CNP from {rx}" for r in rows]
+        evidence = [f"{r[1]:,} CE on {r[0]}, 0 CNP from {rx}" for r in rows]
         if old != ce:
             evidence.append(f"{plural(old, 'CE mark')} more than {ctx.config.cnp_wait_us:g} us before the capture end "
                             "(later ones may still get their CNP)")
@@ -157,7 +157,7 @@ def _incast(ctx: Context) -> list[dict]:
         signals = _signals(ctx, dst, flows, w * width, (w + 1) * width)
         if len(senders) < ctx.config.incast_senders or not signals:
             continue
-        summary = (f"Incast: {len(senders)} senders burst into {dst} within {width / 1e6:g} ms, with "
+        summary = (f"Incast: {plural(len(senders), 'sender')} burst into {dst} within {width / 1e6:g} ms, with "
                    f"{', '.join(signals)} there.")
         advice = ("Many-to-one bursts overflow the egress queue toward the receiver: spread or stagger the senders "
                   "(collective algorithm, fewer outstanding READ/WRITE per QP), let DCQCN react early (lower Kmin), "
@@ -215,13 +215,13 @@ def _signals(ctx: Context, dst: str, flows, start: int, end: int) -> list[str]:
     pauses = _pauses_near(ctx, dst, flows, start, end)
     out = []
     if ce:
-        out.append(f"{ce} CE-marked packets")
+        out.append(plural(ce, "CE-marked packet"))
     if cnps:
-        out.append(f"{cnps} CNPs from {dst}")
+        out.append(f"{plural(cnps, 'CNP')} from {dst}")
     if pauses:
-        out.append(f"{pauses} PFC pause frames")
+        out.append(plural(pauses, "PFC pause frame"))
     if loss:
-        out.append(f"{loss} gaps/retransmissions")
+        out.append(f"{loss:,} gaps/retransmissions")
     return out
 
 

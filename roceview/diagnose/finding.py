@@ -1,6 +1,8 @@
 """A finding record and the final list: dedupe by key, order worst first."""
 from __future__ import annotations
 
+from roceview.units import plural  # noqa: F401  (the rules import it from here)
+
 
 def _sha1(data: bytes):
     """hashlib.sha1 without hashlib: importing it loads OpenSSL (_hashlib, ~5-7 ms of every
@@ -32,23 +34,25 @@ def finding(severity: str, kind: str, summary: str, flows=(), start_ts: int = 0,
             "advice": advice, "key": key}
 
 
-def finalize(records: list[dict]) -> list[dict]:
+def finalize(records: list[dict], span: tuple[int, int] | None = None) -> list[dict]:
+    """Deduplicated, worst first; start_ts/end_ts kept inside `span` (the capture's first and
+    last packet): a rule's window (an incast's 1 ms) may reach past them, nothing was seen there."""
     seen: set[str] = set()
     out = []
     for r in records:
         if r["key"] in seen:
             continue
         seen.add(r["key"])
+        if span is not None and span[1] >= span[0]:
+            r["start_ts"], r["end_ts"] = (min(max(r[k], span[0]), span[1]) for k in ("start_ts", "end_ts"))
         out.append(r)
     out.sort(key=lambda r: (-RANK[r["severity"]], r["kind"], r["start_ts"], r["flows"]))
     return out
 
 
-def plural(n: int, word: str, many: str | None = None) -> str:
-    return f"{n:,} {word if n == 1 else (many or word + 's')}"
 
 
 def psn_list(values, limit: int = 5) -> str:
     values = [int(v) for v in values]
     text = ", ".join(str(v) for v in values[:limit])
-    return text + (f" (+{len(values) - limit} more)" if len(values) > limit else "")
+    return text + (f" (+{len(values) - limit:,} more)" if len(values) > limit else "")

@@ -18,6 +18,7 @@ import numpy as np
 from roceview.analysis.tables import Coded, format_ts
 from roceview.diagnose.context import Context
 from roceview.diagnose.finding import finding
+from roceview.units import gbps as fmt_gbps
 
 
 def link_speed(ctx: Context) -> float:
@@ -37,9 +38,9 @@ def link_speed_findings(ctx: Context) -> list[dict]:
     if fast is not None and fast[1] > speed:
         host, gbps, start, width, side = fast
         summary = (f"Pause times assume a {speed:g} Gb/s link (--link-speed), but the traffic {side} {host} reached "
-                   f"{gbps:.1f} Gb/s over {width / 1e6:g} ms: its link is faster, so every pause time here is too "
+                   f"{fmt_gbps(gbps)} Gb/s over {width / 1e6:g} ms: its link is faster, so every pause time here is too "
                    "long; give --link-speed with the port speed.")
-        evidence = [f"{gbps:.1f} Gb/s of RoCE frames {side} {host} in the {width / 1e6:g} ms from {format_ts(start)}",
+        evidence = [f"{fmt_gbps(gbps)} Gb/s of RoCE frames {side} {host} in the {width / 1e6:g} ms from {format_ts(start)}",
                     f"assumed {speed:g} Gb/s"]
         return [finding("info", "link_speed_mismatch", summary, [], start, start + width, evidence, _ADVICE)]
     prios = {r["priority"] for r in ctx.pfc if r["pause_frames"]}

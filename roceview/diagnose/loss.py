@@ -193,7 +193,7 @@ def _capture_loss(captured: dict[str, list]) -> dict:
     evidence = [f"{name}: {plural(len(v), 'gap')} of {plural(sum(c for *_, c in v), 'PSN')} from PSN "
                 f"{psn_list([f for _, f, _ in v], 3)}" for name, v in worst[:5]]
     if len(worst) > 5:
-        evidence.append(f"{len(worst) - 5} more flows")
+        evidence.append(plural(len(worst) - 5, "more flow"))
     evidence.append("no NAK from the receivers and no retransmission by the senders: the endpoints never missed them")
     summary = (f"The capture missed {plural(psns, 'packet')} in {plural(len(gaps), 'gap')} on "
                f"{plural(len(captured), 'flow')} that the endpoints never noticed: the mirror or capture host "

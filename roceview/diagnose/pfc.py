@@ -103,7 +103,7 @@ def _pause(ctx: Context, row: dict, host, note: str) -> dict:
     summary = (f"{_who(row['src_mac'], host)} paused {_prio_text(p)} with {plural(row['pause_frames'], 'pause frame')}: "
                f"{span(row['paused_us'] * 1000)} in total ({share:.1%} of the capture), longest "
                f"{span(row['longest_pause_us'] * 1000)}; {note}.")
-    evidence = [f"{row['pause_frames']} pause / {row['resume_frames']} resume frames from {row['src_mac']} for {_prio_text(p)}",
+    evidence = [f"{row['pause_frames']:,} pause / {row['resume_frames']:,} resume frames from {row['src_mac']} for {_prio_text(p)}",
                 f"paused {span(row['paused_us'] * 1000)} of {span(ctx.duration_ns())} captured",
                 f"longest continuous pause {span(row['longest_pause_us'] * 1000)}", note]
     rx, tx = _counters(p, "rx"), _counters(p, "tx")
@@ -159,8 +159,8 @@ def _without_ecn(ctx: Context, row: dict, note: str) -> list[dict]:
     summary = (f"{row['src_mac']} paused {_prio_text(p)} {plural(row['pause_frames'], 'time')} while its "
                f"{plural(ect, 'ECN-capable RoCE data packet')} carried no CE mark and no CNP came back: "
                "the fabric back-pressures instead of rate-controlling.")
-    evidence = [f"{row['pause_frames']} pause frames from {row['src_mac']} (not a RoCE endpoint: a switch port)",
-                f"{ect} ECT data packets on {_prio_text(p)} in {plural(len(flows), 'flow')}, 0 CE, 0 CNP", note]
+    evidence = [f"{plural(row['pause_frames'], 'pause frame')} from {row['src_mac']} (not a RoCE endpoint: a switch port)",
+                f"{plural(ect, 'ECT data packet')} on {_prio_text(p)} in {plural(len(flows), 'flow')}, 0 CE, 0 CNP", note]
     advice = ("Enable ECN marking on the switch queue of the RoCE priority with Kmin < Kmax < PFC XOFF so marking "
               "starts before pausing; check DCQCN on the NICs (RDMA hw counters np_ecn_marked_roce_packets and "
               "np_cnp_sent on the receivers, rp_cnp_handled on the senders) and `ethtool -S` "

@@ -70,7 +70,7 @@ def storm_finding(ctx: Context, row: dict, per: np.ndarray, frames: list, who: s
     longest = int((per[:, 1] - per[:, 0]).max())
     xoffs = sum(1 for ts, q in frames if q > 0 and start <= ts < end)
     if continuous:
-        rule = f"paused continuously for {longest / 1e6:.1f} ms (watchdog threshold {cfg.storm_ms:g} ms)"
+        rule = f"paused continuously for {span(longest)} (watchdog threshold {cfg.storm_ms:g} ms)"
         how = f"{plural(xoffs, 'pause frame')} in the episode, each refreshed before the previous one ran out" \
             if n_periods == 1 else f"{plural(xoffs, 'pause frame')} in {plural(n_periods, 'paused period')}"
     else:

@@ -78,7 +78,7 @@ def _finding(ctx, src, prio, flows, protected, sources, cnp: bool) -> dict:
     want = ", ".join(str(p) for p in sorted(protected))
     summary = (f"{src} sends {plural(n, what)} on priority {prio} ({marks}) but PFC protects "
                f"only priority {want}: {'congestion notifications may be dropped' if cnp else 'this traffic is lossy'}.")
-    evidence = [f"{plural(len(flows), 'flow')} from {src}: {marks}, {n} packets", *sources[:3],
+    evidence = [f"{plural(len(flows), 'flow')} from {src}: {marks}, {plural(n, 'packet')}", *sources[:3],
                 f"priority from {'PCP when VLAN-tagged, else DSCP' if ctx.config.trust == 'auto' else ctx.config.trust.upper()}"]
     advice = (f"Give {src}'s NIC the fabric QoS: `mlnx_qos -i <if> --trust dscp --pfc 0,0,0,1,0,0,0,0` (or `dcb pfc "
               "set dev <if> prio-pfc 3:on`) with the RoCE traffic class set for the RDMA device (RDMA-CM: "

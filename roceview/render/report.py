@@ -10,51 +10,53 @@ import textwrap
 
 import numpy as np
 
-from roceview.render.screen import Screen
+from roceview.render.screen import Screen, table_width
+from roceview.units import count, duration, gbps, plural
 
 MAX_QP_ROWS = 25
 _SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
-_DETECTED = (("gap_events", "PSN gap events"), ("gap_psns", "PSNs skipped by gaps"),
-             ("unrecovered_psns", "PSNs never recovered"), ("retransmitted_packets", "retransmitted packets"),
-             ("timeout_retransmits", "retransmissions after a timeout"), ("naks_seq", "NAKs (PSN sequence error)"),
-             ("naks_rnr", "RNR NAKs"), ("naks_other", "other NAKs"), ("pause_frames", "PFC/PAUSE pause frames"),
-             ("resume_frames", "PFC/PAUSE resume frames"), ("ecn_ce", "ECN CE-marked packets"),
-             ("cnp_packets", "CNPs"))
+_DETECTED = (("gap_events", "PSN gap event", None), ("gap_psns", "PSN skipped by gaps", "PSNs skipped by gaps"),
+             ("unrecovered_psns", "PSN never recovered", "PSNs never recovered"),
+             ("retransmitted_packets", "retransmitted packet", None),
+             ("timeout_retransmits", "retransmission after a timeout", "retransmissions after a timeout"),
+             ("naks_seq", "NAK (PSN sequence error)", "NAKs (PSN sequence error)"), ("naks_rnr", "RNR NAK", None),
+             ("naks_other", "other NAK", None), ("pause_frames", "PFC/PAUSE pause frame", None),
+             ("resume_frames", "PFC/PAUSE resume frame", None), ("ecn_ce", "ECN CE-marked packet", None),
+             ("cnp_packets", "CNP", None))  # (summary key, one, many: None adds an s)
 
 
-def make_console(out, is_tty: bool) -> Screen:
-    return Screen(out, is_tty)
+def make_console(out, is_tty: bool, wide: bool = False) -> Screen:
+    return Screen(out, is_tty, crop=not wide)
 
 
-def print_report(result, console: Screen, max_qps: int = MAX_QP_ROWS) -> None:
+def print_report(result, console: Screen, max_qps: int = MAX_QP_ROWS, wide: bool | None = None) -> None:
+    """wide: every QP column, lines uncut (--wide); None: --wide when the Screen does not crop."""
+    wide = (not console.crop) if wide is None else wide
+    console.crop = console.crop and not wide
     _summary(result.summary, console)
     _findings(result, console)
-    _qp_table(result.flows_table, console, max_qps)
+    _qp_table(result.flows_table, console, max_qps, wide)
     _pfc_table(result.pfc_table, console)
-
-
-def _duration(ns: int) -> str:
-    return f"{ns / 1e9:.6f} s" if ns >= 1_000_000 else f"{ns / 1e3:.3f} us"
 
 
 def _summary(s: dict, console: Screen) -> None:
     p = s["protocols"]
     other = s["packets"] - s["roce_packets"] - p.get("pfc", 0) - p.get("pause", 0)
     files = ", ".join(s["files"]) or "-"
-    console.print(f"{console.style('Capture', 'bold')} {files}")
-    console.print(f"  packets {s['packets']:,} in {_duration(s['duration_ns'])}"
-                  f" (first {s['first_ts'] or '-'}, last {s['last_ts'] or '-'})")
-    console.print(f"  RoCE {s['roce_packets']:,} (v1 {p.get('roce_v1', 0):,}, v2 {p.get('roce_v2', 0):,},"
-                  f" IB {p.get('ib', 0):,}), PFC {p.get('pfc', 0):,}, PAUSE {p.get('pause', 0):,},"
-                  f" other {other:,}; flows {s['flows']:,}; path MTU {s['pmtu'] or 'unknown'}")
+    console.para(f"{console.style('Capture', 'bold')} {files}", indent="")
+    console.para(f"{plural(s['packets'], 'packet')} in {duration(s['duration_ns'])}"
+                 f" (first {s['first_ts'] or '-'}, last {s['last_ts'] or '-'})")
+    console.para(f"RoCE {count(s['roce_packets'])} (v1 {count(p.get('roce_v1', 0))}, v2 {count(p.get('roce_v2', 0))},"
+                 f" IB {count(p.get('ib', 0))}), PFC {count(p.get('pfc', 0))}, PAUSE {count(p.get('pause', 0))},"
+                 f" other {count(other)}; {plural(s['flows'], 'flow')}; path MTU {s['pmtu'] or 'unknown'}")
     if s.get("timeline_bucket_ms", s.get("bucket_ms")) != s.get("bucket_ms"):
-        console.print(f"  timeline buckets of {s['timeline_bucket_ms']:g} ms (not {s['bucket_ms']:g} ms): "
-                      "the timeline would have outgrown memory")
+        console.para(f"timeline buckets of {s['timeline_bucket_ms']:g} ms (not {s['bucket_ms']:g} ms): "
+                     "the timeline would have outgrown memory")
     if s.get("events_not_listed"):
-        extra = ", ".join(f"{n:,} {k}" for k, n in s["events_not_listed"].items())
-        console.print(f"  events.csv lists the first events of each kind only; not listed: {extra}")
+        extra = ", ".join(f"{count(n)} {k}" for k, n in s["events_not_listed"].items())
+        console.para(f"events.csv lists the first events of each kind only; not listed: {extra}")
     if s["decode_warnings"]:
-        console.print("  " + console.style(f"decode warnings: {s['decode_warnings']}", "yellow"))
+        console.para(console.style(f"decode warnings: {count(s['decode_warnings'])}", "yellow"))
 
 
 def _findings(result, console: Screen) -> None:
@@ -62,16 +64,17 @@ def _findings(result, console: Screen) -> None:
     console.print("\n" + console.style("Findings", "bold"))
     if len(table):
         d = table.data
+        span = capture_span(result.summary)
         for i in range(len(table)):
             _finding(console, {k: d[k][i] for k in ("severity", "kind", "summary", "flows", "start_ts", "end_ts",
-                                                     "evidence", "advice")})
+                                                     "evidence", "advice")}, span)
         return
     detected = result.summary["detected"]
-    lines = [f"  {detected[k]:,} {label}" for k, label in _DETECTED if detected.get(k)]
+    lines = ["  " + plural(detected[k], one, many) for k, one, many in _DETECTED if detected.get(k)]
     console.print("\n".join(lines) if lines else "  nothing detected: no gaps, retransmissions, NAKs, pauses or marks")
 
 
-def _finding(console: Screen, f: dict) -> None:
+def _finding(console: Screen, f: dict, span=None) -> None:
     """One finding: severity and kind, its sentence, then when, flows, evidence and advice,
     wrapped under a hanging label (plain text, so a log or README shows it as on screen)."""
     severity, kind = f"{f['severity'].upper():8}", f" {f['kind']}  "
@@ -82,26 +85,45 @@ def _finding(console: Screen, f: dict) -> None:
                   + console.style(kind, "bold") + lines[0][len(indent):])
     for line in lines[1:]:
         console.print(line)
-    width = max(60, min(console.width, 140) - 20)
-    for label, value in (("when", _when(f["start_ts"], f["end_ts"])), ("flows", str(f["flows"]).replace(";", ", ")),
+    width = max(20, min(console.width, 140) - 20)
+    for label, value in (("when", _when(f["start_ts"], f["end_ts"], span)),
+                         ("flows", str(f["flows"]).replace(";", ", ")),
                          ("evidence", f["evidence"]), ("advice", f["advice"])):
         if not value:
             continue
-        lines = textwrap.wrap(str(value), width) or [""]
+        lines = textwrap.wrap(str(value), width, break_on_hyphens=False) or [""]
         console.print(console.style(f"{'':11}{label:<9}", "dim") + lines[0])
         for line in lines[1:]:
             console.print(f"{'':20}{line}")
     console.print()
 
 
-def _when(start, end) -> str:
+def capture_span(summary: dict) -> tuple[int, int] | None:
+    """(first, last) packet time in ns from the summary, or None when there were no packets."""
+    first = summary.get("first_ts")
+    if not first:
+        return None
+    sec, _, frac = str(first).partition(".")
+    start = int(sec) * 10**9 + int((frac + "000000000")[:9]) * (-1 if sec.startswith("-") else 1)
+    return start, start + int(summary.get("duration_ns") or 0)
+
+
+def _when(start, end, span=None) -> str:
+    """`first - last (duration)`, inside the capture's span: a rule's window (an incast's 1 ms)
+    may reach past the last packet, and nothing was seen there."""
     if start is None or end is None or start == "" or end == "":
         return ""
     try:
         s, e = int(start), int(end)
     except (TypeError, ValueError):
         return f"{start} - {end}"
-    return f"{s // 10**9}.{s % 10**9:09d} - {e // 10**9}.{e % 10**9:09d} ({_duration(e - s)})"
+    if span is not None:
+        s, e = min(max(s, span[0]), span[1]), min(max(e, span[0]), span[1])
+    return f"{_ts(s)} - {_ts(e)} ({duration(e - s)})"
+
+
+def _ts(ns: int) -> str:
+    return f"{'-' if ns < 0 else ''}{abs(ns) // 10**9}.{abs(ns) % 10**9:09d}"
 
 
 def worst_first(flows) -> np.ndarray:
@@ -116,42 +138,87 @@ def worst_first(flows) -> np.ndarray:
     return np.lexsort((-np.asarray(d["bytes"]), -marks, -loss, ~broken))
 
 
-_QP_COLUMNS = (("flow", "flow"), ("peer_qp", "peer"), ("transport", "tr"), ("packets", "pkts"),
-               ("gap_events", "gaps"), ("gap_psns", "gap PSNs"), ("unrecovered_psns", "unrecov"),
-               ("retransmitted_packets", "retx"), ("naks_seq", "NAK seq"), ("naks_rnr", "RNR"),
-               ("naks_other", "NAK other"), ("ecn_ce", "CE"), ("cnp_packets", "CNP"),
-               ("rtt_p50_us", "RTT p50 us"), ("rtt_p99_us", "RTT p99 us"), ("goodput_gbps", "Gb/s"))
+def _int(values) -> list[str]:
+    return [f"{v:,}" for v in np.asarray(values).tolist()]
+
+
+def _us(values) -> list[str]:
+    """Durations from float microseconds (NaN: no value, blank)."""
+    return [duration(v * 1000.0) for v in np.asarray(values, dtype=np.float64).tolist()]
+
+
+def _rate(values) -> list[str]:
+    return [gbps(v) for v in np.asarray(values, dtype=np.float64).tolist()]
+
+
+def _naks(d) -> np.ndarray:
+    return np.asarray(d["naks_seq"]) + np.asarray(d["naks_rnr"]) + np.asarray(d["naks_other"])
+
+
+# (head, cells of a table view, in the compact set shown when all do not fit the width)
+_QP_COLUMNS = (
+    ("flow", lambda v: v.text_column("flow"), True), ("peer", lambda v: v.text_column("peer_qp"), False),
+    ("tr", lambda v: v.text_column("transport"), False), ("pkts", lambda v: _int(v.data["packets"]), False),
+    ("gaps", lambda v: _int(v.data["gap_events"]), True), ("gap PSNs", lambda v: _int(v.data["gap_psns"]), False),
+    ("unrecov", lambda v: _int(v.data["unrecovered_psns"]), True),
+    ("retx", lambda v: _int(v.data["retransmitted_packets"]), True),
+    ("NAKs", lambda v: _int(_naks(v.data)), True), ("NAK seq", lambda v: _int(v.data["naks_seq"]), False),
+    ("RNR", lambda v: _int(v.data["naks_rnr"]), False), ("NAK other", lambda v: _int(v.data["naks_other"]), False),
+    ("CE", lambda v: _int(v.data["ecn_ce"]), True), ("CNP", lambda v: _int(v.data["cnp_packets"]), True),
+    ("RTT p50", lambda v: _us(v.data["rtt_p50_us"]), True), ("RTT p99", lambda v: _us(v.data["rtt_p99_us"]), False),
+    ("Gb/s", lambda v: _rate(v.data["goodput_gbps"]), True))
+_WIDE_ONLY = {"NAKs"}  # the compact set's sum of the three NAK columns the wide table shows
 _LOSS = ("gap_events", "gap_psns", "retransmitted_packets", "naks_seq", "naks_rnr")
 _SIGNS = _LOSS + ("unrecovered_psns", "naks_other", "ecn_ce", "cnp_packets")
 
 
-def _qp_table(flows, console: Screen, max_qps: int = MAX_QP_ROWS) -> None:
-    console.print("\n" + console.style("Queue pairs", "bold") + f" ({len(flows):,} flows, worst first)")
+def qp_cells(view, wide: bool, width: int) -> tuple[list[str], list[tuple]]:
+    """Heads and rows of the QP table: every column when `wide` or when they fit `width`,
+    else the compact set (flow, gaps, unrecovered, retx, NAKs, CE, CNP, RTT p50, Gb/s), less
+    its last columns while even that does not fit (long IPv6 flow names): whole columns
+    left out, never a number cut."""
+    text = {h: cells(view) for h, cells, _ in _QP_COLUMNS}
+    heads = [h for h, _, _ in _QP_COLUMNS if h not in _WIDE_ONLY]
+    rows = list(zip(*[text[h] for h in heads]))
+    if wide or table_width(heads, rows, tight=True) <= width:
+        return heads, rows
+    heads = [h for h, _, short in _QP_COLUMNS if short]
+    columns = [text[h] for h in heads]
+    while len(heads) > 2 and table_width(heads, list(zip(*columns)), tight=True) > width:
+        heads, columns = heads[:-1], columns[:-1]
+    return heads, list(zip(*columns))
+
+
+def _qp_table(flows, console: Screen, max_qps: int = MAX_QP_ROWS, wide: bool = False) -> None:
+    console.print("\n" + console.style("Queue pairs", "bold") + f" ({plural(len(flows), 'flow')}, worst first)")
     if not len(flows):
         console.print("  no RoCE traffic")
         return
     order = worst_first(flows)
     shown, hidden = (order, order[:0]) if max_qps <= 0 else (order[:max_qps], order[max_qps:])
     view = flows.take(shown)
-    rows = list(zip(*[view.text_column(c) for c, _ in _QP_COLUMNS]))
+    heads, rows = qp_cells(view, wide, console.width)
     d = view.data
     broken = (d["unrecovered_psns"] > 0) | (d["naks_other"] > 0)
     lossy = np.any([d[c] > 0 for c in _LOSS], axis=0)
     styles = ["red" if b else "yellow" if lo else None for b, lo in zip(broken.tolist(), lossy.tolist())]
-    console.table([h for _, h in _QP_COLUMNS], rows, right=set(range(3, len(_QP_COLUMNS))), styles=styles)
+    right = {i for i, h in enumerate(heads) if h not in ("flow", "peer", "tr")}
+    console.table(heads, rows, right=right, styles=styles)
     if len(hidden):
         pairs = "queue pairs" if len(hidden) > 1 else "queue pair"
-        note = (f"{console.ellipsis} {len(hidden):,} more {pairs} ({_signs(flows, hidden)}): "
-                "see qps.csv (--csv) or --json; --max-qps 0 lists them all")
-        for line in textwrap.wrap(note, console.width, initial_indent="  ", subsequent_indent="    "):
-            console.print(line)
+        console.para(f"{console.ellipsis} {count(len(hidden))} more {pairs} ({_signs(flows, hidden)}): "
+                     "see qps.csv (--csv) or --json; --max-qps 0 lists them all")
+    if "peer" not in heads:
+        left = [h for h, _, short in _QP_COLUMNS if short and h not in heads]
+        missing = f" ({', '.join(left)} did not fit)" if left else ""
+        console.para(f"{console.ellipsis} the telling columns at {console.width} columns{missing}; --wide shows all")
 
 
 def _signs(flows, rows: np.ndarray) -> str:
     """How many of the rows left out show any trouble, so nobody has to open qps.csv to know."""
     d = flows.data
     n = int(np.count_nonzero(sum(np.asarray(d[c])[rows] for c in _SIGNS)))
-    return f"{n:,} with loss or congestion signs" if n else "none with loss or congestion signs"
+    return f"{count(n)} with loss or congestion signs" if n else "none with loss or congestion signs"
 
 
 def _pfc_table(pfc, console: Screen) -> None:
@@ -159,7 +226,8 @@ def _pfc_table(pfc, console: Screen) -> None:
     if not len(pfc):
         console.print("  no PFC or PAUSE frames")
         return
-    cols = ("src_mac", "priority", "pause_frames", "resume_frames", "pause_quanta", "paused_us",
-            "longest_pause_us")
-    heads = ("source MAC", "priority", "pauses", "resumes", "quanta", "paused us", "longest us")
-    console.table(heads, list(zip(*[pfc.text_column(c) for c in cols])), right=set(range(2, len(cols))))
+    d = pfc.data
+    cols = [pfc.text_column("src_mac"), pfc.text_column("priority"), _int(d["pause_frames"]),
+            _int(d["resume_frames"]), _int(d["pause_quanta"]), _us(d["paused_us"]), _us(d["longest_pause_us"])]
+    heads = ("source MAC", "priority", "pauses", "resumes", "quanta", "paused", "longest")
+    console.table(heads, list(zip(*cols)), right=set(range(2, len(cols))))
