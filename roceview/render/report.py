@@ -36,7 +36,7 @@ def print_report(result, console: Screen, max_qps: int = MAX_QP_ROWS, wide: bool
     _summary(result.summary, console)
     _findings(result, console)
     _qp_table(result.flows_table, console, max_qps, wide)
-    _pfc_table(result.pfc_table, console)
+    _pfc_table(result.pfc_table, result.summary.get("link_speed_gbps"), console)
 
 
 def _summary(s: dict, console: Screen) -> None:
@@ -221,11 +221,13 @@ def _signs(flows, rows: np.ndarray) -> str:
     return f"{count(n)} with loss or congestion signs" if n else "none with loss or congestion signs"
 
 
-def _pfc_table(pfc, console: Screen) -> None:
+def _pfc_table(pfc, link_speed_gbps, console: Screen) -> None:
     console.print("\n" + console.style("PFC / PAUSE", "bold"))
     if not len(pfc):
         console.print("  no PFC or PAUSE frames")
         return
+    if link_speed_gbps:   # quanta are 512 bit times: the time depends on a speed the capture rarely shows
+        console.print(f"  pause times at an assumed {link_speed_gbps:g} Gb/s link (--link-speed)")
     d = pfc.data
     cols = [pfc.text_column("src_mac"), pfc.text_column("priority"), _int(d["pause_frames"]),
             _int(d["resume_frames"]), _int(d["pause_quanta"]), _us(d["paused_us"]), _us(d["longest_pause_us"])]
