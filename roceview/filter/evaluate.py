@@ -2,9 +2,12 @@
 
 Each test node becomes `fn(ctx) -> bool array`; a field's occurrences (values, present) are
 computed once per batch and shared by every test of that field. Semantics are Wireshark's
-(wireshark-filter(4)): a comparison is true when ANY occurrence satisfies it (`==`, `<`, `in`,
-...); `a != b` is `!(a == b)`, so a frame without the field matches; `===` wants every
-occurrence equal (and at least one), `!==` some occurrence different; a bare field is "present".
+(wireshark-filter(4)), checked against tshark 4.0 (tests/test_filter_tshark.py): a comparison is
+true when ANY occurrence satisfies it (`==`, `<`, `in`, ...) and false on a frame without the
+field; `a != b` is all_ne: the field is present and no occurrence equals b (`ip.addr != X`:
+neither address is X). tshark 4.0 does NOT match a frame without the field with `!=` (the issue
+text assumed it would): `!(ip.src == X)` and `ip.src not in {X}` do. `===` wants every occurrence
+equal, `!==` some occurrence different; a bare field is "present".
 """
 from __future__ import annotations
 
@@ -116,8 +119,10 @@ def _test_node(node: Node, fields: dict):
     else:
         test = compare_test(field, "==" if node.op in ("!=", "===", "!==") else node.op, node.value)
     hit = lambda ctx: _any([p & test(v) for v, p in ctx.occ(field)], ctx.batch.n)  # noqa: E731
-    if node.op in ("!=", "not in"):
+    if node.op == "not in":
         return lambda ctx: ~hit(ctx)
+    if node.op == "!=":            # all_ne: present, and no occurrence equal
+        return lambda ctx: _any([p for _, p in ctx.occ(field)], ctx.batch.n) & ~hit(ctx)
     if node.op == "===":           # all_eq: present, and every present occurrence equal
         return lambda ctx: _any([p for _, p in ctx.occ(field)], ctx.batch.n) & np.logical_and.reduce(
             [~p | test(v) for v, p in ctx.occ(field)])

@@ -8,7 +8,7 @@
     item    := value [".." value]
 
 The grammar and operator spellings are Wireshark's (wireshark-filter(4), Wireshark 4.0): `==`
-any_eq, `!=` all_ne (= `!(a == b)` since 3.6), `===` all_eq, `!==` / `~=` any_ne, and the
+any_eq, `!=` all_ne (true only where the field is present), `===` all_eq, `!==` / `~=` any_ne, and the
 English forms. Positions are 1-based character columns, as the error messages show them.
 """
 from __future__ import annotations
