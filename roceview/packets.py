@@ -237,6 +237,23 @@ class _Prefetched:
     __del__ = close
 
 
+def projection_for(base: str | None, columns) -> str | None:
+    """The projection (consts.PROJECTIONS) to decode for a consumer of projection `base` that
+    also reads `columns` (Batch names, e.g. a display filter's DisplayFilter.fields): `base`
+    when it decodes them all, else every column. The kernels are compiled per projection
+    (capture/fieldgen.py), so a projection cannot grow by a column at run time; the columns not
+    taken from a header field (frame, lengths, addresses, proto, ICRC verdict, ...) are in
+    every projection."""
+    if base is None:
+        return None
+    from roceview.capture.consts import PROJECTIONS
+    from roceview.capture.fieldgen import column_layout
+
+    declared = column_layout(None)
+    wanted = {c[1:] if c in ("_src_mac", "_dst_mac") else c for c in columns}
+    return base if {c for c in wanted if c in declared} <= set(PROJECTIONS[base]) else None
+
+
 def iter_packets(paths, columns=None, roce_ports: Iterable[int] = (), chunk_packets: int = DEFAULT_CHUNK,
                  warn=None):
     """The packets table in chunks of pandas DataFrames."""

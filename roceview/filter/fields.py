@@ -117,26 +117,29 @@ def _flag(f: FlagField) -> FieldDef:
     return FieldDef(FILTER_PREFIX + f.name, FLAG, (source,), f.meaning, flag=f, column=f.column or "flags")
 
 
-def _registry() -> dict[str, FieldDef]:
-    from roceview.table import COLUMNS
-
-    fields = {c: _own(c) for c in COLUMNS}
-    fields.update((f.name, f) for f in _WIRESHARK)
-    fields.update((d.name, d) for d in map(_flag, FLAG_FIELDS))
-    return fields
-
-
-FIELDS = _registry()
+_ALIASES = {f.name: f for f in _WIRESHARK} | {d.name: d for d in map(_flag, FLAG_FIELDS)}
 WIRESHARK_NAMES = tuple(f.name for f in _WIRESHARK)
+_ALL: dict[str, FieldDef] = {}
 
 
-def lookup(name: str, column: int) -> FieldDef:
-    field = FIELDS.get(name)
+def all_fields() -> dict[str, FieldDef]:
+    """Every field name: packets-table columns, Wireshark aliases, flags. Loaded on first use:
+    the column list lives in roceview.table, whose pandas import (~0.2 s) a filter of
+    Wireshark names alone (analyze --filter, before reading starts) does not wait for."""
+    if not _ALL:
+        from roceview.table import COLUMNS
+
+        _ALL.update({c: _own(c) for c in COLUMNS} | _ALIASES)
+    return _ALL
+
+
+def lookup(name: str, column: int | None) -> FieldDef:
+    field = _ALIASES.get(name) or all_fields().get(name)
     if field is not None:
         return field
     import difflib
 
     from roceview.filter.parse import FilterError
 
-    close = difflib.get_close_matches(name, FIELDS, n=1, cutoff=0.6)
+    close = difflib.get_close_matches(name, all_fields(), n=1, cutoff=0.6)
     raise FilterError(f'unknown field "{name}"', column, f"did you mean {close[0]}?" if close else None)

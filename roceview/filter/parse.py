@@ -73,7 +73,8 @@ def tokenize(text: str) -> list[Token]:
     while pos < len(text):
         m = _TOKEN.match(text, pos)
         if m is None:
-            raise FilterError(f'unexpected character "{text[pos]}"', pos + 1)
+            hint = 'did you mean "=="?' if text[pos] == "=" else None
+            raise FilterError(f'unexpected character "{text[pos]}"', pos + 1, hint)
         if m.lastgroup != "space":
             tokens.append(Token(m.lastgroup, m.group(), pos + 1))
         pos = m.end()
