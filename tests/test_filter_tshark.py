@@ -1,4 +1,5 @@
-"""`roceview dissect -Y FILTER` selects the same frames as `tshark -Y FILTER` (Wireshark 4.0).
+"""`roceview dissect -Y FILTER` selects the same frames as `tshark -Y FILTER` (Wireshark 4.0);
+`dissect -T fields -e ALIAS` prints what `tshark -T fields` prints; `dissect -x` dumps as tshark.
 
 Every real capture (../shared/captures/real) and every sample (captures/) is concatenated into
 one pcapng with `mergecap -a` (each file keeps its own interface and link type), so each filter
@@ -12,7 +13,8 @@ ones the exception names, in the files it names)
      from its IP total length (docs/columns.md: sizes never come from the captured bytes),
      where tshark's frame.len is the record's orig_len (tests/test_tshark_compare.py, 12).
   B. RD ACKNOWLEDGE (ConnectX DC transport, opcode 0x51): tshark 4.0 decodes it without its
-     RDETH, so its `infiniband.aeth.*` fields are the RDETH's bytes (test_tshark_compare.py, 9).
+     RDETH and DETH, so its `infiniband.aeth.*` fields are the RDETH's bytes and it shows no
+     `infiniband.rdeth.*` / `infiniband.deth.*` there (test_tshark_compare.py, 9).
   C. IPoIB: tshark decodes the IPv4/IPv6 packets native IB carries as payload
      (`rdma-softroce-demo_native-ib-erf_cm-ipoib.pcap`) and shows their `ip.*` / `ipv6.*`; the
      packets table stops at the InfiniBand headers (payload is not decoded), so `ip.*` / `ipv6.*`
@@ -200,3 +202,61 @@ def test_dissect_filters_select_the_frames_tshark_selects(corpus, tshark):
         if outside or stale:
             problems.append(f"{text!r}: {len(got)} vs tshark {len(want)}; differ at {outside[:8] or 'nothing'}")
     assert not problems, "\n".join(problems)
+
+
+# --------------------------------------------------------------------------- -T fields, -x
+
+# `-T fields` differences that are the exceptions above (letter) or tshark 4.0's own silences
+# (tests/test_tshark_compare.py numbers them): (field prefix, file) -> reason
+FIELD_EXCEPTIONS = {
+    ("frame.len", "magnate3_rocev2_uc-write-imm_cut-243B.pcap"): "A",
+    **{(f"infiniband.{h}.", dc): "B: tshark decodes RD ACKNOWLEDGE without RDETH and DETH"
+       for h in ("rdeth", "deth", "aeth") for dc in DC},
+    ("ip.", IPOIB): "C", ("ipv6.", IPOIB): "C", ("udp.", IPOIB): "C",
+}
+
+
+def _alias_fields() -> list[str]:
+    from roceview.filter.fields import FIELDS_BY_KIND_NONE, WIRESHARK_NAMES
+
+    return [name for name in WIRESHARK_NAMES if name not in FIELDS_BY_KIND_NONE]
+
+
+def test_fields_output_equals_tshark(corpus, tshark):
+    merged, files, starts, extra = corpus
+    fields = _alias_fields()
+    cmd = [tshark, "-r", str(merged), "-n", "-T", "fields", "-E", "occurrence=a", "-E", "aggregator=,"]
+    proc = subprocess.run(cmd + [a for f in fields for a in ("-e", f)] + extra, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    theirs = [line.split("\t") for line in proc.stdout.splitlines()]
+    out = io.StringIO()
+    from roceview.cli import Environment, main
+
+    assert main(["dissect", str(merged), "-T", "fields"] + [a for f in fields for a in ("-e", f)],
+                Environment(stdout=out, stderr=io.StringIO())) == 0
+    ours = [line.split("\t") for line in out.getvalue().splitlines()]
+    assert len(ours) == len(theirs)
+    problems = {}
+    for frame, (a, b) in enumerate(zip(ours, theirs), start=1):
+        for field, x, y in zip(fields, a, b):
+            if x != y:
+                where = _where([frame], files, starts)[0]
+                name = where.split(":")[0]
+                if not any(field.startswith(p) and name == f for p, f in FIELD_EXCEPTIONS):
+                    problems.setdefault((field, name), f"{where} {field}: roceview {x!r}, tshark {y!r}")
+    assert not problems, "\n".join(problems.values())
+
+
+def test_hex_dump_equals_tshark(tshark):
+    path = REAL / "magnate3_rocev2_mlx5_rdma-read_rdma-cm.pcap"
+    if not path.exists():
+        pytest.skip("real capture absent")
+    proc = subprocess.run([tshark, "-r", str(path), "-x"], capture_output=True, text=True, timeout=120)
+    out = io.StringIO()
+    from roceview.cli import Environment, main
+
+    assert main(["dissect", str(path), "-x"], Environment(stdout=out, stderr=io.StringIO())) == 0
+    # roceview prints each packet's line first (as tshark -P -x); tshark -x alone prints none
+    dumps = [block for block in out.getvalue().split("\n\n") if block.startswith("0000")]
+    assert "\n\n".join(dumps) + "\n\n" == proc.stdout

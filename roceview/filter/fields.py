@@ -89,7 +89,7 @@ _WIRESHARK = [
     _w("udp.srcport", INT, "udp_sport"), _w("udp.dstport", INT, "udp_dport"),
     _w("udp.port", INT, "udp_sport", extra=("udp_dport",), meaning="udp.srcport or udp.dstport"),
     _w("infiniband", NONE, None, "roce", meaning="a RoCE or InfiniBand frame"),
-    _w("infiniband.lrh.vl", INT, "vl"), _w("infiniband.lrh.sl", INT, "sl"),
+    _w("infiniband.lrh.vl", INT, "vl", hex_digits=2), _w("infiniband.lrh.sl", INT, "sl"),
     _w("infiniband.lrh.dlid", INT, "dlid"), _w("infiniband.lrh.slid", INT, "slid"),
     _w("infiniband.grh.sgid", IPV6, "_src_addr", "grh"), _w("infiniband.grh.dgid", IPV6, "_dst_addr", "grh"),
     _w("infiniband.grh.hoplmt", INT, "ttl", "grh"),
@@ -119,6 +119,7 @@ def _flag(f: FlagField) -> FieldDef:
 
 _ALIASES = {f.name: f for f in _WIRESHARK} | {d.name: d for d in map(_flag, FLAG_FIELDS)}
 WIRESHARK_NAMES = tuple(f.name for f in _WIRESHARK)
+FIELDS_BY_KIND_NONE = frozenset(f.name for f in _WIRESHARK if f.kind == NONE)   # protocols: presence only
 _ALL: dict[str, FieldDef] = {}
 
 
