@@ -190,11 +190,12 @@ def test_at_least_forty_filters_cover_every_alias():
 
 def test_dissect_filters_select_the_frames_tshark_selects(corpus, tshark):
     merged, files, starts, extra = corpus
-    with ThreadPoolExecutor(2) as pool:
-        theirs = list(pool.map(lambda text: [int(x) for x in _tshark(tshark, merged, text, extra)], FILTERS))
+    with ThreadPoolExecutor(2) as pool:          # tshark runs while roceview runs here
+        theirs = [pool.submit(_tshark, tshark, merged, text, extra) for text in FILTERS]
+        ours = [roceview_frames(merged, text) for text in FILTERS]
     problems = []
-    for text, want in zip(FILTERS, theirs):
-        got = roceview_frames(merged, text)
+    for text, got, want in zip(FILTERS, ours, theirs):
+        want = [int(x) for x in want.result()]
         differ = sorted(set(got) ^ set(want))
         allowed = EXCEPTIONS.get(text, {})
         outside = [w for w in _where(differ, files, starts) if w.split(":")[0] not in allowed]
