@@ -317,3 +317,14 @@ def test_a_filter_outside_the_analysis_projection_decodes_every_column():
         "0:0:0:0:0:1", "00:00:00:00:00:01")).fields) == "analysis"
     assert projection_for("analysis", compile_filter("ip.src == 1.2.3.4 && frame.len > 9").fields) == "analysis"
     assert projection_for("analysis", compile_filter("udp.port == 4791").fields) is None
+
+
+def test_docs_list_every_wireshark_field_and_flag():
+    from roceview.filter.fields import WIRESHARK_NAMES
+    from roceview.flags import FLAG_FIELDS
+
+    from conftest import REPO
+
+    docs = (REPO / "docs" / "columns.md").read_text()
+    missing = [n for n in WIRESHARK_NAMES + tuple(f"roceview.{f.name}" for f in FLAG_FIELDS) if f"`{n}`" not in docs]
+    assert not missing
