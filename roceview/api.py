@@ -25,8 +25,8 @@ def analyze(paths, *, pmtu: int | None = None, link_speed: float = 100.0, bucket
     `result.packets`; warn receives decode warnings (default: stderr); progress(n) is called with
     the number of packets of each chunk read; config: a roceview.diagnose.Config or the path of a
     TOML file of thresholds; display_filter: a Wireshark display filter (roceview.filter): only
-    the packets it matches are analysed, like `tshark -R` (a QP whose ACKs are filtered out
-    looks like loss). Raises roceview.errors.BadInput for bad input (a bad filter included).
+    the packets it matches are analysed (and counted by progress), like `tshark -R` (a QP whose
+    ACKs are filtered out looks like loss). Raises roceview.errors.BadInput for bad input (a bad filter included).
     """
     from roceview.capture.source import expand_paths
     from roceview.packets import iter_batches
@@ -49,20 +49,17 @@ def analyze(paths, *, pmtu: int | None = None, link_speed: float = 100.0, bucket
     # analysis reads 22 of the declared columns: the kernel extracts only those, unless the
     # caller asked for the packets table as well.
     batches = iter_batches(files, roce_ports=tuple(roce_ports), chunk_packets=chunk_packets, warn=on_warning,
-                           projection=None if packets else _projection(display))
+                           projection=None if packets else _projection(display), display_filter=display)
     from roceview.analysis import Analyzer
 
     analyzer = Analyzer(pmtu=pmtu, link_speed_gbps=link_speed, bucket_ms=bucket_ms, keep_packets=packets)
     facts = _fact_collector() if diagnose else None
     for batch in batches:
-        read = batch.n
-        if display is not None:
-            batch = batch.select(display.mask(batch))
         analyzer.feed(batch)
         if facts is not None:
             facts.feed(batch, analyzer.flow_ids(batch))
         if progress is not None:
-            progress(read)
+            progress(batch.n)
     result = analyzer.finish(files=files, warnings=warnings)
     if facts is not None:
         result.facts = facts.finish()

@@ -45,13 +45,18 @@ def iter_chunks(paths, roce_ports: Iterable[int] = (), chunk_packets: int = DEFA
 
 def iter_batches(paths, roce_ports: Iterable[int] = (), chunk_packets: int = DEFAULT_CHUNK,
                  warn: Callable[[str], None] | None = None, prefetch: bool = True,
-                 projection: str | None = None) -> Iterator[Batch]:
+                 projection: str | None = None, display_filter=None) -> Iterator[Batch]:
     """The packets table in chunks of numpy columns (see roceview.batch).
 
     With `prefetch`, reading starts at once on a worker thread (the caller can import or set
     up meanwhile) and the next chunk is read and decoded there while the caller works on the
-    current one (the decode kernels release the GIL), so analysis and decoding use both cores."""
+    current one (the decode kernels release the GIL), so analysis and decoding use both cores.
+    display_filter: a roceview.filter.DisplayFilter; only the rows it matches are yielded,
+    selected on the worker thread too (the selection copies every column: done beside the
+    caller's work, not before it). Its columns must be in `projection` (projection_for)."""
     batches = _coalesced(_batches(paths, roce_ports, chunk_packets, warn, prefetch, projection), chunk_packets)
+    if display_filter is not None:
+        batches = map(display_filter.select, batches)
     return _Prefetched(batches) if prefetch else batches
 
 

@@ -126,11 +126,11 @@ def _words(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _addr_test(op: str, raw: bytes, prefix: int):
     hi, lo = (int.from_bytes(raw[:8], "big"), int.from_bytes(raw[8:], "big"))
-    if op == "==":
-        keep = (1 << 128) - (1 << (128 - prefix))         # CIDR: compare the prefix only
-        mhi, mlo = np.uint64(keep >> 64), np.uint64(keep & (2 ** 64 - 1))
-        h, l_ = np.uint64(hi & int(mhi)), np.uint64(lo & int(mlo))
-        return lambda values: _and_words(values, mhi, mlo, h, l_)
+    if op == "==":                                       # CIDR: compare the prefix only
+        keep = ((1 << 128) - (1 << (128 - prefix))).to_bytes(16, "big")
+        mask = np.frombuffer(keep, np.uint64)            # native words: equality needs no byte order
+        want = np.frombuffer(raw, np.uint64) & mask
+        return lambda values: _equal_words(values, mask, want)
     strict = _NP["<" if op in ("<", "<=") else ">"]
     cmp, H, L = _NP[op], np.uint64(hi), np.uint64(lo)
 
@@ -140,6 +140,11 @@ def _addr_test(op: str, raw: bytes, prefix: int):
     return test
 
 
-def _and_words(values, mhi, mlo, h, l_):
-    vh, vl = _words(values)
-    return ((vh & mhi) == h) & ((vl & mlo) == l_)
+def _equal_words(values, mask, want) -> np.ndarray:
+    w = np.ascontiguousarray(values).view(np.uint64)
+    out = None
+    for k in range(2):
+        if mask[k]:                                      # a /16 IPv4 network: one word to compare
+            part = (w[:, k] & mask[k]) == want[k] if mask[k] != ~np.uint64(0) else w[:, k] == want[k]
+            out = part if out is None else out & part
+    return np.ones(len(w), bool) if out is None else out
