@@ -328,3 +328,35 @@ def test_docs_list_every_wireshark_field_and_flag():
     docs = (REPO / "docs" / "columns.md").read_text()
     missing = [n for n in WIRESHARK_NAMES + tuple(f"roceview.{f.name}" for f in FLAG_FIELDS) if f"`{n}`" not in docs]
     assert not missing
+
+
+def test_select_by_take_equals_batch_select():
+    b, _ = _data()
+    f = compile_filter("ip.addr == 10.0.0.0/8 || infiniband.grh.sgid || frame.number < 50")
+    keep = f.mask(b)
+    assert 0 < keep.sum() < b.n
+    got, want = f.select(b), b.select(keep)
+    assert got.n == want.n and got.cols.keys() == want.cols.keys() and got.valid.keys() == want.valid.keys()
+    for k in want.cols:
+        assert np.array_equal(got.cols[k], want.cols[k]) and got.cols[k].dtype == want.cols[k].dtype, k
+    for k in want.valid:
+        assert np.array_equal(got.valid[k], want.valid[k]), k
+    assert f.select(b.select(keep)).n == keep.sum()              # all rows match: the same batch
+
+
+def test_iter_batches_yields_only_matching_rows():
+    from roceview.packets import iter_batches
+
+    f = compile_filter("infiniband.bth.opcode == 17")
+    frames = np.concatenate([x.cols["frame"] for x in iter_batches([str(CLEAN)], display_filter=f)])
+    assert frames.tolist() == _frames("infiniband.bth.opcode == 17", _batch(CLEAN))
+
+
+def test_the_filter_imports_no_ui():
+    """The TUI's `/` bar calls roceview.filter: it must not import rich or textual itself."""
+    from test_import_contract import ROOT, _files, _imports
+
+    paths = _files("roceview/filter") + _files("roceview/flags.py")
+    assert len(paths) >= 5
+    for path in paths:
+        assert not _imports(path) & {"rich", "textual"}, path
