@@ -69,6 +69,18 @@ def test_the_cli_prints_the_same_line_and_exits_2():
     assert err.getvalue().startswith("roceview: error: filter: expected a value")
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["-T", "fields"], "-T fields needs at least one -e FIELD"),
+    (["-e", "frame.number"], "-e and -E need -T fields"),
+    (["-T", "fields", "-e", "ip.sr"], '-e: unknown field "ip.sr" (did you mean ip.src?)'),
+    (["-T", "fields", "-e", "psn", "-E", "quote=x"], "-E quote=x: quote must be d, s or n"),
+])
+def test_bad_field_options_are_one_line(argv, message):
+    err = io.StringIO()
+    assert main(["dissect", str(CLEAN), *argv], Environment(stdout=io.StringIO(), stderr=err)) == 2
+    assert err.getvalue() == f"roceview: error: {message}\n"
+
+
 def test_flags_the_analysis_sets_need_its_flags_column():
     b = _batch(CLEAN)
     with pytest.raises(FilterError, match="roceview.gap needs the analysis flags, not available yet"):

@@ -70,6 +70,10 @@ def _setup(args):
         from roceview.filter import compile_filter
 
         display = compile_filter(args.display_filter)
+    if (args.fields or args.field_options) and args.output_format != "fields":
+        from roceview.errors import BadInput
+
+        raise BadInput("-e and -E need -T fields")
     if args.output_format == "fields":
         from roceview.render.field_text import FieldWriter
 
