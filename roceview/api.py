@@ -17,14 +17,16 @@ DEFAULT_CHUNK = 1 << 16
 def analyze(paths, *, pmtu: int | None = None, link_speed: float = 100.0, bucket_ms: float = 1.0,
             roce_ports: Iterable[int] = (), chunk_packets: int = DEFAULT_CHUNK, packets: bool = False,
             warn: Callable[[str], None] | None = None, progress: Callable[[int], None] | None = None,
-            diagnose: bool = True, config=None) -> AnalysisResult:
+            diagnose: bool = True, config=None, display_filter: str | None = None) -> AnalysisResult:
     """Analyze capture file(s): a path, several paths, a directory, or '-' for stdin.
 
     pmtu: path MTU in bytes (default: inferred from FIRST/MIDDLE payloads); link_speed: Gb/s for
     PFC pause time; bucket_ms: timeline bucket; packets=True also returns the packets table as
     `result.packets`; warn receives decode warnings (default: stderr); progress(n) is called with
     the number of packets of each chunk read; config: a roceview.diagnose.Config or the path of a
-    TOML file of thresholds. Raises roceview.errors.BadInput for bad input.
+    TOML file of thresholds; display_filter: a Wireshark display filter (roceview.filter): only
+    the packets it matches are analysed (and counted by progress), like `tshark -R` (a QP whose
+    ACKs are filtered out looks like loss). Raises roceview.errors.BadInput for bad input (a bad filter included).
     """
     from roceview.capture.source import expand_paths
     from roceview.packets import iter_batches
@@ -40,13 +42,14 @@ def analyze(paths, *, pmtu: int | None = None, link_speed: float = 100.0, bucket
             import sys
             print(f"roceview: warning: {message}", file=sys.stderr)
 
+    display = _display_filter(display_filter)
     files = expand_paths(paths)
     settings = _config(config) if diagnose else None
     # Reading starts now, on its own thread: the analysis modules import meanwhile. The
     # analysis reads 22 of the declared columns: the kernel extracts only those, unless the
     # caller asked for the packets table as well.
     batches = iter_batches(files, roce_ports=tuple(roce_ports), chunk_packets=chunk_packets, warn=on_warning,
-                           projection=None if packets else "analysis")
+                           projection=None if packets else _projection(display), display_filter=display)
     from roceview.analysis import Analyzer
 
     analyzer = Analyzer(pmtu=pmtu, link_speed_gbps=link_speed, bucket_ms=bucket_ms, keep_packets=packets)
@@ -64,6 +67,22 @@ def analyze(paths, *, pmtu: int | None = None, link_speed: float = 100.0, bucket
 
         result.set_findings(find(result, settings))
     return result
+
+
+def _display_filter(text: str | None):
+    if text is None:
+        return None
+    from roceview.filter import compile_filter
+
+    return compile_filter(text)
+
+
+def _projection(display) -> str | None:
+    """The analysis projection, grown to every column when the filter reads a header field
+    outside it (packets.projection_for)."""
+    from roceview.packets import projection_for
+
+    return "analysis" if display is None else projection_for("analysis", display.fields)
 
 
 def _fact_collector():

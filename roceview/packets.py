@@ -45,13 +45,18 @@ def iter_chunks(paths, roce_ports: Iterable[int] = (), chunk_packets: int = DEFA
 
 def iter_batches(paths, roce_ports: Iterable[int] = (), chunk_packets: int = DEFAULT_CHUNK,
                  warn: Callable[[str], None] | None = None, prefetch: bool = True,
-                 projection: str | None = None) -> Iterator[Batch]:
+                 projection: str | None = None, display_filter=None) -> Iterator[Batch]:
     """The packets table in chunks of numpy columns (see roceview.batch).
 
     With `prefetch`, reading starts at once on a worker thread (the caller can import or set
     up meanwhile) and the next chunk is read and decoded there while the caller works on the
-    current one (the decode kernels release the GIL), so analysis and decoding use both cores."""
+    current one (the decode kernels release the GIL), so analysis and decoding use both cores.
+    display_filter: a roceview.filter.DisplayFilter; only the rows it matches are yielded,
+    selected on the worker thread too (the selection copies every column: done beside the
+    caller's work, not before it). Its columns must be in `projection` (projection_for)."""
     batches = _coalesced(_batches(paths, roce_ports, chunk_packets, warn, prefetch, projection), chunk_packets)
+    if display_filter is not None:
+        batches = map(display_filter.select, batches)
     return _Prefetched(batches) if prefetch else batches
 
 
@@ -238,6 +243,23 @@ class _Prefetched:
         self._stop.set()
 
     __del__ = close
+
+
+def projection_for(base: str | None, columns) -> str | None:
+    """The projection (consts.PROJECTIONS) to decode for a consumer of projection `base` that
+    also reads `columns` (Batch names, e.g. a display filter's DisplayFilter.fields): `base`
+    when it decodes them all, else every column. The kernels are compiled per projection
+    (capture/fieldgen.py), so a projection cannot grow by a column at run time; the columns not
+    taken from a header field (frame, lengths, addresses, proto, ICRC verdict, ...) are in
+    every projection."""
+    if base is None:
+        return None
+    from roceview.capture.consts import PROJECTIONS
+    from roceview.capture.fieldgen import column_layout
+
+    declared = column_layout(None)
+    wanted = {c[1:] if c in ("_src_mac", "_dst_mac") else c for c in columns}
+    return base if {c for c in wanted if c in declared} <= set(PROJECTIONS[base]) else None
 
 
 def iter_packets(paths, columns=None, roce_ports: Iterable[int] = (), chunk_packets: int = DEFAULT_CHUNK,

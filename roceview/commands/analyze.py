@@ -26,6 +26,9 @@ def add_arguments(parser) -> None:
                         help="diagnoser thresholds ([diagnose] table; see docs/findings.md)")
     parser.add_argument("--fail-on", choices=("warning", "critical"), default=None,
                         help="exit 3 when a finding of this severity or worse exists")
+    parser.add_argument("--filter", metavar="FILTER", default=None,
+                        help="analyse only the packets matching this Wireshark display filter, like tshark -R "
+                             "(filtering out a QP's ACKs or one direction changes its findings)")
     parser.add_argument("--max-qps", type=_count, default=MAX_QP_ROWS, metavar="N",
                         help=f"queue pairs listed in the report, worst first (default {MAX_QP_ROWS}; 0 = all); "
                              "--csv/--json always have all")
@@ -101,7 +104,7 @@ def _run_one(args, env) -> ExitStatus:
     with _Progress(env) as bar:
         result = analyze(args.capture, pmtu=args.pmtu, link_speed=args.link_speed, bucket_ms=args.bucket,
                          roce_ports=args.roce_port, warn=bar.warn, progress=_after_imports(bar),
-                         config=args.config)
+                         config=args.config, display_filter=args.filter)
     if args.csv:
         from roceview.render.export import write_csv_dir
 

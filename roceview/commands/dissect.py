@@ -1,4 +1,5 @@
-"""`roceview dissect`: one line per packet like tshark, -V detail tree, --jsonl rows."""
+"""`roceview dissect`: one line per packet like tshark, -V detail tree, --jsonl rows; -Y display
+filter, -T fields -e FIELD, -x hex dump (tshark's options, roceview/filter and render/field_text)."""
 from __future__ import annotations
 
 import json
@@ -15,6 +16,17 @@ def add_arguments(parser) -> None:
     parser.add_argument("--jsonl", action="store_true", help="one JSON object per packet (column names; nulls omitted)")
     parser.add_argument("--roce-port", type=int, action="append", default=[], metavar="P",
                         help="also decode UDP destination port P as RoCEv2 (repeatable)")
+    parser.add_argument("-Y", "--display-filter", metavar="FILTER", default=None,
+                        help="print only packets matching this Wireshark display filter (frame numbers unchanged)")
+    parser.add_argument("-T", dest="output_format", choices=("text", "fields"), default="text",
+                        help="fields: the -e fields of each packet, like tshark -T fields")
+    parser.add_argument("-e", dest="fields", action="append", default=[], metavar="FIELD",
+                        help="with -T fields: a field to print (filter field names; repeatable)")
+    parser.add_argument("-E", dest="field_options", action="append", default=[], metavar="OPT=VALUE",
+                        help="with -T fields: header=y|n, separator=/t|/s|C, quote=d|s|n, occurrence=f|l|a, "
+                             "aggregator=,|/s|C")
+    parser.add_argument("-x", dest="hex", action="store_true",
+                        help="hex and ASCII dump of each packet after its line (or -V tree), like tshark -x")
 
 
 def _packets(args, env):
@@ -23,7 +35,7 @@ def _packets(args, env):
     interleaved in time as analyze sees them (the same frame numbers)."""
     from roceview.packets import iter_batches, iter_chunks
 
-    if args.verbose:
+    if args.verbose or args.hex and args.output_format == "text" and not args.jsonl:
         yield from iter_chunks(args.capture, roce_ports=args.roce_port, warn=env.warn)
         return
     for batch in iter_batches(args.capture, roce_ports=args.roce_port, warn=env.warn, prefetch=False):
@@ -31,37 +43,78 @@ def _packets(args, env):
 
 
 def run(args, env) -> ExitStatus:
-    from roceview.render.lines import packet_lines
-    from roceview.table import to_dataframe
-
     if args.count is not None and args.count < 0:
         print("roceview dissect: error: -c must be >= 0", file=env.stderr)
         return ExitStatus.BAD_INPUT
-    left = args.count
-    first_ts = None
+    display, writer = _setup(args)              # bad filter or field: one line, before reading
     out = env.stdout
-    for chunk, batch in _packets(args, env):
+    if writer is not None and writer.options.header:
+        out.write(writer.header() + "\n")
+    first_ts = None
+    for chunk, batch in _limited(_packets(args, env), args.count):
+        if first_ts is None and batch.n:        # times are relative to the first packet read
+            first_ts = int(batch.cols["ts_ns"][0])
+        rows = np.flatnonzero(display.mask(batch)) if display is not None else None
+        shown = batch if rows is None else batch.select(rows)
+        if writer is not None:
+            out.write("".join(line + "\n" for line in writer.lines(shown)))
+        else:
+            _write_text(args, chunk, shown, rows, first_ts, out)
+    out.flush()
+    return ExitStatus.OK
+
+
+def _setup(args):
+    display = writer = None
+    if args.display_filter is not None:
+        from roceview.filter import compile_filter
+
+        display = compile_filter(args.display_filter)
+    if (args.fields or args.field_options) and args.output_format != "fields":
+        from roceview.errors import BadInput
+
+        raise BadInput("-e and -E need -T fields")
+    if args.output_format == "fields":
+        from roceview.render.field_text import FieldWriter
+
+        writer = FieldWriter(args.fields, args.field_options)
+    return display, writer
+
+
+def _limited(packets, count):
+    """-c N: the first N packets read (as tshark, before the display filter)."""
+    left = count
+    for chunk, batch in packets:
         if left is not None:
             if left <= 0:
                 break
             if batch.n > left:
                 batch = batch.select(np.arange(left))
             left -= batch.n
-        df = to_dataframe(batch)
-        if first_ts is None and len(df):
-            first_ts = int(df["ts_ns"].iloc[0])
-        if args.jsonl:
-            _write_jsonl(df, out)
-        elif args.verbose:
-            from roceview.render.detail import print_details
-
-            print_details(chunk, df, first_ts, out, batch.n)
-        else:
-            out.write("".join(line + "\n" for line in packet_lines(df, first_ts)))
+        yield chunk, batch
         if left is not None and left <= 0:
             break
-    out.flush()
-    return ExitStatus.OK
+
+
+def _write_text(args, chunk, batch, rows, first_ts, out) -> None:
+    from roceview.render.lines import packet_lines
+    from roceview.table import to_dataframe
+
+    df = to_dataframe(batch)
+    if args.jsonl:
+        _write_jsonl(df, out)
+    elif args.verbose:
+        from roceview.render.detail import print_details
+
+        print_details(chunk, df, first_ts, out, batch.n, rows, hexdump=args.hex)
+    elif args.hex:
+        from roceview.render.detail import hex_dump
+
+        picked = range(batch.n) if rows is None else rows
+        for line, k in zip(packet_lines(df, first_ts), picked):
+            out.write(line + "\n\n" + hex_dump(chunk.frame(k)) + "\n")
+    else:
+        out.write("".join(line + "\n" for line in packet_lines(df, first_ts)))
 
 
 def _write_jsonl(df, out) -> None:

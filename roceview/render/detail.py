@@ -39,7 +39,19 @@ def _headers(frame: bytes, o: np.ndarray, start: int, meta: np.ndarray):
     return sorted(out, key=lambda item: item[1])
 
 
-def print_details(chunk, df, first_ts, out, n) -> None:
+def hex_dump(frame: bytes) -> str:
+    """tshark -x: offset, 16 bytes in hex, the same bytes as ASCII ('.' unless printable)."""
+    lines = []
+    for at in range(0, len(frame), 16):
+        row = frame[at:at + 16]
+        text = "".join(chr(b) if 0x20 <= b < 0x7F else "." for b in row)
+        lines.append(f"{at:04x}  {' '.join(f'{b:02x}' for b in row):<47}   {text}")
+    return "\n".join(lines) + "\n"
+
+
+def print_details(chunk, df, first_ts, out, n, rows=None, hexdump: bool = False) -> None:
+    """The detail tree of each row of `df`: packet rows[i] of `chunk` (default: the first n);
+    with `hexdump`, each tree is followed by the packet's bytes as `tshark -V -x` shows them."""
     console = Console(file=out, highlight=False, soft_wrap=True, width=120, emoji=False)
     o = np.empty((chunk.n, len(consts.OUT_FIELDS)), np.int64)
     meta = np.empty((chunk.n, len(consts.META_FIELDS)), np.int64)
@@ -47,10 +59,11 @@ def print_details(chunk, df, first_ts, out, n) -> None:
     from roceview.render.lines import packet_lines
 
     summaries = packet_lines(df, first_ts)
-    for i in range(n):
-        frame = chunk.frame(i)
+    rows = range(n) if rows is None else rows
+    for i, k in enumerate(rows):
+        frame = chunk.frame(k)
         tree = Tree(escape(f"Frame {summaries[i].strip()}"))
-        for header, base in _headers(frame, o[i], int(chunk.off[i]), meta[i]):
+        for header, base in _headers(frame, o[k], int(chunk.off[k]), meta[k]):
             node = header_node(header, frame, base)
             branch = tree.add(f"[bold]{node.title}[/bold] ({header.name}, {node.spec}) @ {base}")
             for label, value, meaning in node.lines:
@@ -62,3 +75,5 @@ def print_details(chunk, df, first_ts, out, n) -> None:
             state = "not checked: truncated" if icrc is pd.NA else "ok" if icrc else "BAD"
             tree.add(escape(f"ICRC = 0x{int(df['icrc'].iloc[i]):08x} [{state}]"))
         console.print(tree)
+        if hexdump:
+            out.write("\n" + hex_dump(frame) + "\n")

@@ -1,0 +1,148 @@
+"""A parsed filter compiled once into closures over a Batch's numpy columns.
+
+Each test node becomes `fn(ctx) -> bool array`; a field's occurrences (values, present) are
+computed once per batch and shared by every test of that field. Semantics are Wireshark's
+(wireshark-filter(4)), checked against tshark 4.0 (tests/test_filter_tshark.py): a comparison is
+true when ANY occurrence satisfies it (`==`, `<`, `in`, ...) and false on a frame without the
+field; `a != b` is all_ne: the field is present and no occurrence equals b (`ip.addr != X`:
+neither address is X). tshark 4.0 does NOT match a frame without the field with `!=` (the issue
+text assumed it would): `!(ip.src == X)` and `ip.src not in {X}` do. `===` wants every occurrence
+equal, `!==` some occurrence different; a bare field is "present".
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from roceview.batch import PROTO_CODE, Batch
+from roceview.filter import fields as F
+from roceview.filter.parse import FilterError, Node
+from roceview.filter.values import LID_MARK, compare_test, member_test
+
+_ROCE = [PROTO_CODE[p] for p in ("roce_v1", "roce_v2", "ib")]
+_GRH = [PROTO_CODE[p] for p in ("roce_v1", "ib")]
+_MACCTL = [PROTO_CODE[p] for p in ("pfc", "pause")]
+_LID_WORDS = np.frombuffer(LID_MARK[:8], ">u8")[0], int.from_bytes(LID_MARK[8:12], "big")
+
+
+def _not_lid(b: Batch) -> np.ndarray:
+    words = np.ascontiguousarray(b.cols["_src_addr"]).view(">u8")
+    return (words[:, 0] != _LID_WORDS[0]) | ((words[:, 1] >> np.uint64(32)) != _LID_WORDS[1])
+
+
+def _ipv6(b: Batch) -> np.ndarray:
+    return ~b.mask("ip_frag") & b.mask("ethertype") & (b.cols["ethertype"] == 0x86DD) & ~np.isin(b.cols["_proto"], _GRH)
+
+
+# layer conditions: (columns read, mask)
+CONDITIONS = {
+    "ipv4": (("ip_frag",), lambda b: b.mask("ip_frag")),            # valid exactly where L3 is IPv4
+    "ipv6": (("ip_frag", "ethertype", "_proto"), _ipv6),
+    "grh": (("_proto", "_src_addr"), lambda b: np.isin(b.cols["_proto"], _GRH) & _not_lid(b)),
+    "roce": (("_proto",), lambda b: np.isin(b.cols["_proto"], _ROCE)),
+    "macctl": (("_proto",), lambda b: np.isin(b.cols["_proto"], _MACCTL)),
+}
+
+
+def columns_of(field: F.FieldDef) -> set[str]:
+    cols = set()
+    for s in field.sources:
+        if s.column:
+            cols.add(s.column)
+        if s.when in CONDITIONS:
+            cols.update(CONDITIONS[s.when][0])
+    if field.flag is not None and field.flag.value_column and not field.flag.column:
+        cols.add(field.flag.value_column)
+    return cols
+
+
+def occurrences(b: Batch, field: F.FieldDef) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(values, present) of each occurrence of `field` in batch `b`."""
+    out = []
+    for s in field.sources:
+        if field.kind == F.FLAG:
+            out.append(_flag(b, field, s))
+            continue
+        present = CONDITIONS[s.when][1](b) if s.when else None
+        if s.column is None:
+            out.append((np.ones(b.n, np.uint8), present))
+            continue
+        values = _column(b, s.column, field)
+        present = b.mask(s.column) if present is None else b.mask(s.column) & present
+        out.append((values, present))
+    return out
+
+
+def _column(b: Batch, name: str, field: F.FieldDef) -> np.ndarray:
+    try:
+        return b.cols[name]
+    except KeyError:
+        raise FilterError(f'{field.name} needs column "{name}", which this batch was decoded without '
+                          "(decode the columns DisplayFilter.fields lists)") from None
+
+
+def _flag(b: Batch, field: F.FieldDef, s: F.Source):
+    f = field.flag
+    if f.column:                    # decided by a packets-table column (bad ICRC, truncated)
+        values = _column(b, f.column, field)
+        present = b.mask(f.column) & (values == f.column_value)
+        return np.ones(b.n, np.uint8), present
+    if "flags" not in b.cols:
+        raise FilterError(f"{field.name} needs the analysis flags, not available yet")
+    present = (b.cols["flags"] & int(f.flag)) != 0
+    if f.value_column and f.value_column in b.cols:
+        return b.cols[f.value_column], present & b.mask(f.value_column)
+    return np.ones(b.n, np.uint8), present
+
+
+class _Ctx:
+    def __init__(self, batch: Batch):
+        self.batch = batch
+        self.cache: dict[str, list] = {}
+
+    def occ(self, field: F.FieldDef) -> list:
+        if field.name not in self.cache:
+            self.cache[field.name] = occurrences(self.batch, field)
+        return self.cache[field.name]
+
+
+def _any(parts: list[np.ndarray], n: int) -> np.ndarray:
+    return np.logical_or.reduce(parts) if parts else np.zeros(n, bool)
+
+
+def _test_node(node: Node, fields: dict):
+    field = F.lookup(node.field, node.column)
+    fields[field.name] = field
+    if node.op == "has":
+        return lambda ctx: _any([p for _, p in ctx.occ(field)], ctx.batch.n)
+    if node.op in ("in", "not in"):
+        test = member_test(field, node.items)
+    else:
+        test = compare_test(field, "==" if node.op in ("!=", "===", "!==") else node.op, node.value)
+    hit = lambda ctx: _any([p & test(v) for v, p in ctx.occ(field)], ctx.batch.n)  # noqa: E731
+    if node.op == "not in":
+        return lambda ctx: ~hit(ctx)
+    if node.op == "!=":            # all_ne: present, and no occurrence equal
+        return lambda ctx: _any([p for _, p in ctx.occ(field)], ctx.batch.n) & ~hit(ctx)
+    if node.op == "===":           # all_eq: present, and every present occurrence equal
+        return lambda ctx: _any([p for _, p in ctx.occ(field)], ctx.batch.n) & np.logical_and.reduce(
+            [~p | test(v) for v, p in ctx.occ(field)])
+    if node.op == "!==":           # any_ne
+        return lambda ctx: _any([p & ~test(v) for v, p in ctx.occ(field)], ctx.batch.n)
+    return hit
+
+
+def build(node: Node, fields: dict):
+    """The tree as one function ctx -> bool array; `fields` collects the FieldDefs used."""
+    if node.op in ("and", "or", "xor"):
+        parts = [build(a, fields) for a in node.args]
+        reduce = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}[node.op].reduce
+        return lambda ctx: reduce([p(ctx) for p in parts])
+    if node.op == "not":
+        inner = build(node.args[0], fields)
+        return lambda ctx: ~inner(ctx)
+    return _test_node(node, fields)
+
+
+def run(fn, batch: Batch) -> np.ndarray:
+    out = fn(_Ctx(batch))
+    return np.broadcast_to(out, (batch.n,)).copy() if out.shape != (batch.n,) else out

@@ -1,0 +1,150 @@
+"""Literals read for a field's kind, and the vectorised test of one occurrence against them.
+
+A test is a function `values -> bool array` over one source column, built once when the
+filter is compiled: integers compare in the column's own dtype (a literal outside the dtype's
+range is decided without numpy: nothing equals it); addresses are (n, 16) byte rows compared
+as two big-endian 64-bit words, a CIDR prefix by masking; names (opcode_name, proto, ...) are
+decided once per code of the column's vocabulary and looked up with one take().
+"""
+from __future__ import annotations
+
+import ipaddress
+import operator
+import re
+
+import numpy as np
+
+from roceview.filter import fields as F
+from roceview.filter.parse import FilterError, Value
+
+ORDER = {"==": operator.eq, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+_NP = {"==": np.equal, "<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal}
+_MAC = re.compile(r"^[0-9A-Fa-f]{2}([:\-.])(?:[0-9A-Fa-f]{2}\1){4}[0-9A-Fa-f]{2}$")
+_LID = re.compile(r"^lid:(0x[0-9A-Fa-f]{1,4}|\d+)$")
+LID_MARK = bytes(10) + b"\xfe\xfe"           # roceview.table.format_addr: IB LRH without GRH
+
+
+def parse_int(v: Value, field: F.FieldDef) -> int:
+    text = v.text.strip().lower()
+    if field.kind in (F.BOOL, F.FLAG) and text in ("true", "false"):
+        return int(text == "true")
+    try:
+        sign, body = (-1, text[1:]) if text.startswith("-") else (1, text)
+        if body.startswith(("0x", "0b", "0o")):
+            return sign * int(body, 0)
+        if len(body) > 1 and body.startswith("0") and body.isdigit():
+            return sign * int(body, 8)          # Wireshark: a leading 0 is octal
+        return sign * int(body, 10)
+    except ValueError:
+        raise FilterError(f'"{v.text}" is not a number ({field.name} is an integer field)', v.column) from None
+
+
+def parse_mac(v: Value, field: F.FieldDef) -> int:
+    text = v.text.strip()
+    if not _MAC.match(text):
+        raise FilterError(f'"{text}" is not a MAC address ({field.name})', v.column)
+    return int(re.sub(r"[:\-.]", "", text), 16)
+
+
+def parse_addr(v: Value, field: F.FieldDef) -> tuple[bytes, int]:
+    """(16 bytes as the Batch stores them, prefix length in bits)."""
+    text, kind = v.text.strip(), field.kind
+    lid = _LID.match(text)
+    if lid and kind == F.ADDR:
+        return LID_MARK + b"\0\0" + int(lid.group(1), 0).to_bytes(2, "big"), 128
+    try:
+        net = ipaddress.ip_network(text, strict=False)
+    except ValueError:
+        want = {F.IPV4: "an IPv4", F.IPV6: "an IPv6"}.get(kind, "an IPv4/IPv6")
+        raise FilterError(f'"{text}" is not {want} address or network ({field.name})', v.column) from None
+    if kind == F.IPV6 and net.version == 4 or kind == F.IPV4 and net.version == 6:
+        raise FilterError(f'"{text}" is an IPv{net.version} address, {field.name} is IPv{10 - net.version}',
+                          v.column)
+    if net.version == 4:     # the Batch stores IPv4 as ::ffff:a.b.c.d (roceview/batch.py)
+        return b"\0" * 10 + b"\xff\xff" + net.network_address.packed, 96 + net.prefixlen
+    return net.network_address.packed, net.prefixlen
+
+
+def compare_test(field: F.FieldDef, op: str, v: Value):
+    """values -> bool array: `values op literal` for one occurrence of `field`."""
+    if field.kind == F.NONE:
+        raise FilterError(f"{field.name} is a protocol: test it for presence only, without a comparison", v.column)
+    if field.kind == F.STR:
+        return _vocab_test(field, lambda name: ORDER[op](name, v.text))
+    if field.kind in (F.IPV4, F.IPV6, F.ADDR):
+        return _addr_test(op, *parse_addr(v, field))
+    lit = parse_mac(v, field) if field.kind == F.MAC else parse_int(v, field)
+    return lambda values: _cmp_int(_numeric(values), op, lit)
+
+
+def member_test(field: F.FieldDef, items: tuple):
+    """values -> bool array: the value is one of the set's values or within one of its ranges."""
+    if field.kind == F.STR:             # one lookup table for the whole set
+        return _vocab_test(field, lambda name: any(_vocab_match(name, low, high) for low, high in items))
+    tests = []
+    for low, high in items:
+        if high is None:
+            tests.append(compare_test(field, "==", low))
+        else:
+            ge, le = compare_test(field, ">=", low), compare_test(field, "<=", high)
+            tests.append(lambda values, ge=ge, le=le: ge(values) & le(values))
+    return lambda values: np.logical_or.reduce([t(values) for t in tests])
+
+
+def _vocab_match(name: str, low: Value, high: Value | None) -> bool:
+    return name == low.text if high is None else low.text <= name <= high.text
+
+
+def _vocab_test(field: F.FieldDef, keep):
+    """A table of 257 entries: one per code of a uint8 column, the last for any larger code."""
+    names = list(field.vocab)[:256]
+    table = np.zeros(257, bool)
+    table[:len(names)] = [name is not None and keep(name) for name in names]
+
+    def test(values):
+        return table[values] if values.dtype == np.uint8 else table[np.minimum(values, 256)]
+    return test
+
+
+def _numeric(values: np.ndarray) -> np.ndarray:
+    return values.view(np.uint8) if values.dtype == bool else values
+
+
+def _cmp_int(values: np.ndarray, op: str, lit: int) -> np.ndarray:
+    info = np.iinfo(values.dtype)
+    if lit < info.min:               # every value is greater than the literal
+        return np.full(len(values), op in (">", ">="))
+    if lit > info.max:
+        return np.full(len(values), op in ("<", "<="))
+    return _NP[op](values, values.dtype.type(lit))
+
+
+def _words(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    w = np.ascontiguousarray(values).view(">u8")
+    return w[:, 0], w[:, 1]
+
+
+def _addr_test(op: str, raw: bytes, prefix: int):
+    hi, lo = (int.from_bytes(raw[:8], "big"), int.from_bytes(raw[8:], "big"))
+    if op == "==":                                       # CIDR: compare the prefix only
+        keep = ((1 << 128) - (1 << (128 - prefix))).to_bytes(16, "big")
+        mask = np.frombuffer(keep, np.uint64)            # native words: equality needs no byte order
+        want = np.frombuffer(raw, np.uint64) & mask
+        return lambda values: _equal_words(values, mask, want)
+    strict = _NP["<" if op in ("<", "<=") else ">"]
+    cmp, H, L = _NP[op], np.uint64(hi), np.uint64(lo)
+
+    def test(values):
+        vh, vl = _words(values)
+        return strict(vh, H) | (vh == H) & cmp(vl, L)
+    return test
+
+
+def _equal_words(values, mask, want) -> np.ndarray:
+    w = np.ascontiguousarray(values).view(np.uint64)
+    out = None
+    for k in range(2):
+        if mask[k]:                                      # a /16 IPv4 network: one word to compare
+            part = (w[:, k] & mask[k]) == want[k] if mask[k] != ~np.uint64(0) else w[:, k] == want[k]
+            out = part if out is None else out & part
+    return np.ones(len(w), bool) if out is None else out

@@ -1,0 +1,136 @@
+"""`dissect -T fields -e FIELD ... -E OPT=VALUE`: tshark's field output over a Batch.
+
+Field names are the display filter's (roceview/filter/fields.py): packets-table columns and
+their Wireshark aliases. Values print as tshark 4.0 prints them: integers in decimal, or
+`0x` + fixed hex digits where Wireshark shows the field in hex (BASE_HEX), booleans 1/0,
+addresses in their usual text, a field with several occurrences joined by the aggregator
+(`ip.addr`: source, destination). Options (`-E`): header=y|n, separator=/t|/s|C,
+quote=d|s|n, occurrence=f|l|a, aggregator=,|/s|C.
+"""
+from __future__ import annotations
+
+import ipaddress
+
+import numpy as np
+
+from roceview.batch import Batch
+from roceview.errors import BadInput
+from roceview.filter import fields as F
+from roceview.filter.evaluate import occurrences
+
+_SPECIAL = {"/t": "\t", "/s": " "}
+
+
+class FieldOptions:
+    def __init__(self, options: list[str]):
+        self.header, self.separator, self.quote = False, "\t", ""
+        self.occurrence, self.aggregator = "a", ","
+        for option in options:
+            key, _, value = option.partition("=")
+            setter = getattr(self, "_set_" + key.strip(), None)
+            if setter is None or not value:
+                raise BadInput(f"-E {option}: expected header=y|n, separator=/t|/s|C, quote=d|s|n, "
+                               "occurrence=f|l|a or aggregator=,|/s|C")
+            setter(option, value)
+
+    def _set_header(self, option, value):
+        self.header = value[0].lower() == "y"
+
+    def _set_separator(self, option, value):
+        self.separator = _SPECIAL.get(value, value[0])
+
+    def _set_aggregator(self, option, value):
+        self.aggregator = _SPECIAL.get(value, value[0])
+
+    def _set_quote(self, option, value):
+        if value not in ("d", "s", "n"):
+            raise BadInput(f"-E {option}: quote must be d, s or n")
+        self.quote = {"d": '"', "s": "'", "n": ""}[value]
+
+    def _set_occurrence(self, option, value):
+        if value not in ("f", "l", "a"):
+            raise BadInput(f"-E {option}: occurrence must be f, l or a")
+        self.occurrence = value
+
+
+class FieldWriter:
+    """Lines of `-T fields` output for a Batch, one per row."""
+
+    def __init__(self, names: list[str], options: list[str]):
+        if not names:
+            raise BadInput("-T fields needs at least one -e FIELD")
+        try:
+            self.defs = [F.lookup(name, None) for name in names]
+        except BadInput as exc:
+            raise BadInput(str(exc).replace("filter:", "-e:", 1)) from None
+        self.options = FieldOptions(options)
+
+    @property
+    def columns(self) -> frozenset:
+        from roceview.filter.evaluate import columns_of
+
+        return frozenset().union(*(columns_of(d) for d in self.defs))
+
+    def header(self) -> str:
+        return self.options.separator.join(d.name for d in self.defs)
+
+    def lines(self, b: Batch) -> list[str]:
+        if b.n == 0:
+            return []
+        cells = [self._cells(b, d) for d in self.defs]
+        return [self.options.separator.join(row) for row in zip(*cells)]
+
+    def _cells(self, b: Batch, field: F.FieldDef) -> list[str]:
+        occ = [_text(field, values, present) for values, present in occurrences(b, field)]
+        opt = self.options
+        if opt.occurrence != "a" or len(occ) == 1:
+            parts = occ[0] if len(occ) == 1 else None
+            if parts is None:
+                order = occ if opt.occurrence == "f" else occ[::-1]
+                parts = [next((p[i] for p in order if p[i]), "") for i in range(b.n)]
+        else:
+            parts = [opt.aggregator.join(v for v in row if v) for row in zip(*occ)]
+        q = opt.quote
+        return [f"{q}{v}{q}" if v and q else v for v in parts]
+
+
+def _text(field: F.FieldDef, values, present) -> list[str]:
+    """The text of one occurrence per row ('' where absent), each distinct value formatted once."""
+    n = len(present)
+    if values is None or field.kind in (F.NONE, F.FLAG):
+        return np.where(present, field.name if field.kind == F.NONE else "1", "").tolist()
+    rows = np.flatnonzero(present)
+    out = np.full(n, "", dtype=object)
+    if len(rows) == 0:
+        return out.tolist()
+    vals = values[rows]
+    distinct, inverse = np.unique(vals, axis=0 if vals.ndim > 1 else None, return_inverse=True)
+    names = np.array([_format(field, v) for v in distinct] + [""], dtype=object)
+    out[rows] = names[inverse.reshape(-1)]
+    return out.tolist()
+
+
+def _format(field: F.FieldDef, v) -> str:
+    kind = field.kind
+    if kind == F.STR:
+        return field.vocab[int(v)] or ""
+    if kind == F.BOOL:
+        return "1" if v else "0"
+    if kind == F.MAC:
+        return ":".join(f"{b:02x}" for b in int(v).to_bytes(6, "big"))
+    if kind == F.IPV4:
+        return str(ipaddress.IPv4Address(bytes(v[12:])))
+    if kind == F.IPV6:
+        return _ipv6(bytes(v))
+    if kind == F.ADDR:
+        from roceview.table import format_addr
+
+        return format_addr(bytes(v))
+    return f"0x{int(v):0{field.hex_digits}x}" if field.hex_digits else str(int(v))
+
+
+def _ipv6(raw: bytes) -> str:
+    """As Wireshark writes it: an IPv4-mapped address (a RoCEv1 GID) ends in dotted quad."""
+    if raw[:12] == bytes(10) + b"\xff\xff":
+        return "::ffff:" + str(ipaddress.IPv4Address(raw[12:]))
+    return str(ipaddress.IPv6Address(raw))
