@@ -5,7 +5,7 @@ import json
 
 import numpy as np
 
-from roceview.cli import ExitStatus
+from roceview.cli import ExitStatus, udp_port
 
 
 def add_arguments(parser) -> None:
@@ -13,7 +13,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("-c", "--count", type=int, default=None, metavar="N", help="stop after N packets")
     parser.add_argument("-V", "--verbose", action="store_true", help="print a detail tree per packet")
     parser.add_argument("--jsonl", action="store_true", help="one JSON object per packet (column names; nulls omitted)")
-    parser.add_argument("--roce-port", type=int, action="append", default=[], metavar="P",
+    parser.add_argument("--roce-port", type=udp_port, action="append", default=[], metavar="P",
                         help="also decode UDP destination port P as RoCEv2 (repeatable)")
 
 
@@ -53,15 +53,26 @@ def run(args, env) -> ExitStatus:
         if args.jsonl:
             _write_jsonl(df, out)
         elif args.verbose:
-            from roceview.render.detail import print_details
-
-            print_details(chunk, df, first_ts, out, batch.n)
+            _print_details(chunk, df, first_ts, out, batch.n)
         else:
             out.write("".join(line + "\n" for line in packet_lines(df, first_ts)))
         if left is not None and left <= 0:
             break
     out.flush()
     return ExitStatus.OK
+
+
+def _print_details(chunk, df, first_ts, out, n) -> None:
+    """render.detail's tree; rich meets a closed pipe (`dissect -V | head`) with SystemExit(1)
+    (Console.on_broken_pipe): the CLI ends that quietly with 0, like the other modes."""
+    from roceview.render.detail import print_details
+
+    try:
+        print_details(chunk, df, first_ts, out, n)
+    except SystemExit as exc:
+        if exc.code != 1:
+            raise
+        raise BrokenPipeError from None
 
 
 def _write_jsonl(df, out) -> None:
