@@ -14,18 +14,20 @@ import os
 import threading
 import time
 
-DELAY_S = 2.0
+DELAY_S = 2.0                 # ROCEVIEW_PROGRESS_DELAY=seconds overrides it (the tests show the bar at once)
 RECORD_OVERHEAD = 16          # bytes of a pcap record header; a pcapng EPB has 28 plus padding
 GZIP_MAGIC = b"\x1f\x8b"
 
 
 class Progress:
-    def __init__(self, stream, description: str, total_bytes: int | None = None, delay: float = DELAY_S,
+    def __init__(self, stream, description: str, total_bytes: int | None = None, delay: float | None = None,
                  counts: bool = True):
         self.stream, self.description, self.total = stream, description, total_bytes or None
         self.counts = counts            # False: a spinner and the time so far (no bytes to count)
         self.active = hasattr(stream, "isatty") and stream.isatty()
         self.packets = self.bytes = 0
+        if delay is None:
+            delay = float(os.environ.get("ROCEVIEW_PROGRESS_DELAY", DELAY_S))
         self.delay, self.start = delay, time.monotonic()
         self.bar = self.task = self.timer = None
         self.lock = threading.Lock()
