@@ -116,6 +116,7 @@ def test_a_null_device_is_written_not_replaced(name, via, tmp_path):
     assert proc.returncode == 0, proc.stderr
     after = os.stat(device)
     assert stat.S_ISCHR(after.st_mode) and after.st_ino == before.st_ino and after.st_rdev == before.st_rdev
+    assert via == "direct" or stat.S_ISLNK(os.lstat(path).st_mode)     # the link, not replaced
     assert _leftovers(tmp_path) == []
 
 
