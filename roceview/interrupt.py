@@ -20,6 +20,7 @@ from contextlib import contextmanager
 EXIT_INTERRUPTED = 130          # 128 + SIGINT, what shells report for a Ctrl-C
 _registered: dict[str, str] = {}  # path -> "file" | "dir" (rmdir, only when empty), in order
 _state = {"deferred": 0, "pending": False}
+_hooks: list = []               # called first: e.g. the progress bar shows the cursor again
 
 
 def install() -> None:
@@ -35,6 +36,11 @@ def on_sigint(signum=None, frame=None) -> None:
 
 
 def _exit() -> None:
+    for hook in list(_hooks):
+        try:
+            hook()
+        except Exception:       # noqa: BLE001 - leaving now: nothing may stop the exit
+            pass
     for path, kind in reversed(list(_registered.items())):
         try:
             os.rmdir(path) if kind == "dir" else os.unlink(path)
@@ -49,6 +55,15 @@ def remove_on_interrupt(path, kind: str = "file") -> None:
 
 def forget(path) -> None:
     _registered.pop(os.fspath(path), None)
+
+
+def on_interrupt(hook) -> None:
+    _hooks.append(hook)
+
+
+def drop_hook(hook) -> None:
+    if hook in _hooks:
+        _hooks.remove(hook)
 
 
 @contextmanager

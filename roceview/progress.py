@@ -14,6 +14,8 @@ import os
 import threading
 import time
 
+from roceview import interrupt
+
 DELAY_S = 2.0                 # ROCEVIEW_PROGRESS_DELAY=seconds overrides it (the tests show the bar at once)
 RECORD_OVERHEAD = 16          # bytes of a pcap record header; a pcapng EPB has 28 plus padding
 GZIP_MAGIC = b"\x1f\x8b"
@@ -68,6 +70,7 @@ class Progress:
             if self.bar is not None:
                 self.bar.stop()         # transient: the bar is erased
                 self.bar = None
+                interrupt.drop_hook(self._restore_terminal)
         return False
 
     def _show(self) -> None:
@@ -86,7 +89,13 @@ class Progress:
             self.task = bar.add_task(self._description(), total=self.total, rate="")
             bar.start()
             self.bar = bar
+            interrupt.on_interrupt(self._restore_terminal)
         self._update()
+
+    def _restore_terminal(self) -> None:
+        """Ctrl-C ends the process at once (roceview.interrupt): show the cursor rich hid."""
+        self.stream.write("\r\x1b[2K\x1b[?25h")
+        self.stream.flush()
 
     def _description(self) -> str:
         if not self.packets and _numba_backend():

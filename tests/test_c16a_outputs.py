@@ -206,3 +206,28 @@ def test_replacing_a_regular_file_keeps_its_mode(tmp_path):
     out.chmod(0o640)
     assert roceview("analyze", CAPTURE, "--json", out).returncode == 0
     assert stat.S_IMODE(out.stat().st_mode) == 0o640 and json.loads(out.read_text())
+
+
+def test_a_failed_csv_write_removes_the_folders_it_created(tmp_path):
+    from roceview.errors import WriteError
+    from roceview.render import export
+
+    class Result:
+        pass
+
+    result = Result()
+    for _, attr in export.CSV_FILES:
+        setattr(result, attr, None)
+    out = tmp_path / "a" / "b"
+    original = export.table_csv_bytes
+
+    def failing(table):
+        raise OSError(28, "No space left on device")
+
+    export.table_csv_bytes = failing
+    try:
+        with pytest.raises(WriteError, match="No space left"):
+            export.write_csv_dir(result, out)
+    finally:
+        export.table_csv_bytes = original
+    assert list(tmp_path.iterdir()) == []

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import pty
 import select
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -24,8 +25,9 @@ def capture(tmp_path_factory) -> Path:
     return write_big_capture(tmp_path_factory.mktemp("progress") / "p.pcap", 400_000)
 
 
-def under_pty(argv: list, delay: str = "0") -> tuple[int, str, str]:
-    """Run the CLI with stderr a pseudo-terminal, stdout a pipe: (code, stdout, terminal text)."""
+def under_pty(argv: list, delay: str = "0", interrupt_on: bytes | None = None) -> tuple[int, str, str]:
+    """Run the CLI with stderr a pseudo-terminal, stdout a pipe: (code, stdout, terminal text);
+    SIGINT once the terminal shows `interrupt_on`."""
     master, slave = pty.openpty()
     env = {**os.environ, "PYTHONPATH": str(REPO), "ROCEVIEW_PROGRESS_DELAY": delay, "COLUMNS": "120"}
     proc = subprocess.Popen([sys.executable, "-m", "roceview", *map(str, argv)], cwd=REPO, env=env,
@@ -43,6 +45,9 @@ def under_pty(argv: list, delay: str = "0") -> tuple[int, str, str]:
         if not data:
             break
         chunks.append(data)
+        if interrupt_on is not None and interrupt_on in b"".join(chunks):
+            proc.send_signal(signal.SIGINT)
+            interrupt_on = None
     os.close(master)
     out = proc.stdout.read().decode()
     return proc.wait(60), out, b"".join(chunks).decode(errors="replace")
@@ -108,3 +113,13 @@ def test_the_numba_fallback_first_compile_is_named_until_the_first_packets(monke
     assert bar._description() == "analyzing"
     monkeypatch.setattr(kernels, "BACKEND", "c")
     assert Progress(io.StringIO(), "analyzing")._description() == "analyzing"
+
+
+def test_ctrl_c_while_the_bar_shows_gives_the_cursor_back(capture):
+    for _ in range(3):          # the signal may land once the analysis is over (exit 0): again
+        code, _, term = under_pty(["analyze", capture, capture, capture], interrupt_on=b"pkt/s")
+        if code != 0:
+            break
+    assert code == 130, term
+    assert term.rindex("\x1b[?25h") > term.rindex("\x1b[?25l")     # cursor hidden by rich, shown again
+    assert "Traceback" not in term and "KeyboardInterrupt" not in term

@@ -147,23 +147,34 @@ def write_csv_dir(result, directory) -> list[Path]:
     from roceview.capture.writer import write_files
 
     directory = Path(directory)
-    created = not os.path.lexists(directory)
+    created = [p for p in (directory, *directory.parents) if not os.path.lexists(p)][::-1]
     try:
         with interrupt.deferred():
+            for folder in created:          # outermost first: removed in the reverse order
+                interrupt.remove_on_interrupt(folder, "dir")
             directory.mkdir(parents=True, exist_ok=True)
-            if created:
-                interrupt.remove_on_interrupt(directory, "dir")
     except OSError as exc:
+        _remove_created(created)
         raise WriteError(f"cannot write CSV files into {directory}: {exc.strerror or exc}") from None
     try:
         paths = [directory / name for name, _ in CSV_FILES]
         write_files([(path, _csv_maker(result, attr)) for path, (_, attr) in zip(paths, CSV_FILES)])
         return paths
     except WriteError:
-        _remove_if_empty(directory, created)
+        _remove_created(created)
         raise
     finally:
-        interrupt.forget(directory)
+        for folder in created:
+            interrupt.forget(folder)
+
+
+def _remove_created(folders: list[Path]) -> None:
+    """The folders write_csv_dir created, innermost first, where still empty."""
+    for folder in reversed(folders):
+        try:
+            folder.rmdir()
+        except OSError:
+            pass
 
 
 def _csv_maker(result, attr: str):
