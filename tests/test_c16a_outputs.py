@@ -154,6 +154,42 @@ def test_a_fifo_is_written_directly_and_its_reader_gets_everything(name, tmp_pat
         json.loads(got.read_bytes())
 
 
+@pytest.mark.parametrize("name", WRITERS)
+def test_a_unix_socket_is_connected_to_and_gets_everything(name, reference):
+    import shutil
+    import socket
+    import tempfile
+    import threading
+
+    _skip_without_pyarrow(name)
+    argv, suffix = WRITERS[name]
+    folder = Path(tempfile.mkdtemp(prefix="c16a", dir="/tmp"))      # a socket path has <= 107 bytes
+    try:
+        path = _path(folder, suffix, "s")
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        server.bind(str(path))
+        server.listen(1)
+        server.settimeout(120)
+        got = []
+
+        def serve():
+            conn, _ = server.accept()
+            while data := conn.recv(65536):
+                got.append(data)
+            conn.close()
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        proc = roceview(*argv(path))
+        thread.join(60)
+        server.close()
+        assert proc.returncode == 0, proc.stderr
+        assert stat.S_ISSOCK(os.lstat(path).st_mode)
+        assert b"".join(got) == reference(name)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 @pytest.mark.parametrize("name", ["json", "generate", "truth", "convert"])
 def test_a_directory_given_as_the_output_file_is_one_error_line(name, tmp_path):
     _skip_without_pyarrow(name)

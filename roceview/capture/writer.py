@@ -43,6 +43,7 @@ class OutputFile:
         if st is not None and stat.S_ISDIR(st.st_mode):
             raise WriteError(f"cannot write {self.path}: it is a directory")
         self.direct = self.fd is not None or (st is not None and not stat.S_ISREG(st.st_mode))
+        self.socket = st is not None and stat.S_ISSOCK(st.st_mode)
         self.final = Path(os.path.realpath(self.path))
         self.mode = stat.S_IMODE(st.st_mode) if st is not None else None
 
@@ -52,6 +53,8 @@ class OutputFile:
                 for stream in (sys.stdout, sys.stderr):
                     stream.flush()
                 return os.fdopen(os.dup(self.fd), mode)
+            if self.socket:             # a listening Unix stream socket: connect and send
+                return _socket_file(self.path, mode)
             if self.direct:
                 return open(self.path, mode)
             with interrupt.deferred():
@@ -83,6 +86,17 @@ class OutputFile:
                 pass
             interrupt.forget(self.tmp)
             self.tmp = None
+
+
+def _socket_file(path: str, mode: str):
+    import socket
+
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(path)
+        return sock.makefile(mode)
+    finally:
+        sock.close()                    # the file object keeps the connection open until closed
 
 
 def _fd_alias(path: str) -> int | None:
