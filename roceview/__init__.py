@@ -16,8 +16,6 @@ def iter_packets(paths, columns=None, roce_ports=(), chunk_packets=1 << 18, warn
     return _iter(paths, columns=columns, roce_ports=roce_ports, chunk_packets=chunk_packets, warn=warn)
 
 
-def analyze(paths, **options):
-    """Per-queue-pair analysis; see roceview.api.analyze."""
-    from roceview.api import analyze as _analyze
-
-    return _analyze(paths, **options)
+# The function itself (api.py imports only typing at first): help(roceview.analyze) shows its
+# keyword arguments; the analysis modules still import only when it runs.
+from roceview.api import analyze  # noqa: E402

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 
 if TYPE_CHECKING:
     from roceview.analysis import AnalysisResult
+    from roceview.batch import Batch
 
 DEFAULT_CHUNK = 1 << 16
 
@@ -17,21 +18,25 @@ DEFAULT_CHUNK = 1 << 16
 def analyze(paths, *, pmtu: int | None = None, link_speed: float = 100.0, bucket_ms: float = 1.0,
             roce_ports: Iterable[int] = (), chunk_packets: int = DEFAULT_CHUNK, packets: bool = False,
             warn: Callable[[str], None] | None = None, progress: Callable[[int], None] | None = None,
-            diagnose: bool = True, config=None, display_filter: str | None = None) -> AnalysisResult:
+            diagnose: bool = True, config=None, display_filter: str | None = None,
+            on_batch: Callable[[Batch], None] | None = None) -> AnalysisResult:
     """Analyze capture file(s): a path, several paths, a directory, or '-' for stdin.
 
     pmtu: path MTU in bytes (default: inferred from FIRST/MIDDLE payloads); link_speed: Gb/s for
     PFC pause time; bucket_ms: timeline bucket; packets=True also returns the packets table as
     `result.packets`; warn receives decode warnings (default: stderr); progress(n) is called with
-    the number of packets of each chunk read; config: a roceview.diagnose.Config or the path of a
-    TOML file of thresholds; display_filter: a Wireshark display filter (roceview.filter): only
-    the packets it matches are analysed (and counted by progress), like `tshark -R` (a QP whose
-    ACKs are filtered out looks like loss). Raises roceview.errors.BadInput for bad input (a bad filter included).
+    the number of packets of each chunk read, on_batch(batch) with the chunk itself (its
+    `cap_len` column: the bytes read, for a progress bar); config: a roceview.diagnose.Config or
+    the path of a TOML file of thresholds; display_filter: a Wireshark display filter
+    (roceview.filter): only the packets it matches are analysed (and counted by progress), like
+    `tshark -R` (a QP whose ACKs are filtered out looks like loss). Raises
+    roceview.errors.BadInput for bad input (a bad filter included).
     """
     from roceview.capture.source import expand_paths
     from roceview.packets import iter_batches
 
     _check_options(pmtu, link_speed, bucket_ms)
+    roce_ports = _checked_ports(roce_ports)
     warnings: list[str] = []
 
     def on_warning(message: str) -> None:
@@ -48,7 +53,7 @@ def analyze(paths, *, pmtu: int | None = None, link_speed: float = 100.0, bucket
     # Reading starts now, on its own thread: the analysis modules import meanwhile. The
     # analysis reads 22 of the declared columns: the kernel extracts only those, unless the
     # caller asked for the packets table as well.
-    batches = iter_batches(files, roce_ports=tuple(roce_ports), chunk_packets=chunk_packets, warn=on_warning,
+    batches = iter_batches(files, roce_ports=roce_ports, chunk_packets=chunk_packets, warn=on_warning,
                            projection=None if packets else _projection(display), display_filter=display)
     from roceview.analysis import Analyzer
 
@@ -60,6 +65,8 @@ def analyze(paths, *, pmtu: int | None = None, link_speed: float = 100.0, bucket
             facts.feed(batch, analyzer.flow_ids(batch))
         if progress is not None:
             progress(batch.n)
+        if on_batch is not None:
+            on_batch(batch)
     result = analyzer.finish(files=files, warnings=warnings)
     if facts is not None:
         result.facts = facts.finish()
@@ -110,3 +117,20 @@ def _check_options(pmtu, link_speed, bucket_ms) -> None:
         raise BadInput(f"--link-speed must be > 0 Gb/s (got {link_speed})")
     if not bucket_ms or bucket_ms <= 0:
         raise BadInput(f"--bucket must be > 0 ms (got {bucket_ms})")
+
+
+def _checked_ports(roce_ports) -> tuple:
+    """Each a UDP port, 1-65535 (decode.port_table indexes a 65536-entry table by it)."""
+    from operator import index
+
+    from roceview.errors import BadInput
+
+    ports = tuple(roce_ports)
+    for port in ports:
+        try:
+            ok = not isinstance(port, bool) and 1 <= index(port) <= 65535
+        except TypeError:
+            ok = False
+        if not ok:
+            raise BadInput(f"--roce-port must be a UDP port, 1-65535 (got {port!r})")
+    return ports

@@ -28,6 +28,7 @@ class ExitStatus(enum.IntEnum):
     ERROR = 1
     BAD_INPUT = 2
     FINDINGS = 3
+    INTERRUPTED = 130   # Ctrl-C: 128 + SIGINT (roceview/interrupt.py)
 
 
 @dataclass
@@ -47,6 +48,17 @@ class Environment:
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, exit 2: usage errors are bad input
         raise SystemExit(_usage_error(self.prog, message))
+
+
+def udp_port(text: str) -> int:
+    """argparse type of --roce-port: a UDP port, 1-65535 (one usage line, exit 2, otherwise)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a UDP port, 1-65535 (got {text!r})")
+    return value
 
 
 def _usage_error(prog: str, message: str) -> int:
@@ -91,8 +103,8 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> int:
     except RoceviewError as exc:
         print(f"roceview: error: {exc}", file=env.stderr)
         return ExitStatus.BAD_INPUT
-    except KeyboardInterrupt:
-        return ExitStatus.ERROR
+    except KeyboardInterrupt:   # in process only: entry() installs roceview.interrupt's handler
+        return ExitStatus.INTERRUPTED
     except BrokenPipeError:
         # `roceview dissect big.pcap | head`: stop quietly like tshark does
         try:
@@ -103,6 +115,9 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> int:
 
 
 def entry() -> None:
+    from roceview import interrupt
+
+    interrupt.install()           # again, for callers of entry() other than roceview/__main__.py
     # roceview does no linear algebra, but numpy's OpenBLAS starts a thread per core that
     # spins for a while: measured 8 % of the samples of a run, stolen from the decode threads.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")

@@ -290,8 +290,8 @@ def test_the_option_default_is_the_report_default():
     assert analyze.MAX_QP_ROWS == MAX_QP_ROWS
 
 
-def test_progress_counter_only_on_a_terminal_and_erased_before_warnings():
-    from roceview.commands.analyze import _Progress
+def test_progress_bar_only_on_a_terminal_and_warnings_above_it():
+    from roceview.progress import Progress
 
     class Err(io.StringIO):
         def __init__(self, tty):
@@ -303,16 +303,18 @@ def test_progress_counter_only_on_a_terminal_and_erased_before_warnings():
 
     for tty in (False, True):
         err = Err(tty)
-        with _Progress(Environment(stderr=err)) as bar:
-            bar.drawn -= 1  # as if the last redraw was a second ago
-            bar.advance(1234)
+        with Progress(err, "analyzing", total_bytes=10_000, delay=0) as bar:
+            if tty:
+                bar.timer.join()        # the bar is drawn from the timer's thread
+            bar.advance(1234, 5000)
             bar.warn("damaged record")
         text = err.getvalue()
         if tty:
-            assert text.startswith("\ranalyzing 1,234 packets")
-            assert "\r\x1b[Kroceview: warning: damaged record\n" in text
+            assert "analyzing" in text and "pkt/s" in text
+            assert "roceview: warning: damaged record" in text
         else:
             assert text == "roceview: warning: damaged record\n"
+            assert bar.timer is None and bar.bar is None
 
 
 def test_unhashable_values_in_a_string_column_are_written_by_their_text():

@@ -8,8 +8,10 @@ import numpy as np
 
 from roceview.arrays import sorted_distinct
 from roceview.capture import consts, kernels
+from roceview.errors import BadInput
 
 SHB, IDB = 0x0A0D0D0A, 1
+SHB_MIN_BYTES = 28      # type, length, byte-order magic, version, section length, length again
 OPT_IF_TSRESOL, OPT_IF_TSOFFSET = 9, 14
 
 
@@ -87,9 +89,10 @@ class _Damaged(Exception):
 def _pcapng(buf, chunk_packets: int, warn, iface_base: int) -> Iterator:
     from roceview.capture.readers import _chunk, _linktype_checked, _Outputs
 
-    if bytes(buf.store[8:12]) not in (b"\x4d\x3c\x2b\x1a", b"\x1a\x2b\x3c\x4d"):
-        if not buf.eof:
-            buf.refill()
+    if buf.filled - buf.pos < SHB_MIN_BYTES and not buf.eof:
+        buf.refill()
+    if buf.filled - buf.pos < SHB_MIN_BYTES:     # as readers._pcap refuses a cut pcap header
+        raise BadInput(f"{buf.name}: pcapng section header is cut short")
     e = "<" if bytes(buf.store[8:12]) == b"\x4d\x3c\x2b\x1a" else ">"
     ifs = _Interfaces()
     out = _Outputs(chunk_packets)

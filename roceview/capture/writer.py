@@ -7,13 +7,16 @@ written without per-packet Python objects.
 from __future__ import annotations
 
 import os
+import stat
 import struct
+import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
+from roceview import interrupt
 from roceview.errors import WriteError
 
 LINKTYPE_ETHERNET = 1
@@ -21,27 +24,131 @@ _PCAP_NS_MAGIC = 0xA1B23C4D
 _PCAP_US_MAGIC = 0xA1B2C3D4
 
 
+class OutputFile:
+    """Where one output goes. A regular file or a new path is written to a temporary file in
+    the folder of the file it becomes (a symlink's target's folder: the link is followed, never
+    replaced) and renamed over it once complete; a character device, FIFO or socket
+    (`/dev/null`, a named pipe) and `/dev/stdout`, `/dev/fd/N` are written directly, never
+    replaced; a directory is a WriteError."""
+
+    def __init__(self, path):
+        self.path, self.tmp = os.fspath(path), None
+        self.fd = _fd_alias(self.path)
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            st = None
+        except OSError as exc:
+            raise WriteError(f"cannot write {self.path}: {exc.strerror or exc}") from None
+        if st is not None and stat.S_ISDIR(st.st_mode):
+            raise WriteError(f"cannot write {self.path}: it is a directory")
+        self.direct = self.fd is not None or (st is not None and not stat.S_ISREG(st.st_mode))
+        self.socket = st is not None and stat.S_ISSOCK(st.st_mode)
+        self.final = Path(os.path.realpath(self.path))
+        self.mode = stat.S_IMODE(st.st_mode) if st is not None else None
+
+    def open(self, mode: str = "wb"):
+        try:
+            if self.fd is not None:     # the same open file as the shell's: its offset, no truncation
+                for stream in (sys.stdout, sys.stderr):
+                    stream.flush()
+                return os.fdopen(os.dup(self.fd), mode)
+            if self.socket:             # a listening Unix stream socket: connect and send
+                return _socket_file(self.path, mode)
+            if self.direct:
+                return open(self.path, mode)
+            with interrupt.deferred():
+                fd, self.tmp = tempfile.mkstemp(prefix=f".{self.final.name}.", suffix=".part",
+                                                dir=self.final.parent)
+                interrupt.remove_on_interrupt(self.tmp)
+            return os.fdopen(fd, mode)
+        except OSError as exc:
+            raise WriteError(f"cannot write {self.path}: {exc.strerror or exc}") from None
+
+    def commit(self) -> None:
+        """Rename the temporary file into place (nothing for a direct write)."""
+        if self.tmp is None:
+            return
+        if self.mode is None:
+            umask = os.umask(0)
+            os.umask(umask)
+            self.mode = 0o666 & ~umask
+        os.chmod(self.tmp, self.mode)         # mkstemp makes 0600: the replaced file's or the usual mode
+        os.replace(self.tmp, self.final)
+        interrupt.forget(self.tmp)
+        self.tmp = None
+
+    def abort(self) -> None:
+        if self.tmp is not None:
+            try:
+                os.unlink(self.tmp)
+            except OSError:
+                pass
+            interrupt.forget(self.tmp)
+            self.tmp = None
+
+
+def _socket_file(path: str, mode: str):
+    import socket
+
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(path)
+        return sock.makefile(mode)
+    finally:
+        sock.close()                    # the file object keeps the connection open until closed
+
+
+def _fd_alias(path: str) -> int | None:
+    """The descriptor `/dev/stdout`, `/dev/stderr`, `/dev/fd/N` or `/proc/self/fd/N` names."""
+    names = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
+    path = os.path.abspath(path)
+    if path in names:
+        return names[path]
+    for prefix in ("/dev/fd/", "/proc/self/fd/", f"/proc/{os.getpid()}/fd/"):
+        if path.startswith(prefix) and path[len(prefix):].isdigit():
+            return int(path[len(prefix):])
+    return None
+
+
 @contextmanager
 def atomic_output(path: str | os.PathLike, mode: str = "wb"):
-    """Yield a file object; on success rename it over `path`, on failure remove it."""
-    path = Path(path)
+    """Yield a file object for `path` (OutputFile); on success it is renamed into place, on
+    failure (or Ctrl-C, roceview.interrupt) the temporary file is removed."""
+    out = OutputFile(path)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent or ".")
-    except OSError as exc:
-        raise WriteError(f"cannot write {path}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, mode) as fh:
+        with out.open(mode) as fh:
             yield fh
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)        # mkstemp makes 0600; give the usual mode
-        os.replace(tmp, path)
+        with interrupt.deferred():
+            out.commit()
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        out.abort()
         raise
+
+
+def write_files(items) -> None:
+    """Write several outputs, all or none of the replaced ones: `items` are (path, make_bytes)
+    pairs. Every temporary file is complete before the first is renamed into place; the
+    direct ones (devices, FIFOs) are written last. OSError as WriteError."""
+    outputs = [(OutputFile(path), make) for path, make in items]
+    current = None
+    try:
+        for current, make in outputs:
+            if not current.direct:
+                with current.open("wb") as fh:
+                    fh.write(make())
+        with interrupt.deferred():
+            for current, _ in outputs:
+                current.commit()
+        for current, make in outputs:
+            if current.direct:
+                with current.open("wb") as fh:
+                    fh.write(make())
+    except OSError as exc:
+        raise WriteError(f"cannot write {current.path}: {exc.strerror or exc}") from None
+    finally:
+        for out, _ in outputs:
+            out.abort()
 
 
 def pcap_records(frames: np.ndarray, lengths: np.ndarray, ts_ns: np.ndarray,

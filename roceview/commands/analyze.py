@@ -2,9 +2,8 @@
 from __future__ import annotations
 
 import argparse
-import time
 
-from roceview.cli import ExitStatus
+from roceview.cli import ExitStatus, udp_port
 
 SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
 ENABLES_GC = True  # cli.main leaves the GC off: _after_imports turns it on after the first chunk
@@ -14,12 +13,13 @@ MAX_QP_ROWS = 25  # the report's default; render.report.MAX_QP_ROWS (not importe
 def add_arguments(parser) -> None:
     parser.add_argument("capture", nargs="+", help="pcap/pcapng file(s), gzip ok, '-' for stdin, or a directory")
     parser.add_argument("--csv", metavar="DIR", help="write qps.csv, pfc.csv, findings.csv, events.csv, timeline.csv")
-    parser.add_argument("--json", metavar="FILE", help="write all tables and the capture summary as one JSON document")
+    parser.add_argument("--json", metavar="FILE", help="write all tables and the capture summary as one JSON document; "
+                             "'-': to stdout, the report then goes to stderr")
     parser.add_argument("--link-speed", type=float, default=100.0, metavar="GBPS",
                         help="link speed for PFC pause time (default 100 Gb/s)")
     parser.add_argument("--pmtu", type=int, default=None, metavar="BYTES",
                         help="path MTU (256..4096; default: inferred from the traffic)")
-    parser.add_argument("--roce-port", type=int, action="append", default=[], metavar="P",
+    parser.add_argument("--roce-port", type=udp_port, action="append", default=[], metavar="P",
                         help="also decode UDP destination port P as RoCEv2 (repeatable)")
     parser.add_argument("--bucket", type=float, default=1.0, metavar="MS", help="timeline bucket (default 1 ms)")
     parser.add_argument("--config", metavar="FILE.toml", default=None,
@@ -100,41 +100,56 @@ def _run_one(args, env) -> ExitStatus:
 
     prefault_heap(2 * _input_bytes(args.capture))     # on the idle core, while numpy imports
     from roceview.api import analyze
+    from roceview.progress import Progress, input_bytes
 
-    with _Progress(env) as bar:
+    total = input_bytes(args.capture) if env.stderr_isatty else None
+    with Progress(env.stderr, "analyzing", total) as bar:
         result = analyze(args.capture, pmtu=args.pmtu, link_speed=args.link_speed, bucket_ms=args.bucket,
-                         roce_ports=args.roce_port, warn=bar.warn, progress=_after_imports(bar),
+                         roce_ports=args.roce_port, warn=bar.warn, on_batch=_after_imports(bar),
                          config=args.config, display_filter=args.filter)
-    if args.csv:
-        from roceview.render.export import write_csv_dir
-
-        write_csv_dir(result, args.csv)
-    if args.json:
-        from roceview.render.export import write_json
-
-        write_json(result, args.json)
+    _write_outputs(result, args, env)
     from roceview.render.report import make_console, print_report
 
-    is_tty = hasattr(env.stdout, "isatty") and env.stdout.isatty()
-    print_report(result, make_console(env.stdout, is_tty, wide=args.wide), max_qps=args.max_qps)
+    out = env.stderr if args.json == "-" else env.stdout       # stdout holds the JSON then
+    is_tty = hasattr(out, "isatty") and out.isatty()
+    print_report(result, make_console(out, is_tty, wide=args.wide), max_qps=args.max_qps)
     return _exit_status(result, args.fail_on)
 
 
+def _write_outputs(result, args, env) -> None:
+    """--csv DIR (one line on stderr names the files written) and --json FILE or '-'."""
+    if args.csv:
+        from roceview.render.export import write_csv_dir
+
+        written = write_csv_dir(result, args.csv)
+        print(f"roceview: wrote {', '.join(p.name for p in written)} in {args.csv}", file=env.stderr)
+    if args.json:
+        from roceview.render.export import write_json
+
+        write_json(result, args.json, env.stdout)
+
+
 def _after_imports(bar):
-    """The progress callback: the first chunk arrives once every module is imported; then the
+    """The per-chunk callback: the first chunk arrives once every module is imported; then the
     cyclic GC (off during start-up, cli.entry) is turned on again with the ~100 k objects of the
-    imports frozen: collections stop traversing them."""
+    imports frozen: collections stop traversing them. Each chunk advances the progress bar
+    (its bytes are summed only when there is a bar to show them)."""
     import gc
 
-    def first(n: int) -> None:
+    from roceview.progress import record_bytes
+
+    def advance(batch) -> None:
+        bar.advance(batch.n, record_bytes(batch.cols["cap_len"]) if bar.active else 0)
+
+    def first(batch) -> None:
         nonlocal callback
         gc.freeze()
         gc.enable()
-        callback = bar.advance
-        callback(n)
+        callback = advance
+        callback(batch)
 
-    callback = first if not gc.isenabled() else bar.advance
-    return lambda n: callback(n)
+    callback = first if not gc.isenabled() else advance
+    return lambda batch: callback(batch)
 
 
 def _input_bytes(paths) -> int:
@@ -161,39 +176,3 @@ def _exit_status(result, fail_on: str | None) -> ExitStatus:
     if any(SEVERITY_RANK.get(s, 0) >= threshold for s in severities):
         return ExitStatus.FINDINGS
     return ExitStatus.OK
-
-
-class _Progress:
-    """A packet counter on stderr, only when stderr is a terminal: one line redrawn at most ten
-    times a second, erased before a warning and at the end. (Not rich's Progress: importing it
-    costs ~30 ms and it redraws from a thread; a capture read in under 0.1 s shows nothing.)"""
-
-    def __init__(self, env):
-        self.env = env
-        self.active = env.stderr_isatty
-        self.packets = 0
-        self.start = self.drawn = time.monotonic()
-
-    def __enter__(self):
-        return self
-
-    def advance(self, n: int) -> None:
-        self.packets += n
-        now = time.monotonic()
-        if self.active and now - self.drawn >= 0.1:
-            self.drawn = now
-            self.env.stderr.write(f"\ranalyzing {self.packets:,} packets  {now - self.start:.1f} s")
-            self.env.stderr.flush()
-
-    def warn(self, message: str) -> None:
-        self._erase()
-        self.env.warn(message)
-
-    def _erase(self) -> None:
-        if self.active and self.drawn > self.start:
-            self.env.stderr.write("\r\x1b[K")
-            self.env.stderr.flush()
-
-    def __exit__(self, *exc):
-        self._erase()
-        return False

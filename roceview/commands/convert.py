@@ -1,18 +1,22 @@
 """`roceview convert CAPTURE -o FILE.parquet`: the packets table as Parquet."""
 from __future__ import annotations
 
-from roceview.cli import ExitStatus
+from roceview.cli import ExitStatus, udp_port
 from roceview.errors import BadInput, WriteError
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("capture", nargs="+", help="pcap/pcapng file(s), gzip ok, '-' for stdin, or a directory")
     parser.add_argument("-o", "--output", required=True, metavar="FILE.parquet", help="Parquet file to write")
-    parser.add_argument("--roce-port", type=int, action="append", default=[], metavar="P",
+    parser.add_argument("--roce-port", type=udp_port, action="append", default=[], metavar="P",
                         help="also decode UDP destination port P as RoCEv2 (repeatable)")
 
 
+PARQUET_SUFFIXES = (".parquet", ".pq")
+
+
 def run(args, env) -> ExitStatus:
+    _check_suffix(args.output)
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -20,12 +24,14 @@ def run(args, env) -> ExitStatus:
         raise BadInput("convert needs pyarrow: pip install 'roceview[parquet]'") from None
     from roceview.capture.writer import atomic_output
     from roceview.packets import iter_packets
+    from roceview.progress import Progress, input_bytes, record_bytes
 
     writer = None
     rows = 0
+    total = input_bytes(args.capture) if env.stderr_isatty else None
     try:
-        with atomic_output(args.output) as fh:
-            for df in iter_packets(args.capture, roce_ports=args.roce_port, warn=env.warn):
+        with Progress(env.stderr, "converting", total) as bar, atomic_output(args.output) as fh:
+            for df in iter_packets(args.capture, roce_ports=args.roce_port, warn=bar.warn):
                 for name in df.select_dtypes("category").columns:   # categories differ per chunk
                     df[name] = df[name].astype("string")
                 table = pa.Table.from_pandas(df, preserve_index=False)
@@ -33,9 +39,20 @@ def run(args, env) -> ExitStatus:
                     writer = pq.ParquetWriter(fh, table.schema)
                 writer.write_table(table.cast(writer.schema))
                 rows += len(df)
+                bar.advance(len(df), record_bytes(df["cap_len"].to_numpy()) if bar.active else 0)
             if writer is not None:
                 writer.close()
     except OSError as exc:
         raise WriteError(f"cannot write {args.output}: {exc.strerror or exc}") from None
     print(f"wrote {rows} packets to {args.output}", file=env.stderr)
     return ExitStatus.OK
+
+
+def _check_suffix(output: str) -> None:
+    """Parquet is all convert writes: `-o x.csv` is refused, not silently Parquet. A name with
+    no suffix (`/dev/stdout`, a FIFO) is written as given."""
+    import os
+
+    suffix = os.path.splitext(output)[1].lower()
+    if suffix and suffix not in PARQUET_SUFFIXES:
+        raise BadInput(f"convert writes Parquet only: name the output *.parquet or *.pq (got {output!r})")

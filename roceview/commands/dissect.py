@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 
-from roceview.cli import ExitStatus
+from roceview.cli import ExitStatus, udp_port
 
 
 def add_arguments(parser) -> None:
@@ -14,7 +14,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("-c", "--count", type=int, default=None, metavar="N", help="stop after N packets")
     parser.add_argument("-V", "--verbose", action="store_true", help="print a detail tree per packet")
     parser.add_argument("--jsonl", action="store_true", help="one JSON object per packet (column names; nulls omitted)")
-    parser.add_argument("--roce-port", type=int, action="append", default=[], metavar="P",
+    parser.add_argument("--roce-port", type=udp_port, action="append", default=[], metavar="P",
                         help="also decode UDP destination port P as RoCEv2 (repeatable)")
     parser.add_argument("-Y", "--display-filter", metavar="FILTER", default=None,
                         help="print only packets matching this Wireshark display filter (frame numbers unchanged)")
@@ -104,9 +104,7 @@ def _write_text(args, chunk, batch, rows, first_ts, out) -> None:
     if args.jsonl:
         _write_jsonl(df, out)
     elif args.verbose:
-        from roceview.render.detail import print_details
-
-        print_details(chunk, df, first_ts, out, batch.n, rows, hexdump=args.hex)
+        _print_details(chunk, df, first_ts, out, batch.n, rows, hexdump=args.hex)
     elif args.hex:
         from roceview.render.detail import hex_dump
 
@@ -115,6 +113,19 @@ def _write_text(args, chunk, batch, rows, first_ts, out) -> None:
             out.write(line + "\n\n" + hex_dump(chunk.frame(k)) + "\n")
     else:
         out.write("".join(line + "\n" for line in packet_lines(df, first_ts)))
+
+
+def _print_details(chunk, df, first_ts, out, n, rows, hexdump) -> None:
+    """render.detail's tree; rich meets a closed pipe (`dissect -V | head`) with SystemExit(1)
+    (Console.on_broken_pipe): the CLI ends that quietly with 0, like the other modes."""
+    from roceview.render.detail import print_details
+
+    try:
+        print_details(chunk, df, first_ts, out, n, rows, hexdump=hexdump)
+    except SystemExit as exc:
+        if exc.code != 1:
+            raise
+        raise BrokenPipeError from None
 
 
 def _write_jsonl(df, out) -> None:

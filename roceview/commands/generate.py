@@ -34,13 +34,17 @@ def run(args, env):
         raise BadInput("an output file is required: -o FILE")
     if not args.scale > 0 or args.scale > 1000:
         raise BadInput(f"--scale must be in (0, 1000], got {args.scale:g}")
-    cap = generate(args.scenario, seed=args.seed, scale=args.scale, mirror=args.mirror)
-    try:
-        write_capture(cap, args.output)
-        if args.truth:
-            _write_truth(cap.truth, args.truth)
-    except OSError as exc:   # e.g. the output path is a directory, or the disk is full
-        raise WriteError(f"cannot write {args.output}: {exc.strerror or exc}") from None
+    from roceview.progress import Progress
+
+    with Progress(env.stderr, f"generating {args.scenario}", counts=False) as bar:
+        cap = generate(args.scenario, seed=args.seed, scale=args.scale, mirror=args.mirror)
+        bar.describe(f"writing {len(cap):,} frames")
+        try:
+            write_capture(cap, args.output)
+            if args.truth:
+                _write_truth(cap.truth, args.truth)
+        except OSError as exc:   # e.g. the disk is full
+            raise WriteError(f"cannot write {args.output}: {exc.strerror or exc}") from None
     t = cap.truth
     print(f"{args.output}: {len(cap)} frames, scenario {t.scenario}, seed {t.seed}, "
           f"mirror {t.mirror}-side", file=env.stderr)

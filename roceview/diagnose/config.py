@@ -6,7 +6,8 @@ The file holds a `[diagnose]` table (or the keys at top level) with any of the f
     storm_ms = 100.0          # PFC watchdog: continuous pause that is a storm
     pause_warning_share = 0.05
 
-Unknown keys and wrong types are a BadInput (one line), so a typo never silently keeps a default.
+Unknown keys, wrong types and values out of range (RANGES) are a BadInput (one line naming the
+key), so a typo never silently keeps a default.
 """
 from __future__ import annotations
 
@@ -54,6 +55,14 @@ class Config:
 
 
 DEFAULTS = Config()
+# (low, low_included, high) of each number; every float field is also checked finite
+SHARE, COUNT, DURATION, SPAN = (0.0, True, 1.0), (1, True, None), (0.0, False, None), (0.0, True, None)
+RANGES = {"storm_ms": DURATION, "storm_window_ms": DURATION, "storm_share": SHARE,
+          "pause_warning_share": SHARE, "ce_warning_share": SHARE, "not_ect_share": SHARE,
+          "cnp_wait_us": SPAN, "incast_senders": COUNT, "incast_window_us": DURATION,
+          "nak_window_us": DURATION, "read_rerequest_span": COUNT, "max_examples": COUNT}
+_RANGE_TEXT = {SHARE: "a share from 0 to 1", COUNT: "a count >= 1", DURATION: "a duration > 0",
+               SPAN: "a duration >= 0"}
 
 
 def load_config(path=None, **overrides) -> Config:
@@ -74,6 +83,25 @@ def load_config(path=None, **overrides) -> Config:
     return _build(values, path)
 
 
+def _check_range(key: str, value, where: str) -> None:
+    import math
+
+    if key == "dscp_to_priority":
+        for dscp, prio in value.items():
+            if not (str(dscp).isdigit() and int(dscp) <= 63 and isinstance(prio, int)
+                    and not isinstance(prio, bool) and 0 <= prio <= 7):
+                raise BadInput(f"{where}dscp_to_priority maps a DSCP 0-63 to a priority 0-7 "
+                               f"(got {dscp!r} = {prio!r})")
+        return
+    bounds = RANGES.get(key)
+    if bounds is None:
+        return
+    low, low_ok, high = bounds
+    ok = math.isfinite(value) and (value >= low if low_ok else value > low) and (high is None or value <= high)
+    if not ok:
+        raise BadInput(f"{where}{key} must be {_RANGE_TEXT[bounds]} (got {value!r})")
+
+
 def _build(values: dict, path) -> Config:
     fields = {f.name: f for f in dataclasses.fields(Config)}
     where = f"config {path}: " if path else "config: "
@@ -87,6 +115,8 @@ def _build(values: dict, path) -> Config:
                 isinstance(default, (str, dict)) and not isinstance(value, type(default))):
             raise BadInput(f"{where}{key} must be {article(type(default).__name__)} (got {value!r})")
         clean[key] = float(value) if isinstance(default, float) else value
+    for key, value in clean.items():
+        _check_range(key, value, where)
     if clean.get("trust", "auto") not in ("auto", "pcp", "dscp"):
         raise BadInput(f"{where}trust must be auto, pcp or dscp (got {clean['trust']!r})")
     return Config(**clean)

@@ -1,16 +1,15 @@
 """CSV and JSON export of an AnalysisResult (no pandas: written from the numpy columns).
 
-`--csv DIR` writes qps.csv, pfc.csv, findings.csv, events.csv and timeline.csv. The files are
-first written into a temporary directory next to DIR and moved into place only when all of them
-are complete, so an error leaves nothing half written.
+`--csv DIR` writes qps.csv, pfc.csv, findings.csv, events.csv and timeline.csv. Each file is
+first written to a temporary file beside the file it replaces; they are renamed into place only
+when all of them are complete, so an error or a Ctrl-C leaves nothing half written
+(capture.writer.write_files: symlinks followed, devices and FIFOs written directly).
 """
 from __future__ import annotations
 
 import io
 import os
 import re
-import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -142,36 +141,44 @@ def _quoted(text: str) -> str:
 
 
 def write_csv_dir(result, directory) -> list[Path]:
+    """The CSV files into `directory` (created if missing: removed again on failure or Ctrl-C);
+    all or none of them (capture.writer.write_files)."""
+    from roceview import interrupt
+    from roceview.capture.writer import write_files
+
     directory = Path(directory)
-    created = not directory.exists()
+    created = [p for p in (directory, *directory.parents) if not os.path.lexists(p)][::-1]
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=".roceview-csv.", dir=directory))
+        with interrupt.deferred():
+            for folder in created:          # outermost first: removed in the reverse order
+                interrupt.remove_on_interrupt(folder, "dir")
+            directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        _remove_if_empty(directory, created)
+        _remove_created(created)
         raise WriteError(f"cannot write CSV files into {directory}: {exc.strerror or exc}") from None
     try:
-        for name, attr in CSV_FILES:
-            (tmp / name).write_bytes(table_csv_bytes(getattr(result, attr)))
-        written = []
-        for name, _ in CSV_FILES:
-            os.replace(tmp / name, directory / name)
-            written.append(directory / name)
-        return written
-    except OSError as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
-        _remove_if_empty(directory, created)
-        raise WriteError(f"cannot write CSV files into {directory}: {exc.strerror or exc}") from None
+        paths = [directory / name for name, _ in CSV_FILES]
+        write_files([(path, _csv_maker(result, attr)) for path, (_, attr) in zip(paths, CSV_FILES)])
+        return paths
+    except WriteError:
+        _remove_created(created)
+        raise
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        for folder in created:
+            interrupt.forget(folder)
 
 
-def _remove_if_empty(directory: Path, created: bool) -> None:
-    if created:
+def _remove_created(folders: list[Path]) -> None:
+    """The folders write_csv_dir created, innermost first, where still empty."""
+    for folder in reversed(folders):
         try:
-            directory.rmdir()
+            folder.rmdir()
         except OSError:
             pass
+
+
+def _csv_maker(result, attr: str):
+    return lambda: table_csv_bytes(getattr(result, attr))
 
 
 def result_document(result) -> dict:
@@ -182,15 +189,16 @@ def result_document(result) -> dict:
             "timeline": result.timeline_table.records()}
 
 
-def write_json(result, path) -> None:
-    from roceview.capture.writer import atomic_output
+def write_json(result, path, stdout=None) -> None:
+    """The --json document into `path`; '-' is `stdout` (a binary stream, or a text one)."""
+    from roceview.capture.writer import write_files
     from roceview.render.json_export import document_json  # json only with --json
 
-    data = document_json(result)
     if str(path) == "-":
-        raise WriteError("--json needs a file name")
-    try:
-        with atomic_output(path, "wb") as fh:
-            fh.write(data + b"\n")
-    except OSError as exc:
-        raise WriteError(f"cannot write {path}: {exc.strerror or exc}") from None
+        data = document_json(result) + b"\n"
+        buffer = getattr(stdout, "buffer", None)
+        stdout.flush()
+        buffer.write(data) if buffer is not None else stdout.write(data.decode("ascii"))
+        stdout.flush()
+        return
+    write_files([(path, lambda: document_json(result) + b"\n")])
