@@ -51,6 +51,12 @@ def run(args, env) -> ExitStatus:
         result = analyze(args.capture, pmtu=args.pmtu, link_speed=args.link_speed, bucket_ms=args.bucket,
                          roce_ports=args.roce_port, warn=bar.warn, progress=_after_imports(bar),
                          config=args.config)
+    return write_and_report(result, args, env)
+
+
+def write_and_report(result, args, env) -> ExitStatus:
+    """--csv DIR, --json FILE, the report on stdout and the --fail-on exit status: shared with
+    `roceview live` (args needs csv, json, fail_on and, optionally, max_qps)."""
     if args.csv:
         from roceview.render.export import write_csv_dir
 
@@ -62,7 +68,7 @@ def run(args, env) -> ExitStatus:
     from roceview.render.report import make_console, print_report
 
     is_tty = hasattr(env.stdout, "isatty") and env.stdout.isatty()
-    print_report(result, make_console(env.stdout, is_tty), max_qps=args.max_qps)
+    print_report(result, make_console(env.stdout, is_tty), max_qps=getattr(args, "max_qps", MAX_QP_ROWS))
     return _exit_status(result, args.fail_on)
 
 

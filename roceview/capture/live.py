@@ -1,0 +1,256 @@
+"""Live capture input: a pcap/pcapng byte stream that is still being written (a tcpdump pipe or
+stdin) read as RecordChunks while it arrives, optionally saved as it is read (`-w`).
+
+The file readers fill an 8 MB buffer before walking it (readers._Buffer); a live stream may
+bring a few packets a second, so here a refill hands over whatever has arrived (after waiting
+for the first bytes) and the walk runs on that. The same pcap/pcapng walkers do the rest.
+A stop request (Ctrl-C, --duration, --count) ends the stream at the next read: every whole
+record already read is still walked, and the saved file is cut after the last one.
+"""
+from __future__ import annotations
+
+import os
+import re
+import select
+import threading
+from typing import Iterator
+
+from roceview.capture.readers import _Buffer, _pcap, capture_kind
+from roceview.capture.pcapng import _pcapng
+from roceview.capture.source import _widen_pipe
+from roceview.errors import BadInput, WriteError
+
+WAIT_S = 0.2                 # a blocked read looks at the stop flag this often
+MIN_RECORD_HEAD = 16         # a pcap record header (a pcapng block header is 12 bytes)
+
+
+class LiveStream:
+    """Reads a pipe's file descriptor: readinto returns what has arrived, 0 when nothing more
+    has arrived right now (after the first read of a refill, which waits) or at the end.
+    Every byte read is appended to `save` (the -w file) first."""
+
+    def __init__(self, fd: int, save=None):
+        self.fd, self.save = fd, save
+        self.stop = threading.Event()
+        self.ended = False           # the writer closed the pipe, or a stop was asked for
+        self.waiting = True          # the next read waits for data
+        self.bytes_read = 0
+
+    def readinto(self, view) -> int:
+        if self.ended:
+            return 0
+        while True:
+            ready, _, _ = select.select([self.fd], [], [], WAIT_S if self.waiting else 0)
+            if self.stop.is_set():
+                self.ended = True
+                return 0
+            if ready:
+                break
+            if not self.waiting:
+                return 0
+        got = os.readv(self.fd, [view])
+        if not got:
+            self.ended = True
+            return 0
+        if self.save is not None:
+            self.save.write(view[:got])
+        self.bytes_read += got
+        self.waiting = False
+        return got
+
+
+class _LiveBuffer(_Buffer):
+    """readers._Buffer over a LiveStream: a refill takes what has arrived (at least one record
+    header, unless the stream ended) instead of filling the whole buffer; `base` is the stream
+    offset of store[0], so `consumed` is where the last whole record walked ends."""
+
+    def __init__(self, stream: LiveStream, name: str):
+        super().__init__(stream, name)
+        self.base = 0
+
+    def refill(self) -> None:
+        while True:
+            self.base += self.pos                  # the unread tail moves to store[0]
+            self.stream.waiting = True
+            super().refill()
+            self.eof = self.stream.ended
+            if self.eof or self.filled - self.pos >= MIN_RECORD_HEAD:
+                return
+
+    def take(self, count: int) -> bytes:
+        while self.filled - self.pos < count and not self.eof:
+            self.refill()
+        return super().take(count)
+
+    @property
+    def consumed(self) -> int:
+        return self.base + self.pos
+
+
+class LiveRecords:
+    """Iterating yields (RecordChunk, stream offset of the chunk's buffer start) as records
+    arrive; `consumed` is then the stream offset just past the last whole record walked."""
+
+    def __init__(self, stream: LiveStream, name: str, chunk_packets: int, warn):
+        self.buf = _LiveBuffer(stream, name)
+        self.name, self.chunk_packets, self.warn = name, chunk_packets, warn
+        self.kind = None
+
+    def __iter__(self) -> Iterator[tuple]:
+        buf = self.buf
+        while buf.filled < 4 and not buf.eof:
+            buf.refill()
+        self.kind = capture_kind(bytes(buf.store[:min(buf.filled, 4)]), self.name)
+        walker = _pcap if self.kind == "pcap" else _pcapng
+        for chunk in walker(buf, self.chunk_packets, self.warn, 0):
+            yield chunk, buf.base
+
+    @property
+    def consumed(self) -> int:
+        return self.buf.consumed
+
+    def record_end(self, chunk, base: int, k: int) -> int:
+        """Stream offset just past record k of `chunk`: a pcapng enhanced packet block (its
+        data 28 bytes after the block start) ends after its block total length, which counts
+        options and padding; a pcap record after its 16-byte header and captured bytes."""
+        start = int(chunk.off[k])
+        if self.kind == "pcapng" and start >= 28:
+            kind = bytes(chunk.buf[start - 28:start - 24])
+            if kind in (b"\x06\0\0\0", b"\0\0\0\x06"):
+                order = "little" if kind[0] else "big"
+                return base + start - 28 + int.from_bytes(bytes(chunk.buf[start - 24:start - 20]), order)
+            return self.consumed                   # another packet block kind: the whole chunk
+        return base + start + int(chunk.cap[k])
+
+
+def stdin_stream(save=None) -> LiveStream:
+    """Standard input as a LiveStream (nothing may have read from sys.stdin before)."""
+    try:
+        fd = os.dup(0)
+        os.fstat(fd)
+    except OSError:
+        raise BadInput("-r -: standard input is closed") from None
+    _widen_pipe(_Fd(fd))
+    return LiveStream(fd, save)
+
+
+class _Fd:
+    def __init__(self, fd: int):
+        self._fd = fd
+
+    def fileno(self) -> int:
+        return self._fd
+
+
+def open_save(path: str):
+    """The -w file, opened before capture starts (a bad path fails at once, not at the end)."""
+    try:
+        return open(path, "wb", buffering=1 << 20)
+    except OSError as exc:
+        raise WriteError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def close_save(save, cut_at: int | None) -> None:
+    """Flush the -w file, cut after the last whole record analyzed when the stream was left
+    mid-record (a stop while reading stdin, or --count inside a chunk)."""
+    if save is None:
+        return
+    save.flush()
+    if cut_at is not None and cut_at < save.tell():
+        save.truncate(cut_at)
+    save.close()
+
+
+class Tcpdump:
+    """`tcpdump -w - -U` on an interface, its pcap on a pipe. tcpdump prints its counters on
+    stderr at exit and on SIGUSR1 ("N packets captured, N packets received by filter, N
+    packets dropped by kernel"): the latest are in `stats`. Started in its own session so a
+    Ctrl-C reaches roceview only, which then stops tcpdump with SIGINT (it flushes and exits)."""
+
+    STATS = re.compile(r"(\d+) packets? (captured|received by filter|dropped by kernel|dropped by interface)")
+    KEYS = {"captured": "captured", "received by filter": "received_by_filter",
+            "dropped by kernel": "kernel_drops", "dropped by interface": "interface_drops"}
+
+    def __init__(self, iface: str, snaplen: int | None = None, bpf: str | None = None, count: int | None = None):
+        import shutil
+        import subprocess
+
+        tool = shutil.which("tcpdump")
+        if tool is None:
+            raise BadInput("live -i needs tcpdump, which is not installed (Debian: apt-get install tcpdump); "
+                           "or pipe a capture in: tcpdump -w - ... | roceview live -r -")
+        _check_interface(iface)
+        cmd = [tool, "-i", iface, "-w", "-", "-U", "-n", "-s", str(snaplen or 0)]
+        cmd += ["-c", str(count)] if count else []
+        cmd += [bpf] if bpf else []
+        self.stats: dict[str, int] = {}
+        self.errors: list[str] = []
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     start_new_session=True)
+        self._stderr = threading.Thread(target=self._read_stderr, name="roceview-tcpdump-stderr", daemon=True)
+        self._stderr.start()
+
+    def _read_stderr(self) -> None:
+        for raw in self.proc.stderr:
+            line = raw.decode(errors="replace").strip()
+            found = self.STATS.findall(line)
+            if found:
+                self.stats.update({self.KEYS[k]: int(n) for n, k in found})
+            elif line and not line.startswith("tcpdump: listening on"):
+                self.errors.append(line)
+
+    def fd(self) -> int:
+        return self.proc.stdout.fileno()
+
+    def _signal(self, sig) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.proc.send_signal(sig)
+            except ProcessLookupError:
+                pass
+
+    def ask_stats(self) -> None:
+        import signal
+
+        self._signal(signal.SIGUSR1)
+
+    def stop(self) -> None:
+        import signal
+
+        self._signal(signal.SIGINT)
+
+    def finish(self, timeout: float = 10.0) -> int:
+        """Wait for tcpdump's exit and its last counters; kill it if it hangs."""
+        import subprocess
+
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait()
+        self._stderr.join(2.0)
+        return code
+
+    def failure(self) -> BadInput:
+        """Why tcpdump ended before writing a capture header, in one line."""
+        text = " ".join(self.errors)
+        if "permission" in text.lower() or "not permitted" in text.lower():
+            return BadInput(f"no permission to capture ({_first(self.errors)}): run as root, or give tcpdump "
+                            "CAP_NET_RAW and CAP_NET_ADMIN (setcap cap_net_raw,cap_net_admin=eip $(which tcpdump))")
+        return BadInput(f"tcpdump failed: {_first(self.errors) or f'exit status {self.proc.returncode}'}")
+
+
+def _first(lines: list[str]) -> str:
+    return lines[0].removeprefix("tcpdump: ") if lines else ""
+
+
+def _check_interface(iface: str) -> None:
+    """A missing interface fails here in one line (tcpdump's own message is two)."""
+    import socket
+
+    if iface == "any":
+        return
+    try:
+        socket.if_nametoindex(iface)
+    except OSError:
+        raise BadInput(f"no such interface: {iface} (ip link lists them)") from None
