@@ -9,6 +9,7 @@ frame of CAPTURE sent on IFACE through an AF_PACKET socket at its capture time.
 from __future__ import annotations
 
 import csv
+import json
 import os
 import shutil
 import subprocess
@@ -114,6 +115,12 @@ def _sent_capture(tmp_path: Path) -> Path:
     return sent
 
 
+def packet_count(path: Path) -> int:
+    from roceview.capture.readers import read_records
+
+    return sum(chunk.n for chunk in read_records(str(path), 1 << 16, lambda m: None))
+
+
 def _rows(path: Path, columns) -> list[tuple]:
     with open(path, newline="") as fh:
         return sorted(tuple(row[c] for c in columns) for row in csv.DictReader(fh))
@@ -124,7 +131,8 @@ def test_live_interface_matches_analyze_of_the_sent_capture(veth_pair, tmp_path)
     sent = _sent_capture(tmp_path)
     live_dir, ref_dir, saved = tmp_path / "live", tmp_path / "ref", tmp_path / "saved.pcap"
     live = subprocess.Popen(["ip", "netns", "exec", ns_b, sys.executable, "-m", "roceview", "live", "-i", if_b,
-                             "--duration", "6", "--no-tui", "--csv", str(live_dir), "-w", str(saved)],
+                             "--duration", "6", "--no-tui", "--csv", str(live_dir), "-w", str(saved),
+                             "--json", str(tmp_path / "live.json")],
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         first_status = live.stderr.readline()        # a second after tcpdump was started
@@ -146,7 +154,11 @@ def test_live_interface_matches_analyze_of_the_sent_capture(veth_pair, tmp_path)
     assert any(int(r[FLOW_COUNTERS.index("ecn_ce")]) for r in ref_flows)
     ref_pfc = _rows(ref_dir / "pfc.csv", PFC_COUNTERS)
     assert ref_pfc and _rows(live_dir / "pfc.csv", PFC_COUNTERS) == ref_pfc    # PFC frames cross a veth
-    assert saved.stat().st_size > 0
+    summary = json.loads((tmp_path / "live.json").read_text())["summary"]
+    live_counts = summary["live"]
+    assert live_counts["kernel_drops"] == 0 and live_counts["roceview_drops"] == 0
+    assert live_counts["captured"] == live_counts["packets_analyzed"] == summary["packets"]
+    assert packet_count(saved) == summary["packets"]
 
 
 if __name__ == "__main__":
