@@ -135,8 +135,10 @@ def test_live_interface_matches_analyze_of_the_sent_capture(veth_pair, tmp_path)
                              "--json", str(tmp_path / "live.json")],
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        first_status = live.stderr.readline()        # a second after tcpdump was started
-        assert first_status.startswith("live "), first_status + live.stderr.read()
+        status = live.stderr.readline()               # once a second; tcpdump listens once it stops saying so
+        while status.startswith("live ") and "tcpdump is starting" in status:
+            status = live.stderr.readline()
+        assert status.startswith("live "), status + live.stderr.read()
         subprocess.run(["ip", "netns", "exec", ns_a, sys.executable, __file__, if_a, str(sent)], cwd=REPO,
                        check=True, capture_output=True, timeout=60)
         out, err = live.communicate(timeout=60)

@@ -15,6 +15,8 @@ import select
 import threading
 from typing import Iterator
 
+import numpy as np
+
 from roceview.capture.readers import _Buffer, _pcap, capture_kind
 from roceview.capture.pcapng import _pcapng
 from roceview.capture.source import _widen_pipe
@@ -109,18 +111,19 @@ class LiveRecords:
     def consumed(self) -> int:
         return self.buf.consumed
 
-    def record_end(self, chunk, base: int, k: int) -> int:
-        """Stream offset just past record k of `chunk`: a pcapng enhanced packet block (its
-        data 28 bytes after the block start) ends after its block total length, which counts
-        options and padding; a pcap record after its 16-byte header and captured bytes."""
-        start = int(chunk.off[k])
-        if self.kind == "pcapng" and start >= 28:
-            kind = bytes(chunk.buf[start - 28:start - 24])
-            if kind in (b"\x06\0\0\0", b"\0\0\0\x06"):
-                order = "little" if kind[0] else "big"
-                return base + start - 28 + int.from_bytes(bytes(chunk.buf[start - 24:start - 20]), order)
-            return self.consumed                   # another packet block kind: the whole chunk
-        return base + start + int(chunk.cap[k])
+    def record_ends(self, chunk, base: int) -> np.ndarray:
+        """Stream offset just past each record of `chunk` (for -w with --count): a pcapng
+        enhanced packet block (its data 28 bytes after the block start) ends after its block
+        total length, which counts options and padding; a pcap record after its captured bytes.
+        Another pcapng packet block kind: the end of the chunk."""
+        off = chunk.off
+        if self.kind != "pcapng":
+            return base + off + chunk.cap.astype(np.int64)
+        start = np.maximum(off - 28, 0)
+        btype, blen = (chunk.buf[(start + at)[:, None] + np.arange(4)].copy().view("<u4").ravel() for at in (0, 4))
+        little, big = btype == 6, btype.byteswap() == 6
+        length = np.where(little, blen, blen.byteswap()).astype(np.int64)
+        return np.where(little | big, base + start + length, self.consumed)
 
 
 def stdin_stream(save=None) -> LiveStream:
@@ -185,6 +188,9 @@ class Tcpdump:
         cmd += [bpf] if bpf else []
         self.stats: dict[str, int] = {}
         self.errors: list[str] = []
+        # tcpdump handles SIGUSR1 once set up (it prints "listening on" then); before, the
+        # signal would kill it
+        self.listening = threading.Event()
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      start_new_session=True)
         self._stderr = threading.Thread(target=self._read_stderr, name="roceview-tcpdump-stderr", daemon=True)
@@ -196,7 +202,9 @@ class Tcpdump:
             found = self.STATS.findall(line)
             if found:
                 self.stats.update({self.KEYS[k]: int(n) for n, k in found})
-            elif line and not line.startswith("tcpdump: listening on"):
+            elif line.startswith("tcpdump: listening on"):
+                self.listening.set()
+            elif line:
                 self.errors.append(line)
 
     def fd(self) -> int:
@@ -212,7 +220,8 @@ class Tcpdump:
     def ask_stats(self) -> None:
         import signal
 
-        self._signal(signal.SIGUSR1)
+        if self.listening.is_set():
+            self._signal(signal.SIGUSR1)
 
     def stop(self) -> None:
         import signal

@@ -103,6 +103,8 @@ class _StatusLine:
             new = {k: n - last_events.get(k, 0) for k, n in s["events"].items() if n > last_events.get(k, 0)}
             last_packets, last_events, last = s["packets"], s["events"], now
             drops = "n/a" if s["kernel_drops"] is None else f"{s['kernel_drops']:,}"
+            if s["starting"]:
+                drops += " (tcpdump is starting)"
             found = ", ".join(f"{n:,} {k}" for k, n in new.items()) or "none"
             print(f"live {s['elapsed_s']:6.1f} s: {s['packets']:,} packets ({rate:,.0f}/s), kernel drops {drops}, "
                   f"roceview drops {s['roceview_drops']:,}; new: {found}", file=self.out, flush=True)

@@ -19,9 +19,10 @@ from roceview.capture import live as capture
 from roceview.errors import BadInput
 
 CHUNK_PACKETS = 1 << 16
-# RTT samples kept (16 bytes each): the analysis keeps every one for exact percentiles, which
-# grows without end on a live capture (measured +0.45 MB/s at 200 k pkt/s); past this, each
-# flow's newest are kept (analysis.rtt.RttMatcher.keep_newest).
+# RTT samples kept (16 bytes each): the analysis keeps one per answered request for exact
+# percentiles, without end on a live capture (50 k answered requests/s: +0.8 MB/s); past this,
+# each flow's newest are kept (analysis.rtt.RttMatcher.keep_newest). The timeline and events
+# have bounds of their own (timeline.MAX_ROWS, events.MAX_PER_KIND): RSS rises until they fill.
 RTT_SAMPLES = 2_000_000
 STATS_EVERY_S = 0.9          # tcpdump is asked for its counters (SIGUSR1) at most this often
 
@@ -129,7 +130,9 @@ class LiveSession:
             self.read_packets += chunk.n
             batch = decode_chunk(chunk, self.ports, frame, projection)
             frame += chunk.n
-            yield batch, chunk, base
+            # where each record ends, for cutting -w after the --count-th (the chunk's 8 MB
+            # buffer is not kept while the batch waits in the queue)
+            yield batch, self.records.record_ends(chunk, base) if self.args.count else None
 
     def batches(self, full: bool = False):
         """Each batch as it is analyzed (full: every column, for the TUI's packet list)."""
@@ -137,12 +140,12 @@ class LiveSession:
 
         source = _Prefetched(self._decoded(None if full else "analysis"))
         try:
-            for batch, chunk, base in source:
+            for batch, ends in source:
                 left = self.args.count - self.packets if self.args.count else None
                 if left is not None and batch.n >= left:
                     if batch.n > left:
                         batch = batch.select(np.arange(left))
-                    self.cut_at = self.records.record_end(chunk, base, left - 1)
+                    self.cut_at = int(ends[left - 1])
                     self._feed(batch)
                     yield batch
                     self.stop("count")
@@ -173,7 +176,8 @@ class LiveSession:
         events = self.analyzer.events
         return {"source": self.name, "packets": self.packets, "elapsed_s": now - self.started,
                 "kernel_drops": self._kernel_drops(), "roceview_drops": self._own_drops(),
-                "events": {k: events.count(k) for k in self.event_kinds}, "stopped": self.stop_reason}
+                "events": {k: events.count(k) for k in self.event_kinds}, "stopped": self.stop_reason,
+                "starting": self.tcpdump is not None and not self.tcpdump.listening.is_set()}
 
     def _kernel_drops(self) -> int | None:
         if self.tcpdump is None:
