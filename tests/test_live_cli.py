@@ -149,14 +149,14 @@ def test_status_line_when_stdout_is_not_a_terminal(tmp_path):
     assert "Findings" in out
 
 
-@pytest.mark.skipif(importlib.util.find_spec("roceview.tui") is not None, reason="this build has the TUI")
-def test_without_the_tui_a_terminal_is_told_to_use_no_tui(tmp_path):
+def run_on_a_terminal(*argv: str) -> tuple[int, bytes]:
+    """`roceview live ARGV` with stdin, stdout and stderr a pseudo-terminal: exit code, output."""
     import pty
 
     pid, fd = pty.fork()
-    if pid == 0:                       # the child: stdout a terminal
+    if pid == 0:
         os.chdir(REPO)
-        os.execv(sys.executable, [sys.executable, "-m", "roceview", "live", "-r", "-"])
+        os.execv(sys.executable, [sys.executable, "-m", "roceview", "live", *argv])
     output = b""
     while True:
         try:
@@ -167,7 +167,13 @@ def test_without_the_tui_a_terminal_is_told_to_use_no_tui(tmp_path):
             break
         output += data
     _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 2
+    return os.waitstatus_to_exitcode(status), output
+
+
+@pytest.mark.skipif(importlib.util.find_spec("roceview.tui") is not None, reason="this build has the TUI")
+def test_without_the_tui_a_terminal_is_told_to_use_no_tui():
+    code, output = run_on_a_terminal("-r", "-")
+    assert code == 2
     assert b"the TUI is not available in this build; use --no-tui" in output
 
 
@@ -243,3 +249,48 @@ def test_kernel_drops_are_read_from_tcpdump(tmp_path):
 def test_read_options_that_need_an_interface():
     code, _, err = live("-r", "-", "-f", "udp", "--no-tui", stdin_bytes=b"")
     one_line_error(code, err, "-f and --snaplen apply to -i")
+
+
+def test_capture_options_reach_tcpdump(tmp_path):
+    """-f, --snaplen and --count become tcpdump's filter, -s and -c; the pcap goes to stdout (-w -)."""
+    args = tmp_path / "args"
+    env = fake_tool_env(tmp_path, f'echo "$@" > "{args}"\ncat "{LOSS}"\n')
+    code, _, err = live("-i", "lo", "--no-tui", "--snaplen", "128", "--count", "1000", "-f", "udp port 4791", env=env)
+    assert code == 0, err
+    assert args.read_text().split() == ["-i", "lo", "-w", "-", "-U", "-n", "-s", "128", "-c", "1000",
+                                        "udp", "port", "4791"]
+
+
+def test_stdin_a_terminal_is_refused():
+    code, output = run_on_a_terminal("-r", "-", "--no-tui")
+    assert code == 2
+    assert b"standard input is a terminal" in output
+
+
+def test_the_tui_gets_batches_and_live_stats(tmp_path, monkeypatch):
+    """The contract with roceview/tui: run_app(source, title=, options=, stats=) where source
+    yields roceview Batches; after it returns, --csv is written from what it consumed."""
+    import io
+    import types
+
+    from roceview.batch import Batch
+    from roceview.cli import Environment, main
+
+    seen = {}
+
+    def run_app(source, title, options, stats):
+        seen["rows"] = sum(batch.n for batch in source if isinstance(batch, Batch))
+        seen["title"], seen["stats"], seen["options"] = title, stats(), options
+
+    monkeypatch.setitem(sys.modules, "roceview.tui", types.SimpleNamespace(run_app=run_app))
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    out, err = Terminal(), io.StringIO()
+    code = main(["live", "-r", str(LOSS), "--csv", str(tmp_path / "live")], Environment(stdout=out, stderr=err))
+    assert code == 0, err.getvalue()
+    assert seen["rows"] == seen["stats"]["packets"] == packet_count(LOSS)
+    assert seen["title"] == f"roceview live {LOSS}" and seen["options"]["csv"] == str(tmp_path / "live")
+    same_csvs(tmp_path / "live", reference_csv(LOSS, tmp_path / "ref"))

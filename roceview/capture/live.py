@@ -133,6 +133,9 @@ def stdin_stream(save=None) -> LiveStream:
         os.fstat(fd)
     except OSError:
         raise BadInput("-r -: standard input is closed") from None
+    if os.isatty(fd):
+        os.close(fd)
+        raise BadInput("-r -: standard input is a terminal; pipe a capture in (tcpdump -w - ... | roceview live -r -)")
     _widen_pipe(_Fd(fd))
     return LiveStream(fd, save)
 
