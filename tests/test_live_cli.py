@@ -87,31 +87,35 @@ SLOW_WRITER = textwrap.dedent("""
     import struct, sys, time
     data = open(sys.argv[1], "rb").read()
     out = sys.stdout.buffer
-    out.write(data[:24]); out.flush()
-    pos = 24
-    while pos < len(data):
-        cap = struct.unpack("<I", data[pos + 8:pos + 12])[0]
-        record = data[pos:pos + 16 + cap]
-        out.write(record[:10]); out.flush()     # a record split across two reads
-        time.sleep(0.001)
-        out.write(record[10:]); out.flush()
-        pos += 16 + cap
-    out.write(data[24:24 + 30]); out.flush()  # the start of one more record, never finished
+    for pos in range(0, len(data), 97):       # records and blocks split across reads
+        out.write(data[pos:pos + 97]); out.flush()
+        time.sleep(0.0005)
+    if data[:4] == bytes.fromhex("0a0d0d0a"):  # pcapng: past the section header and interface blocks
+        first = 0
+        for _ in range(2):
+            first += struct.unpack("<I", data[first + 4:first + 8])[0]
+    else:
+        first = 24                            # pcap: past the file header
+    out.write(data[first:first + 30]); out.flush()    # the start of one more record, never finished
     time.sleep(600)
 """)
 
 
-def slow_live(tmp_path, *argv):
-    writer = subprocess.Popen([sys.executable, "-c", SLOW_WRITER, str(LOSS)], stdout=subprocess.PIPE)
+def slow_live(source: Path, *argv):
+    writer = subprocess.Popen([sys.executable, "-c", SLOW_WRITER, str(source)], stdout=subprocess.PIPE)
     reader = subprocess.Popen([sys.executable, "-m", "roceview", "live", "-r", "-", "--no-tui", *argv],
                               cwd=REPO, stdin=writer.stdout, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     writer.stdout.close()
     return writer, reader
 
 
-def test_duration_stops_a_stream_that_never_ends(tmp_path):
-    saved = tmp_path / "saved.pcap"
-    writer, reader = slow_live(tmp_path, "--duration", "2", "-w", str(saved), "--csv", str(tmp_path / "live"))
+@pytest.mark.parametrize("kind", ["pcap", "pcapng"])
+def test_duration_stops_a_stream_that_never_ends(kind, tmp_path):
+    source = tmp_path / f"loss.{kind}"
+    subprocess.run([sys.executable, "-m", "roceview", "generate", "network-loss-receiver-side", "-o", str(source)],
+                   cwd=REPO, check=True, capture_output=True)
+    saved = tmp_path / f"saved.{kind}"
+    writer, reader = slow_live(source, "--duration", "3", "-w", str(saved), "--csv", str(tmp_path / "live"))
     try:
         out, err = reader.communicate(timeout=60)
     finally:
@@ -119,13 +123,12 @@ def test_duration_stops_a_stream_that_never_ends(tmp_path):
         writer.wait()
     assert reader.returncode == 0, err
     assert "stopped by duration" in out and "warning" not in err
-    assert packet_count(saved) == packet_count(LOSS)          # whole records only: the last one cut off
-    assert saved.read_bytes() == LOSS.read_bytes()
-    same_csvs(tmp_path / "live", reference_csv(LOSS, tmp_path / "ref"))
+    assert saved.read_bytes() == source.read_bytes()          # whole records only: the last one cut off
+    same_csvs(tmp_path / "live", reference_csv(source, tmp_path / "ref"))
 
 
 def test_ctrl_c_stops_cleanly(tmp_path):
-    writer, reader = slow_live(tmp_path, "--csv", str(tmp_path / "live"), "--json", str(tmp_path / "l.json"))
+    writer, reader = slow_live(LOSS, "--csv", str(tmp_path / "live"), "--json", str(tmp_path / "l.json"))
     try:
         status = reader.stderr.readline()
         assert status.startswith("live "), status
@@ -294,3 +297,9 @@ def test_the_tui_gets_batches_and_live_stats(tmp_path, monkeypatch):
     assert seen["rows"] == seen["stats"]["packets"] == packet_count(LOSS)
     assert seen["title"] == f"roceview live {LOSS}" and seen["options"]["csv"] == str(tmp_path / "live")
     same_csvs(tmp_path / "live", reference_csv(LOSS, tmp_path / "ref"))
+
+
+def test_fail_on_exits_3_as_analyze_does(tmp_path):
+    code, out, err = live("-r", "-", "--no-tui", "--fail-on", "warning", stdin_bytes=LOSS.read_bytes())
+    assert code == 3, err
+    assert "network_loss" in out
