@@ -43,6 +43,14 @@ def same_csvs(a: Path, b: Path) -> None:
         assert (a / name).read_bytes() == (b / name).read_bytes(), name
 
 
+def generated(tmp_path: Path, kind: str) -> Path:
+    """The network-loss-receiver-side scenario written as pcap or pcapng."""
+    path = tmp_path / f"loss.{kind}"
+    subprocess.run([sys.executable, "-m", "roceview", "generate", "network-loss-receiver-side", "-o", str(path)],
+                   cwd=REPO, check=True, capture_output=True)
+    return path
+
+
 def packet_count(path: Path) -> int:
     return sum(chunk.n for chunk in read_records(str(path), 1 << 16, lambda m: None))
 
@@ -56,9 +64,7 @@ def test_stdin_pipe_writes_the_csvs_analyze_writes(capture, tmp_path):
 
 
 def test_pcapng_stream_and_json_summary(tmp_path):
-    ng = tmp_path / "loss.pcapng"
-    subprocess.run([sys.executable, "-m", "roceview", "generate", "network-loss-receiver-side", "-o", str(ng)],
-                   cwd=REPO, check=True, capture_output=True)
+    ng = generated(tmp_path, "pcapng")
     code, out, err = live("-r", "-", "--no-tui", "--csv", str(tmp_path / "live"), "--json", str(tmp_path / "l.json"),
                           stdin_bytes=ng.read_bytes())
     assert code == 0, err
@@ -70,9 +76,7 @@ def test_pcapng_stream_and_json_summary(tmp_path):
 
 @pytest.mark.parametrize("kind", ["pcap", "pcapng"])
 def test_count_stops_and_the_saved_file_holds_exactly_those_packets(kind, tmp_path):
-    src = tmp_path / f"loss.{kind}"
-    subprocess.run([sys.executable, "-m", "roceview", "generate", "network-loss-receiver-side", "-o", str(src)],
-                   cwd=REPO, check=True, capture_output=True)
+    src = generated(tmp_path, kind)
     saved = tmp_path / f"saved.{kind}"
     code, out, err = live("-r", "-", "--count", "100", "-w", str(saved), "--no-tui", "--csv", str(tmp_path / "live"),
                           stdin_bytes=src.read_bytes())
@@ -111,9 +115,7 @@ def slow_live(source: Path, *argv):
 
 @pytest.mark.parametrize("kind", ["pcap", "pcapng"])
 def test_duration_stops_a_stream_that_never_ends(kind, tmp_path):
-    source = tmp_path / f"loss.{kind}"
-    subprocess.run([sys.executable, "-m", "roceview", "generate", "network-loss-receiver-side", "-o", str(source)],
-                   cwd=REPO, check=True, capture_output=True)
+    source = generated(tmp_path, kind)
     saved = tmp_path / f"saved.{kind}"
     writer, reader = slow_live(source, "--duration", "3", "-w", str(saved), "--csv", str(tmp_path / "live"))
     try:
