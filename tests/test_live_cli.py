@@ -192,14 +192,15 @@ def one_line_error(code: int, err: str, *words: str) -> None:
         assert word in err, err
 
 
-def fake_tool_env(tmp_path: Path, script: str) -> dict:
-    """PATH holding only a fake `tcpdump` (a shell script)."""
+def fake_tool_env(tmp_path: Path, script: str, name: str = "tcpdump") -> dict:
+    """PATH holding a fake `tcpdump` (a shell script) and no other capture tool."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
-    tool = bin_dir / "tcpdump"
+    (bin_dir / "cat").symlink_to(shutil.which("cat"))       # the scripts' one command
+    tool = bin_dir / name
     tool.write_text("#!/bin/sh\n" + script)
     tool.chmod(0o755)
-    return {**os.environ, "PATH": f"{bin_dir}:/usr/bin:/bin" if script else str(tmp_path / "empty")}
+    return {**os.environ, "PATH": str(bin_dir)}
 
 
 def test_no_such_interface():
@@ -210,7 +211,7 @@ def test_no_such_interface():
 def test_missing_tcpdump(tmp_path):
     env = {**os.environ, "PATH": str(tmp_path)}
     code, _, err = live("-i", "lo", "--no-tui", env=env)
-    one_line_error(code, err, "needs tcpdump", "live -r -")
+    one_line_error(code, err, "needs tcpdump (or dumpcap)", "live -r -")
 
 
 def test_no_permission_with_a_fake_tcpdump(tmp_path):
@@ -305,3 +306,20 @@ def test_fail_on_exits_3_as_analyze_does(tmp_path):
     code, out, err = live("-r", "-", "--no-tui", "--fail-on", "warning", stdin_bytes=LOSS.read_bytes())
     assert code == 3, err
     assert "network_loss" in out
+
+
+def test_dumpcap_when_tcpdump_is_missing(tmp_path):
+    """Without tcpdump, dumpcap (pcapng on stdout; its counters at exit) does the capture."""
+    ng = generated(tmp_path, "pcapng")
+    n = packet_count(ng)
+    args = tmp_path / "args"
+    env = fake_tool_env(tmp_path, f'echo "$@" > "{args}"\ncat "{ng}"\necho "Packets captured: {n}" >&2\n'
+                                  f'echo "Packets received/dropped on interface \'lo\': {n + 4}/4 '
+                                  '(pcap:0/dumpcap:0/flushed:0/ps_ifdrop:0) (100.0%)" >&2\n', name="dumpcap")
+    code, out, err = live("-i", "lo", "--no-tui", "-f", "udp", "--json", str(tmp_path / "l.json"),
+                          "--csv", str(tmp_path / "live"), env=env)
+    assert code == 0, err
+    assert args.read_text().split() == ["-i", "lo", "-w", "-", "-q", "-f", "udp"]
+    s = json.loads((tmp_path / "l.json").read_text())["summary"]["live"]
+    assert (s["tool"], s["captured"], s["received_by_filter"], s["kernel_drops"]) == ("dumpcap", n, n + 4, 4)
+    same_csvs(tmp_path / "live", reference_csv(ng, tmp_path / "ref"))

@@ -54,7 +54,9 @@ class LiveSession:
 
     def _open_source(self, args):
         if args.interface is not None:
-            self.tcpdump = capture.Tcpdump(args.interface, args.snaplen, args.filter, args.count)
+            from roceview.live.tools import start_capture
+
+            self.tcpdump = start_capture(args.interface, args.snaplen, args.filter, args.count)
             return capture.LiveStream(self.tcpdump.fd(), self.save), f"interface {args.interface}"
         if args.read == "-":
             return capture.stdin_stream(self.save), "<stdin>"
@@ -202,7 +204,7 @@ class LiveSession:
 
     def live_summary(self) -> dict:
         tool = self.tcpdump.stats if self.tcpdump is not None else {}
-        return {"source": self.name, "tool": "tcpdump" if self.tcpdump is not None else None,
+        return {"source": self.name, "tool": self.tcpdump.NAME if self.tcpdump is not None else None,
                 "stopped_by": self.stop_reason or "end of stream",
                 "elapsed_s": round(time.monotonic() - self.started, 3),
                 "packets_read": self.read_packets, "packets_analyzed": self.packets,
