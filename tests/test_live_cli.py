@@ -215,8 +215,8 @@ def test_missing_tcpdump(tmp_path):
 
 
 def test_no_permission_with_a_fake_tcpdump(tmp_path):
-    env = fake_tool_env(tmp_path, 'echo "tcpdump: lo: You don\'t have permission to perform this capture on that device" >&2\n'
-                                  'echo "(socket: Operation not permitted)" >&2\nexit 1\n')
+    env = fake_tool_env(tmp_path, 'echo "tcpdump: lo: You don\'t have permission to perform this capture on '
+                                  'that device" >&2\necho "(socket: Operation not permitted)" >&2\nexit 1\n')
     code, _, err = live("-i", "lo", "--no-tui", env=env)
     one_line_error(code, err, "no permission to capture", "root", "CAP_NET_RAW")
 

@@ -136,7 +136,7 @@ def test_live_interface_matches_analyze_of_the_sent_capture(veth_pair, tmp_path)
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         status = live.stderr.readline()               # once a second; tcpdump listens once it stops saying so
-        while status.startswith("live ") and "tcpdump is starting" in status:
+        while status.startswith("live ") and "capture tool is starting" in status:
             status = live.stderr.readline()
         assert status.startswith("live "), status + live.stderr.read()
         subprocess.run(["ip", "netns", "exec", ns_a, sys.executable, __file__, if_a, str(sent)], cwd=REPO,

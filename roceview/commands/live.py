@@ -18,7 +18,8 @@ from roceview.commands.analyze import MAX_QP_ROWS, _count
 
 def add_arguments(parser) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("-i", dest="interface", metavar="IFACE", help="capture on this interface (through tcpdump)")
+    source.add_argument("-i", dest="interface", metavar="IFACE",
+                        help="capture on this interface (through tcpdump, else dumpcap)")
     source.add_argument("-r", dest="read", metavar="FILE",
                         help="read a pcap/pcapng stream: '-' for stdin (ssh host tcpdump -w - | roceview live -r -)")
     parser.add_argument("-w", dest="write", metavar="FILE", help="also save everything captured to FILE")
@@ -104,7 +105,7 @@ class _StatusLine:
             last_packets, last_events, last = s["packets"], s["events"], now
             drops = "n/a" if s["kernel_drops"] is None else f"{s['kernel_drops']:,}"
             if s["starting"]:
-                drops += " (tcpdump is starting)"
+                drops += " (the capture tool is starting)"
             found = ", ".join(f"{n:,} {k}" for k, n in new.items()) or "none"
             print(f"live {s['elapsed_s']:6.1f} s: {s['packets']:,} packets ({rate:,.0f}/s), kernel drops {drops}, "
                   f"roceview drops {s['roceview_drops']:,}; new: {found}", file=self.out, flush=True)

@@ -1,10 +1,10 @@
-"""One live capture: its source (tcpdump on an interface, or a stream), the analysis fed as
-chunks arrive, the stop conditions (Ctrl-C, --duration, --count) and the live counters.
+"""One live capture: its source (tcpdump or dumpcap on an interface, or a stream), the
+analysis fed as chunks arrive, the stops (Ctrl-C, --duration, --count) and the live counters.
 
 The analysis is the one `analyze` runs (Analyzer + FactCollector, the diagnoser at the end), so
 `live -r -` on a capture writes the same tables as `analyze` on the file. Reading and decoding
 run on a worker thread (packets._Prefetched, two batches ahead); when the analysis falls
-behind, the pipe fills and tcpdump's kernel ring drops, which tcpdump counts.
+behind, the pipe fills and the kernel ring drops, which the capture tool counts.
 """
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ class LiveSession:
         self.stop_reason: str | None = None
         self.packets = self.read_packets = 0
         self.cut_at: int | None = None
-        self.tcpdump = None
+        self.tool = None
         self.save = capture.open_save(args.write) if args.write else None
         try:
             self.stream, self.name = self._open_source(args)
@@ -56,8 +56,8 @@ class LiveSession:
         if args.interface is not None:
             from roceview.live.tools import start_capture
 
-            self.tcpdump = start_capture(args.interface, args.snaplen, args.filter, args.count)
-            return capture.LiveStream(self.tcpdump.fd(), self.save), f"interface {args.interface}"
+            self.tool = start_capture(args.interface, args.snaplen, args.filter, args.count)
+            return capture.LiveStream(self.tool.fd(), self.save), f"interface {args.interface}"
         if args.read == "-":
             return capture.stdin_stream(self.save), "<stdin>"
         try:
@@ -103,8 +103,8 @@ class LiveSession:
         """Ask the source to end: tcpdump flushes and exits, a stream ends at the next read."""
         if self.stop_reason is None:
             self.stop_reason = reason
-        if self.tcpdump is not None:
-            self.tcpdump.stop()
+        if self.tool is not None:
+            self.tool.stop()
         else:
             self.stream.stop.set()
 
@@ -113,12 +113,12 @@ class LiveSession:
             self._timer.cancel()
         if self._previous_sigint is not None:
             signal.signal(signal.SIGINT, self._previous_sigint)
-        if self.tcpdump is not None:
-            self.tcpdump.stop()
-            self.tcpdump.finish()
+        if self.tool is not None:
+            self.tool.stop()
+            self.tool.finish()
         else:
             self.stream.stop.set()
-        if self.cut_at is None and self.stream.ended and self.tcpdump is None and self.stop_reason:
+        if self.cut_at is None and self.stream.ended and self.tool is None and self.stop_reason:
             self.cut_at = self.records.consumed      # stdin left mid-record: the file ends at a whole one
         capture.close_save(self.save, self.cut_at)
         return False
@@ -155,9 +155,9 @@ class LiveSession:
                 self._feed(batch)
                 yield batch
         except BadInput:
-            if self.tcpdump is not None and self.stream.bytes_read == 0:
-                self.tcpdump.finish()
-                raise self.tcpdump.failure() from None
+            if self.tool is not None and self.stream.bytes_read == 0:
+                self.tool.finish()
+                raise self.tool.failure() from None
             raise
         finally:
             source.close()
@@ -172,26 +172,26 @@ class LiveSession:
     def stats(self) -> dict:
         """The live counters (the status line's and the TUI's)."""
         now = time.monotonic()
-        if self.tcpdump is not None and now - self._asked >= STATS_EVERY_S:
+        if self.tool is not None and now - self._asked >= STATS_EVERY_S:
             self._asked = now
-            self.tcpdump.ask_stats()
+            self.tool.ask_stats()
         events = self.analyzer.events
         return {"source": self.name, "packets": self.packets, "elapsed_s": now - self.started,
                 "kernel_drops": self._kernel_drops(), "roceview_drops": self._own_drops(),
                 "events": {k: events.count(k) for k in self.event_kinds}, "stopped": self.stop_reason,
-                "starting": self.tcpdump is not None and not self.tcpdump.listening.is_set()}
+                "starting": self.tool is not None and not self.tool.listening.is_set()}
 
     def _kernel_drops(self) -> int | None:
-        if self.tcpdump is None:
+        if self.tool is None:
             return None                    # the stream's writer knows (tcpdump prints it at its end)
-        s = self.tcpdump.stats
+        s = self.tool.stats
         return s.get("kernel_drops", 0) + s.get("interface_drops", 0)
 
     def _own_drops(self) -> int:
-        """Packets tcpdump wrote that roceview never read: none unless reading stopped early."""
-        if self.tcpdump is None or self.tcpdump.proc.poll() is None:
+        """Packets the tool says it captured that roceview never read: none unless reading stopped early."""
+        if self.tool is None or self.tool.proc.poll() is None:
             return 0
-        return max(0, self.tcpdump.stats.get("captured", self.read_packets) - self.read_packets)
+        return max(0, self.tool.stats.get("captured", self.read_packets) - self.read_packets)
 
     def result(self):
         from roceview.diagnose import find
@@ -203,8 +203,8 @@ class LiveSession:
         return result
 
     def live_summary(self) -> dict:
-        tool = self.tcpdump.stats if self.tcpdump is not None else {}
-        return {"source": self.name, "tool": self.tcpdump.NAME if self.tcpdump is not None else None,
+        tool = self.tool.stats if self.tool is not None else {}
+        return {"source": self.name, "tool": self.tool.NAME if self.tool is not None else None,
                 "stopped_by": self.stop_reason or "end of stream",
                 "elapsed_s": round(time.monotonic() - self.started, 3),
                 "packets_read": self.read_packets, "packets_analyzed": self.packets,
