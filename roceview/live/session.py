@@ -155,6 +155,8 @@ class LiveSession:
                 self._feed(batch)
                 yield batch
         except BadInput:
+            if self.stop_reason is not None and self.stream.bytes_read == 0:
+                return                  # stopped before the first byte (Ctrl-C at once): no packets
             if self.tool is not None and self.stream.bytes_read == 0:
                 self.tool.finish()
                 raise self.tool.failure() from None
