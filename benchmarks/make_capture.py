@@ -46,8 +46,8 @@ def build_block(start: int, count: int, flows: int, payload: int, rng) -> tuple[
         f = bytearray(tmpl[bool(is_ack[i])])
         fl = int(flow[i])
         a, b = (1, 2) if not is_ack[i] else (2, 1)
-        f[26:30] = bytes((10, 0, fl >> 8, a))
-        f[30:34] = bytes((10, 0, fl >> 8, b))
+        f[26:30] = bytes((10, fl >> 16, (fl >> 8) & 0xFF, a))     # past 65,536 flows: 10.x.y.a
+        f[30:34] = bytes((10, fl >> 16, (fl >> 8) & 0xFF, b))
         f[34:36] = (49152 + fl % 16384).to_bytes(2, "big")
         f[47:50] = (0x100 + fl).to_bytes(3, "big")
         f[50] = 0x80 if not is_ack[i] else 0
@@ -103,7 +103,7 @@ def main() -> None:
     ap.add_argument("--packets", type=int, default=1_000_000)
     ap.add_argument("--snaplen", type=int, default=65535)
     ap.add_argument("--payload", type=int, default=1024)
-    ap.add_argument("--flows", type=int, default=128, help="queue pairs (up to 65,536)")
+    ap.add_argument("--flows", type=int, default=128, help="queue pairs (up to 16 M)")
     a = ap.parse_args()
     write(a.out, a.packets, a.snaplen, a.payload, a.flows)
 

@@ -20,6 +20,7 @@ COMMANDS = {
     "dissect": "one line per packet like tshark; -V for a detail tree, --jsonl for JSON",
     "generate": "write a synthetic capture of a fault scenario",
     "convert": "write the packets table as Parquet",
+    "live": "analyze a live capture (-i IFACE through tcpdump, or -r - for a pcap stream on stdin)",
 }
 
 

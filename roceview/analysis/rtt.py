@@ -92,6 +92,18 @@ class RttMatcher:
             self.sample_flow = [f[k] for f, k in zip(self.sample_flow, keep)]
             self.sample_ns = [s[k] for s, k in zip(self.sample_ns, keep)]
 
+    def keep_newest(self, limit: int) -> None:
+        """Past `limit` samples in all, keep only each flow's newest (limit // 2 shared by the
+        flows that have samples): memory stays flat on an endless input (`roceview live`), and
+        the percentiles then describe the recent RTT. `analyze` never calls it: every sample."""
+        if sum(len(f) for f in self.sample_flow) <= limit:
+            return
+        flow, ns = np.concatenate(self.sample_flow), np.concatenate(self.sample_ns)
+        order = np.argsort(flow, kind="stable")        # each flow's samples stay oldest first
+        flow, ns = flow[order], ns[order]
+        keep = _newest_per_flow(flow, max(1, limit // 2 // len(np.unique(flow))))
+        self.sample_flow, self.sample_ns = [flow[keep]], [ns[keep]]
+
     def percentiles(self, n_flows: int, pcts=(50, 99)) -> list[np.ndarray]:
         """Per flow nearest-rank percentiles in ns (NaN where a flow has no sample)."""
         out = [np.full(n_flows, np.nan) for _ in pcts]

@@ -107,12 +107,20 @@ def _run_one(args, env) -> ExitStatus:
         result = analyze(args.capture, pmtu=args.pmtu, link_speed=args.link_speed, bucket_ms=args.bucket,
                          roce_ports=args.roce_port, warn=bar.warn, on_batch=_after_imports(bar),
                          config=args.config, display_filter=args.filter)
+    return write_and_report(result, args, env)
+
+
+def write_and_report(result, args, env) -> ExitStatus:
+    """--csv DIR, --json FILE (or -), the report (on stderr when stdout holds the JSON) and the
+    --fail-on exit status: shared with `roceview live` (args needs csv, json, fail_on and,
+    optionally, max_qps and wide)."""
     _write_outputs(result, args, env)
     from roceview.render.report import make_console, print_report
 
     out = env.stderr if args.json == "-" else env.stdout       # stdout holds the JSON then
     is_tty = hasattr(out, "isatty") and out.isatty()
-    print_report(result, make_console(out, is_tty, wide=args.wide), max_qps=args.max_qps)
+    print_report(result, make_console(out, is_tty, wide=getattr(args, "wide", False)),
+                 max_qps=getattr(args, "max_qps", MAX_QP_ROWS))
     return _exit_status(result, args.fail_on)
 
 

@@ -1,0 +1,116 @@
+"""`roceview live`: analyze a capture while it is made (`-i IFACE` through tcpdump, or `-r -`,
+a pcap/pcapng stream on stdin), then write the same report, --csv and --json as `analyze`.
+
+Ctrl-C, --duration and --count stop it cleanly: tcpdump is asked to stop (SIGINT: it flushes
+and exits) and its pipe read to the end, or stdin is left after the last whole record; then
+the -w file is closed (cut after that record), the outputs written. Memory stays flat: the
+analysis keeps per-flow aggregates and bounded events/timeline, and batches are not kept.
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+from roceview.cli import ExitStatus
+from roceview.commands.analyze import MAX_QP_ROWS, _count
+
+
+
+def add_arguments(parser) -> None:
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("-i", dest="interface", metavar="IFACE",
+                        help="capture on this interface (through tcpdump, else dumpcap)")
+    source.add_argument("-r", dest="read", metavar="FILE",
+                        help="read a pcap/pcapng stream: '-' for stdin (ssh host tcpdump -w - | roceview live -r -)")
+    parser.add_argument("-w", dest="write", metavar="FILE", help="also save everything captured to FILE")
+    parser.add_argument("--snaplen", type=_count, default=None, metavar="N", help="bytes kept of each frame (-i)")
+    parser.add_argument("-f", dest="filter", metavar="BPF", help="capture filter (tcpdump syntax; -i)")
+    parser.add_argument("--duration", type=float, default=None, metavar="S", help="stop after S seconds")
+    parser.add_argument("--count", type=_count, default=None, metavar="N", help="stop after N packets")
+    parser.add_argument("--csv", metavar="DIR", help="write qps.csv, pfc.csv, findings.csv, events.csv, timeline.csv")
+    parser.add_argument("--json", metavar="FILE", help="write all tables and the capture summary as one JSON document")
+    parser.add_argument("--fail-on", choices=("warning", "critical"), default=None,
+                        help="exit 3 when a finding of this severity or worse exists")
+    parser.add_argument("--link-speed", type=float, default=100.0, metavar="GBPS",
+                        help="link speed for PFC pause time (default 100 Gb/s)")
+    parser.add_argument("--pmtu", type=int, default=None, metavar="BYTES", help="path MTU (default: inferred)")
+    parser.add_argument("--roce-port", type=int, action="append", default=[], metavar="P",
+                        help="also decode UDP destination port P as RoCEv2 (repeatable)")
+    parser.add_argument("--bucket", type=float, default=1.0, metavar="MS", help="timeline bucket (default 1 ms)")
+    parser.add_argument("--config", metavar="FILE.toml", default=None, help="diagnoser thresholds")
+    parser.add_argument("--max-qps", type=_count, default=MAX_QP_ROWS, metavar="N",
+                        help=f"queue pairs listed in the report (default {MAX_QP_ROWS}; 0 = all)")
+    parser.add_argument("--no-tui", action="store_true",
+                        help="no terminal UI: a status line a second on stderr, then the analyze report")
+
+
+def run(args, env) -> ExitStatus:
+    from roceview.errors import BadInput
+
+    _check(args)
+    tui = None
+    if not args.no_tui and hasattr(env.stdout, "isatty") and env.stdout.isatty():
+        try:
+            import roceview.tui as tui
+        except ImportError:
+            raise BadInput("the TUI is not available in this build; use --no-tui") from None
+    from roceview.live import LiveSession
+
+    session = LiveSession(args, env.warn)
+    with session:
+        if tui is not None:
+            tui.run_app(session.batches(full=True), title=session.title, options=vars(args), stats=session.stats)
+        else:
+            with _StatusLine(session, env.stderr):
+                for _ in session.batches():
+                    pass
+    result = session.result()
+    from roceview.commands.analyze import write_and_report
+
+    print(session.summary_line(), file=env.stdout)
+    return write_and_report(result, args, env)
+
+
+def _check(args) -> None:
+    from roceview.errors import BadInput
+
+    if args.read is not None and (args.filter or args.snaplen is not None):
+        raise BadInput("-f and --snaplen apply to -i (filter the stream where it is captured)")
+    if args.duration is not None and not args.duration > 0:
+        raise BadInput(f"--duration must be > 0 seconds (got {args.duration})")
+    if args.count == 0:
+        raise BadInput("--count must be >= 1")
+
+
+class _StatusLine:
+    """One line a second on stderr: packets, rate, drops, and the events the analysis found
+    in that second (the raw material of findings: the diagnoser runs once, at the end)."""
+
+    def __init__(self, session, out):
+        self.session, self.out = session, out
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._loop, name="roceview-status", daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def _loop(self) -> None:
+        last_packets, last_events, last = 0, {}, time.monotonic()
+        while not self.done.wait(1.0):
+            s = self.session.stats()
+            now = time.monotonic()
+            rate = (s["packets"] - last_packets) / max(now - last, 1e-9)
+            new = {k: n - last_events.get(k, 0) for k, n in s["events"].items() if n > last_events.get(k, 0)}
+            last_packets, last_events, last = s["packets"], s["events"], now
+            drops = "n/a" if s["kernel_drops"] is None else f"{s['kernel_drops']:,}"
+            if s["starting"]:
+                drops += " (the capture tool is starting)"
+            found = ", ".join(f"{n:,} {k}" for k, n in new.items()) or "none"
+            print(f"live {s['elapsed_s']:6.1f} s: {s['packets']:,} packets ({rate:,.0f}/s), kernel drops {drops}, "
+                  f"roceview drops {s['roceview_drops']:,}; new: {found}", file=self.out, flush=True)
+
+    def __exit__(self, *exc):
+        self.done.set()
+        self.thread.join()
+        return False

@@ -1,0 +1,230 @@
+"""One live capture: its source (tcpdump or dumpcap on an interface, or a stream), the
+analysis fed as chunks arrive, the stops (Ctrl-C, --duration, --count) and the live counters.
+
+The analysis is the one `analyze` runs (Analyzer + FactCollector, the diagnoser at the end), so
+`live -r -` on a capture writes the same tables as `analyze` on the file. Reading and decoding
+run on a worker thread (packets._Prefetched, two batches ahead); when the analysis falls
+behind, the pipe fills and the kernel ring drops, which the capture tool counts.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+
+from roceview.capture import live as capture
+from roceview.errors import BadInput
+
+CHUNK_PACKETS = 1 << 16
+# RTT samples kept (16 bytes each): the analysis keeps one per answered request for exact
+# percentiles, without end on a live capture (50 k answered requests/s: +0.8 MB/s); past this,
+# each flow's newest are kept (analysis.rtt.RttMatcher.keep_newest). The timeline and events
+# have bounds of their own (timeline.MAX_ROWS, events.MAX_PER_KIND): RSS rises until they fill.
+RTT_SAMPLES = 2_000_000
+STATS_EVERY_S = 0.9          # tcpdump is asked for its counters (SIGUSR1) at most this often
+
+
+class LiveSession:
+    def __init__(self, args, warn):
+        from roceview.api import _check_options, _config
+
+        _check_options(args.pmtu, args.link_speed, args.bucket)
+        self.settings = _config(args.config)
+        self.args, self._warn = args, warn
+        self.warnings: list[str] = []
+        self.stop_reason: str | None = None
+        self.packets = self.read_packets = 0
+        self.cut_at: int | None = None
+        self.tool = None
+        self.save = capture.open_save(args.write) if args.write else None
+        try:
+            self.stream, self.name = self._open_source(args)
+        except BaseException:
+            capture.close_save(self.save, None)
+            raise
+        self.records = capture.LiveRecords(self.stream, self.name, CHUNK_PACKETS, self._on_warning)
+        self.title = f"roceview live {self.name}"
+        self._analysis_setup()
+        self.started = time.monotonic()
+        self._asked = 0.0
+        self._timer = self._previous_sigint = None
+
+    def _open_source(self, args):
+        if args.interface is not None:
+            from roceview.live.tools import start_capture
+
+            self.tool = start_capture(args.interface, args.snaplen, args.filter, args.count)
+            return capture.LiveStream(self.tool.fd(), self.save), f"interface {args.interface}"
+        if args.read == "-":
+            return capture.stdin_stream(self.save), "<stdin>"
+        try:
+            fd = os.open(args.read, os.O_RDONLY)
+        except OSError as exc:
+            raise BadInput(f"{args.read}: cannot open ({exc.strerror or exc})") from None
+        return capture.LiveStream(fd, self.save), args.read
+
+    def _analysis_setup(self) -> None:
+        from roceview.analysis import Analyzer
+        from roceview.analysis.events import EVENT_KINDS
+        from roceview.decode import port_table
+        from roceview.diagnose import FactCollector
+
+        a = self.args
+        self.analyzer = Analyzer(pmtu=a.pmtu, link_speed_gbps=a.link_speed, bucket_ms=a.bucket)
+        self.facts = FactCollector()
+        self.ports = port_table(a.roce_port)
+        self.event_kinds = EVENT_KINDS
+
+    def _on_warning(self, message: str) -> None:
+        if self.stop_reason is not None and "ends in the middle of" in message:
+            return                     # we left the stream there ourselves: not damage
+        self.warnings.append(message)
+        self._warn(message)
+
+    # ---- start and stop ------------------------------------------------------------------------
+    def __enter__(self):
+        if self.args.duration:
+            self._timer = threading.Timer(self.args.duration, self.stop, ("duration",))
+            self._timer.daemon = True
+            self._timer.start()
+        if threading.current_thread() is threading.main_thread():
+            self._previous_sigint = signal.signal(signal.SIGINT, self._sigint)
+        return self
+
+    def _sigint(self, signum, frame) -> None:
+        if self.stop_reason == "interrupt":
+            raise KeyboardInterrupt        # a second Ctrl-C: stop at once
+        self.stop("interrupt")
+
+    def stop(self, reason: str) -> None:
+        """Ask the source to end: tcpdump flushes and exits, a stream ends at the next read."""
+        if self.stop_reason is None:
+            self.stop_reason = reason
+        if self.tool is not None:
+            self.tool.stop()
+        else:
+            self.stream.stop.set()
+
+    def __exit__(self, *exc):
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._previous_sigint is not None:
+            signal.signal(signal.SIGINT, self._previous_sigint)
+        if self.tool is not None:
+            self.tool.stop()
+            self.tool.finish()
+        else:
+            self.stream.stop.set()
+        if self.cut_at is None and self.stream.ended and self.tool is None and self.stop_reason:
+            self.cut_at = self.records.consumed      # stdin left mid-record: the file ends at a whole one
+        capture.close_save(self.save, self.cut_at)
+        return False
+
+    # ---- the batches -----------------------------------------------------------------------------
+    def _decoded(self, projection):
+        from roceview.decode import decode_chunk
+
+        frame = 1
+        for chunk, base in self.records:
+            self.read_packets += chunk.n
+            batch = decode_chunk(chunk, self.ports, frame, projection)
+            frame += chunk.n
+            # where each record ends, for cutting -w after the --count-th (the chunk's 8 MB
+            # buffer is not kept while the batch waits in the queue)
+            yield batch, self.records.record_ends(chunk, base) if self.args.count else None
+
+    def batches(self, full: bool = False):
+        """Each batch as it is analyzed (full: every column, for the TUI's packet list)."""
+        from roceview.packets import _Prefetched
+
+        source = _Prefetched(self._decoded(None if full else "analysis"))
+        try:
+            for batch, ends in source:
+                left = self.args.count - self.packets if self.args.count else None
+                if left is not None and batch.n >= left:
+                    if batch.n > left:
+                        batch = batch.select(np.arange(left))
+                    self.cut_at = int(ends[left - 1])
+                    self._feed(batch)
+                    yield batch
+                    self.stop("count")
+                    return
+                self._feed(batch)
+                yield batch
+        except BadInput:
+            if self.stop_reason is not None and self.stream.bytes_read == 0:
+                return                  # stopped before the first byte (Ctrl-C at once): no packets
+            if self.tool is not None and self.stream.bytes_read == 0:
+                self.tool.finish()
+                raise self.tool.failure() from None
+            raise
+        finally:
+            source.close()
+
+    def _feed(self, batch) -> None:
+        self.analyzer.feed(batch)
+        self.facts.feed(batch, self.analyzer.flow_ids(batch))
+        self.analyzer.rtt.keep_newest(RTT_SAMPLES)
+        self.packets += batch.n
+
+    # ---- counters and the result -------------------------------------------------------------------
+    def stats(self) -> dict:
+        """The live counters (the status line's and the TUI's)."""
+        now = time.monotonic()
+        if self.tool is not None and now - self._asked >= STATS_EVERY_S:
+            self._asked = now
+            self.tool.ask_stats()
+        events = self.analyzer.events
+        return {"source": self.name, "packets": self.packets, "elapsed_s": now - self.started,
+                "kernel_drops": self._kernel_drops(), "roceview_drops": self._own_drops(),
+                "events": {k: events.count(k) for k in self.event_kinds}, "stopped": self.stop_reason,
+                "starting": self.tool is not None and not self.tool.listening.is_set()}
+
+    def _kernel_drops(self) -> int | None:
+        if self.tool is None:
+            return None                    # the stream's writer knows (tcpdump prints it at its end)
+        s = self.tool.stats
+        return s.get("kernel_drops", 0) + s.get("interface_drops", 0)
+
+    def _own_drops(self) -> int:
+        """Packets the tool says it captured that roceview never read: none unless reading stopped early."""
+        if self.tool is None or self.tool.proc.poll() is None:
+            return 0
+        return max(0, self.tool.stats.get("captured", self.read_packets) - self.read_packets)
+
+    def result(self):
+        from roceview.diagnose import find
+
+        result = self.analyzer.finish(files=[self.name], warnings=self.warnings)
+        result.facts = self.facts.finish()
+        result.set_findings(find(result, self.settings))
+        result.summary["live"] = self.live_summary()
+        return result
+
+    def live_summary(self) -> dict:
+        tool = self.tool.stats if self.tool is not None else {}
+        return {"source": self.name, "tool": self.tool.NAME if self.tool is not None else None,
+                "stopped_by": self.stop_reason or "end of stream",
+                "elapsed_s": round(time.monotonic() - self.started, 3),
+                "packets_read": self.read_packets, "packets_analyzed": self.packets,
+                "captured": tool.get("captured"), "received_by_filter": tool.get("received_by_filter"),
+                "kernel_drops": self._kernel_drops(), "roceview_drops": self._own_drops(),
+                "saved_to": self.args.write, "saved_bytes": self._saved_bytes()}
+
+    def _saved_bytes(self) -> int | None:
+        if not self.args.write:
+            return None
+        try:
+            return os.path.getsize(self.args.write)
+        except OSError:
+            return None
+
+    def summary_line(self) -> str:
+        s = self.live_summary()
+        drops = "unknown (the stream's writer counts them)" if s["kernel_drops"] is None else f"{s['kernel_drops']:,}"
+        saved = f"; saved to {s['saved_to']}" if s["saved_to"] else ""
+        return (f"Live capture {s['source']}: {s['packets_analyzed']:,} packets in {s['elapsed_s']:.1f} s, "
+                f"stopped by {s['stopped_by']}; kernel drops {drops}, roceview drops {s['roceview_drops']:,}{saved}")
