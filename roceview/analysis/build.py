@@ -69,6 +69,7 @@ def summary(an, files, warnings, flows: Table) -> dict:
             "unrecovered_psns": int(np.sum(d["unrecovered_psns"])),
             "retransmitted_packets": int(np.sum(d["retransmitted_packets"])),
             "timeout_retransmits": an.events.count("timeout_retransmit"),
+            "duplicate_frames": an.events.count("duplicate"),
             "naks_seq": int(np.sum(d["naks_seq"])), "naks_rnr": int(np.sum(d["naks_rnr"])),
             "naks_other": int(np.sum(d["naks_other"])), "ecn_ce": int(np.sum(d["ecn_ce"])),
             "cnp_packets": int(np.sum(d["cnp_packets"])),

@@ -17,6 +17,11 @@ from roceview.analysis.segments import PSN_MOD, psn_delta
 # its AckReq requests are no longer kept for RTT matching (bounds work and memory), and
 # PSN-following evidence is gathered only while some flow is that young.
 PAIRING_HORIZON = 1 << 16
+# A data packet with the PSN, opcode, AckReq and lengths of the previous packet of its PSN space,
+# at most this long after it, is the capture's second copy of one frame (a mirror of ingress and
+# egress, two mirror sessions): no endpoint resends that fast (the minimum RNR NAK timer is
+# 10 us, IBTA Table 45; an ACK timeout is 4.096 us x 2^timeout, milliseconds in practice).
+DUPLICATE_WINDOW_NS = 5_000
 # RC, RD, XRC get ACKs (transport code -1 indexes the last entry)
 _ACKED_TRANSPORT = np.array([True, False, True, False, False, True, False, False, False])
 _EMPTY = np.zeros(0, dtype=np.int64)
@@ -68,7 +73,13 @@ def spaces(an, ch, span) -> PsnPart:
     gap_check = (flags & (op.F_REQUEST_SPACE | op.F_CONTINUES_RESPONSE)) != 0
     # Responses skip PSNs legitimately (ACK coalescing, IBTA 9.7.5.1.2): in the response
     # space only a READ response MIDDLE/LAST must follow the previous response's PSN.
+    prev_seen, prev_raw = an.spaces.state.seen[ch.sids], an.spaces.state.last_raw[ch.sids]
     res = an.spaces.process(ch.sids, ch.lengths, psn, span, (flags & op.F_DATA) != 0, gap_check)
+    dup = _duplicates(an, ch, psn, flags, prev_seen, prev_raw)
+    if len(dup):
+        res.retransmitted[dup] = False       # a capture copy, not a resend
+        r = ch.sorted_r(dup)
+        an.events.add("duplicate", ch.ts.take(r), ch.idx(r), ch.fid.take(r), psn[dup])
     is_read = (flags & op.F_READ_REQUEST) != 0
     reuse = psn_reuse(an.space, ch.sids, ch.lengths, res.u, span, is_read, res.retransmitted)
     part = PsnPart(ch, psn, flags, res, span, reuse)
@@ -79,6 +90,41 @@ def spaces(an, ch, span) -> PsnPart:
         r = ch.sorted_r(s)
         an.events.add("psn_reuse", ch.ts.take(r), ch.idx(r), ch.fid.take(r), psn[s])
     return part
+
+
+def _signature(ch, r: np.ndarray) -> np.ndarray:
+    """What must be equal for two rows to be copies of one frame (the invariant fields decoded)."""
+    sig = ch.opcode.take(r).astype(np.int64)
+    sig += ch.values_at("ackreq", r) << 8
+    sig += ch.values_at("payload_len", r) << 9
+    sig += ch.values_at("wire_len", r) << 34
+    return sig
+
+
+def _duplicates(an, ch, psn, flags, prev_seen, prev_raw) -> np.ndarray:
+    """Grouped positions of capture duplicates: data rows equal to the previous row of their
+    space (this chunk, else carried) within DUPLICATE_WINDOW_NS. Only rows repeating the previous
+    PSN are looked at further (rare)."""
+    n, starts, sp = ch.n_psn, ch.starts, an.space
+    if n == 0:
+        return _EMPTY
+    same = np.empty(n, dtype=bool)
+    np.equal(psn[1:], psn[:-1], out=same[1:])
+    same[starts] = prev_seen & (prev_raw == psn[starts])
+    cand = np.flatnonzero(same)
+    carried_ts, carried_sig = sp.last_ts[ch.sids], sp.last_sig[ch.sids]
+    last = ch.sorted_r(starts + ch.lengths - 1)
+    sp.last_ts[ch.sids], sp.last_sig[ch.sids] = ch.ts.take(last), _signature(ch, last)
+    if len(cand) == 0:
+        return _EMPTY
+    g = ch.group_at(cand)
+    first = cand == starts[g]
+    r, rp = ch.sorted_r(cand), ch.sorted_r(np.maximum(cand - 1, 0))
+    prev_ts = np.where(first, carried_ts[g], ch.ts.take(rp))
+    prev_sig = np.where(first, carried_sig[g], _signature(ch, rp))
+    dt = ch.ts.take(r) - prev_ts
+    dup = ((flags[cand] & op.F_DATA) != 0) & (_signature(ch, r) == prev_sig) & (dt >= 0) & (dt <= DUPLICATE_WINDOW_NS)
+    return cand[dup]
 
 
 def _retransmissions(an, ch, part: PsnPart) -> None:
@@ -123,14 +169,27 @@ def request_rows(ch, part: PsnPart, rows_s: np.ndarray):
     return ch.fid.take(r), part.res.u[rows_s], ch.ts.take(r), ch.idx(r)
 
 
-def rtt(an, ch, part: PsnPart) -> None:
+def rtt(an, ch, part: PsnPart, nak_seq: np.ndarray) -> None:
     ackreq = ch.values("ackreq", False) if "ackreq" in ch.batch.cols else None
     has_ackreq = ackreq is not None and ackreq.any()
-    if not (has_ackreq or len(an.rtt.pending[0])):
-        return
-    requests = _rtt_requests(an, ch, part, ackreq) if has_ackreq else (_EMPTY,) * 4
-    rt = part.retrans[part.is_request_group[ch.group_at(part.retrans)]]
-    an.rtt.feed(requests, _rtt_responses(an, ch, part), request_rows(ch, part, rt))
+    gaps = _request_gaps(ch, part)
+    if has_ackreq or len(an.rtt.pending[0]):
+        requests = _rtt_requests(an, ch, part, ackreq) if has_ackreq else (_EMPTY,) * 4
+        rt = part.retrans[part.is_request_group[ch.group_at(part.retrans)]]
+        an.rtt.feed(requests, _rtt_responses(an, ch, part, nak_seq), request_rows(ch, part, rt),
+                    gaps, an.flow.last_gap_idx)
+    if len(gaps[0]):
+        np.maximum.at(an.flow.last_gap_idx, gaps[0], gaps[1])
+
+
+def _request_gaps(ch, part: PsnPart):
+    """(flow, idx) of the request-space gaps: the capture (or the network) lost packets there,
+    so a later ACK may cover requests whose own ACK was not captured."""
+    s = part.res.gap
+    if len(s):
+        s = s[part.is_request_group[ch.group_at(s)]]
+    r = ch.sorted_r(s)
+    return ch.fid.take(r), ch.idx(r)
 
 
 def _rtt_requests(an, ch, part: PsnPart, ackreq: np.ndarray):
@@ -151,9 +210,10 @@ def _rtt_requests(an, ch, part: PsnPart, ackreq: np.ndarray):
     return flow[keep], u[keep], ts[keep], idx[keep]
 
 
-def _rtt_responses(an, ch, part: PsnPart):
+def _rtt_responses(an, ch, part: PsnPart, nak_seq: np.ndarray):
     """Response-space rows of paired flows whose peer's request space has been seen, mapped to
-    the peer's request PSN coordinate."""
+    the peer's request PSN coordinate: the PSN a response acknowledges, i.e. its own PSN, but
+    PSN - 1 for a NAK (PSN sequence error), which refuses its PSN (IBTA 9.7.5.1.3)."""
     peer = an.pairing.peer[ch.sids >> 1]
     ok = ~part.is_request_group & (peer >= 0)
     ok[ok] = an.spaces.state.seen[2 * peer[ok]]
@@ -163,6 +223,8 @@ def _rtt_responses(an, ch, part: PsnPart):
     peer_f = np.repeat(peer[ok], ch.lengths[ok])
     high = an.spaces.request_high(peer_f)
     u = high + psn_delta(part.psn[s], high & (PSN_MOD - 1))
+    if len(nak_seq):
+        u[np.isin(s, ch.sorted_of(nak_seq))] -= 1
     r = ch.sorted_r(s)
     return peer_f, u, ch.ts.take(r), ch.idx(r)
 

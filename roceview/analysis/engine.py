@@ -40,9 +40,11 @@ FLOW_STATE = {
     "retransmitted_bytes": (np.int64, 0), "retransmitted_payload": (np.int64, 0),
     "ecn_not_ect": (np.int64, 0), "ecn_ce": (np.int64, 0), "cnp_packets": (np.int64, 0),
     "first_ts": (np.int64, np.iinfo(np.int64).max), "last_ts": (np.int64, np.iinfo(np.int64).min),
-    "transport": (np.int8, -1), "last_nak_idx": (np.int64, -1), "first_idx": (np.int64, -1)}
+    "transport": (np.int8, -1), "last_nak_idx": (np.int64, -1), "first_idx": (np.int64, -1),
+    "last_gap_idx": (np.int64, -1)}     # the last request-space gap (RTT: no sample across it)
 SPACE_STATE = {"last_retrans": (bool, False), "last_run_idx": (np.int64, -1),
-               "read_lo": (np.int64, NONE_LO), "read_hi": (np.int64, NONE_HI)}
+               "read_lo": (np.int64, NONE_LO), "read_hi": (np.int64, NONE_HI),
+               "last_ts": (np.int64, 0), "last_sig": (np.int64, -1)}      # duplicates (chunk_psn)
 
 
 def _opcode_name(batch: Batch) -> str:
@@ -196,5 +198,5 @@ class ChunkAnalysis:
         if last_idx - an.last_new_flow_idx < PAIRING_HORIZON:
             an.rtt.forget(an.pairing.update(*chunk_psn.pairing_evidence(an, ch, part)))
         chunk_psn.timeouts(an, ch, part, counted.nak_seq_rnr)
-        chunk_psn.rtt(an, ch, part)
+        chunk_psn.rtt(an, ch, part, counted.nak_seq)
         chunk_counts.timeline(an, ch, counted, part.retrans_r)

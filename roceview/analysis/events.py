@@ -11,7 +11,8 @@ from roceview.analysis.opcodes import NAK_CODE_NAMES
 from roceview.analysis.tables import EVENT_COLUMNS, Table
 
 EVENT_KINDS = ("gap", "retransmit", "nak_seq", "nak_rnr", "nak_other", "timeout_retransmit", "cnp",
-               "ecn_ce", "pfc_pause", "pfc_resume", "psn_reuse")
+               "ecn_ce", "pfc_pause", "pfc_resume", "psn_reuse",
+               "duplicate")
 KIND_CODE = {k: i for i, k in enumerate(EVENT_KINDS)}
 _PFC_KINDS = (KIND_CODE["pfc_pause"], KIND_CODE["pfc_resume"])
 
@@ -81,6 +82,8 @@ def _detail(kind: int, a: int, b: int) -> str:
         return "retransmission with no NAK from the peer since the previous one"
     if name == "psn_reuse":
         return "request PSN already consumed by the requester's READ request"
+    if name == "duplicate":
+        return "same frame as the flow's previous packet: the capture saw it twice"
     if name in ("pfc_pause", "pfc_resume"):
         prio = "all" if a == 8 else str(a)
         return f"priority {prio} quanta {b}"

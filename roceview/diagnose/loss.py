@@ -1,5 +1,5 @@
 """Loss findings: network_loss, capture_loss, timeout_retransmit, psn_reuse, rnr, remote_error,
-invalid_rd_request, unreliable_gap.
+invalid_rd_request, unreliable_gap, duplicate_frames, ack_unsent_psn.
 
 A PSN gap is judged by what the endpoints did about it (IBTA 9.7.5): a NAK PSN sequence error for
 the first missing PSN, or its retransmission, means the network lost it; neither means the
@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from roceview.analysis.chunk_psn import DUPLICATE_WINDOW_NS
 from roceview.diagnose.context import PSN_MOD, Context, Events, in_arcs, us
 from roceview.diagnose.finding import finding, plural, psn_list
 
@@ -52,7 +53,7 @@ def loss_findings(ctx: Context) -> list[dict]:
     captured = {name: fl.cap_gaps for name, fl in per_flow.items() if fl.cap_gaps}
     if captured:
         out.append(_capture_loss(captured))
-    out += _timeouts(ctx) + _psn_reuse(ctx) + _rnr(ctx) + _remote_errors(ctx)
+    out += _timeouts(ctx) + _psn_reuse(ctx) + _rnr(ctx) + _remote_errors(ctx) + _duplicates(ctx)
     return out
 
 
@@ -210,6 +211,29 @@ def _unreliable(ctx: Context, name: str, gaps) -> dict:
     return finding("info", "unreliable_gap", summary, [name], int(gaps.ts.min()), int(gaps.ts.max()),
                    [f"{plural(len(gaps.ts), 'gap')} totalling {plural(total, 'PSN')}"],
                    "Compare the receiver's out_of_sequence / rx_discards counters with these gaps.")
+
+
+def _duplicates(ctx: Context) -> list[dict]:
+    """Capture duplicates (analysis: `duplicate` events): one finding for the capture."""
+    flows = ctx.flows_with("duplicate")
+    if not flows:
+        return []
+    evs = {name: ctx.ev("duplicate", name) for name in flows}
+    total = int(ctx.summary.get("detected", {}).get("duplicate_frames") or sum(len(e.ts) for e in evs.values()))
+    worst = sorted(evs.items(), key=lambda kv: -len(kv[1].ts))
+    evidence = [f"{name}: {plural(len(ev.ts), 'copy', 'copies')} at PSN {psn_list(ev.psn, 3)}" for name, ev in worst[:5]]
+    if len(worst) > 5:
+        evidence.append(f"{len(worst) - 5} more flows")
+    evidence.append(f"each repeats the PSN, opcode, AckReq and lengths of its flow's previous packet within "
+                    f"{us(DUPLICATE_WINDOW_NS)}: not counted as retransmissions")
+    summary = (f"The capture holds {plural(total, 'data frame')} twice, on {plural(len(flows), 'flow')}: the same "
+               "frame delivered again within microseconds (a mirror of both ingress and egress, or two mirror "
+               "sessions), not a retransmission.")
+    advice = ("Capture quality, not a network problem: mirror each link once (ingress or egress, one session per "
+              "port). Packet and byte counts in this report include the copies.")
+    starts = [int(e.ts.min()) for e in evs.values()]
+    ends = [int(e.ts.max()) for e in evs.values()]
+    return [finding("info", "duplicate_frames", summary, flows, min(starts), max(ends), evidence, advice)]
 
 
 # ---- timeouts, RNR, other NAKs ---------------------------------------------------------------
