@@ -25,6 +25,7 @@ DUPLICATE_WINDOW_NS = 5_000
 # RC, RD, XRC get ACKs (transport code -1 indexes the last entry)
 _ACKED_TRANSPORT = np.array([True, False, True, False, False, True, False, False, False])
 _EMPTY = np.zeros(0, dtype=np.int64)
+_KEY_SPACE = 1 << 42        # space id * this + unwrapped PSN: sorted like the grouped rows' first sends
 
 
 class PsnPart:
@@ -36,6 +37,16 @@ class PsnPart:
         rt = np.flatnonzero(res.retransmitted)
         self.retrans = rt                                            # grouped positions
         self.retrans_r = ch.sorted_r(rt)                             # RoCE rows
+        self.first_sends = _first_sends(ch, self)
+
+
+def _first_sends(ch, part) -> np.ndarray:
+    """Grouped positions of request-space data rows ahead of their space's highest PSN (sends.py)."""
+    fresh = part.res.u > part.res.h_prev
+    fresh &= (part.flags & op.F_DATA) != 0
+    if not part.is_request_group.all():
+        fresh &= np.repeat(part.is_request_group, ch.lengths)
+    return np.flatnonzero(fresh)
 
 
 def spans(an, ch, nak: np.ndarray) -> np.ndarray | None:
@@ -169,14 +180,15 @@ def request_rows(ch, part: PsnPart, rows_s: np.ndarray):
     return ch.fid.take(r), part.res.u[rows_s], ch.ts.take(r), ch.idx(r)
 
 
-def rtt(an, ch, part: PsnPart, nak_seq: np.ndarray) -> None:
+def rtt(an, ch, part: PsnPart, responses) -> None:
+    """responses: from `responses` (flow, u, ts, idx of the requester's coordinate, positions)."""
     ackreq = ch.values("ackreq", False) if "ackreq" in ch.batch.cols else None
     has_ackreq = ackreq is not None and ackreq.any()
     gaps = _request_gaps(ch, part)
     if has_ackreq or len(an.rtt.pending[0]):
         requests = _rtt_requests(an, ch, part, ackreq) if has_ackreq else (_EMPTY,) * 4
         rt = part.retrans[part.is_request_group[ch.group_at(part.retrans)]]
-        an.rtt.feed(requests, _rtt_responses(an, ch, part, nak_seq), request_rows(ch, part, rt),
+        an.rtt.feed(requests, responses[:4], request_rows(ch, part, rt),
                     gaps, an.flow.last_gap_idx)
     if len(gaps[0]):
         np.maximum.at(an.flow.last_gap_idx, gaps[0], gaps[1])
@@ -210,7 +222,7 @@ def _rtt_requests(an, ch, part: PsnPart, ackreq: np.ndarray):
     return flow[keep], u[keep], ts[keep], idx[keep]
 
 
-def _rtt_responses(an, ch, part: PsnPart, nak_seq: np.ndarray):
+def responses(an, ch, part: PsnPart, nak_seq: np.ndarray):
     """Response-space rows of paired flows whose peer's request space has been seen, mapped to
     the peer's request PSN coordinate: the PSN a response acknowledges, i.e. its own PSN, but
     PSN - 1 for a NAK (PSN sequence error), which refuses its PSN (IBTA 9.7.5.1.3)."""
@@ -218,7 +230,7 @@ def _rtt_responses(an, ch, part: PsnPart, nak_seq: np.ndarray):
     ok = ~part.is_request_group & (peer >= 0)
     ok[ok] = an.spaces.state.seen[2 * peer[ok]]
     if not ok.any():
-        return (_EMPTY,) * 4
+        return (_EMPTY,) * 5
     s = np.flatnonzero(np.repeat(ok, ch.lengths))
     peer_f = np.repeat(peer[ok], ch.lengths[ok])
     high = an.spaces.request_high(peer_f)
@@ -226,7 +238,14 @@ def _rtt_responses(an, ch, part: PsnPart, nak_seq: np.ndarray):
     if len(nak_seq):
         u[np.isin(s, ch.sorted_of(nak_seq))] -= 1
     r = ch.sorted_r(s)
-    return peer_f, u, ch.ts.take(r), ch.idx(r)
+    return peer_f, u, ch.ts.take(r), ch.idx(r), s
+
+
+def unsent(an, ch, part: PsnPart, responses) -> None:
+    """Responses for PSNs the requester never sent (unsent.py)."""
+    req_flow, u, ts, idx, s = responses
+    if len(s):
+        an.unsent.check(an, ch.fid.take(ch.sorted_r(s)), req_flow, u, ts, idx, part.psn[s])
 
 
 def timeouts(an, ch, part: PsnPart, nak: np.ndarray) -> None:
@@ -243,6 +262,9 @@ def timeouts(an, ch, part: PsnPart, nak: np.ndarray) -> None:
         an.space.last_retrans[ch.sids[part.is_request_group]] = False
     if len(nak):
         np.maximum.at(an.flow.last_nak_idx, ch.fid.take(nak), ch.idx(nak))
+    f = part.first_sends
+    if len(f):
+        an.sends.record(ch.sid_rows()[f] >> 1, part.res.u[f], ch.ts.take(ch.sorted_r(f)))
 
 
 def _timeout_runs(an, ch, part: PsnPart, rt: np.ndarray, nak: np.ndarray) -> None:
@@ -267,7 +289,20 @@ def _timeout_runs(an, ch, part: PsnPart, rt: np.ndarray, nak: np.ndarray) -> Non
     peer = an.pairing.peer[f]
     last_nak = _last_nak_before(an, ch, nak, peer, idx)
     t = (peer >= 0) & (last_nak <= prev_run)
-    an.events.add("timeout_retransmit", ch.ts.take(r[t]), idx[t], f[t], part.psn[s[t]])
+    s, r, f = s[t], r[t], f[t]
+    ts = ch.ts.take(r)
+    original = _original_send(an, ch, part, s, f)
+    delay = np.where(original >= 0, ts - original, -1)
+    an.events.add("timeout_retransmit", ts, idx[t], f, part.psn[s], delay)
+
+
+def _original_send(an, ch, part: PsnPart, s: np.ndarray, f: np.ndarray) -> np.ndarray:
+    """ts of the first send of the PSN resent at grouped positions `s` (-1: unknown)."""
+    fs = part.first_sends
+    key = lambda pos: ch.sid_rows()[pos] * _KEY_SPACE + part.res.u[pos]   # noqa: E731
+    u = part.res.u[s]
+    return an.sends.original(f, u, part.res.h_prev[s], key(fs) if len(fs) else _EMPTY,
+                             ch.ts.take(ch.sorted_r(fs)), key(s))
 
 
 def _previous_run_idx(sp, sid, idx, g) -> np.ndarray:

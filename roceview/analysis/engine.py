@@ -22,8 +22,10 @@ from roceview.analysis.pmtu import PathMtu
 from roceview.analysis.psn import PsnSpaces
 from roceview.analysis.reuse import NONE_HI, NONE_LO
 from roceview.analysis.rtt import RttMatcher
+from roceview.analysis.sends import FirstSends
 from roceview.analysis.state import Columns
 from roceview.analysis.timeline import Timeline
+from roceview.analysis.unsent import UnsentAcks
 from roceview.analysis.build import build_result
 from roceview.batch import Batch, PROTO_CODE, PROTO_NAMES
 
@@ -65,6 +67,8 @@ class Analyzer:
         self.pairing = Pairing()
         self.cm = CmPairs()
         self.rtt = RttMatcher()
+        self.unsent = UnsentAcks()
+        self.sends = FirstSends()
         self.pfc = PfcAccounting(link_speed_gbps)
         self.timeline = Timeline(max(1, int(round(bucket_ms * 1_000_000))))
         self.events = EventLog()
@@ -108,6 +112,7 @@ class Analyzer:
         if self._held:
             self._release()
         self.pfc.finish()
+        self.unsent.finish(self)
         self.rtt.forget(self.pairing.unconfirmed_lone(self.registry, self.flow.transport))
         self.rtt.forget(self.cm.apply(self.registry, self.pairing))
         packets = None
@@ -187,6 +192,7 @@ class ChunkAnalysis:
             cols.grow(ch.n_flows)
         an.space.grow(2 * ch.n_flows)
         an.pairing.grow(ch.n_flows)
+        an.sends.grow(ch.n_flows)
 
     def run(self) -> None:
         an, ch = self.an, self.ch
@@ -198,5 +204,7 @@ class ChunkAnalysis:
         if last_idx - an.last_new_flow_idx < PAIRING_HORIZON:
             an.rtt.forget(an.pairing.update(*chunk_psn.pairing_evidence(an, ch, part)))
         chunk_psn.timeouts(an, ch, part, counted.nak_seq_rnr)
-        chunk_psn.rtt(an, ch, part, counted.nak_seq)
+        responses = chunk_psn.responses(an, ch, part, counted.nak_seq)
+        chunk_psn.unsent(an, ch, part, responses)
+        chunk_psn.rtt(an, ch, part, responses)
         chunk_counts.timeline(an, ch, counted, part.retrans_r)

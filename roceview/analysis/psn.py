@@ -41,7 +41,7 @@ class SpaceRows:
 class PsnSpaces:
     def __init__(self):
         self.state = Columns({"seen": (bool, False), "last_raw": (np.int64, 0),
-                              "last_u": (np.int64, 0), "high": (np.int64, 0)})
+                              "last_u": (np.int64, 0), "high": (np.int64, 0), "first_u": (np.int64, 0)})
         self.gap_lo = np.zeros(0, dtype=np.int64)
         self.gap_hi = np.zeros(0, dtype=np.int64)
 
@@ -59,6 +59,7 @@ class PsnSpaces:
         end = u if span is None else u + span - 1
         init = np.where(seen, self.state.high[sids], u[starts] - 1)
         h_prev, high = seg_running_max_grouped(end, starts, lengths, init)
+        self.state.first_u[sids[~seen]] = u[starts[~seen]]
         self._store(sids, psn, u, high, starts + lengths - 1)
         counted = is_data.copy()
         counted[starts[~seen]] = False    # a space's first packet ever: neither gap nor retransmission

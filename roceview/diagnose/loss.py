@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from roceview.analysis.chunk_psn import DUPLICATE_WINDOW_NS
-from roceview.diagnose.context import PSN_MOD, Context, Events, in_arcs, us
+from roceview.diagnose.context import PSN_MOD, Context, Events, in_arcs, span, us
 from roceview.diagnose.finding import finding, plural, psn_list
+from roceview.diagnose.psn_conformance import duplicate_findings, unsent_ack_findings
 
 _GAP = re.compile(r"(\d+) PSNs? skipped from (\d+)")
 _TIMER = re.compile(r"timer code (\d+)")
@@ -53,7 +53,8 @@ def loss_findings(ctx: Context) -> list[dict]:
     captured = {name: fl.cap_gaps for name, fl in per_flow.items() if fl.cap_gaps}
     if captured:
         out.append(_capture_loss(captured))
-    out += _timeouts(ctx) + _psn_reuse(ctx) + _rnr(ctx) + _remote_errors(ctx) + _duplicates(ctx)
+    out += _timeouts(ctx) + _psn_reuse(ctx) + _rnr(ctx) + _remote_errors(ctx)
+    out += duplicate_findings(ctx) + unsent_ack_findings(ctx)
     return out
 
 
@@ -213,46 +214,44 @@ def _unreliable(ctx: Context, name: str, gaps) -> dict:
                    "Compare the receiver's out_of_sequence / rx_discards counters with these gaps.")
 
 
-def _duplicates(ctx: Context) -> list[dict]:
-    """Capture duplicates (analysis: `duplicate` events): one finding for the capture."""
-    flows = ctx.flows_with("duplicate")
-    if not flows:
-        return []
-    evs = {name: ctx.ev("duplicate", name) for name in flows}
-    total = int(ctx.summary.get("detected", {}).get("duplicate_frames") or sum(len(e.ts) for e in evs.values()))
-    worst = sorted(evs.items(), key=lambda kv: -len(kv[1].ts))
-    evidence = [f"{name}: {plural(len(ev.ts), 'copy', 'copies')} at PSN {psn_list(ev.psn, 3)}" for name, ev in worst[:5]]
-    if len(worst) > 5:
-        evidence.append(f"{len(worst) - 5} more flows")
-    evidence.append(f"each repeats the PSN, opcode, AckReq and lengths of its flow's previous packet within "
-                    f"{us(DUPLICATE_WINDOW_NS)}: not counted as retransmissions")
-    summary = (f"The capture holds {plural(total, 'data frame')} twice, on {plural(len(flows), 'flow')}: the same "
-               "frame delivered again within microseconds (a mirror of both ingress and egress, or two mirror "
-               "sessions), not a retransmission.")
-    advice = ("Capture quality, not a network problem: mirror each link once (ingress or egress, one session per "
-              "port). Packet and byte counts in this report include the copies.")
-    starts = [int(e.ts.min()) for e in evs.values()]
-    ends = [int(e.ts.max()) for e in evs.values()]
-    return [finding("info", "duplicate_frames", summary, flows, min(starts), max(ends), evidence, advice)]
-
-
 # ---- timeouts, RNR, other NAKs ---------------------------------------------------------------
+_DELAY = re.compile(r"([\d.]+) us after the original send")
+
+
 def _timeouts(ctx: Context) -> list[dict]:
+    """timeout_retransmit runs whose delay from the original send is plausible for an ACK
+    timeout (>= config ack_timeout_floor_us; unknown when the original was not captured)."""
     out = []
+    floor_ns = ctx.config.ack_timeout_floor_us * 1000
     for name in ctx.flows_with("timeout_retransmit"):
         ev = ctx.ev("timeout_retransmit", name)
-        spacing = np.diff(ev.ts)
-        evidence = [f"{plural(len(ev.ts), 'retransmission')} with no NAK since the previous one, at PSN {psn_list(ev.psn)}"]
-        if len(spacing):
-            evidence.append(f"spacing between them median {us(np.median(spacing))}")
-        summary = (f"Flow {name} resent {plural(len(ev.ts), 'packet')} that no NAK explains: tail loss recovered "
+        delays = np.array([_delay_ns(d) for d in ev.detail], dtype=np.int64)
+        plausible = (delays < 0) | (delays >= floor_ns)
+        if not plausible.any():
+            continue
+        ts, psn, known = ev.ts[plausible], ev.psn[plausible], delays[plausible & (delays >= 0)]
+        evidence = [f"{plural(len(ts), 'retransmission')} with no NAK since the previous one, at PSN {psn_list(psn)}"]
+        if len(known):
+            evidence.append(f"delay from the original send median {span(np.median(known))}, min {span(known.min())} "
+                            f"(an ACK timeout is at least {span(floor_ns)}: ack_timeout_floor_us)")
+        if len(known) < len(ts):
+            evidence.append(f"{plural(len(ts) - len(known), 'original send')} not in the capture")
+        if not plausible.all():
+            evidence.append(f"{plural(int((~plausible).sum()), 'more resend')} without a NAK came sooner than that "
+                            "after the original send: not a timeout (reordering, or a NAK the capture missed)")
+        summary = (f"Flow {name} resent {plural(len(ts), 'packet')} that no NAK explains: tail loss recovered "
                    "only by the requester's ACK timer (Local ACK Timeout).")
         advice = ("Each costs a full ACK timeout (4.096 us x 2^timeout). Read the requester's RDMA hw counter "
                   "local_ack_timeout_err and the drop counters (`ethtool -S` rx_prio<p>_discards) along the path; "
                   "lower the QP `timeout` (NCCL_IB_TIMEOUT) only if the fabric RTT allows, keep `retry_cnt` at 7.")
-        out.append(finding("warning", "timeout_retransmit", summary, [name], int(ev.ts.min()),
-                           int(ev.ts.max()), evidence, advice))
+        out.append(finding("warning", "timeout_retransmit", summary, [name], int(ts.min()),
+                           int(ts.max()), evidence, advice))
     return out
+
+
+def _delay_ns(detail: str) -> int:
+    m = _DELAY.search(detail or "")
+    return int(round(float(m.group(1)) * 1000)) if m else -1
 
 
 def _psn_reuse(ctx: Context) -> list[dict]:
@@ -261,9 +260,16 @@ def _psn_reuse(ctx: Context) -> list[dict]:
         ev = ctx.ev("psn_reuse", name)
         evidence = [f"{plural(len(ev.ts), 'request')} at PSN {psn_list(ev.psn)} inside the PSN span of an earlier "
                     "READ request of the same requester (a READ consumes ceil(length / path MTU) PSNs)",
-                    "no NAK and no gap: nothing was lost"]
+                    "no NAK and no gap: the network lost nothing"]
+        peer = ctx.peer(name)
+        if peer:
+            acks = ctx.ev("ack_unsent_psn", peer)
+            if len(acks.ts):
+                evidence.append(f"the responder then acknowledged PSN {psn_list(acks.psn)}, which the requester never sent")
         summary = (f"Flow {name} reused {plural(len(ev.ts), 'PSN')} its own READ request had consumed: a requester "
-                   "bug; the responder takes the request for a duplicate and does not execute it, the QP stalls.")
+                   "bug. The responder takes such a request for a duplicate (IBTA 9.7.5, duplicate requests): it ACKs it again and "
+                   "does not execute it, so the requester sees success and the message is silently lost; the QP "
+                   "does not stall.")
         advice = ("Fix the requester's PSN accounting after RDMA READ (next PSN = READ PSN + ceil(DMA length / "
                   "path MTU), IBTA 9.7.5.1.2); check that both ends agree on the path MTU (ibv_query_qp "
                   "path_mtu, MTU end to end). Counters: the responder's duplicate_request, the requester's "
