@@ -10,8 +10,10 @@ from __future__ import annotations
 import numpy as np
 
 from roceview.analysis import opcodes as op
+from roceview.analysis.pmtu import MIN_PMTU, ONLY_OR_LAST, PathMtu
 from roceview.analysis.reuse import psn_reuse
 from roceview.analysis.segments import PSN_MOD, psn_delta
+from roceview.analysis.unsent import check as unsent_check
 
 # A flow still without a peer this many rows after its first packet is not expected to pair:
 # its AckReq requests are no longer kept for RTT matching (bounds work and memory), and
@@ -49,31 +51,53 @@ def _first_sends(ch, part) -> np.ndarray:
     return np.flatnonzero(fresh)
 
 
-def spans(an, ch, nak: np.ndarray) -> np.ndarray | None:
-    """PSNs consumed per row of the PSN part: ceil(DMA length / path MTU) for a READ request,
-    0 for a NAK (`nak`: RoCE rows), else 1; None when 1 everywhere. The path-MTU evidence
-    (FIRST/MIDDLE payloads) is taken from every chunk, READs or not."""
-    cand = np.flatnonzero((ch.flags & (op.F_FIRST_OR_MIDDLE | op.F_READ_REQUEST)) != 0)
-    read, read_span = _EMPTY, _EMPTY
+def spans(an, ch, nak: np.ndarray):
+    """(span, slack) per row of the PSN part: a READ request spans ceil(DMA length / path MTU)
+    PSNs, or when its path MTU is unknown the fewest any MTU allows plus a slack (pmtu.py); a NAK
+    0 (`nak`: RoCE rows); else 1. None for either when 1 (0) everywhere. Path-MTU evidence
+    (FIRST/MIDDLE payloads, ONLY/LAST payload bounds) is taken from every chunk, READs or not."""
+    cand = _mtu_rows(an, ch)
+    read, read_span, read_slack = _EMPTY, _EMPTY, _EMPTY
     if len(cand):
-        pmtu = an.path_mtu.per_row(ch.src.take(cand, axis=0), ch.dst.take(cand, axis=0),
-                                   ch.values_at("payload_len", cand), ch.opcode.take(cand))
+        exact, lower = an.path_mtu.per_row(_flow_paths(an, ch)[ch.fid.take(cand)],
+                                           ch.values_at("payload_len", cand), ch.opcode.take(cand))
         is_read = (ch.flags.take(cand) & op.F_READ_REQUEST) != 0
         read = cand[is_read]
-        dmalen = ch.values_at("reth_dmalen", read)
-        read_span = np.maximum(1, -(-dmalen // pmtu[is_read]))
-    keep = ch.in_psn[read] & (read_span != 1)
-    read, read_span = read[keep], read_span[keep]
+        read_span, read_slack = an.path_mtu.read_spans(ch.values_at("reth_dmalen", read), exact[is_read], lower[is_read])
+    keep = ch.in_psn[read] & ((read_span != 1) | (read_slack > 0))
+    read, read_span, read_slack = read[keep], read_span[keep], read_slack[keep]
     nak = nak[ch.in_psn[nak]]
-    if not (len(read) or len(nak)):
-        return None
-    span = np.ones(ch.n_psn, dtype=np.int64)
-    span[ch.sorted_of(read)] = read_span
-    span[ch.sorted_of(nak)] = 0
-    return span
+    span = slack = None
+    if len(read) or len(nak):
+        span = np.ones(ch.n_psn, dtype=np.int64)
+        span[ch.sorted_of(read)] = read_span
+        span[ch.sorted_of(nak)] = 0
+    if read_slack.any():
+        slack = np.zeros(ch.n_psn, dtype=np.int64)
+        slack[ch.sorted_of(read)] = read_slack
+    return span, slack
 
 
-def spaces(an, ch, span) -> PsnPart:
+def _mtu_rows(an, ch) -> np.ndarray:
+    """RoCE rows that show a path MTU or need one: FIRST/MIDDLE, READ requests, and ONLY/LAST
+    packets whose payload bounds the MTU above the smallest (256)."""
+    need = (ch.flags & (op.F_FIRST_OR_MIDDLE | op.F_READ_REQUEST)) != 0
+    if "payload_len" in ch.batch.cols:
+        bound = ONLY_OR_LAST.take(ch.opcode)
+        if bound.any():
+            bound &= ch.values("payload_len") > MIN_PMTU
+            need |= bound
+    return np.flatnonzero(need)
+
+
+def _flow_paths(an, ch) -> np.ndarray:
+    """Path key of every flow (computed once per flow)."""
+    if len(an.flow_paths) < ch.n_flows:
+        an.flow_paths = PathMtu.flow_paths(an.registry)
+    return an.flow_paths
+
+
+def spaces(an, ch, spans) -> PsnPart:
     """Gaps, retransmissions and PSN reuse; their counters and events."""
     if ch.n_psn:
         b = ch.batch_rows(ch.sorted_r(slice(0, ch.n_psn)))
@@ -85,7 +109,8 @@ def spaces(an, ch, span) -> PsnPart:
     # Responses skip PSNs legitimately (ACK coalescing, IBTA 9.7.5.1.2): in the response
     # space only a READ response MIDDLE/LAST must follow the previous response's PSN.
     prev_seen, prev_raw = an.spaces.state.seen[ch.sids], an.spaces.state.last_raw[ch.sids]
-    res = an.spaces.process(ch.sids, ch.lengths, psn, span, (flags & op.F_DATA) != 0, gap_check)
+    span, slack = spans
+    res = an.spaces.process(ch.sids, ch.lengths, psn, span, (flags & op.F_DATA) != 0, gap_check, slack)
     dup = _duplicates(an, ch, psn, flags, prev_seen, prev_raw)
     if len(dup):
         res.retransmitted[dup] = False       # a capture copy, not a resend
@@ -245,7 +270,7 @@ def unsent(an, ch, part: PsnPart, responses) -> None:
     """Responses for PSNs the requester never sent (unsent.py)."""
     req_flow, u, ts, idx, s = responses
     if len(s):
-        an.unsent.check(an, ch.fid.take(ch.sorted_r(s)), req_flow, u, ts, idx, part.psn[s])
+        unsent_check(an, ch.fid.take(ch.sorted_r(s)), req_flow, u, ts, idx, part.psn[s])
 
 
 def timeouts(an, ch, part: PsnPart, nak: np.ndarray) -> None:

@@ -25,7 +25,6 @@ from roceview.analysis.rtt import RttMatcher
 from roceview.analysis.sends import FirstSends
 from roceview.analysis.state import Columns
 from roceview.analysis.timeline import Timeline
-from roceview.analysis.unsent import UnsentAcks
 from roceview.analysis.build import build_result
 from roceview.batch import Batch, PROTO_CODE, PROTO_NAMES
 
@@ -58,6 +57,7 @@ class Analyzer:
                  keep_packets: bool = False):
         self.pmtu_given = pmtu
         self.path_mtu = PathMtu(pmtu)
+        self.flow_paths = np.zeros(0, dtype=np.uint64)  # path key per flow (pmtu.py)
         self.link_speed_gbps = link_speed_gbps
         self.bucket_ms = bucket_ms
         self.registry = new_registry()
@@ -67,7 +67,6 @@ class Analyzer:
         self.pairing = Pairing()
         self.cm = CmPairs()
         self.rtt = RttMatcher()
-        self.unsent = UnsentAcks()
         self.sends = FirstSends()
         self.pfc = PfcAccounting(link_speed_gbps)
         self.timeline = Timeline(max(1, int(round(bucket_ms * 1_000_000))))
@@ -112,7 +111,6 @@ class Analyzer:
         if self._held:
             self._release()
         self.pfc.finish()
-        self.unsent.finish(self)
         self.rtt.forget(self.pairing.unconfirmed_lone(self.registry, self.flow.transport))
         self.rtt.forget(self.cm.apply(self.registry, self.pairing))
         packets = None

@@ -193,6 +193,8 @@ def _capture_loss(captured: dict[str, list]) -> dict:
     if len(worst) > 5:
         evidence.append(f"{len(worst) - 5} more flows")
     evidence.append("no NAK from the receivers and no retransmission by the senders: the endpoints never missed them")
+    evidence.append("RTTs of these flows are unreliable: the capture may also have missed ACKs, so a later ACK "
+                    "covers requests whose own ACK was not captured (RTT samples spanning a gap are not taken)")
     summary = (f"The capture missed {plural(psns, 'packet')} in {plural(len(gaps), 'gap')} on "
                f"{plural(len(captured), 'flow')} that the endpoints never noticed: the mirror or capture host "
                "dropped them, not the network.")
