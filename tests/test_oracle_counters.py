@@ -15,7 +15,7 @@ Decisions taken where the issue text alone is ambiguous (all as docs/analysis.md
     moves the mark to PSN - 1. high = max end over all packets of the space, data or not.
  D4 retransmitted: data packet with u <= high (a resend of the highest PSN counts), except
     a capture duplicate: a data packet whose PSN, opcode, AckReq, payload and wire lengths equal
-    those of the previous packet of its space, at most 5 us after it (issue 15).
+    those of the previous packet of its space, at most 2 us after it (issue 15).
  D5 gap: data packet with u > high + 1. In the response space only READ response MIDDLE/LAST
     can open a gap (FIRST/ONLY, ACKs and ATOMIC ACKs legitimately skip coalesced PSNs).
  D6 unrecovered: PSNs skipped by gaps, minus [u, end] of every later retransmitted data packet
@@ -122,7 +122,7 @@ def oracle_flows(rows: list[dict], pmtu: int) -> dict:
             raise AssertionError(f"generator made opcode {op:#x}")
         s = spaces.setdefault((key, space), Space())
         sig = (r["psn"], op, bool(r.get("ackreq")), r.get("payload", 0), r.get("wire", 64 + r.get("payload", 0)))
-        duplicate = s.prev is not None and s.prev[:5] == sig and 0 <= r["ts"] - s.prev[5] <= 5000
+        duplicate = s.prev is not None and s.prev[:5] == sig and 0 <= r["ts"] - s.prev[5] <= 2000
         s.prev = sig + (r["ts"],)
         u = s.unwrap(r["psn"])
         end = u + span - 1

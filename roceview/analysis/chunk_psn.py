@@ -23,7 +23,7 @@ PAIRING_HORIZON = 1 << 16
 # at most this long after it, is the capture's second copy of one frame (a mirror of ingress and
 # egress, two mirror sessions): no endpoint resends that fast (the minimum RNR NAK timer is
 # 10 us, IBTA Table 45; an ACK timeout is 4.096 us x 2^timeout, milliseconds in practice).
-DUPLICATE_WINDOW_NS = 5_000
+DUPLICATE_WINDOW_NS = 2_000
 # RC, RD, XRC get ACKs (transport code -1 indexes the last entry)
 _ACKED_TRANSPORT = np.array([True, False, True, False, False, True, False, False, False])
 _EMPTY = np.zeros(0, dtype=np.int64)
@@ -196,7 +196,9 @@ def pairing_evidence(an, ch, part: PsnPart):
         return an.registry, an.flow.transport, _EMPTY, _EMPTY, _EMPTY, _EMPTY
     sid = ch.sid_rows()
     req, resp = np.flatnonzero(req), np.flatnonzero(resp)
-    return (an.registry, an.flow.transport, sid[req] >> 1, part.psn[req], sid[resp] >> 1, part.psn[resp])
+    st = an.spaces.state                                  # each flow's request PSNs sent so far
+    sent = (st.seen[0::2], st.first_u[0::2], st.high[0::2])
+    return (an.registry, an.flow.transport, sid[req] >> 1, part.psn[req], sid[resp] >> 1, part.psn[resp], sent)
 
 
 def request_rows(ch, part: PsnPart, rows_s: np.ndarray):

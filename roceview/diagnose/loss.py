@@ -16,7 +16,7 @@ import numpy as np
 
 from roceview.diagnose.context import PSN_MOD, Context, Events, in_arcs, span, us
 from roceview.diagnose.finding import finding, plural, psn_list
-from roceview.diagnose.psn_conformance import duplicate_findings, unsent_ack_findings
+from roceview.diagnose.psn_conformance import duplicate_findings, pmtu_findings, unsent_ack_findings
 
 _GAP = re.compile(r"(\d+) PSNs? skipped from (\d+)")
 _TIMER = re.compile(r"timer code (\d+)")
@@ -54,7 +54,7 @@ def loss_findings(ctx: Context) -> list[dict]:
     if captured:
         out.append(_capture_loss(captured))
     out += _timeouts(ctx) + _psn_reuse(ctx) + _rnr(ctx) + _remote_errors(ctx)
-    out += duplicate_findings(ctx) + unsent_ack_findings(ctx)
+    out += duplicate_findings(ctx) + unsent_ack_findings(ctx) + pmtu_findings(ctx)
     return out
 
 

@@ -1,5 +1,6 @@
 """PSN findings that are about conformance and the capture, not loss: duplicate_frames (the
-capture holds frames twice) and ack_unsent_psn (a responder acknowledged a PSN never sent).
+capture holds frames twice), ack_unsent_psn (a responder acknowledged a PSN never sent) and
+pmtu_mismatch (the capture contradicts `--pmtu`).
 Both come from analysis events (roceview/analysis/chunk_psn.py, roceview/analysis/unsent.py)."""
 from __future__ import annotations
 
@@ -49,3 +50,17 @@ def duplicate_findings(ctx: Context) -> list[dict]:
     starts = [int(e.ts.min()) for e in evs.values()]
     ends = [int(e.ts.max()) for e in evs.values()]
     return [finding("info", "duplicate_frames", summary, flows, min(starts), max(ends), evidence, advice)]
+
+
+def pmtu_findings(ctx: Context) -> list[dict]:
+    """pmtu_mismatch: `--pmtu` that the capture contradicts (analysis summary `pmtu_contradiction`)."""
+    why = ctx.summary.get("pmtu_contradiction")
+    if not why:
+        return []
+    given = ctx.summary.get("pmtu")
+    summary = (f"--pmtu {given} contradicts the capture: {why}. READ spans, gaps, retransmissions and psn_reuse "
+               "computed with it may be false.")
+    evidence = [why, "a FIRST/MIDDLE packet carries exactly one path MTU, any packet at most one (IBTA 9.7.7)"]
+    advice = ("Run again without --pmtu (roceview then takes the path MTU of each path from the traffic), or give "
+              "the path MTU the QPs really use (ibv_query_qp path_mtu; the RDMA CM REQ carries it).")
+    return [finding("warning", "pmtu_mismatch", summary, [], ctx.start_ns, ctx.end_ns, evidence, advice)]
