@@ -119,6 +119,7 @@ def spaces(an, ch, spans) -> PsnPart:
     is_read = (flags & op.F_READ_REQUEST) != 0
     reuse = psn_reuse(an.space, ch.sids, ch.lengths, res.u, span, is_read, res.retransmitted)
     part = PsnPart(ch, psn, flags, res, span, reuse)
+    part.duplicates = dup
     _retransmissions(an, ch, part)
     _gaps(an, ch, part)
     if reuse is not None and reuse.any():
@@ -243,6 +244,7 @@ def _rtt_requests(an, ch, part: PsnPart, ackreq: np.ndarray):
     cand = np.repeat(ok, ch.lengths) & ch.psn_part(ackreq.astype(bool, copy=False))
     cand &= (part.flags & op.F_DATA) != 0
     cand[part.retrans] = False
+    cand[part.duplicates] = False          # a capture copy: its original is the request
     s = np.flatnonzero(cand)
     flow, u, ts, idx = request_rows(ch, part, s)
     keep = (peer[flow] >= 0) | (idx - first_idx[flow] < PAIRING_HORIZON)
