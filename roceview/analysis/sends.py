@@ -1,7 +1,7 @@
 """When each request PSN was first sent: the delay of a timeout retransmission from its original.
 
 A timeout retransmission is only plausible when the requester waited an ACK timeout (4.096 us x
-2^timeout, IBTA 9.7.6.1.3) after the *original* send of the PSN it resends, not after the
+2^Local ACK Timeout) after the *original* send of the PSN it resends, not after the
 previous resend. First sends (data rows ahead of their space's highest PSN) have strictly
 increasing PSNs, so per request space the first sends of the last WINDOW PSNs are kept in a ring
 indexed by u mod WINDOW (with u, to tell a stale slot). A resend more than WINDOW PSNs behind the

@@ -13,7 +13,8 @@ from roceview.generate.switch import SwitchSettings
 
 ALL_KINDS = ("network_loss", "capture_loss", "timeout_retransmit", "rnr", "remote_error",
              "pfc_storm", "pfc_pause", "pfc_without_ecn", "incast", "ecn_congestion",
-             "ecn_not_enabled", "cnp_missing", "priority_mismatch", "slow_receiver", "bad_icrc")
+             "ecn_not_enabled", "cnp_missing", "priority_mismatch", "slow_receiver", "bad_icrc",
+             "duplicate_frames", "ack_unsent_psn", "pmtu_mismatch")
 
 
 @dataclass
