@@ -86,3 +86,34 @@ def test_a_pmtu_the_capture_contradicts_is_a_warning():
     assert [(f["severity"], f["summary"].split(":")[0]) for f in mismatch] == [
         ("warning", "--pmtu 1024 contradicts the capture")]
     assert analyze_rows(nvme_reads(2), pmtu=4096).summary["pmtu_contradiction"] is None
+
+
+def _cm_req_batch(rows, mtu_code):
+    """rows[0] is a CM REQ (UD SEND ONLY to QP1) carrying path MTU code `mtu_code`."""
+    import numpy as np
+
+    from analysis_helpers import make_batch
+
+    batch = make_batch(rows)
+    for name, dtype in (("mad_class", np.uint8), ("mad_attr_id", np.uint16), ("cm_local_qpn", np.uint32),
+                        ("cm_local_comm_id", np.uint32), ("cm_path_mtu", np.uint8)):
+        batch.cols[name], batch.valid[name] = np.zeros(batch.n, dtype), np.zeros(batch.n, bool)
+    for name, value in (("mad_class", 7), ("mad_attr_id", 0x10), ("cm_local_qpn", 0xC1),
+                        ("cm_local_comm_id", 5), ("cm_path_mtu", mtu_code)):
+        batch.cols[name][0], batch.valid[name][0] = value, True
+    return batch
+
+
+def test_the_cm_req_path_mtu_fixes_a_read_span():
+    # CM REQ: path MTU 4096 (code 5). An 8 KiB READ then takes exactly 2 PSNs, so a SEND 3 PSNs
+    # after it skipped one; without the REQ any MTU from 256 up would be possible (no finding).
+    from analysis_helpers import UD_SEND_ONLY, analyze_batches
+
+    rows = [req(T0, 0, opcode=UD_SEND_ONLY, qp=1, payload=232),
+            req(T0 + US, 11, opcode=READ_REQUEST, payload=0, dmalen=8192),
+            req(T0 + 2 * US, 14, opcode=SEND_ONLY, payload=64)]
+    for code, counters in ((5, ("1", "1", "1", "0")), (0, ("0", "0", "0", "0"))):
+        result = analyze_batches([_cm_req_batch(rows, code)])
+        row = flow_row(result, REQ)
+        assert tuple(row[c] for c in COUNTERS) == counters, code
+    assert analyze_batches([_cm_req_batch(rows, 3)]).summary["pmtu"] == 1024

@@ -86,6 +86,7 @@ class Analyzer:
             return
         if self._kept is not None:
             self._kept.append(batch)
+        self.path_mtu.from_cm(batch)
         if self.path_mtu.hold(batch, _opcode_name(batch), _ROCE, bool(self._held)):
             self._held.append(batch)
             if sum(b.n for b in self._held) >= HOLD_LIMIT:

@@ -14,6 +14,9 @@ is only known to lie between ceil(length / 4096) and ceil(length / lower bound):
 given the smallest span, never one larger than the responses seen allow, and the requester's
 next PSN decides within that range (psn.py `slack`). Only per-path maxima cross chunks.
 
+A CM REQ (RDMA CM, IBTA 12.6.5) names the connection's path MTU: it is exact evidence for its
+two endpoints from the chunk it arrives in (`from_cm`, before the chunk may be held back).
+
 `--pmtu` is taken as given, but the evidence is still gathered: a capture that contradicts it
 (a FIRST/MIDDLE payload of another size, a payload larger than it) is reported (`contradiction`).
 """
@@ -97,6 +100,24 @@ class PathMtu:
         self.pending -= set(keys[fm[reads | fm]].tolist())
         return holding or bool(self.pending)
 
+    def from_cm(self, batch) -> None:
+        """Path MTUs of the CM REQs in this batch (column cm_path_mtu: 1..5 = 256..4096)."""
+        valid = batch.valid.get("cm_path_mtu")
+        if "cm_path_mtu" not in batch.cols or (valid is not None and not valid.any()):
+            return
+        code = batch.cols["cm_path_mtu"].astype(np.int64)
+        rows = np.flatnonzero(batch.mask("cm_path_mtu") & (code >= 1) & (code <= 5))
+        if len(rows) == 0:
+            return
+        mtus = 128 << code[rows]
+        if self.given:
+            self.other_sizes |= set(mtus.tolist()) - {int(self.given)}
+            return
+        for key, mtu in zip(self._keys(batch, rows).tolist(), mtus.tolist()):
+            self.by_path[key] = max(self.by_path.get(key, 0), mtu)
+            self.pending.discard(key)
+            self.seen = max(self.seen, mtu)
+
     @staticmethod
     def _keys(batch, rows: np.ndarray) -> np.ndarray:
         words = [np.ascontiguousarray(batch.cols[c][rows]).view("<u8").reshape(-1, 2) for c in ("_src_addr", "_dst_addr")]
@@ -164,8 +185,7 @@ class PathMtu:
             return None
         why = []
         if self.other_sizes:
-            why.append(f"FIRST/MIDDLE packets carry {', '.join(map(str, sorted(self.other_sizes)))} bytes "
-                       "(exactly one path MTU each)")
+            why.append(f"FIRST/MIDDLE packets or CM REQs show path MTU {', '.join(map(str, sorted(self.other_sizes)))}")
         if self.largest_payload > int(self.given):
             why.append(f"a packet carries more than {self.given} bytes of payload (needs path MTU >= "
                        f"{self.largest_payload})")
