@@ -10,9 +10,10 @@ from __future__ import annotations
 import numpy as np
 
 from roceview.analysis import opcodes as op
-from roceview.analysis.pmtu import MIN_PMTU, ONLY_OR_LAST, PathMtu
+from roceview.analysis.pmtu import MIN_PMTU, MTU_EVIDENCE, PathMtu
+from roceview.analysis.sends import WINDOW as SEND_WINDOW
 from roceview.analysis.reuse import psn_reuse
-from roceview.analysis.segments import PSN_MOD, psn_delta
+from roceview.analysis.segments import PSN_MOD, psn_delta, seg_running_max_grouped
 from roceview.analysis.unsent import check as unsent_check
 
 # A flow still without a peer this many rows after its first packet is not expected to pair:
@@ -39,15 +40,19 @@ class PsnPart:
         rt = np.flatnonzero(res.retransmitted)
         self.retrans = rt                                            # grouped positions
         self.retrans_r = ch.sorted_r(rt)                             # RoCE rows
-        self.first_sends = _first_sends(ch, self)
 
 
-def _first_sends(ch, part) -> np.ndarray:
-    """Grouped positions of request-space data rows ahead of their space's highest PSN (sends.py)."""
-    fresh = part.res.u > part.res.h_prev
+def _first_sends(ch, part, an=None) -> np.ndarray:
+    """Grouped positions of request-space data rows ahead of their space's highest PSN (sends.py);
+    with `an`, only those within WINDOW PSNs of the space's highest at the chunk's end: the
+    others' ring slots are overwritten before any lookup could use them."""
+    res = part.res
+    fresh = res.u > res.h_prev
     fresh &= (part.flags & op.F_DATA) != 0
     if not part.is_request_group.all():
         fresh &= np.repeat(part.is_request_group, ch.lengths)
+    if an is not None:
+        fresh &= res.u > np.repeat(an.spaces.state.high[ch.sids] - SEND_WINDOW, ch.lengths)
     return np.flatnonzero(fresh)
 
 
@@ -79,15 +84,42 @@ def spans(an, ch, nak: np.ndarray):
 
 
 def _mtu_rows(an, ch) -> np.ndarray:
-    """RoCE rows that show a path MTU or need one: FIRST/MIDDLE, READ requests, and ONLY/LAST
-    packets whose payload bounds the MTU above the smallest (256)."""
-    need = (ch.flags & (op.F_FIRST_OR_MIDDLE | op.F_READ_REQUEST)) != 0
-    if "payload_len" in ch.batch.cols:
-        bound = ONLY_OR_LAST.take(ch.opcode)
-        if bound.any():
-            bound &= ch.values("payload_len") > MIN_PMTU
-            need |= bound
+    """RoCE rows that show a path MTU or need one: READ requests, and FIRST/MIDDLE or ONLY/LAST
+    packets whose payload exceeds what their path already shows and what their PSN space showed
+    before them in the chunk (the others change nothing: after a flow's first packets, none)."""
+    need = (ch.flags & op.F_READ_REQUEST) != 0
+    if "payload_len" not in ch.batch.cols:
+        return np.flatnonzero(need)
+    exact_f, lower_f = an.path_mtu.flow_bounds(_flow_paths(an, ch))
+    lower_f = np.maximum(lower_f, MIN_PMTU)       # (below 256 bounds nothing)
+    threshold = np.where(exact_f > 0, np.minimum(exact_f, lower_f), lower_f)   # per flow
+    pay = ch.values("payload_len")
+    ev = MTU_EVIDENCE.take(ch.opcode)
+    ev &= pay > threshold.take(ch.fid)
+    if not ch.in_psn_all:
+        ev &= ch.in_psn                         # as _new_maxima sees them, whatever the count
+    if np.count_nonzero(ev) > _FEW_EVIDENCE_ROWS:
+        need[_new_maxima(ch, ev, pay)] = True
+    else:
+        need |= ev
     return np.flatnonzero(need)
+
+
+_FEW_EVIDENCE_ROWS = 4096
+
+
+def _new_maxima(ch, ev: np.ndarray, pay: np.ndarray) -> np.ndarray:
+    """RoCE rows among the evidence rows `ev` (a mask) whose payload exceeds every earlier one of
+    their PSN space in the chunk, FIRST/MIDDLE and ONLY/LAST apart: a superset of the rows that
+    raise a path's maximum (a path's maximum is at least its spaces' maxima)."""
+    fm = ch.psn_part((ch.flags & op.F_FIRST_OR_MIDDLE) != 0)
+    v = np.where(ch.psn_part(ev), ch.psn_part(pay).astype(np.int64), 0)
+    new = np.zeros(ch.n_psn, dtype=bool)
+    zero = np.zeros(len(ch.starts), dtype=np.int64)
+    for part in (np.where(fm, v, 0), np.where(fm, 0, v)):
+        before, _ = seg_running_max_grouped(part, ch.starts, ch.lengths, zero)
+        new |= part > before
+    return ch.sorted_r(np.flatnonzero(new))
 
 
 def _flow_paths(an, ch) -> np.ndarray:
@@ -291,7 +323,7 @@ def timeouts(an, ch, part: PsnPart, nak: np.ndarray) -> None:
         an.space.last_retrans[ch.sids[part.is_request_group]] = False
     if len(nak):
         np.maximum.at(an.flow.last_nak_idx, ch.fid.take(nak), ch.idx(nak))
-    f = part.first_sends
+    f = _first_sends(ch, part, an)
     if len(f):
         an.sends.record(ch.sid_rows()[f] >> 1, part.res.u[f], ch.ts.take(ch.sorted_r(f)))
 
@@ -327,7 +359,7 @@ def _timeout_runs(an, ch, part: PsnPart, rt: np.ndarray, nak: np.ndarray) -> Non
 
 def _original_send(an, ch, part: PsnPart, s: np.ndarray, f: np.ndarray) -> np.ndarray:
     """ts of the first send of the PSN resent at grouped positions `s` (-1: unknown)."""
-    fs = part.first_sends
+    fs = _first_sends(ch, part)
     key = lambda pos: ch.sid_rows()[pos] * _KEY_SPACE + part.res.u[pos]   # noqa: E731
     u = part.res.u[s]
     return an.sends.original(f, u, part.res.h_prev[s], key(fs) if len(fs) else _EMPTY,

@@ -7,7 +7,7 @@ kept per pair of endpoints, either direction: READ responses travel back over th
   payload that is an IBTA MTU (256..4096) seen so far on the path is its path MTU ("exact"). Rows
   before the first such packet of their path use the path's first one in the chunk (the engine
   holds chunks back until it shows up, so that does not depend on chunking).
-- An ONLY or LAST packet carries at most one path MTU: its payload, rounded up to an IBTA MTU, is
+- An ONLY or LAST packet (RC, UC, RD, XRC) carries at most one path MTU: its payload, rounded up to an IBTA MTU, is
   a lower bound (a 4096-byte READ at path MTU 4096 is answered by one READ RESPONSE ONLY).
 A READ request's span is then ceil(DMA length / exact MTU) when the path's MTU is known; else it
 is only known to lie between ceil(length / 4096) and ceil(length / lower bound): the READ is
@@ -51,11 +51,11 @@ def _only_or_last() -> np.ndarray:
     for base in (0x00, 0x20, 0x40, 0xA0):
         for low in (0x02, 0x03, 0x04, 0x05, 0x08, 0x09, 0x0A, 0x0B, 0x0F, 0x10, 0x16, 0x17):
             t[base | low] = op.OPCLASS[base | low] in (op.REQUEST, op.READ_RESPONSE)
-    t[0x64] = t[0x65] = True                      # UD SEND ONLY: at most one path MTU too
     return t
 
 
 ONLY_OR_LAST = _only_or_last()
+MTU_EVIDENCE = ONLY_OR_LAST | op.FIRST_OR_MIDDLE
 
 
 def _path_keys(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
@@ -78,6 +78,9 @@ class PathMtu:
         self.largest_payload = 0                        # largest ONLY/LAST bound anywhere
         self.pending: set[int] = set()                  # paths of held READs still without evidence
         self.other_sizes: set[int] = set()              # FIRST/MIDDLE sizes other than `given`
+        self._changed: set[int] = set()                 # paths whose evidence grew (flow_bounds)
+        self._flow_exact = np.zeros(0, dtype=np.int64)
+        self._flow_lower = np.zeros(0, dtype=np.int64)
 
     def hold(self, batch, opcode_col: str, roce: np.ndarray, holding: bool) -> bool:
         """Whether the Analyzer must hold this chunk (and those before it) until a later chunk
@@ -115,6 +118,7 @@ class PathMtu:
             return
         for key, mtu in zip(self._keys(batch, rows).tolist(), mtus.tolist()):
             self.by_path[key] = max(self.by_path.get(key, 0), mtu)
+            self._changed.add(key)
             self.pending.discard(key)
             self.seen = max(self.seen, mtu)
 
@@ -140,14 +144,14 @@ class PathMtu:
             self.largest_payload = max(self.largest_payload, int(lower_ev.max(initial=0)))
             n = len(payload)
             return np.full(n, int(self.given), dtype=np.int64), np.zeros(n, dtype=np.int64)
-        exact = self._running(path, exact_ev, self.by_path, fill_ahead=True)
-        lower = self._running(path, lower_ev, self.lower_by_path, fill_ahead=False)
+        exact = self._running(path, exact_ev, self.by_path, True, self._changed)
+        lower = self._running(path, lower_ev, self.lower_by_path, False, self._changed)
         self.seen = max(self.seen, int(exact_ev.max(initial=0)))
         self.largest_payload = max(self.largest_payload, int(lower_ev.max(initial=0)))
         return exact, lower
 
     @staticmethod
-    def _running(path: np.ndarray, ev: np.ndarray, carried: dict, fill_ahead: bool) -> np.ndarray:
+    def _running(path: np.ndarray, ev: np.ndarray, carried: dict, fill_ahead: bool, changed: set) -> np.ndarray:
         """Per row the largest evidence of its path so far (carried from earlier chunks, this
         row included); with fill_ahead, rows before their path's first evidence take it."""
         ev = ev.astype(np.int64)
@@ -159,15 +163,33 @@ class PathMtu:
         before, final = seg_running_max(ev[order], starts, lengths, gid, init)
         running = np.empty_like(ev)
         running[order] = np.maximum(before, ev[order])
-        for p, m in zip(paths.tolist(), final.tolist()):
-            if m > 0:
+        for p, m, i in zip(paths.tolist(), final.tolist(), init.tolist()):
+            if m > i:
                 carried[p] = m
+                changed.add(p)
         if not fill_ahead:
             return running
         first = np.zeros(len(paths), dtype=np.int64)      # the path's first evidence in the chunk
         has = np.flatnonzero(ev[order] > 0)
         first[gid[has[::-1]]] = ev[order][has[::-1]]
         return np.where(running > 0, running, first[inv])
+
+    def flow_bounds(self, flow_paths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per flow the carried exact MTU and lower bound of its path: rows whose payload does not
+        exceed them cannot change any evidence, so the caller looks only at the others."""
+        n_old = len(self._flow_exact)
+        if len(flow_paths) > n_old:
+            new = flow_paths[n_old:].tolist()
+            self._flow_exact = np.concatenate([self._flow_exact, [self.by_path.get(p, 0) for p in new]]).astype(np.int64)
+            self._flow_lower = np.concatenate([self._flow_lower, [self.lower_by_path.get(p, 0) for p in new]]).astype(np.int64)
+        if self._changed:
+            keys = np.fromiter(self._changed, dtype=np.uint64, count=len(self._changed))
+            for f in np.flatnonzero(np.isin(flow_paths[:n_old], keys)).tolist():
+                p = int(flow_paths[f])
+                self._flow_exact[f] = self.by_path.get(p, 0)
+                self._flow_lower[f] = self.lower_by_path.get(p, 0)
+            self._changed.clear()
+        return self._flow_exact, self._flow_lower
 
     def read_spans(self, dmalen: np.ndarray, exact: np.ndarray, lower: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(span, slack) of READ requests: ceil(length / MTU) where the MTU is known, else the
