@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from roceview.analysis import opcodes as op
-from roceview.analysis.pmtu import MIN_PMTU, MTU_EVIDENCE, PathMtu
+from roceview.analysis.pmtu import MIN_PMTU, ONLY_OR_LAST, PathMtu
 from roceview.analysis.sends import WINDOW as SEND_WINDOW
 from roceview.analysis.reuse import psn_reuse
 from roceview.analysis.segments import PSN_MOD, psn_delta, seg_running_max_grouped
@@ -91,11 +91,13 @@ def _mtu_rows(an, ch) -> np.ndarray:
     if "payload_len" not in ch.batch.cols:
         return np.flatnonzero(need)
     exact_f, lower_f = an.path_mtu.flow_bounds(_flow_paths(an, ch))
-    lower_f = np.maximum(lower_f, MIN_PMTU)       # (below 256 bounds nothing)
-    threshold = np.where(exact_f > 0, np.minimum(exact_f, lower_f), lower_f)   # per flow
     pay = ch.values("payload_len")
-    ev = MTU_EVIDENCE.take(ch.opcode)
-    ev &= pay > threshold.take(ch.fid)
+    fm = (ch.flags & op.F_FIRST_OR_MIDDLE) != 0
+    ev = ONLY_OR_LAST.take(ch.opcode)
+    if ev.any():                                  # (a payload of 256 or less bounds nothing)
+        ev &= pay > np.maximum(lower_f, MIN_PMTU).take(ch.fid)
+    if fm.any():
+        ev |= fm & (pay > exact_f.take(ch.fid))
     if not ch.in_psn_all:
         ev &= ch.in_psn                         # as _new_maxima sees them, whatever the count
     if np.count_nonzero(ev) > _FEW_EVIDENCE_ROWS:
@@ -140,7 +142,8 @@ def spaces(an, ch, spans) -> PsnPart:
     gap_check = (flags & (op.F_REQUEST_SPACE | op.F_CONTINUES_RESPONSE)) != 0
     # Responses skip PSNs legitimately (ACK coalescing, IBTA 9.7.5.1.2): in the response
     # space only a READ response MIDDLE/LAST must follow the previous response's PSN.
-    prev_seen, prev_raw = an.spaces.state.seen[ch.sids], an.spaces.state.last_raw[ch.sids]
+    st = an.spaces.state
+    prev_seen, prev_raw, prev_high = st.seen[ch.sids], st.last_raw[ch.sids], st.high[ch.sids]
     span, slack = spans
     res = an.spaces.process(ch.sids, ch.lengths, psn, span, (flags & op.F_DATA) != 0, gap_check, slack)
     dup = _duplicates(an, ch, psn, flags, prev_seen, prev_raw)
@@ -152,6 +155,7 @@ def spaces(an, ch, spans) -> PsnPart:
     reuse = psn_reuse(an.space, ch.sids, ch.lengths, res.u, span, is_read, res.retransmitted)
     part = PsnPart(ch, psn, flags, res, span, reuse)
     part.duplicates = dup
+    part.prev_seen, part.prev_high = prev_seen, prev_high     # each group's space before the chunk
     _retransmissions(an, ch, part)
     _gaps(an, ch, part)
     if reuse is not None and reuse.any():
@@ -303,10 +307,11 @@ def responses(an, ch, part: PsnPart, nak_seq: np.ndarray):
 
 
 def unsent(an, ch, part: PsnPart, responses) -> None:
-    """Responses for PSNs the requester never sent (unsent.py)."""
-    req_flow, u, ts, idx, s = responses
+    """Responses for PSNs the requester never sent (unsent.py), judged against the requester's
+    request space as it was at each response."""
+    req_flow, _, ts, idx, s = responses
     if len(s):
-        unsent_check(an, ch.fid.take(ch.sorted_r(s)), req_flow, u, ts, idx, part.psn[s])
+        unsent_check(an, ch, part, ch.fid.take(ch.sorted_r(s)), req_flow, ts, idx, part.psn[s])
 
 
 def timeouts(an, ch, part: PsnPart, nak: np.ndarray) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from roceview.analysis import chunk_counts, chunk_psn
+from roceview.analysis import chunk_counts, chunk_psn, unsent
 from roceview.analysis.chunk import ChunkRows
 from roceview.analysis.chunk_psn import PAIRING_HORIZON
 from roceview.analysis.events import EventLog
@@ -68,6 +68,7 @@ class Analyzer:
         self.cm = CmPairs()
         self.rtt = RttMatcher()
         self.sends = FirstSends()
+        self.unsent_found: list = []                   # unsent.py: decided at the end
         self.pfc = PfcAccounting(link_speed_gbps)
         self.timeline = Timeline(max(1, int(round(bucket_ms * 1_000_000))))
         self.events = EventLog()
@@ -114,6 +115,7 @@ class Analyzer:
         self.pfc.finish()
         self.rtt.forget(self.pairing.unconfirmed_lone(self.registry, self.flow.transport))
         self.rtt.forget(self.cm.apply(self.registry, self.pairing))
+        unsent.finish(self)
         packets = None
         if self._kept is not None:                     # asked for: the packets table as well
             from roceview.table import to_dataframe

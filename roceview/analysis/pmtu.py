@@ -55,7 +55,6 @@ def _only_or_last() -> np.ndarray:
 
 
 ONLY_OR_LAST = _only_or_last()
-MTU_EVIDENCE = ONLY_OR_LAST | op.FIRST_OR_MIDDLE
 
 
 def _path_keys(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
@@ -138,16 +137,14 @@ class PathMtu:
         given in capture order (FIRST/MIDDLE, ONLY/LAST with payload, READ requests)."""
         exact_ev = np.where(op.FIRST_OR_MIDDLE[opcode] & is_pmtu(payload), payload, 0)
         lower_ev = np.where(ONLY_OR_LAST[opcode], mtu_at_least(payload), 0)
-        if self.given:
-            sizes = set(np.unique(exact_ev[exact_ev > 0]).tolist()) - {int(self.given)}
-            self.other_sizes |= sizes
-            self.largest_payload = max(self.largest_payload, int(lower_ev.max(initial=0)))
-            n = len(payload)
-            return np.full(n, int(self.given), dtype=np.int64), np.zeros(n, dtype=np.int64)
         exact = self._running(path, exact_ev, self.by_path, True, self._changed)
         lower = self._running(path, lower_ev, self.lower_by_path, False, self._changed)
-        self.seen = max(self.seen, int(exact_ev.max(initial=0)))
         self.largest_payload = max(self.largest_payload, int(lower_ev.max(initial=0)))
+        if self.given:              # evidence kept only to check it (and for flow_bounds)
+            self.other_sizes |= set(np.unique(exact_ev[exact_ev > 0]).tolist()) - {int(self.given)}
+            n = len(payload)
+            return np.full(n, int(self.given), dtype=np.int64), np.zeros(n, dtype=np.int64)
+        self.seen = max(self.seen, int(exact_ev.max(initial=0)))
         return exact, lower
 
     @staticmethod

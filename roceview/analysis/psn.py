@@ -36,6 +36,7 @@ class SpaceRows:
     retransmitted: np.ndarray
     gap: np.ndarray           # rows (positions) that open a gap, ascending
     gap_psns: np.ndarray      # PSNs skipped by each of those
+    end: np.ndarray           # the last PSN each row consumes
 
 
 class PsnSpaces:
@@ -73,7 +74,7 @@ class PsnSpaces:
         gap = np.flatnonzero(counted & (ahead > 1) & gap_check)
         gap_psns = ahead[gap] - 1
         self._track_gaps(sids[group_of(starts, gap)], u[gap], h_prev[gap], retrans, sids, starts, u, end)
-        return SpaceRows(u, h_prev, retrans, gap, gap_psns)
+        return SpaceRows(u, h_prev, retrans, gap, gap_psns, end)
 
     # A READ of unknown path MTU at the top of its space takes as many PSNs as the requester's next
     # request shows, within its slack (pmtu.py): never more than the smallest MTU allows.
