@@ -117,3 +117,23 @@ def test_the_cm_req_path_mtu_fixes_a_read_span():
         row = flow_row(result, REQ)
         assert tuple(row[c] for c in COUNTERS) == counters, code
     assert analyze_batches([_cm_req_batch(rows, 3)]).summary["pmtu"] == 1024
+
+
+@pytest.mark.parametrize("seed", [18, 21, 28, 31, 42])
+def test_inferred_path_mtu_and_psn_events_do_not_depend_on_chunking(seed):
+    # the oracle's random RC traffic (READs of every size, lost responses, re-reads, PSN reuse,
+    # duplicates, ACKs for random PSNs) without --pmtu: READ spans, gaps, retransmissions and the
+    # PSN findings' events are those of the whole capture read as one chunk
+    from test_oracle_counters import Gen
+
+    g = Gen(seed)
+    for _ in range(300):
+        g.step()
+    kinds = {"gap", "retransmit", "psn_reuse", "duplicate", "ack_unsent_psn"}
+    out = []
+    for chunk in (None, 7, 50):
+        r = analyze_rows(g.rows, chunk=chunk)
+        cols = [c for c in r.flows_table.columns if c not in ("rtt_p50_us", "rtt_p99_us")]
+        events = [e for e in r.events_table.text_rows() if e[2] in kinds]
+        out.append(([r.flows_table.text_column(c) for c in cols], events))
+    assert out[1] == out[0] and out[2] == out[0]
