@@ -139,12 +139,16 @@ MAD = Header("MAD", "Management Datagram common header", 24, (
 ), spec="IBTA 13.4.3")
 
 # offsets from the start of the MAD (its data follows the 24-byte common header)
-CM_REQ = Header("CM REQ", "CM ConnectRequest", 60, (
+CM_REQ = Header("CM REQ", "CM ConnectRequest", 76, (
     Field("local_comm_id", 24, 32, column="cm_local_comm_id", meaning="local communication id"),
     Field("service_id", 32, 64, meaning="service id"),
     Field("local_ca_guid", 40, 64, meaning="local CA GUID"),
     Field("local_qkey", 52, 32, meaning="local Q_Key"),
     Field("local_qpn", 56, 24, column="cm_local_qpn", meaning="local QPN (the requester's QP)"),
+    Field("starting_psn", 68, 24, meaning="starting PSN (the requester's first request PSN)"),
+    Field("partition_key", 72, 16, meaning="partition key"),
+    Field("path_mtu", 74, 4, column="cm_path_mtu", meaning="path packet payload MTU",
+          values={1: "256", 2: "512", 3: "1024", 4: "2048", 5: "4096"}),
 ), spec="IBTA 12.6.5")
 
 CM_REP = Header("CM REP", "CM ConnectReply", 40, (

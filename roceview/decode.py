@@ -194,7 +194,7 @@ def _lldp_columns(b: Batch, chunk, ports) -> None:
 
 
 CM_COLUMNS = {"mad_class": np.uint8, "mad_attr_id": np.uint16, "cm_local_comm_id": np.uint32,
-              "cm_remote_comm_id": np.uint32, "cm_local_qpn": np.uint32}
+              "cm_remote_comm_id": np.uint32, "cm_local_qpn": np.uint32, "cm_path_mtu": np.uint8}
 
 
 def _cm_columns(b: Batch, chunk, ports) -> None:

@@ -18,7 +18,7 @@ COLUMNS = (
     "atomic_swap_add atomic_compare atomic_ack_data xrc_srq payload_len icrc icrc_ok truncated "
     "pfc_enable pfc_quanta0 pfc_quanta1 pfc_quanta2 pfc_quanta3 pfc_quanta4 pfc_quanta5 "
     "pfc_quanta6 pfc_quanta7 pause_quanta lldp_pfc_enable slid dlid sl vl mad_class mad_attr_id "
-    "cm_local_comm_id cm_remote_comm_id cm_local_qpn"
+    "cm_local_comm_id cm_remote_comm_id cm_local_qpn cm_path_mtu"
 ).split()
 
 OPCODE_NAMES = [opcodes.opcode_name(i) for i in range(256)]

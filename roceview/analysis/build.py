@@ -60,6 +60,7 @@ def summary(an, files, warnings, flows: Table) -> dict:
         "decode_warnings": len(warnings),
         "warnings": [str(w) for w in warnings[:100]],
         "pmtu": int(an.pmtu_given or an.path_mtu.seen or 0) or None,
+        "pmtu_contradiction": an.path_mtu.contradiction(),     # why the capture contradicts --pmtu
         "link_speed_gbps": an.link_speed_gbps,
         "bucket_ms": an.bucket_ms,
         "timeline_bucket_ms": an.timeline.bucket_ns / 1e6,   # longer than bucket_ms past MAX_ROWS
@@ -69,6 +70,7 @@ def summary(an, files, warnings, flows: Table) -> dict:
             "unrecovered_psns": int(np.sum(d["unrecovered_psns"])),
             "retransmitted_packets": int(np.sum(d["retransmitted_packets"])),
             "timeout_retransmits": an.events.count("timeout_retransmit"),
+            "duplicate_frames": an.events.count("duplicate"),
             "naks_seq": int(np.sum(d["naks_seq"])), "naks_rnr": int(np.sum(d["naks_rnr"])),
             "naks_other": int(np.sum(d["naks_other"])), "ecn_ce": int(np.sum(d["ecn_ce"])),
             "cnp_packets": int(np.sum(d["cnp_packets"])),

@@ -49,7 +49,7 @@ class Counted:
     """Rows found by `counters` that later steps use (RoCE rows, capture order)."""
 
     def __init__(self):
-        self.nak = self.nak_seq_rnr = self.ce = self.cnp = np.zeros(0, dtype=np.int64)
+        self.nak = self.nak_seq_rnr = self.nak_seq = self.ce = self.cnp = np.zeros(0, dtype=np.int64)
 
 
 def counters(an, ch) -> Counted:
@@ -122,6 +122,7 @@ def _naks(an, ch, out: Counted, a: np.ndarray) -> None:
     # before it, so it moves the highest-seen mark to PSN - 1 (a span of 0).
     out.nak = a
     out.nak_seq_rnr = a[naks["nak_seq"] | naks["nak_rnr"]]
+    out.nak_seq = a[naks["nak_seq"]]
 
 
 def _ecn(an, ch, out: Counted) -> None:

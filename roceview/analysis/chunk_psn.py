@@ -10,16 +10,25 @@ from __future__ import annotations
 import numpy as np
 
 from roceview.analysis import opcodes as op
+from roceview.analysis.pmtu import MIN_PMTU, ONLY_OR_LAST, PathMtu
+from roceview.analysis.sends import WINDOW as SEND_WINDOW
 from roceview.analysis.reuse import psn_reuse
-from roceview.analysis.segments import PSN_MOD, psn_delta
+from roceview.analysis.segments import PSN_MOD, psn_delta, seg_running_max_grouped
+from roceview.analysis.unsent import check as unsent_check
 
 # A flow still without a peer this many rows after its first packet is not expected to pair:
 # its AckReq requests are no longer kept for RTT matching (bounds work and memory), and
 # PSN-following evidence is gathered only while some flow is that young.
 PAIRING_HORIZON = 1 << 16
+# A data packet with the PSN, opcode, AckReq and lengths of the previous packet of its PSN space,
+# at most this long after it, is the capture's second copy of one frame (a mirror of ingress and
+# egress, two mirror sessions): no endpoint resends that fast (the minimum RNR NAK timer is
+# 10 us, IBTA Table 45; an ACK timeout is 4.096 us x 2^timeout, milliseconds in practice).
+DUPLICATE_WINDOW_NS = 2_000
 # RC, RD, XRC get ACKs (transport code -1 indexes the last entry)
 _ACKED_TRANSPORT = np.array([True, False, True, False, False, True, False, False, False])
 _EMPTY = np.zeros(0, dtype=np.int64)
+_KEY_SPACE = 1 << 42        # space id * this + unwrapped PSN: sorted like the grouped rows' first sends
 
 
 class PsnPart:
@@ -33,31 +42,96 @@ class PsnPart:
         self.retrans_r = ch.sorted_r(rt)                             # RoCE rows
 
 
-def spans(an, ch, nak: np.ndarray) -> np.ndarray | None:
-    """PSNs consumed per row of the PSN part: ceil(DMA length / path MTU) for a READ request,
-    0 for a NAK (`nak`: RoCE rows), else 1; None when 1 everywhere. The path-MTU evidence
-    (FIRST/MIDDLE payloads) is taken from every chunk, READs or not."""
-    cand = np.flatnonzero((ch.flags & (op.F_FIRST_OR_MIDDLE | op.F_READ_REQUEST)) != 0)
-    read, read_span = _EMPTY, _EMPTY
+def _first_sends(ch, part, an=None) -> np.ndarray:
+    """Grouped positions of request-space data rows ahead of their space's highest PSN (sends.py);
+    with `an`, only those within WINDOW PSNs of the space's highest at the chunk's end: the
+    others' ring slots are overwritten before any lookup could use them."""
+    res = part.res
+    fresh = res.u > res.h_prev
+    fresh &= (part.flags & op.F_DATA) != 0
+    if not part.is_request_group.all():
+        fresh &= np.repeat(part.is_request_group, ch.lengths)
+    if an is not None:
+        fresh &= res.u > np.repeat(an.spaces.state.high[ch.sids] - SEND_WINDOW, ch.lengths)
+    return np.flatnonzero(fresh)
+
+
+def spans(an, ch, nak: np.ndarray):
+    """(span, slack) per row of the PSN part: a READ request spans ceil(DMA length / path MTU)
+    PSNs, or when its path MTU is unknown the fewest any MTU allows plus a slack (pmtu.py); a NAK
+    0 (`nak`: RoCE rows); else 1. None for either when 1 (0) everywhere. Path-MTU evidence
+    (FIRST/MIDDLE payloads, ONLY/LAST payload bounds) is taken from every chunk, READs or not."""
+    cand = _mtu_rows(an, ch)
+    read, read_span, read_slack = _EMPTY, _EMPTY, _EMPTY
     if len(cand):
-        pmtu = an.path_mtu.per_row(ch.src.take(cand, axis=0), ch.dst.take(cand, axis=0),
-                                   ch.values_at("payload_len", cand), ch.opcode.take(cand))
+        exact, lower = an.path_mtu.per_row(_flow_paths(an, ch)[ch.fid.take(cand)],
+                                           ch.values_at("payload_len", cand), ch.opcode.take(cand))
         is_read = (ch.flags.take(cand) & op.F_READ_REQUEST) != 0
         read = cand[is_read]
-        dmalen = ch.values_at("reth_dmalen", read)
-        read_span = np.maximum(1, -(-dmalen // pmtu[is_read]))
-    keep = ch.in_psn[read] & (read_span != 1)
-    read, read_span = read[keep], read_span[keep]
+        read_span, read_slack = an.path_mtu.read_spans(ch.values_at("reth_dmalen", read), exact[is_read], lower[is_read])
+    keep = ch.in_psn[read] & ((read_span != 1) | (read_slack > 0))
+    read, read_span, read_slack = read[keep], read_span[keep], read_slack[keep]
     nak = nak[ch.in_psn[nak]]
-    if not (len(read) or len(nak)):
-        return None
-    span = np.ones(ch.n_psn, dtype=np.int64)
-    span[ch.sorted_of(read)] = read_span
-    span[ch.sorted_of(nak)] = 0
-    return span
+    span = slack = None
+    if len(read) or len(nak):
+        span = np.ones(ch.n_psn, dtype=np.int64)
+        span[ch.sorted_of(read)] = read_span
+        span[ch.sorted_of(nak)] = 0
+    if read_slack.any():
+        slack = np.zeros(ch.n_psn, dtype=np.int64)
+        slack[ch.sorted_of(read)] = read_slack
+    return span, slack
 
 
-def spaces(an, ch, span) -> PsnPart:
+def _mtu_rows(an, ch) -> np.ndarray:
+    """RoCE rows that show a path MTU or need one: READ requests, and FIRST/MIDDLE or ONLY/LAST
+    packets whose payload exceeds what their path already shows and what their PSN space showed
+    before them in the chunk (the others change nothing: after a flow's first packets, none)."""
+    need = (ch.flags & op.F_READ_REQUEST) != 0
+    if "payload_len" not in ch.batch.cols:
+        return np.flatnonzero(need)
+    exact_f, lower_f = an.path_mtu.flow_bounds(_flow_paths(an, ch))
+    pay = ch.values("payload_len")
+    fm = (ch.flags & op.F_FIRST_OR_MIDDLE) != 0
+    ev = ONLY_OR_LAST.take(ch.opcode)
+    if ev.any():                                  # (a payload of 256 or less bounds nothing)
+        ev &= pay > np.maximum(lower_f, MIN_PMTU).take(ch.fid)
+    if fm.any():
+        ev |= fm & (pay > exact_f.take(ch.fid))
+    if not ch.in_psn_all:
+        ev &= ch.in_psn                         # as _new_maxima sees them, whatever the count
+    if np.count_nonzero(ev) > _FEW_EVIDENCE_ROWS:
+        need[_new_maxima(ch, ev, pay)] = True
+    else:
+        need |= ev
+    return np.flatnonzero(need)
+
+
+_FEW_EVIDENCE_ROWS = 4096
+
+
+def _new_maxima(ch, ev: np.ndarray, pay: np.ndarray) -> np.ndarray:
+    """RoCE rows among the evidence rows `ev` (a mask) whose payload exceeds every earlier one of
+    their PSN space in the chunk, FIRST/MIDDLE and ONLY/LAST apart: a superset of the rows that
+    raise a path's maximum (a path's maximum is at least its spaces' maxima)."""
+    fm = ch.psn_part((ch.flags & op.F_FIRST_OR_MIDDLE) != 0)
+    v = np.where(ch.psn_part(ev), ch.psn_part(pay).astype(np.int64), 0)
+    new = np.zeros(ch.n_psn, dtype=bool)
+    zero = np.zeros(len(ch.starts), dtype=np.int64)
+    for part in (np.where(fm, v, 0), np.where(fm, 0, v)):
+        before, _ = seg_running_max_grouped(part, ch.starts, ch.lengths, zero)
+        new |= part > before
+    return ch.sorted_r(np.flatnonzero(new))
+
+
+def _flow_paths(an, ch) -> np.ndarray:
+    """Path key of every flow (computed once per flow)."""
+    if len(an.flow_paths) < ch.n_flows:
+        an.flow_paths = PathMtu.flow_paths(an.registry)
+    return an.flow_paths
+
+
+def spaces(an, ch, spans) -> PsnPart:
     """Gaps, retransmissions and PSN reuse; their counters and events."""
     if ch.n_psn:
         b = ch.batch_rows(ch.sorted_r(slice(0, ch.n_psn)))
@@ -68,10 +142,20 @@ def spaces(an, ch, span) -> PsnPart:
     gap_check = (flags & (op.F_REQUEST_SPACE | op.F_CONTINUES_RESPONSE)) != 0
     # Responses skip PSNs legitimately (ACK coalescing, IBTA 9.7.5.1.2): in the response
     # space only a READ response MIDDLE/LAST must follow the previous response's PSN.
-    res = an.spaces.process(ch.sids, ch.lengths, psn, span, (flags & op.F_DATA) != 0, gap_check)
+    st = an.spaces.state
+    prev_seen, prev_raw, prev_high = st.seen[ch.sids], st.last_raw[ch.sids], st.high[ch.sids]
+    span, slack = spans
+    res = an.spaces.process(ch.sids, ch.lengths, psn, span, (flags & op.F_DATA) != 0, gap_check, slack)
+    dup = _duplicates(an, ch, psn, flags, prev_seen, prev_raw)
+    if len(dup):
+        res.retransmitted[dup] = False       # a capture copy, not a resend
+        r = ch.sorted_r(dup)
+        an.events.add("duplicate", ch.ts.take(r), ch.idx(r), ch.fid.take(r), psn[dup])
     is_read = (flags & op.F_READ_REQUEST) != 0
     reuse = psn_reuse(an.space, ch.sids, ch.lengths, res.u, span, is_read, res.retransmitted)
     part = PsnPart(ch, psn, flags, res, span, reuse)
+    part.duplicates = dup
+    part.prev_seen, part.prev_high = prev_seen, prev_high     # each group's space before the chunk
     _retransmissions(an, ch, part)
     _gaps(an, ch, part)
     if reuse is not None and reuse.any():
@@ -79,6 +163,41 @@ def spaces(an, ch, span) -> PsnPart:
         r = ch.sorted_r(s)
         an.events.add("psn_reuse", ch.ts.take(r), ch.idx(r), ch.fid.take(r), psn[s])
     return part
+
+
+def _signature(ch, r: np.ndarray) -> np.ndarray:
+    """What must be equal for two rows to be copies of one frame (the invariant fields decoded)."""
+    sig = ch.opcode.take(r).astype(np.int64)
+    sig += ch.values_at("ackreq", r) << 8
+    sig += ch.values_at("payload_len", r) << 9
+    sig += ch.values_at("wire_len", r) << 34
+    return sig
+
+
+def _duplicates(an, ch, psn, flags, prev_seen, prev_raw) -> np.ndarray:
+    """Grouped positions of capture duplicates: data rows equal to the previous row of their
+    space (this chunk, else carried) within DUPLICATE_WINDOW_NS. Only rows repeating the previous
+    PSN are looked at further (rare)."""
+    n, starts, sp = ch.n_psn, ch.starts, an.space
+    if n == 0:
+        return _EMPTY
+    same = np.empty(n, dtype=bool)
+    np.equal(psn[1:], psn[:-1], out=same[1:])
+    same[starts] = prev_seen & (prev_raw == psn[starts])
+    cand = np.flatnonzero(same)
+    carried_ts, carried_sig = sp.last_ts[ch.sids], sp.last_sig[ch.sids]
+    last = ch.sorted_r(starts + ch.lengths - 1)
+    sp.last_ts[ch.sids], sp.last_sig[ch.sids] = ch.ts.take(last), _signature(ch, last)
+    if len(cand) == 0:
+        return _EMPTY
+    g = ch.group_at(cand)
+    first = cand == starts[g]
+    r, rp = ch.sorted_r(cand), ch.sorted_r(np.maximum(cand - 1, 0))
+    prev_ts = np.where(first, carried_ts[g], ch.ts.take(rp))
+    prev_sig = np.where(first, carried_sig[g], _signature(ch, rp))
+    dt = ch.ts.take(r) - prev_ts
+    dup = ((flags[cand] & op.F_DATA) != 0) & (_signature(ch, r) == prev_sig) & (dt >= 0) & (dt <= DUPLICATE_WINDOW_NS)
+    return cand[dup]
 
 
 def _retransmissions(an, ch, part: PsnPart) -> None:
@@ -114,7 +233,9 @@ def pairing_evidence(an, ch, part: PsnPart):
         return an.registry, an.flow.transport, _EMPTY, _EMPTY, _EMPTY, _EMPTY
     sid = ch.sid_rows()
     req, resp = np.flatnonzero(req), np.flatnonzero(resp)
-    return (an.registry, an.flow.transport, sid[req] >> 1, part.psn[req], sid[resp] >> 1, part.psn[resp])
+    st = an.spaces.state                                  # each flow's request PSNs sent so far
+    sent = (st.seen[0::2], st.first_u[0::2], st.high[0::2])
+    return (an.registry, an.flow.transport, sid[req] >> 1, part.psn[req], sid[resp] >> 1, part.psn[resp], sent)
 
 
 def request_rows(ch, part: PsnPart, rows_s: np.ndarray):
@@ -123,14 +244,28 @@ def request_rows(ch, part: PsnPart, rows_s: np.ndarray):
     return ch.fid.take(r), part.res.u[rows_s], ch.ts.take(r), ch.idx(r)
 
 
-def rtt(an, ch, part: PsnPart) -> None:
+def rtt(an, ch, part: PsnPart, responses) -> None:
+    """responses: from `responses` (flow, u, ts, idx of the requester's coordinate, positions)."""
     ackreq = ch.values("ackreq", False) if "ackreq" in ch.batch.cols else None
     has_ackreq = ackreq is not None and ackreq.any()
-    if not (has_ackreq or len(an.rtt.pending[0])):
-        return
-    requests = _rtt_requests(an, ch, part, ackreq) if has_ackreq else (_EMPTY,) * 4
-    rt = part.retrans[part.is_request_group[ch.group_at(part.retrans)]]
-    an.rtt.feed(requests, _rtt_responses(an, ch, part), request_rows(ch, part, rt))
+    gaps = _request_gaps(ch, part)
+    if has_ackreq or len(an.rtt.pending[0]):
+        requests = _rtt_requests(an, ch, part, ackreq) if has_ackreq else (_EMPTY,) * 4
+        rt = part.retrans[part.is_request_group[ch.group_at(part.retrans)]]
+        an.rtt.feed(requests, responses[:4], request_rows(ch, part, rt),
+                    gaps, an.flow.last_gap_idx)
+    if len(gaps[0]):
+        np.maximum.at(an.flow.last_gap_idx, gaps[0], gaps[1])
+
+
+def _request_gaps(ch, part: PsnPart):
+    """(flow, idx) of the request-space gaps: the capture (or the network) lost packets there,
+    so a later ACK may cover requests whose own ACK was not captured."""
+    s = part.res.gap
+    if len(s):
+        s = s[part.is_request_group[ch.group_at(s)]]
+    r = ch.sorted_r(s)
+    return ch.fid.take(r), ch.idx(r)
 
 
 def _rtt_requests(an, ch, part: PsnPart, ackreq: np.ndarray):
@@ -145,26 +280,38 @@ def _rtt_requests(an, ch, part: PsnPart, ackreq: np.ndarray):
     cand = np.repeat(ok, ch.lengths) & ch.psn_part(ackreq.astype(bool, copy=False))
     cand &= (part.flags & op.F_DATA) != 0
     cand[part.retrans] = False
+    cand[part.duplicates] = False          # a capture copy: its original is the request
     s = np.flatnonzero(cand)
     flow, u, ts, idx = request_rows(ch, part, s)
     keep = (peer[flow] >= 0) | (idx - first_idx[flow] < PAIRING_HORIZON)
     return flow[keep], u[keep], ts[keep], idx[keep]
 
 
-def _rtt_responses(an, ch, part: PsnPart):
+def responses(an, ch, part: PsnPart, nak_seq: np.ndarray):
     """Response-space rows of paired flows whose peer's request space has been seen, mapped to
-    the peer's request PSN coordinate."""
+    the peer's request PSN coordinate: the PSN a response acknowledges, i.e. its own PSN, but
+    PSN - 1 for a NAK (PSN sequence error), which refuses its PSN (IBTA 9.7.5.1.3)."""
     peer = an.pairing.peer[ch.sids >> 1]
     ok = ~part.is_request_group & (peer >= 0)
     ok[ok] = an.spaces.state.seen[2 * peer[ok]]
     if not ok.any():
-        return (_EMPTY,) * 4
+        return (_EMPTY,) * 5
     s = np.flatnonzero(np.repeat(ok, ch.lengths))
     peer_f = np.repeat(peer[ok], ch.lengths[ok])
     high = an.spaces.request_high(peer_f)
     u = high + psn_delta(part.psn[s], high & (PSN_MOD - 1))
+    if len(nak_seq):
+        u[np.isin(s, ch.sorted_of(nak_seq))] -= 1
     r = ch.sorted_r(s)
-    return peer_f, u, ch.ts.take(r), ch.idx(r)
+    return peer_f, u, ch.ts.take(r), ch.idx(r), s
+
+
+def unsent(an, ch, part: PsnPart, responses) -> None:
+    """Responses for PSNs the requester never sent (unsent.py), judged against the requester's
+    request space as it was at each response."""
+    req_flow, _, ts, idx, s = responses
+    if len(s):
+        unsent_check(an, ch, part, ch.fid.take(ch.sorted_r(s)), req_flow, ts, idx, part.psn[s])
 
 
 def timeouts(an, ch, part: PsnPart, nak: np.ndarray) -> None:
@@ -181,6 +328,9 @@ def timeouts(an, ch, part: PsnPart, nak: np.ndarray) -> None:
         an.space.last_retrans[ch.sids[part.is_request_group]] = False
     if len(nak):
         np.maximum.at(an.flow.last_nak_idx, ch.fid.take(nak), ch.idx(nak))
+    f = _first_sends(ch, part, an)
+    if len(f):
+        an.sends.record(ch.sid_rows()[f] >> 1, part.res.u[f], ch.ts.take(ch.sorted_r(f)))
 
 
 def _timeout_runs(an, ch, part: PsnPart, rt: np.ndarray, nak: np.ndarray) -> None:
@@ -205,7 +355,20 @@ def _timeout_runs(an, ch, part: PsnPart, rt: np.ndarray, nak: np.ndarray) -> Non
     peer = an.pairing.peer[f]
     last_nak = _last_nak_before(an, ch, nak, peer, idx)
     t = (peer >= 0) & (last_nak <= prev_run)
-    an.events.add("timeout_retransmit", ch.ts.take(r[t]), idx[t], f[t], part.psn[s[t]])
+    s, r, f = s[t], r[t], f[t]
+    ts = ch.ts.take(r)
+    original = _original_send(an, ch, part, s, f)
+    delay = np.where(original >= 0, ts - original, -1)
+    an.events.add("timeout_retransmit", ts, idx[t], f, part.psn[s], delay)
+
+
+def _original_send(an, ch, part: PsnPart, s: np.ndarray, f: np.ndarray) -> np.ndarray:
+    """ts of the first send of the PSN resent at grouped positions `s` (-1: unknown)."""
+    fs = _first_sends(ch, part)
+    key = lambda pos: ch.sid_rows()[pos] * _KEY_SPACE + part.res.u[pos]   # noqa: E731
+    u = part.res.u[s]
+    return an.sends.original(f, u, part.res.h_prev[s], key(fs) if len(fs) else _EMPTY,
+                             ch.ts.take(ch.sorted_r(fs)), key(s))
 
 
 def _previous_run_idx(sp, sid, idx, g) -> np.ndarray:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from roceview.analysis import chunk_counts, chunk_psn
+from roceview.analysis import chunk_counts, chunk_psn, unsent
 from roceview.analysis.chunk import ChunkRows
 from roceview.analysis.chunk_psn import PAIRING_HORIZON
 from roceview.analysis.events import EventLog
@@ -22,6 +22,7 @@ from roceview.analysis.pmtu import PathMtu
 from roceview.analysis.psn import PsnSpaces
 from roceview.analysis.reuse import NONE_HI, NONE_LO
 from roceview.analysis.rtt import RttMatcher
+from roceview.analysis.sends import FirstSends
 from roceview.analysis.state import Columns
 from roceview.analysis.timeline import Timeline
 from roceview.analysis.build import build_result
@@ -40,9 +41,11 @@ FLOW_STATE = {
     "retransmitted_bytes": (np.int64, 0), "retransmitted_payload": (np.int64, 0),
     "ecn_not_ect": (np.int64, 0), "ecn_ce": (np.int64, 0), "cnp_packets": (np.int64, 0),
     "first_ts": (np.int64, np.iinfo(np.int64).max), "last_ts": (np.int64, np.iinfo(np.int64).min),
-    "transport": (np.int8, -1), "last_nak_idx": (np.int64, -1), "first_idx": (np.int64, -1)}
+    "transport": (np.int8, -1), "last_nak_idx": (np.int64, -1), "first_idx": (np.int64, -1),
+    "last_gap_idx": (np.int64, -1)}     # the last request-space gap (RTT: no sample across it)
 SPACE_STATE = {"last_retrans": (bool, False), "last_run_idx": (np.int64, -1),
-               "read_lo": (np.int64, NONE_LO), "read_hi": (np.int64, NONE_HI)}
+               "read_lo": (np.int64, NONE_LO), "read_hi": (np.int64, NONE_HI),
+               "last_ts": (np.int64, 0), "last_sig": (np.int64, -1)}      # duplicates (chunk_psn)
 
 
 def _opcode_name(batch: Batch) -> str:
@@ -54,6 +57,7 @@ class Analyzer:
                  keep_packets: bool = False):
         self.pmtu_given = pmtu
         self.path_mtu = PathMtu(pmtu)
+        self.flow_paths = np.zeros(0, dtype=np.uint64)  # path key per flow (pmtu.py)
         self.link_speed_gbps = link_speed_gbps
         self.bucket_ms = bucket_ms
         self.registry = new_registry()
@@ -63,6 +67,8 @@ class Analyzer:
         self.pairing = Pairing()
         self.cm = CmPairs()
         self.rtt = RttMatcher()
+        self.sends = FirstSends()
+        self.unsent_found: list = []                   # unsent.py: decided at the end
         self.pfc = PfcAccounting(link_speed_gbps)
         self.timeline = Timeline(max(1, int(round(bucket_ms * 1_000_000))))
         self.events = EventLog()
@@ -81,6 +87,7 @@ class Analyzer:
             return
         if self._kept is not None:
             self._kept.append(batch)
+        self.path_mtu.from_cm(batch)
         if self.path_mtu.hold(batch, _opcode_name(batch), _ROCE, bool(self._held)):
             self._held.append(batch)
             if sum(b.n for b in self._held) >= HOLD_LIMIT:
@@ -108,6 +115,7 @@ class Analyzer:
         self.pfc.finish()
         self.rtt.forget(self.pairing.unconfirmed_lone(self.registry, self.flow.transport))
         self.rtt.forget(self.cm.apply(self.registry, self.pairing))
+        unsent.finish(self)
         packets = None
         if self._kept is not None:                     # asked for: the packets table as well
             from roceview.table import to_dataframe
@@ -185,6 +193,7 @@ class ChunkAnalysis:
             cols.grow(ch.n_flows)
         an.space.grow(2 * ch.n_flows)
         an.pairing.grow(ch.n_flows)
+        an.sends.grow(ch.n_flows)
 
     def run(self) -> None:
         an, ch = self.an, self.ch
@@ -196,5 +205,7 @@ class ChunkAnalysis:
         if last_idx - an.last_new_flow_idx < PAIRING_HORIZON:
             an.rtt.forget(an.pairing.update(*chunk_psn.pairing_evidence(an, ch, part)))
         chunk_psn.timeouts(an, ch, part, counted.nak_seq_rnr)
-        chunk_psn.rtt(an, ch, part)
+        responses = chunk_psn.responses(an, ch, part, counted.nak_seq)
+        chunk_psn.unsent(an, ch, part, responses)
+        chunk_psn.rtt(an, ch, part, responses)
         chunk_counts.timeline(an, ch, counted, part.retrans_r)

@@ -11,7 +11,8 @@ from roceview.analysis.opcodes import NAK_CODE_NAMES
 from roceview.analysis.tables import EVENT_COLUMNS, Table
 
 EVENT_KINDS = ("gap", "retransmit", "nak_seq", "nak_rnr", "nak_other", "timeout_retransmit", "cnp",
-               "ecn_ce", "pfc_pause", "pfc_resume", "psn_reuse")
+               "ecn_ce", "pfc_pause", "pfc_resume", "psn_reuse",
+               "duplicate", "ack_unsent_psn")
 KIND_CODE = {k: i for i, k in enumerate(EVENT_KINDS)}
 _PFC_KINDS = (KIND_CODE["pfc_pause"], KIND_CODE["pfc_resume"])
 
@@ -78,9 +79,15 @@ def _detail(kind: int, a: int, b: int) -> str:
     if name == "nak_rnr":
         return f"AETH syndrome 0x{a:02x}: RNR NAK, timer code {a & 0x1F}"
     if name == "timeout_retransmit":
-        return "retransmission with no NAK from the peer since the previous one"
+        after = f"{a / 1000:.3f} us after the original send" if a >= 0 else "original send not captured"
+        return f"retransmission with no NAK from the peer since the previous one, {after}"
     if name == "psn_reuse":
-        return "request PSN already consumed by the requester's READ request"
+        return ("request PSN already consumed by the requester's READ request: the responder takes it for a "
+                "duplicate, ACKs it again and does not execute it")
+    if name == "ack_unsent_psn":
+        return f"response to a PSN the requester never sent (it sent {a}..{b})"
+    if name == "duplicate":
+        return "same frame as the flow's previous packet: the capture saw it twice"
     if name in ("pfc_pause", "pfc_resume"):
         prio = "all" if a == 8 else str(a)
         return f"priority {prio} quanta {b}"

@@ -60,7 +60,7 @@ class Pairing:
         ok &= registry.qp != 1
         return np.flatnonzero(ok)
 
-    def update(self, registry, transport, req_flow, req_psn, resp_flow, resp_psn) -> np.ndarray:
+    def update(self, registry, transport, req_flow, req_psn, resp_flow, resp_psn, sent=None) -> np.ndarray:
         """Lone pairs, PSN evidence over the open flows, then lone pairs again among the flows
         the evidence left open (so that the pairs are those of reading the capture as one
         chunk, whichever chunk each flow first shows up in). Returns the flows whose lone pair
@@ -74,7 +74,7 @@ class Pairing:
         cand_mask[cand] = True
         pid = np.full(len(self.peer), -1, dtype=np.int64)
         pid[cand] = pair_id * 2 + direction
-        broken = self._psn_following(pid, cand_mask, req_flow, req_psn, resp_flow, resp_psn)
+        broken = self._psn_following(pid, cand_mask, req_flow, req_psn, resp_flow, resp_psn, sent)
         still = self.candidates(registry, transport)
         if 2 <= len(still) < len(cand):                   # evidence closed some: lone again
             self._lone(still, *self._endpoint_pairs(registry, still))
@@ -102,7 +102,7 @@ class Pairing:
         self.peer[flows[:, 1]] = flows[:, 0]
         self.lone[flows.reshape(-1)] = True
 
-    def _psn_following(self, pid, cand_mask, req_flow, req_psn, resp_flow, resp_psn) -> np.ndarray:
+    def _psn_following(self, pid, cand_mask, req_flow, req_psn, resp_flow, resp_psn, sent=None) -> np.ndarray:
         rq = cand_mask[req_flow]
         rs = cand_mask[resp_flow]
         if not rq.any() or not rs.any():
@@ -114,6 +114,8 @@ class Pairing:
         ambiguous = np.bincount(inv.reshape(-1), req_flow[rq] != owner[inv.reshape(-1)], len(keys)) > 0
         pos = np.minimum(np.searchsorted(keys, resp_key), len(keys) - 1)
         hit = (keys[pos] == resp_key) & ~ambiguous[pos]
+        if sent is not None and hit.any():
+            hit[hit] = ~_sent_by_another(pid, cand_mask, owner[pos[hit]], resp_psn[rs][hit], sent)
         if not hit.any():
             return _NONE
         return self._mutual_best(owner[pos[hit]], resp_flow[rs][hit])
@@ -153,6 +155,30 @@ class Pairing:
 
 
 _NONE = np.zeros(0, dtype=np.int64)
+_PSN_MOD = 1 << 24
+
+
+def _sent_by_another(pid, cand_mask, owner, psn, sent) -> np.ndarray:
+    """Whether each matched PSN also lies in the PSN range (first..highest, 24-bit serial
+    arithmetic, IBTA 9.7.5.1.1) that another candidate flow of the owner's direction and endpoints
+    has sent so far, in any chunk: such a match is no evidence. Two QPs between the same hosts
+    whose PSN ranges overlap (both crossing 2^24, say) would otherwise pair crosswise whenever a
+    chunk holds the requests of one and the ACKs of the other."""
+    seen, first, high = sent
+    cand = np.flatnonzero(cand_mask)
+    order = np.argsort(pid[cand], kind="stable")
+    members, keys = cand[order], pid[cand][order]
+    lo = np.searchsorted(keys, pid[owner], side="left")
+    count = np.searchsorted(keys, pid[owner], side="right") - lo
+    out = np.zeros(len(owner), dtype=bool)
+    for j in range(int(count.max(initial=0))):
+        has = j < count
+        other = members[np.minimum(lo + j, len(members) - 1)]
+        has &= (other != owner) & seen[other]
+        length = high[other] - first[other]
+        inside = ((psn - first[other]) % _PSN_MOD <= length) | (length >= _PSN_MOD - 1)
+        out |= has & inside
+    return out
 
 
 def _row_ranks(words: np.ndarray) -> np.ndarray:

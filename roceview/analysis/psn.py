@@ -36,12 +36,14 @@ class SpaceRows:
     retransmitted: np.ndarray
     gap: np.ndarray           # rows (positions) that open a gap, ascending
     gap_psns: np.ndarray      # PSNs skipped by each of those
+    end: np.ndarray           # the last PSN each row consumes
 
 
 class PsnSpaces:
     def __init__(self):
         self.state = Columns({"seen": (bool, False), "last_raw": (np.int64, 0),
-                              "last_u": (np.int64, 0), "high": (np.int64, 0)})
+                              "last_u": (np.int64, 0), "high": (np.int64, 0), "first_u": (np.int64, 0),
+                              "slack": (np.int64, 0)})
         self.gap_lo = np.zeros(0, dtype=np.int64)
         self.gap_hi = np.zeros(0, dtype=np.int64)
 
@@ -49,16 +51,21 @@ class PsnSpaces:
         self.state.grow(2 * n_flows)
 
     def process(self, sids: np.ndarray, lengths: np.ndarray, psn: np.ndarray, span: np.ndarray | None,
-                is_data: np.ndarray, gap_check: np.ndarray) -> SpaceRows:
+                is_data: np.ndarray, gap_check: np.ndarray, slack: np.ndarray | None = None) -> SpaceRows:
         """Rows grouped by space id (group g: `lengths[g]` rows of space `sids[g]`, capture order);
         psn raw 24-bit as int64; span >= 1 (0 for a NAK, which acknowledges only the PSNs before
-        its own), None when 1 for every row; gap_check: rows that may open a gap."""
+        its own), None when 1 for every row; gap_check: rows that may open a gap; slack: PSNs a
+        READ request may take beyond its span (its path MTU unknown, pmtu.py), None when 0."""
         starts = np.cumsum(lengths) - lengths
         seen = self.state.seen[sids]
         u = self._unwrap(sids, seen, psn, starts, lengths)
         end = u if span is None else u + span - 1
-        init = np.where(seen, self.state.high[sids], u[starts] - 1)
+        init = np.where(seen, self.state.high[sids] + self._carried_stretch(sids, seen, u[starts]), u[starts] - 1)
         h_prev, high = seg_running_max_grouped(end, starts, lengths, init)
+        if slack is not None:
+            end, h_prev, high = self._stretch(u, end, h_prev, high, slack, starts, lengths, init)
+        self._keep_slack(sids, slack, end, high, starts + lengths - 1)
+        self.state.first_u[sids[~seen]] = u[starts[~seen]]
         self._store(sids, psn, u, high, starts + lengths - 1)
         counted = is_data.copy()
         counted[starts[~seen]] = False    # a space's first packet ever: neither gap nor retransmission
@@ -67,7 +74,35 @@ class PsnSpaces:
         gap = np.flatnonzero(counted & (ahead > 1) & gap_check)
         gap_psns = ahead[gap] - 1
         self._track_gaps(sids[group_of(starts, gap)], u[gap], h_prev[gap], retrans, sids, starts, u, end)
-        return SpaceRows(u, h_prev, retrans, gap, gap_psns)
+        return SpaceRows(u, h_prev, retrans, gap, gap_psns, end)
+
+    # A READ of unknown path MTU at the top of its space takes as many PSNs as the requester's next
+    # request shows, within its slack (pmtu.py): never more than the smallest MTU allows.
+    def _carried_stretch(self, sids, seen, first_u) -> np.ndarray:
+        slack = self.state.slack[sids]
+        extra = first_u - self.state.high[sids] - 1
+        return np.where(seen & (extra > 0) & (extra <= slack), extra, 0)
+
+    @staticmethod
+    def _stretch(u, end, h_prev, high, slack, starts, lengths, init):
+        nxt = np.empty_like(u)
+        nxt[:-1] = u[1:]
+        last = starts + lengths - 1
+        extra = nxt - end - 1
+        ok = (slack > 0) & (end > h_prev) & (extra > 0) & (extra <= slack)
+        ok[last] = False                                   # decided by the next chunk (carried)
+        if not ok.any():
+            return end, h_prev, high
+        end = end + np.where(ok, extra, 0)
+        h_prev, high = seg_running_max_grouped(end, starts, lengths, init)
+        return end, h_prev, high
+
+    def _keep_slack(self, sids, slack, end, high, last_rows) -> None:
+        st = self.state.slack
+        st[sids] = 0
+        if slack is not None:
+            top = (slack[last_rows] > 0) & (end[last_rows] >= high)
+            st[sids[top]] = slack[last_rows][top]
 
     def _unwrap(self, sids, seen, psn, starts, lengths) -> np.ndarray:
         if len(psn) == 0:

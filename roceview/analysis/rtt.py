@@ -24,9 +24,10 @@ class RttMatcher:
         self.sample_flow: list[np.ndarray] = []
         self.sample_ns: list[np.ndarray] = []
 
-    def feed(self, requests, responses, retransmissions) -> None:
-        """Each argument is (flow, u, ts, idx) in capture order; responses are already mapped to
-        the requester's flow and PSN coordinate."""
+    def feed(self, requests, responses, retransmissions, gaps=(), last_gap_idx=None) -> None:
+        """Each of the first three is (flow, u, ts, idx) in capture order; responses are already
+        mapped to the requester's flow and PSN coordinate. gaps: (flow, idx) of this chunk's
+        request-space gaps, last_gap_idx: per flow the last one before the chunk (-1: none)."""
         if not (len(requests[0]) or len(responses[0]) or len(retransmissions[0])):
             return   # nothing to match or expire: the pending requests stay as they are
         q = tuple(np.concatenate([a, b]) for a, b in zip(self.pending, requests))
@@ -38,6 +39,8 @@ class RttMatcher:
         resp_idx = np.where(matched, responses[3][np.minimum(pos, max(len(responses[3]) - 1, 0))]
                             if len(responses[3]) else 0, np.iinfo(np.int64).max)
         karn = self._retransmitted_before(q, resp_idx, retransmissions)
+        if last_gap_idx is not None:
+            karn |= matched & _gap_between(q, resp_idx, gaps, last_gap_idx)
         take = matched & ~karn
         if take.any():
             self.sample_flow.append(q[0][take])
@@ -118,6 +121,21 @@ class RttMatcher:
             rank = np.maximum(np.ceil(lengths * (p / 100.0)).astype(np.int64), 1) - 1
             res[flow[starts]] = ns[starts + rank]
         return out
+
+
+def _gap_between(q, resp_idx, gaps, last_gap_idx) -> np.ndarray:
+    """A gap of the request's flow at or after the request and before its covering response: the
+    response may be a later ACK covering a request whose own ACK the capture lost."""
+    q_flow, q_idx = q[0], q[3]
+    before = last_gap_idx[q_flow]                       # the last gap before this chunk
+    g_flow, g_idx = gaps if len(gaps) else (np.zeros(0, np.int64),) * 2
+    if len(g_flow):
+        order = np.lexsort((g_idx, g_flow))
+        keys = g_flow[order] * _IDX_SHIFT + g_idx[order]
+        pos = np.searchsorted(keys, q_flow * _IDX_SHIFT + np.minimum(resp_idx, _IDX_SHIFT - 1)) - 1
+        ok = (pos >= 0) & (g_flow[order][np.maximum(pos, 0)] == q_flow)
+        before = np.where(ok, g_idx[order][np.maximum(pos, 0)], before)
+    return before >= q_idx
 
 
 def _newest_per_flow(flow: np.ndarray, limit: int) -> np.ndarray:

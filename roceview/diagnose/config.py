@@ -45,6 +45,9 @@ class Config:
     # --- loss ----------------------------------------------------------------------------------
     nak_window_us: float = 100_000.0    # a NAK / retransmission this long after a gap answers it
     read_rerequest_span: int = 4096     # PSNs before a lost READ response a re-read may start at
+    ack_timeout_floor_us: float = 100.0  # timeout_retransmit: the least delay from the original send
+                                        # an ACK timeout takes (4.096 us x 2^timeout; NICs and rxe use
+                                        # timeout >= 5 in practice, i.e. >= 131 us)
     # --- reading the capture again when no facts were collected -------------------------------
     reread_capture: bool = True
     max_examples: int = 5               # PSNs / frames quoted in evidence

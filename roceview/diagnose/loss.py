@@ -1,5 +1,5 @@
 """Loss findings: network_loss, capture_loss, timeout_retransmit, psn_reuse, rnr, remote_error,
-invalid_rd_request, unreliable_gap.
+invalid_rd_request, unreliable_gap, duplicate_frames, ack_unsent_psn.
 
 A PSN gap is judged by what the endpoints did about it (IBTA 9.7.5): a NAK PSN sequence error for
 the first missing PSN, or its retransmission, means the network lost it; neither means the
@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from roceview.diagnose.context import PSN_MOD, Context, Events, in_arcs, us
+from roceview.diagnose.context import PSN_MOD, Context, Events, in_arcs, span, us
 from roceview.diagnose.finding import finding, plural, psn_list
+from roceview.diagnose.psn_conformance import duplicate_findings, pmtu_findings, unsent_ack_findings
 
 _GAP = re.compile(r"(\d+) PSNs? skipped from (\d+)")
 _TIMER = re.compile(r"timer code (\d+)")
@@ -57,6 +58,7 @@ def loss_findings(ctx: Context) -> list[dict]:
     if captured:
         out.append(_capture_loss(captured))
     out += _timeouts(ctx) + _psn_reuse(ctx) + _rnr(ctx) + _remote_errors(ctx)
+    out += duplicate_findings(ctx) + unsent_ack_findings(ctx) + pmtu_findings(ctx)
     return out
 
 
@@ -195,6 +197,8 @@ def _capture_loss(captured: dict[str, list]) -> dict:
     if len(worst) > 5:
         evidence.append(plural(len(worst) - 5, "more flow"))
     evidence.append("no NAK from the receivers and no retransmission by the senders: the endpoints never missed them")
+    evidence.append("RTTs of these flows are unreliable: the capture may also have missed ACKs, so a later ACK "
+                    "covers requests whose own ACK was not captured (RTT samples spanning a gap are not taken)")
     summary = (f"The capture missed {plural(psns, 'packet')} in {plural(len(gaps), 'gap')} on "
                f"{plural(len(captured), 'flow')} that the endpoints never noticed: the mirror or capture host "
                "dropped them, not the network.")
@@ -218,23 +222,44 @@ def _unreliable(ctx: Context, name: str, gaps) -> dict:
 
 
 # ---- timeouts, RNR, other NAKs ---------------------------------------------------------------
+_DELAY = re.compile(r"([\d.]+) us after the original send")
+
+
 def _timeouts(ctx: Context) -> list[dict]:
+    """timeout_retransmit runs whose delay from the original send is plausible for an ACK
+    timeout (>= config ack_timeout_floor_us; unknown when the original was not captured)."""
     out = []
+    floor_ns = ctx.config.ack_timeout_floor_us * 1000
     for name in ctx.flows_with("timeout_retransmit"):
         ev = ctx.ev("timeout_retransmit", name)
-        spacing = np.diff(ev.ts)
-        evidence = [f"{plural(len(ev.ts), 'retransmission')} with no NAK since the previous one, at PSN {psn_list(ev.psn)}"]
-        if len(spacing):
-            evidence.append(f"spacing between them median {us(np.median(spacing))}")
-        summary = (f"Flow {name} resent {plural(len(ev.ts), 'packet')} that no NAK explains: tail loss recovered "
+        delays = np.array([_delay_ns(d) for d in ev.detail], dtype=np.int64)
+        plausible = (delays < 0) | (delays >= floor_ns)
+        if not plausible.any():
+            continue
+        ts, psn, known = ev.ts[plausible], ev.psn[plausible], delays[plausible & (delays >= 0)]
+        evidence = [f"{plural(len(ts), 'retransmission')} with no NAK since the previous one, at PSN {psn_list(psn)}"]
+        if len(known):
+            evidence.append(f"delay from the original send median {span(np.median(known))}, min {span(known.min())} "
+                            f"(an ACK timeout is at least {span(floor_ns)}: ack_timeout_floor_us)")
+        if len(known) < len(ts):
+            evidence.append(f"{plural(len(ts) - len(known), 'original send')} not in the capture")
+        if not plausible.all():
+            evidence.append(f"{plural(int((~plausible).sum()), 'more resend')} without a NAK came sooner than that "
+                            "after the original send: not a timeout (reordering, or a NAK the capture missed)")
+        summary = (f"Flow {name} resent {plural(len(ts), 'packet')} that no NAK explains: tail loss recovered "
                    "only by the requester's ACK timer (Local ACK Timeout).")
         advice = ("Each costs a full ACK timeout (4.096 us x 2^timeout). Read the requester's RDMA hw counter "
                   "local_ack_timeout_err (its ACK timer expired), req_transport_retries_exceeded (retries ran "
                   "out) and the drop counters (`ethtool -S` rx_prio<p>_discards, rx_discards_phy) along the path; "
                   "lower the QP `timeout` (NCCL_IB_TIMEOUT) only if the fabric RTT allows, keep `retry_cnt` at 7.")
-        out.append(finding("warning", "timeout_retransmit", summary, [name], int(ev.ts.min()),
-                           int(ev.ts.max()), evidence, advice))
+        out.append(finding("warning", "timeout_retransmit", summary, [name], int(ts.min()),
+                           int(ts.max()), evidence, advice))
     return out
+
+
+def _delay_ns(detail: str) -> int:
+    m = _DELAY.search(detail or "")
+    return int(round(float(m.group(1)) * 1000)) if m else -1
 
 
 def _psn_reuse(ctx: Context) -> list[dict]:
@@ -243,9 +268,16 @@ def _psn_reuse(ctx: Context) -> list[dict]:
         ev = ctx.ev("psn_reuse", name)
         evidence = [f"{plural(len(ev.ts), 'request')} at PSN {psn_list(ev.psn)} inside the PSN span of an earlier "
                     "READ request of the same requester (a READ consumes ceil(length / path MTU) PSNs)",
-                    "no NAK and no gap: nothing was lost"]
+                    "no NAK and no gap: the network lost nothing"]
+        peer = ctx.peer(name)
+        if peer:
+            acks = ctx.ev("ack_unsent_psn", peer)
+            if len(acks.ts):
+                evidence.append(f"the responder then acknowledged PSN {psn_list(acks.psn)}, which the requester never sent")
         summary = (f"Flow {name} reused {plural(len(ev.ts), 'PSN')} its own READ request had consumed: a requester "
-                   "bug; the responder takes the request for a duplicate and does not execute it, the QP stalls.")
+                   "bug. The responder takes such a request for a duplicate (IBTA 9.7.5, duplicate requests): it ACKs it again and "
+                   "does not execute it, so the requester sees success and the message is silently lost; the QP "
+                   "does not stall.")
         advice = ("Fix the requester's PSN accounting after RDMA READ (next PSN = READ PSN + ceil(DMA length / "
                   "path MTU), IBTA 9.7.5.1.2); check that both ends agree on the path MTU (ibv_query_qp "
                   "path_mtu, MTU end to end). Counter: the responder's RDMA hw counter duplicate_request counts "
