@@ -20,6 +20,7 @@ COMMANDS = {
     "dissect": "one line per packet like tshark; -V for a detail tree, --jsonl for JSON",
     "generate": "write a synthetic capture of a fault scenario",
     "convert": "write the packets table as Parquet",
+    "tui": "terminal UI: findings, queue pairs, packets, PFC (Textual)",
 }
 
 
