@@ -37,9 +37,9 @@ def make_app(source, *, title: str = "roceview", options: Options | None = None,
 def run_app(source, *, title: str, options: Options | None = None,
             live_stats: Callable[[], dict] | None = None, light: bool = False) -> int:
     app = make_app(source, title=title, options=options, live_stats=live_stats, light=light)
-    code = app.run()
+    app.run()
     app.loader.stop.set()
-    return int(code or 0)
+    return int(app.return_code or 0)
 
 
 __all__ = ["Loader", "Options", "make_app", "run_app"]

@@ -112,7 +112,8 @@ class RoceviewApp(App):
 
     def action_quit_app(self) -> None:
         self.loader.stop.set()
-        self.exit(exit_code(self.snapshot, self.loader.options.fail_on))
+        code = exit_code(self.snapshot, self.loader.options.fail_on)
+        self.exit(result=code, return_code=code)
 
 
 def _import(spec: str):
