@@ -8,17 +8,17 @@ from textual.widgets import Static
 
 KEYS = (
     ("1 2 3 4", "Overview, Queue pairs, Packets, PFC"),
-    ("Enter", "open the finding's flows / packets (1), the queue pair (2)"),
-    ("s", "queue pairs: next sort column (worst first, then each counter)"),
-    ("c", "queue pairs / packets: drop the restriction (all QPs, all packets)"),
+    ("Enter", "open: a finding's flows or packets, a queue pair"),
+    ("s", "queue pairs: next sort column"),
+    ("c", "queue pairs, packets: show all again"),
     ("p", "queue pair detail: its packets"),
-    ("/", "display filter bar (Enter applies, empty clears, Esc closes)"),
-    ("↑ ↓ PgUp PgDn Home End", "move in tables and the packet list"),
+    ("/", "display filter (Enter applies, empty clears)"),
+    ("↑↓ PgUp PgDn", "move (Home, End: first, last)"),
     ("Tab", "next widget (packet list, tree)"),
-    ("Esc", "back (close this help, the detail, the previous screen)"),
+    ("Esc", "back: close, or the screen before"),
     ("t", "dark / light theme"),
     ("?", "this help"),
-    ("q", "quit (exit 3 with --fail-on when a finding is that severe)"),
+    ("q", "quit (with --fail-on: exit 3 as analyze)"),
 )
 
 

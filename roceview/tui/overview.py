@@ -86,8 +86,9 @@ def summary_text(snapshot) -> Text:
         state = f"stopped: {snapshot.error}"
     out = Text()
     out.append(f"{snapshot.packets:,} packets", style="bold")
+    pps = f"  {snapshot.packets / seconds:,.0f} pkt/s" if seconds > 0 else ""
     out.append(f"  {s.get('roce_packets', 0):,} RoCE  {s.get('flows', 0):,} flows  "
-               f"{duration(seconds)} captured  {state}\n")
+               f"{duration(seconds)}{pps}  {state}\n")
     out.append(f"gaps {d.get('gap_psns', 0):,} PSNs  retx {d.get('retransmitted_packets', 0):,}  "
                f"NAK seq {d.get('naks_seq', 0):,} rnr {d.get('naks_rnr', 0):,}  CE {d.get('ecn_ce', 0):,}  "
                f"CNP {d.get('cnp_packets', 0):,}  pause {d.get('pause_frames', 0):,}")

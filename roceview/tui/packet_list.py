@@ -73,6 +73,8 @@ class PacketList(ScrollView, can_focus=True):
         self.rows = np.asarray(rows, np.int64)
         self._blocks.pop(n // BLOCK, None)
         self.virtual_size = Size(max(self.size.width, 160), len(self.rows))
+        if n == 0 and len(self.rows):
+            self.cursor = 0                  # the first packet's tree and hex
         self.refresh()
 
     def current_row(self) -> int | None:

@@ -34,6 +34,7 @@ def peer_row(flows, row: int) -> int | None:
 
 
 class QpDetailScreen(RoceScreen):
+    TITLE_TEXT = "2 Queue pairs › QP detail (Esc: back)"
     BINDINGS = [Binding("p", "packets", "Its packets")]
 
     def __init__(self, flow_row: int):
