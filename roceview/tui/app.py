@@ -52,14 +52,16 @@ class RoceviewApp(App):
     def on_mount(self) -> None:
         self.theme = "textual-light" if self.light else "textual-dark"
         self.switch_mode("overview")
-        if self.start_loading:
-            self.run_worker(self.loader.run, thread=True, exit_on_error=False, group="loader")
+        if self.start_loading:        # after the first paint: the reader's imports would hold the GIL
+            self.call_after_refresh(self.run_worker, self.loader.run, thread=True, exit_on_error=False,
+                                    group="loader")
 
     def on_snapshot_posted(self, message: SnapshotPosted) -> None:
         self.snapshot = message.snapshot
         screen = self.screen
         if hasattr(screen, "show"):
             screen.show(message.snapshot)
+            screen._shown = message.snapshot
 
     # ---- navigation -------------------------------------------------------------------
     def action_mode(self, mode: str) -> None:

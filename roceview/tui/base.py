@@ -84,8 +84,10 @@ class RoceScreen(Screen):
     MODE = ""
 
     def on_screen_resume(self) -> None:
-        if self.app.snapshot is not None:
-            self.show(self.app.snapshot)
+        snapshot = self.app.snapshot
+        if snapshot is not None and snapshot is not getattr(self, "_shown", None):
+            self.show(snapshot)           # the screen already shows this one: switching back is free
+            self._shown = snapshot
         todo = self.app.pending.pop(self.MODE, None) if self.MODE else None
         if todo is not None:
             todo(self)

@@ -99,6 +99,7 @@ class Loader:
         from roceview.diagnose import FactCollector
 
         self._facts = FactCollector()
+        import roceview.render.lines  # noqa: F401  (pandas: here, not on the UI thread's first packet list)
         self._settings = _config(self.options.config)
         if self._is_paths():
             from roceview.capture.source import expand_paths
