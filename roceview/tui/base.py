@@ -95,6 +95,17 @@ class RoceScreen(Screen):
     def show(self, snapshot) -> None:
         """Render a snapshot (the screens override it)."""
 
+    def due(self, snapshot, every: float = 2.0) -> bool:
+        """For work that loops over events in Python: on the final snapshot, on the first,
+        and at most every `every` seconds while loading (a screen gets a few a second)."""
+        import time
+
+        now = time.monotonic()
+        if snapshot.done or now - getattr(self, "_due_at", -1e9) >= every:
+            self._due_at = now
+            return True
+        return False
+
     def focus_main(self) -> None:
         """Focus the screen's main table again (after the filter bar closes)."""
         for widget in self.query("DataTable, PacketList"):

@@ -32,14 +32,45 @@ class _Grow:
         values = np.asarray(values)
         need = self.n + len(values)
         if need > len(self.a):
-            bigger = np.full(max(need, 2 * len(self.a)), self.fill, self.a.dtype)
-            bigger[: self.n] = self.a[: self.n]
-            self.a = bigger
+            self.reserve(max(need, len(self.a) + len(self.a) // 2))
         self.a[self.n: need] = values
         self.n = need
 
+    def reserve(self, size: int) -> None:
+        if size > len(self.a):
+            bigger = np.full(size, self.fill, self.a.dtype)
+            bigger[: self.n] = self.a[: self.n]
+            self.a = bigger
+
     def view(self) -> np.ndarray:
         return self.a[: self.n]
+
+
+class RowRange:
+    """Rows first..stop-1 without an array of them (10 M rows would be 80 MB per listing)."""
+
+    def __init__(self, first: int, stop: int):
+        self.first, self.stop = first, max(stop, first)
+
+    def __len__(self) -> int:
+        return self.stop - self.first
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            start, stop, _ = k.indices(len(self))
+            return np.arange(self.first + start, self.first + stop, dtype=np.int64)
+        if not -len(self) <= k < len(self):
+            raise IndexError(k)
+        return self.first + (k % len(self))
+
+    def position(self, row: int) -> int:
+        """Where `row` is, or would be (np.searchsorted's answer)."""
+        return int(min(max(row - self.first, 0), len(self)))
+
+
+def position(rows, row: int) -> int:
+    """np.searchsorted over listed rows (an array, sorted, or a RowRange)."""
+    return rows.position(row) if isinstance(rows, RowRange) else int(np.searchsorted(rows, row))
 
 
 class PacketIndex:
@@ -93,13 +124,17 @@ class PacketIndex:
     def streamed(self) -> bool:
         return bool(self.ring) or self.off.n == 0 and self.rows > 0
 
-    def visible_rows(self) -> np.ndarray:
+    def visible_rows(self) -> RowRange:
         """Every row that can be shown: all of a file, the ring of a stream."""
         with self.lock:
-            if not self.ring:
-                return np.arange(self.off.n, dtype=np.int64)
-            first = self.ring[0][0]
-            return np.arange(first, self.rows, dtype=np.int64)
+            return RowRange(self.ring[0][0], self.rows) if self.ring else RowRange(0, self.off.n)
+
+    def reserve(self, rows: int) -> None:
+        """Room for about this many rows at once (from the file size): no doubling copies, no
+        doubled peak memory, while the UI thread waits on the lock."""
+        with self.lock:
+            for col in (self.file, self.linktype, self.off, self.ts, self.cap, self.wire, self.flow):
+                col.reserve(rows)
 
     def flow_rows(self, fids) -> np.ndarray:
         """Rows of these flows (files only: a stream's ring is matched by its decoded rows)."""

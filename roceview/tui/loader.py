@@ -134,6 +134,8 @@ class Loader:
         mapped = isinstance(getattr(base, "obj", base), mmap.mmap)     # offsets are file offsets
         if mapped:
             file_no = int(batch.cols["_file"][0]) if "_file" in batch.cols and batch.n else 0
+            if self.index.off.n == 0 and chunk.n > 1:
+                self.index.reserve(_expected_rows(chunk, self._total_bytes))
             self.index.add_mapped(file_no, chunk)
             self._read = int(chunk.off[-1]) if chunk.n else 0
             self._read_file = file_no
@@ -181,6 +183,12 @@ class Loader:
         self.latest = snap
         if self.on_snapshot is not None:
             self.on_snapshot(snap)
+
+
+def _expected_rows(chunk, total_bytes: int) -> int:
+    """Records in the input at the first chunk's bytes per record, 5 % over."""
+    per_record = max((int(chunk.off[-1]) - int(chunk.off[0])) / (chunk.n - 1), 1.0)
+    return int(total_bytes / per_record * 1.05) + chunk.n
 
 
 def _size(path: str) -> int:

@@ -6,13 +6,14 @@ from collections import OrderedDict
 
 import numpy as np
 from rich.segment import Segment
-from rich.style import Style
 from textual.binding import Binding
 from textual.geometry import Size
 from textual.message import Message
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
+
+from roceview.tui.index import RowRange, position
 
 BLOCK = 128              # rows decoded together
 CACHED_BLOCKS = 32
@@ -32,6 +33,10 @@ def summary_lines(batch, first_ts: int | None) -> list[str]:
             if "flags" in df.columns else [str(f) for f in batch.cols["flags"].tolist()]
         lines = [f"{f:<10} {line}" for f, line in zip(flags, lines)]
     return lines
+
+
+def _rows(rows):
+    return rows if isinstance(rows, RowRange) else np.asarray(rows, np.int64)
 
 
 class PacketList(ScrollView, can_focus=True):
@@ -60,17 +65,17 @@ class PacketList(ScrollView, can_focus=True):
     def set_rows(self, rows: np.ndarray, keep_cursor: bool = True) -> None:
         """The rows listed (index rows); the cursor stays on its packet when it is still listed."""
         old = self.current_row() if keep_cursor else None
-        self.rows = np.asarray(rows, np.int64)
+        self.rows = _rows(rows)
         self._blocks.clear()
         self.virtual_size = Size(max(self.size.width, 160), len(self.rows))
-        at = int(np.searchsorted(self.rows, old)) if old is not None and len(self.rows) else 0
+        at = position(self.rows, old) if old is not None and len(self.rows) else 0
         self.cursor = min(at, max(len(self.rows) - 1, 0))
         self.refresh()
 
     def grow(self, rows: np.ndarray) -> None:
         """More rows loaded (the same prefix): only the size and the last block change."""
         n = len(self.rows)
-        self.rows = np.asarray(rows, np.int64)
+        self.rows = _rows(rows)
         self._blocks.pop(n // BLOCK, None)
         self.virtual_size = Size(max(self.size.width, 160), len(self.rows))
         if n == 0 and len(self.rows):
@@ -82,7 +87,7 @@ class PacketList(ScrollView, can_focus=True):
 
     def goto(self, row: int) -> None:
         """Put the cursor on an index row (or the first listed after it)."""
-        self.cursor = min(int(np.searchsorted(self.rows, row)), max(len(self.rows) - 1, 0))
+        self.cursor = min(position(self.rows, row), max(len(self.rows) - 1, 0))
 
     def watch_cursor(self, cursor: int) -> None:
         self.scroll_to_region_cursor()

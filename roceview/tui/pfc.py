@@ -44,7 +44,8 @@ class PfcScreen(RoceScreen):
         self.query_one("#pfc-status", Static).update(
             f"{len(pfc):,} (source MAC, priority) pairs sent PAUSE/PFC frames" if len(pfc)
             else "no PAUSE or PFC frames in this capture")
-        self.query_one("#pfc-timeline", Static).update(self._timeline(result))
+        if self.due(snapshot):
+            self.query_one("#pfc-timeline", Static).update(self._timeline(result))
 
     def _timeline(self, result) -> Text:
         """One row per source MAC: its pause frames binned over the capture."""

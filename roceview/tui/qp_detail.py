@@ -70,6 +70,8 @@ class QpDetailScreen(RoceScreen):
         peer = flows.data["flow"][self.peer] if self.peer is not None else "(no peer seen)"
         self.query_one("#qp-title", Static).update(f"[b]QP {name}[/b]  peer {peer}")
         self._counters(flows)
+        if not self.due(snapshot):
+            return
         self._sparks(snapshot.result.timeline_table, name)
         events = self._events(snapshot.result.events_table, flows)
         key = (snapshot.packets, self.size.width)
