@@ -10,6 +10,7 @@ with Textual's Pilot at 80x24 (the terminal driver is headless; rendering is the
                 updated and idle (pilot.press + pilot.pause), median and worst, apart for keys
                 that switch screens (1-4) and keys within a screen (s, down, pagedown); and how
                 many of them happened while still loading
+  keys          each key: its ms, L when pressed while loading
   load          until the final snapshot (findings included) is on screen
   packets page  '3' then 'pagedown' at the end of the load: a page of the virtual list
 Targets (issue 18): first paint < 1 s, key < 100 ms while loading, peak RSS <= 1 GiB.
@@ -38,6 +39,7 @@ async def bench(path: str, keys: int) -> dict:
     from roceview.tui import make_app
 
     app = make_app([path], title="bench")
+    sys.setswitchinterval(0.001)             # as run_app sets it
     out: dict = {"file": path}
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
@@ -49,8 +51,10 @@ async def bench(path: str, keys: int) -> dict:
             t0 = time.monotonic()
             await pilot.press(key)
             await pilot.pause()
-            (switch if key in "1234" else move).append(time.monotonic() - t0)
+            took = time.monotonic() - t0
+            (switch if key in "1234" else move).append(took)
             while_loading += loading
+            out.setdefault("keys", []).append(f"{key}:{1000 * took:.0f}{'L' if loading else ''}")
             await asyncio.sleep(0.2)
         for name, values in (("screen_key", switch), ("in_screen_key", move)):
             out[f"{name}_ms_median"] = round(1000 * statistics.median(values), 1)

@@ -36,7 +36,10 @@ def make_app(source, *, title: str = "roceview", options: Options | None = None,
 
 def run_app(source, *, title: str, options: Options | None = None,
             live_stats: Callable[[], dict] | None = None, light: bool = False) -> int:
+    import sys
+
     app = make_app(source, title=title, options=options, live_stats=live_stats, light=light)
+    sys.setswitchinterval(0.001)   # the UI thread waits at most 1 ms for the loader's GIL (default 5)
     app.run()
     app.loader.stop.set()
     return int(app.return_code or 0)

@@ -108,7 +108,7 @@ class RoceScreen(Screen):
 
     def focus_main(self) -> None:
         """Focus the screen's main table again (after the filter bar closes)."""
-        for widget in self.query("DataTable, PacketList"):
+        for widget in self.query("DataTable, VirtualList"):
             widget.focus()
             return
 

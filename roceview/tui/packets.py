@@ -119,10 +119,12 @@ class PacketsScreen(RoceScreen):
             self.plist.grow(rows) if len(self.plist.rows) else self.plist.set_rows(rows, keep_cursor=False)
             self._status()
 
-    def on_packet_list_moved(self, event: PacketList.Moved) -> None:
+    def on_virtual_list_moved(self, event: PacketList.Moved) -> None:
         tree = self.query_one("#packet-tree", Tree)
         hex_view = self.query_one("#packet-hex", Static)
         tree.clear()
+        if event.row is not None:
+            event.row = int(event.row)
         if event.row is None:
             tree.root.set_label("no packet selected")
             hex_view.update("")

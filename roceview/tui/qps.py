@@ -1,16 +1,19 @@
 """Screen 2, Queue pairs: the qps.csv columns that fit the width, worst first; `s` cycles the
-sort column; Enter opens the QP detail. Refilled from each snapshot (the worst MAX_ROWS shown)."""
+sort column; Enter opens the QP detail. A virtual list: each snapshot costs a numpy sort of the
+flows, and only the rows on screen are formatted (100 k queue pairs scroll like 10)."""
 from __future__ import annotations
 
 import numpy as np
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import DataTable, Static
+from rich.text import Text
+from textual.widgets import Static
 
 from roceview.analysis.tables import DECIMALS, KINDS, slow_text
 from roceview.tui.base import RoceScreen
+from roceview.tui.virtual import VirtualList
 
-MAX_ROWS = 2000                   # a DataTable builds every row: the worst 2,000 of 100 k QPs
+SAMPLE_ROWS = 200                 # column widths from the first rows (cells of the rest are cut)
 # qps.csv columns by what a triage reads first; as many as fit are shown, in this order
 PRIORITY = ("flow", "packets", "gap_psns", "unrecovered_psns", "retransmitted_packets", "naks_seq",
             "naks_rnr", "ecn_ce", "cnp_packets", "goodput_gbps", "rtt_p99_us", "bytes", "transport",
@@ -23,22 +26,50 @@ SHORT = {"retransmitted_packets": "retx", "unrecovered_psns": "unrecov", "gap_ps
          "naks_seq": "nak_seq", "naks_rnr": "nak_rnr", "naks_other": "nak_oth"}
 
 
+class QpList(VirtualList):
+    """Every flow, in `rows` order (flows-table rows); a line's cells are formatted when drawn."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.flows = None
+        self.columns: tuple = ()
+        self.widths: tuple = ()
+
+    def show(self, flows, order: np.ndarray, columns: tuple, widths: tuple) -> None:
+        selected = self.current_row()
+        self.flows, self.rows, self.columns, self.widths = flows, order, columns, widths
+        self.resized()
+        at = np.flatnonzero(order == selected) if selected is not None else ()
+        self.cursor = int(at[0]) if len(at) else min(self.cursor, max(len(order) - 1, 0))
+        self.refresh()
+
+    def line(self, i: int) -> str:
+        row = int(self.rows[i])
+        cells = [cell(self.flows, c, row) for c in self.columns]
+        return " " + "".join(f"{t[:w - 1]:<{w}}" for t, w in zip(cells, self.widths))
+
+
+def cell(flows, column: str, row: int) -> str:
+    value = flows.data[column][row]
+    kind = KINDS.get(column, "int")
+    return slow_text([value] if kind == "str" else np.asarray([value]), kind, DECIMALS.get(column, 6))[0]
+
+
 class QueuePairsScreen(RoceScreen):
     MODE = "qps"
     TITLE_TEXT = "2 Queue pairs"
     BINDINGS = [Binding("s", "sort", "Sort"), Binding("c", "clear_restriction", "All QPs", show=False)]
 
-    def body(self) -> ComposeResult:
-        yield Static("", id="qp-status")
-        yield DataTable(cursor_type="row", id="qps")
-
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.sort = 0
         self.only: set[str] | None = None
-        self._rows = np.zeros(0, np.int64)
-        self._columns: tuple = ()
         self._flows = None
+
+    def body(self) -> ComposeResult:
+        yield Static("", id="qp-status")
+        yield Static("", id="qps-header")
+        yield QpList(id="qps")
 
     def restrict(self, names) -> None:
         """Only these flows (Enter on a finding)."""
@@ -73,41 +104,32 @@ class QueuePairsScreen(RoceScreen):
         if self.only is not None:
             names = flows.data["flow"]
             order = np.array([i for i in order.tolist() if names[i] in self.only], dtype=np.int64)
-        return order
+        return np.asarray(order, np.int64)
 
     def _refill(self) -> None:
+        """The order (numpy over every flow) and the columns that fit; lines are drawn lazily."""
         flows = self._flows
         if flows is None:
             return
         order = self._order(flows)
-        shown = order[:MAX_ROWS]
-        table = self.query_one("#qps", DataTable)
-        texts = {c: slow_text([flows.data[c][i] for i in shown.tolist()] if KINDS.get(c) == "str"
-                              else np.asarray(flows.data[c])[shown], KINDS.get(c, "int"), DECIMALS.get(c, 6))
-                 for c in PRIORITY}
-        columns = fitting(texts, self.size.width or 80, SORTS[self.sort])
-        selected = self._rows[table.cursor_row] if 0 <= table.cursor_row < len(self._rows) else None
-        if columns != self._columns:
-            table.clear(columns=True)
-            for c in columns:
-                table.add_column(SHORT.get(c, c) + (" ▼" if c == SORTS[self.sort] else ""), key=c)
-            self._columns = columns
-        else:
-            table.clear()
-        table.add_rows(list(zip(*(texts[c] for c in columns))))
-        self._rows = shown
+        sample = order[:SAMPLE_ROWS].tolist()
+        texts = {c: [cell(flows, c, r) for r in sample] for c in PRIORITY}
+        sort = SORTS[self.sort]
+        columns = fitting(texts, self.size.width or 80, sort)
+        heads = [SHORT.get(c, c) + (" ▼" if c == sort else "") for c in columns]
+        widths = tuple(max([len(h)] + [len(t) for t in texts[c]]) + 2 for c, h in zip(columns, heads))
+        self.query_one("#qps-header", Static).update(
+            Text(" " + "".join(f"{h:<{w}}" for h, w in zip(heads, widths)), style="bold"))
+        self.query_one(QpList).show(flows, order, columns, widths)
         self._status(len(flows), len(order))
-        if selected is not None and len(np.flatnonzero(shown == selected)):
-            table.move_cursor(row=int(np.flatnonzero(shown == selected)[0]), animate=False)
 
     def _status(self, total: int, matching: int) -> None:
         what = f"{total:,} flows" if self.only is None else f"{matching:,} of {total:,} flows (c: all)"
-        more = f", the first {MAX_ROWS:,} shown" if matching > MAX_ROWS else ""
-        self.query_one("#qp-status", Static).update(f"{what}{more}; sorted by {SORTS[self.sort]} (s: next)")
+        self.query_one("#qp-status", Static).update(f"{what}; sorted by {SORTS[self.sort]} (s: next)")
 
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        if 0 <= event.cursor_row < len(self._rows):
-            self.app.open_qp(int(self._rows[event.cursor_row]))
+    def on_virtual_list_selected(self, event: QpList.Selected) -> None:
+        if event.row is not None:
+            self.app.open_qp(int(event.row))
 
 
 def fitting(texts: dict, width: int, sort: str) -> tuple:
@@ -115,7 +137,7 @@ def fitting(texts: dict, width: int, sort: str) -> tuple:
     out, used = [], 0
     for c in sorted(PRIORITY, key=lambda c: c not in ("flow", sort)):
         head = len(SHORT.get(c, c)) + (2 if c == sort else 0)
-        w = max([head] + [len(t) for t in texts[c][:200]]) + 2    # the cell padding
+        w = max([head] + [len(t) for t in texts[c]]) + 2    # the gap between columns
         if used + w > width - 2 and out:
             break
         out.append(c)

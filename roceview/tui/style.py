@@ -8,6 +8,7 @@ CSS = """
 #finding-detail { height: auto; max-height: 5; padding: 0 1; color: $text-muted; }
 #qp-status, #packets-status, #pfc-status { height: 1; padding: 0 1; color: $text-muted; }
 #qps { height: 1fr; }
+#qps-header { height: 1; background: $boost; }
 #qp-top { height: auto; max-height: 18; }
 #qp-counters { width: 44; height: auto; max-height: 18; }
 #qp-sparks { width: 1fr; height: auto; padding: 0 1; }
