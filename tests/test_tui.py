@@ -271,7 +271,7 @@ async def test_a_live_stream_of_batches_and_its_stats():
         await pilot.press("3")
         await pilot.pause()
         status = text_of(app.screen.query_one("#packets-status"))
-        assert "live stream: the most recent 235 of 235 packets are kept" in status
+        assert "a stream: the most recent 235 of 235 packets are kept" in status
         await pilot.press("down")
         await pilot.pause()
         tree = app.screen.query_one("#packet-tree", Tree)
@@ -289,3 +289,4 @@ async def test_bad_capture_is_shown_not_raised(tmp_path):
         await pilot.press("2", "3", "4")
         await pilot.press("q")
     assert app.return_code == 0
+

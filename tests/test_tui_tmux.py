@@ -44,6 +44,36 @@ class Tmux:
             time.sleep(0.3)
 
 
+def _start(tmux: Tmux, shell: str) -> None:
+    tmux("new-session", "-d", "-s", "tui", "-x", "80", "-y", "24", "-e", "TERM=xterm-256color",
+         f"cd {shlex.quote(str(REPO))} && {shell}")
+
+
+def _quit_status(tmux: Tmux, status: Path) -> str:
+    tmux.keys("q")
+    deadline = time.monotonic() + 20
+    while not status.exists() or not status.read_text().strip():
+        assert time.monotonic() < deadline, f"roceview tui did not quit; the screen:\n{tmux.screen()}"
+        time.sleep(0.2)
+    return status.read_text().strip()
+
+
+def test_tui_reads_a_capture_piped_on_stdin_and_keys_from_the_terminal(tmp_path):
+    tmux = Tmux(tmp_path)
+    status = tmp_path / "status"
+    python = shlex.quote(sys.executable)
+    _start(tmux, f"cat captures/incast.pcap | {python} -m roceview tui -; echo $? > {shlex.quote(str(status))}; "
+                 "sleep 60")
+    try:
+        tmux.wait_for("incast")
+        tmux.keys("3")
+        screen = tmux.wait_for("packets listed")
+        assert "a stream: the most recent 157 of 157 packets are kept" in screen and "Ethernet II" in screen
+        assert _quit_status(tmux, status) == "0"
+    finally:
+        subprocess.run(tmux.base + ["kill-server"], capture_output=True, timeout=30)
+
+
 def test_tui_in_tmux(tmp_path):
     tmux = Tmux(tmp_path)
     status = tmp_path / "status"
@@ -69,12 +99,7 @@ def test_tui_in_tmux(tmp_path):
         screen = tmux.wait_for("filter", timeout=10)
         assert "display filters not available" in screen or "filter: psn == 3531313" in screen
         tmux.keys("Escape")
-        tmux.keys("q")
-        deadline = time.monotonic() + 20
-        while not status.exists() or not status.read_text().strip():
-            assert time.monotonic() < deadline, f"roceview tui did not quit; the screen:\n{tmux.screen()}"
-            time.sleep(0.2)
-        assert status.read_text().strip() == "0"
+        assert _quit_status(tmux, status) == "0"
         assert "Traceback" not in tmux.screen()
     finally:
         subprocess.run(tmux.base + ["kill-server"], capture_output=True, timeout=30)

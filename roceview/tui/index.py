@@ -197,13 +197,23 @@ class PacketIndex:
         return parts
 
     def _decode_ring(self, rows: np.ndarray) -> Batch:
+        """Kept rows: decoded again from their record chunk when there is one (the batch may
+        hold only the analysis' columns), else the batch's own rows."""
+        from roceview.decode import decode_chunk
+
         parts = []
-        for first, _, batch in list(self.ring):
+        for first, chunk, batch in list(self.ring):
             mine = rows[(rows >= first) & (rows < first + batch.n)]
-            if len(mine):
-                part = batch.select(mine - first)
-                part.cols["frame"] = mine + 1
-                parts.append(part)
+            if not len(mine):
+                continue
+            at = mine - first
+            if chunk is not None:
+                part = decode_chunk(RecordChunk(chunk.buf, chunk.off[at], chunk.cap[at], chunk.wire[at],
+                                                chunk.ts[at], chunk.iface[at], chunk.linktype[at]), self.ports, 1)
+            else:
+                part = batch.select(at)
+            part.cols["frame"] = mine + 1
+            parts.append(part)
         return Batch.concat(parts)
 
     def _map(self, file_no: int) -> np.ndarray:

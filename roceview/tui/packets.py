@@ -89,7 +89,7 @@ class PacketsScreen(RoceScreen):
         if self.app.filter_text:
             parts.append(f"filter: {self.app.filter_text}" + (" (scanning…)" if self.scanning else ""))
         if index.ring:
-            parts.append(f"live stream: the most recent {len(index.visible_rows()):,} of "
+            parts.append(f"a stream: the most recent {len(index.visible_rows()):,} of "
                          f"{index.rows:,} packets are kept")
         self.query_one("#packets-status", Static).update(Text("; ".join(parts)))
 
