@@ -99,3 +99,14 @@ def test_scapy_dissects_what_roceview_does_not():
     nodes = scapy_nodes(frame, 1)
     assert [title for title, _ in nodes][:2] == ["Ethernet (scapy)", "ARP (scapy)"]
     assert any("pdst = '10.0.0.9'" in field for field, _ in nodes[1][1])
+
+
+def test_the_flags_column_is_shown_in_front_when_the_packets_table_has_one():
+    from roceview.tui.packet_list import summary_lines
+
+    batch = next(iter_batches([str(SAMPLES / "network-loss.pcap")], prefetch=False))
+    first = batch.select(np.arange(2))
+    plain = summary_lines(first, None)
+    first.cols["flags"] = np.array(["retx", ""], dtype=object)
+    flagged = summary_lines(first, None)
+    assert flagged == [f"{'retx':<10} {plain[0]}", f"{'':<10} {plain[1]}"]

@@ -14,7 +14,10 @@ bounded ring of its most recent batches (index.RING_PACKETS, stated on the packe
 fail_on). `live_stats`: called on every snapshot (a few times a second, on the loader thread);
 its dict (e.g. {"kernel drops": 0, "our drops": 0}) is shown in the overview.
 Returns the exit status: 0, or 3 with options.fail_on when a finding is that severe (as
-`roceview analyze --fail-on`).
+`roceview analyze --fail-on`). On quit the loader is told to stop (it checks between batches:
+a live source should end its iterator when its capture stops). To keep the last snapshot (its
+`result` for --csv/--json), use `app = make_app(...)`, `app.run()`, then `app.snapshot` and
+`app.return_code`.
 
 The analysis runs on a worker thread (loader.Loader) and posts immutable snapshots
 (Analyzer.snapshot(), then finish()); the screens only render them.
