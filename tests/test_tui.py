@@ -230,6 +230,25 @@ async def test_filter_bar_shows_a_bad_filter_of_the_real_language():
         assert message and "\n" not in message and message != NO_FILTERS
 
 
+@pytest.mark.skipif(not _filter_module_present(), reason="roceview.filter (the filter language) is not on this branch")
+async def test_filter_bar_applies_a_filter_of_the_real_language():
+    from roceview.filter import compile_filter
+
+    text = "infiniband.bth.opcode == 0x11"          # RC ACKNOWLEDGE
+    app = app_for("network-loss.pcap")
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await pilot.press("2", "slash", *text, "enter")
+        screen = app.screen
+        assert isinstance(screen, PacketsScreen)
+        for _ in range(100):
+            await pilot.pause(0.05)
+            if not screen.scanning and screen.filtered is not None:
+                break
+        expected = np.flatnonzero(compile_filter(text).mask(app.index.decode(np.arange(235))))
+        assert len(expected) and screen.plist.rows.tolist() == expected.tolist()
+
+
 async def test_pfc_screen_shows_pause_share_and_timeline():
     app = app_for("pfc-storm.pcap")
     async with app.run_test(size=SIZE) as pilot:

@@ -110,3 +110,11 @@ def test_the_flags_column_is_shown_in_front_when_the_packets_table_has_one():
     first.cols["flags"] = np.array(["retx", ""], dtype=object)
     flagged = summary_lines(first, None)
     assert flagged == [f"{'retx':<10} {plain[0]}", f"{'':<10} {plain[1]}"]
+
+
+def test_a_flags_bitmask_is_shown_by_its_names():
+    flags = pytest.importorskip("roceview.flags", reason="roceview.flags (issue 17) is not on this branch")
+    from roceview.tui.packet_list import _flag_text
+
+    both = int(flags.Flag.GAP | flags.Flag.RETRANSMISSION)
+    assert _flag_text(both) == "gap,retransmission" and _flag_text(0) == ""

@@ -77,9 +77,7 @@ class PacketIndex:
     """Frame number - 1 (a global row) -> its bytes and decoded columns, on demand."""
 
     def __init__(self, ports: np.ndarray | None = None):
-        from roceview.decode import port_table
-
-        self.ports = port_table() if ports is None else ports
+        self.ports = ports                 # decode.port_table(): set by the loader before any row
         self.files: list[str] = []
         self._maps: dict[int, np.ndarray] = {}
         self.file, self.linktype = _Grow(np.uint16), _Grow(np.uint16)

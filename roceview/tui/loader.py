@@ -53,14 +53,10 @@ class Loader:
     def __init__(self, source, options: Options | None = None,
                  live_stats: Callable[[], dict] | None = None,
                  on_snapshot: Callable[[Snapshot], None] | None = None):
-        from roceview.analysis import Analyzer
-        from roceview.decode import port_table
-
         self.options = options or Options()
         self.source, self.live_stats, self.on_snapshot = source, live_stats, on_snapshot
-        self.index = PacketIndex(port_table(self.options.roce_ports))
-        o = self.options
-        self.analyzer = Analyzer(pmtu=o.pmtu, link_speed_gbps=o.link_speed, bucket_ms=o.bucket_ms)
+        self.index = PacketIndex()
+        self.analyzer = None       # made on the worker thread: its imports would delay the first paint
         self.warnings: list[str] = []
         self.latest: Snapshot | None = None
         self.stop = threading.Event()
@@ -77,6 +73,7 @@ class Loader:
 
         try:
             self._prepare()
+            self._start = time.monotonic()
             self._post(self.analyzer.snapshot(self._files(), self.warnings), 0.0, done=False)
             last = 0.0
             cost = 0.0
@@ -92,14 +89,26 @@ class Loader:
                     cost = last - now
             self._finish()
         except RoceviewError as exc:
-            self._post(self.analyzer.snapshot(), 0.0, done=True, error=str(exc))
+            self._failed(str(exc))
         except Exception as exc:   # noqa: BLE001  the UI shows it; it never takes the screen down
-            self._post(self.analyzer.snapshot(), 0.0, done=True, error=f"{type(exc).__name__}: {exc}")
+            self._failed(f"{type(exc).__name__}: {exc}")
+
+    def _failed(self, message: str) -> None:
+        if self.analyzer is None:
+            from roceview.analysis import Analyzer
+
+            self.analyzer = Analyzer()
+        self._post(self.analyzer.snapshot(), 0.0, done=True, error=message)
 
     def _prepare(self) -> None:
+        from roceview.analysis import Analyzer
         from roceview.api import _config
+        from roceview.decode import port_table
         from roceview.diagnose import FactCollector
 
+        o = self.options
+        self.index.ports = port_table(o.roce_ports)
+        self.analyzer = Analyzer(pmtu=o.pmtu, link_speed_gbps=o.link_speed, bucket_ms=o.bucket_ms)
         self._facts = FactCollector()
         import roceview.render.lines  # noqa: F401  (pandas: here, not on the UI thread's first packet list)
         self._settings = _config(self.options.config)

@@ -23,10 +23,20 @@ def summary_lines(batch, first_ts: int | None) -> list[str]:
     df = to_dataframe(batch)
     lines = packet_lines(df, first_ts)
     if "flags" in batch.cols:
-        flags = [str(f) if f is not None else "" for f in df["flags"].astype(object).tolist()] \
-            if "flags" in df.columns else [str(f) for f in batch.cols["flags"].tolist()]
+        flags = [_flag_text(f) for f in batch.cols["flags"].tolist()]
         lines = [f"{f:<10} {line}" for f, line in zip(flags, lines)]
     return lines
+
+
+def _flag_text(value) -> str:
+    """A flags bitmask as the names of its bits (roceview.flags.Flag), else as it is."""
+    try:
+        from roceview.flags import Flag
+
+        bits = int(value)
+    except (ImportError, ValueError, TypeError):
+        return "" if value is None else str(value)
+    return ",".join(f.name.lower() for f in Flag if f & bits) if bits else ""
 
 
 def _rows(rows):
