@@ -61,9 +61,12 @@ def test_index_decodes_rows_like_the_packets_table():
     assert len(frame) == full.cols["cap_len"][3] and linktype == 1
 
 
-def test_index_flow_ids_match_the_flows_table():
-    path = str(SAMPLES / "network-loss.pcap")
-    loader = Loader([path], Options(chunk_packets=64))
+@pytest.mark.parametrize("chunk", [7, 64])
+@pytest.mark.parametrize("name", ["network-loss.pcap", "clean.pcap", "remote-error.pcap", "incast.pcap"])
+def test_index_flow_ids_match_the_flows_table(name, chunk):
+    """Every RoCE row gets its flow, held-back chunks (path-MTU evidence) included."""
+    path = str(SAMPLES / name)
+    loader = Loader([path], Options(chunk_packets=chunk))
     loader.run()
     flows = loader.latest.result.flows_table
     for fid in range(len(flows)):
@@ -118,3 +121,22 @@ def test_a_flags_bitmask_is_shown_by_its_names():
 
     both = int(flags.Flag.GAP | flags.Flag.RETRANSMISSION)
     assert _flag_text(both) == "gap,retransmission" and _flag_text(0) == ""
+
+
+def test_rows_held_back_until_the_end_still_get_their_flow(tmp_path):
+    """A READ request with no later path-MTU evidence is held by the Analyzer until finish():
+    its rows are analysed there, and the index must learn their flow then."""
+    from roceview.capture.writer import write_pcapng
+
+    loader = Loader([str(SAMPLES / "network-loss.pcap")])
+    loader.run()
+    opcodes = loader.index.decode(np.arange(20)).cols["opcode"]
+    reads = [r for r in range(20) if opcodes[r] == 0x0C][:1]          # RC RDMA READ request
+    assert reads
+    frames = [loader.index.frame_bytes(r)[0] for r in reads]
+    path = tmp_path / "read.pcapng"
+    write_pcapng(path, frames, [1_700_000_000_000_000_000 + k for k in range(len(frames))])
+    held = Loader([str(path)])
+    held.run()
+    assert held.latest.result.flows_table.data["packets"].tolist() == [1]
+    assert held.index.flow_rows([0]).tolist() == [0]

@@ -176,6 +176,8 @@ class Loader:
 
     def _finish(self) -> None:
         result = self.analyzer.finish(files=self._files(), warnings=self.warnings)
+        if self.analyzer.last_rows is not None:      # rows held back for path-MTU evidence till now
+            self.index.set_flows(*self.analyzer.last_rows)
         result.facts = self._facts.finish()
         result.set_findings(self._diagnose(result, result.facts))
         self._post(result, time.monotonic() - self._start, done=True)
