@@ -309,3 +309,20 @@ async def test_bad_capture_is_shown_not_raised(tmp_path):
         await pilot.press("q")
     assert app.return_code == 0
 
+
+
+async def test_mouse_click_selects_a_packet_and_double_click_opens_a_qp():
+    app = app_for("network-loss.pcap")
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await pilot.press("3")
+        await pilot.pause()
+        await pilot.click("#packet-list", offset=(5, 3))
+        await pilot.pause()
+        assert app.screen.plist.current_row() == 3
+        assert str(app.screen.query_one("#packet-tree", Tree).root.label).startswith("Frame 4 ")
+        await pilot.press("2")
+        await pilot.pause()
+        await pilot.click("#qps", offset=(5, 1), times=2)
+        await pilot.pause()
+        assert isinstance(app.screen, QpDetailScreen) and app.screen.flow_row == app.screen_stack[0].query_one("#qps").rows[1]
