@@ -18,7 +18,8 @@ pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is no
 
 class Tmux:
     def __init__(self, tmp_path: Path):
-        self.base = ["tmux", "-L", f"roceview-tui-{uuid.uuid4().hex[:8]}", "-f", "/dev/null"]
+        # its own server, its socket in the test's directory (nothing left behind in /tmp/tmux-*)
+        self.base = ["tmux", "-S", str(tmp_path / f"tmux-{uuid.uuid4().hex[:8]}"), "-f", "/dev/null"]
         self.tmp = tmp_path
 
     def __call__(self, *args: str) -> str:
