@@ -21,6 +21,7 @@ COMMANDS = {
     "generate": "write a synthetic capture of a fault scenario",
     "convert": "write the packets table as Parquet",
     "live": "analyze a live capture (-i IFACE through tcpdump, or -r - for a pcap stream on stdin)",
+    "tui": "terminal UI: findings, queue pairs, packets, PFC (Textual)",
 }
 
 

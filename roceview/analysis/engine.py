@@ -80,6 +80,7 @@ class Analyzer:
         self._held: list[Batch] = []
         self._kept: list[Batch] | None = [] if keep_packets else None
         self._flow_ids: tuple | None = None           # (batch, its RoCE rows' flow ids)
+        self.last_rows: tuple | None = None           # (idx0, rows or None = all, flow ids) of the last chunk
 
     # ---- input -------------------------------------------------------------------------------
     def feed(self, batch: Batch) -> None:
@@ -123,6 +124,12 @@ class Analyzer:
             packets = to_dataframe(Batch.concat(self._kept) if self._kept else None)
         return build_result(self, list(files), list(warnings), packets)
 
+    def snapshot(self, files=(), warnings=()):
+        """The result so far, for a view that updates while reading (the TUI): built like
+        finish()'s but changing no state, so feeding can go on. Pauses still open, lone
+        pairings and CM handshakes are settled only by finish()."""
+        return build_result(self, list(files), list(warnings), None)
+
     # ---- one chunk ---------------------------------------------------------------------------
     def _process(self, batch: Batch) -> None:
         idx0 = self.rows_seen
@@ -144,6 +151,7 @@ class Analyzer:
             if rows is None or len(rows):
                 ch = ChunkRows(self, batch, rows, idx0, name, in_order)
                 self._flow_ids = (batch, ch.fid)
+                self.last_rows = (idx0, rows, ch.fid)
                 ChunkAnalysis(self, ch).run()
 
     @staticmethod

@@ -59,7 +59,8 @@ def run(args, env) -> ExitStatus:
     session = LiveSession(args, env.warn)
     with session:
         if tui is not None:
-            tui.run_app(session.batches(full=True), title=session.title, options=vars(args), stats=session.stats)
+            tui.run_app(session.batches(full=True), title=session.title, options=_tui_options(args),
+                        live_stats=session.stats)
         else:
             with _StatusLine(session, env.stderr):
                 for _ in session.batches():
@@ -69,6 +70,13 @@ def run(args, env) -> ExitStatus:
 
     print(session.summary_line(), file=env.stdout)
     return write_and_report(result, args, env)
+
+
+def _tui_options(args):
+    from roceview.tui.loader import Options
+
+    return Options(pmtu=args.pmtu, link_speed=args.link_speed, bucket_ms=args.bucket,
+                   roce_ports=tuple(args.roce_port or ()), config=args.config, fail_on=args.fail_on)
 
 
 def _check(args) -> None:

@@ -1,0 +1,68 @@
+"""`roceview tui`: the terminal UI over capture files (Overview, Queue pairs, Packets, PFC)."""
+from __future__ import annotations
+
+from roceview.cli import ExitStatus
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("capture", nargs="+", help="pcap/pcapng file(s), gzip ok, '-' for stdin, or a directory")
+    parser.add_argument("--link-speed", type=float, default=100.0, metavar="GBPS",
+                        help="link speed for PFC pause time (default 100 Gb/s)")
+    parser.add_argument("--pmtu", type=int, default=None, metavar="BYTES",
+                        help="path MTU (256..4096; default: inferred from the traffic)")
+    parser.add_argument("--roce-port", type=int, action="append", default=[], metavar="P",
+                        help="also decode UDP destination port P as RoCEv2 (repeatable)")
+    parser.add_argument("--bucket", type=float, default=1.0, metavar="MS", help="timeline bucket (default 1 ms)")
+    parser.add_argument("--config", metavar="FILE.toml", default=None,
+                        help="diagnoser thresholds ([diagnose] table; see docs/findings.md)")
+    parser.add_argument("--fail-on", choices=("warning", "critical"), default=None,
+                        help="exit 3 on quit when a finding of this severity or worse exists")
+    parser.add_argument("--light", action="store_true", help="light theme (t toggles)")
+
+
+def run(args, env) -> ExitStatus:
+    from roceview.api import _check_options, _config
+    from roceview.tui import Options, run_app
+
+    _check_options(args.pmtu, args.link_speed, args.bucket)
+    _check_captures(args.capture)
+    if "-" in args.capture:
+        _capture_from_stdin_keys_from_tty()
+    options = Options(pmtu=args.pmtu, link_speed=args.link_speed, bucket_ms=args.bucket,
+                      roce_ports=tuple(args.roce_port), config=_config(args.config), fail_on=args.fail_on)
+    title = "roceview " + " ".join(args.capture)
+    return ExitStatus(run_app(list(args.capture), title=title, options=options, light=args.light))
+
+
+def _check_captures(paths) -> None:
+    """A missing, unreadable or non-capture file: one line and exit 2 before the screen opens
+    (BadInput from the readers' own checks)."""
+    from roceview.capture.source import capture_kind, expand_paths, open_capture
+
+    for path in expand_paths(paths):
+        if path == "-":
+            continue
+        stream, name, head = open_capture(path)
+        stream.close()
+        capture_kind(head, name)
+
+
+def _capture_from_stdin_keys_from_tty() -> None:
+    """`tcpdump -w - | roceview tui -`: the capture keeps the pipe (moved to another fd, as
+    sys.stdin), the terminal becomes fd 0 for Textual's keyboard (it reads sys.__stdin__)."""
+    import io
+    import os
+    import sys
+
+    from roceview.errors import BadInput
+
+    if sys.stdin.isatty():
+        raise BadInput("'-' reads the capture from stdin: pipe one in (e.g. tcpdump -w - | roceview tui -)")
+    try:
+        tty = os.open("/dev/tty", os.O_RDWR)
+    except OSError:
+        raise BadInput("'-' needs a terminal for the keys (/dev/tty cannot be opened)") from None
+    capture = os.dup(0)
+    os.dup2(tty, 0)
+    os.close(tty)
+    sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(capture, "rb")))

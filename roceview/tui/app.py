@@ -1,0 +1,125 @@
+"""The Textual app: four screens (modes), a loader thread posting snapshots, the filter state.
+
+The app only renders: the Loader (loader.py) owns the analysis and the packet index and runs
+on a thread worker; its snapshots arrive as messages (post_message is thread-safe) and go to
+the screen on top. Esc goes back through the screens visited.
+"""
+from __future__ import annotations
+
+from textual.app import App
+from textual.binding import Binding
+from textual.message import Message
+
+from roceview.tui.loader import Loader, Snapshot, exit_code
+from roceview.tui.style import CSS
+
+
+class SnapshotPosted(Message):
+    def __init__(self, snapshot: Snapshot) -> None:
+        super().__init__()
+        self.snapshot = snapshot
+
+
+class RoceviewApp(App):
+    CSS = CSS
+    ENABLE_COMMAND_PALETTE = False     # every action has its key (? lists them)
+    MODES = {"overview": "roceview.tui.overview:OverviewScreen",
+             "qps": "roceview.tui.qps:QueuePairsScreen",
+             "packets": "roceview.tui.packets:PacketsScreen",
+             "pfc": "roceview.tui.pfc:PfcScreen"}
+    BINDINGS = [
+        Binding("1", "mode('overview')", "Overview"), Binding("2", "mode('qps')", "QPs"),
+        Binding("3", "mode('packets')", "Packets"), Binding("4", "mode('pfc')", "PFC"),
+        Binding("question_mark", "help", "Help"), Binding("t", "toggle_theme", "Theme", show=False),
+        Binding("q", "quit_app", "Quit"),
+    ]
+
+    def __init__(self, loader: Loader, *, title: str = "roceview", light: bool = False, start: bool = True):
+        self.MODES = {k: _import(v) for k, v in self.MODES.items()}
+        super().__init__()
+        self.loader = loader
+        self.index = loader.index
+        self.title = title
+        self.light = light
+        self.start_loading = start
+        self.snapshot: Snapshot | None = None
+        self.filter_text = ""
+        self.display_filter = None
+        self.history: list[str] = []
+        self.pending: dict[str, object] = {}     # mode -> what its screen does when shown
+        loader.on_snapshot = lambda snap: self.post_message(SnapshotPosted(snap))
+
+    def on_mount(self) -> None:
+        self.theme = "textual-light" if self.light else "textual-dark"
+        self.switch_mode("overview")
+        if self.start_loading:        # after the first paint: the reader's imports would hold the GIL
+            self.call_after_refresh(self.run_worker, self.loader.run, thread=True, exit_on_error=False,
+                                    group="loader")
+
+    def on_snapshot_posted(self, message: SnapshotPosted) -> None:
+        self.snapshot = message.snapshot
+        screen = self.screen
+        if hasattr(screen, "show"):
+            screen.show(message.snapshot)
+            screen._shown = message.snapshot
+
+    # ---- navigation -------------------------------------------------------------------
+    def action_mode(self, mode: str) -> None:
+        if mode != self.current_mode:
+            self.history.append(self.current_mode)
+            self.switch_mode(mode)
+        elif len(self.screen_stack) > 1 and mode in self.pending:
+            self.pop_screen()           # the base screen of this mode resumes and takes it
+
+    def go_back(self) -> None:
+        """Esc: close a pushed screen (QP detail, help), else the mode visited before."""
+        if len(self.screen_stack) > 1:
+            self.pop_screen()
+        elif self.history:
+            self.switch_mode(self.history.pop())
+
+    def open_qp(self, flow_row: int) -> None:
+        from roceview.tui.qp_detail import QpDetailScreen
+
+        self.push_screen(QpDetailScreen(flow_row))
+
+    def show_packets(self, rows, label: str, at_row: int | None = None) -> None:
+        """The packets screen over these rows (None = all), the cursor on `at_row`."""
+        self._deliver("packets", lambda screen: screen.restrict(rows, label, at_row))
+
+    def show_flows(self, names: list[str]) -> None:
+        self._deliver("qps", lambda screen: screen.restrict(names))
+
+    def _deliver(self, mode: str, todo) -> None:
+        """Run `todo(screen)` on the mode's base screen once it is shown (it may not exist yet)."""
+        if self.current_mode == mode and len(self.screen_stack) == 1:
+            todo(self.screen)
+        else:
+            self.pending[mode] = todo
+            self.action_mode(mode)
+
+    def apply_filter(self, text: str, display_filter) -> None:
+        """A display filter applies to the packet list: the packets screen scans for it."""
+        self.filter_text, self.display_filter = text, display_filter
+        self._deliver("packets", lambda screen: screen.filter_changed())
+
+    def action_help(self) -> None:
+        from roceview.tui.help import HelpScreen
+
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def action_toggle_theme(self) -> None:
+        self.theme = "textual-dark" if self.theme == "textual-light" else "textual-light"
+
+    def action_quit_app(self) -> None:
+        self.loader.stop.set()
+        code = exit_code(self.snapshot, self.loader.options.fail_on)
+        self.exit(result=code, return_code=code)
+
+
+def _import(spec: str):
+    import importlib
+
+    module, name = spec.split(":")
+    return getattr(importlib.import_module(module), name)

@@ -1,0 +1,31 @@
+"""`?`: every key of every screen."""
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+KEYS = (
+    ("1 2 3 4", "Overview, Queue pairs, Packets, PFC"),
+    ("Enter", "open: a finding's flows or packets, a queue pair"),
+    ("s", "queue pairs: next sort column"),
+    ("c", "queue pairs, packets: show all again"),
+    ("p", "queue pair detail: its packets"),
+    ("/", "display filter (Enter applies, empty clears)"),
+    ("↑↓ PgUp PgDn", "move (Home, End: first, last)"),
+    ("Tab", "next widget (packet list, tree)"),
+    ("Esc", "back: close, or the screen before"),
+    ("t", "dark / light theme"),
+    ("?", "this help"),
+    ("q", "quit (with --fail-on: exit 3 as analyze)"),
+)
+
+
+class HelpScreen(ModalScreen):
+    BINDINGS = [Binding("escape", "dismiss", "Close"), Binding("question_mark", "dismiss", "Close")]
+
+    def compose(self) -> ComposeResult:
+        width = max(len(k) for k, _ in KEYS)
+        text = "\n".join(f"[b]{k:<{width}}[/b]  {v}" for k, v in KEYS)
+        yield Static("[b]roceview keys[/b]\n\n" + text, id="help-text")

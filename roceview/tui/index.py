@@ -1,0 +1,223 @@
+"""The packet list's store: frame -> where its bytes are, decoded again only when shown.
+
+A capture file read through a memory map keeps, per packet, its file, record offset, lengths,
+timestamp and link type (26 bytes a packet: 10 M packets = 260 MB) and its flow id (4 more);
+the packets table itself is never kept. Rows are decoded on demand (decode.decode_chunk over
+the rows asked for) from a memory map of our own. A stream (stdin, gzip, a live capture) cannot
+be read again: a bounded ring of its most recent batches (with their record chunks when the
+source gives them) is kept instead, and the UI says so.
+
+Plain Python and numpy: no Textual here (the core knows nothing of the screen).
+"""
+from __future__ import annotations
+
+import mmap
+import threading
+
+import numpy as np
+
+from roceview.batch import Batch
+from roceview.capture.readers import RecordChunk
+
+RING_PACKETS = 200_000          # rows kept of a stream (live capture, stdin, gzip)
+
+
+class _Grow:
+    """An append-only numpy column, doubling its store (amortised O(1) per chunk)."""
+
+    def __init__(self, dtype, fill=0):
+        self.a, self.n, self.fill = np.full(1 << 16, fill, dtype), 0, fill
+
+    def extend(self, values) -> None:
+        values = np.asarray(values)
+        need = self.n + len(values)
+        if need > len(self.a):
+            self.reserve(max(need, len(self.a) + len(self.a) // 2))
+        self.a[self.n: need] = values
+        self.n = need
+
+    def reserve(self, size: int) -> None:
+        if size > len(self.a):
+            bigger = np.full(size, self.fill, self.a.dtype)
+            bigger[: self.n] = self.a[: self.n]
+            self.a = bigger
+
+    def view(self) -> np.ndarray:
+        return self.a[: self.n]
+
+
+class RowRange:
+    """Rows first..stop-1 without an array of them (10 M rows would be 80 MB per listing)."""
+
+    def __init__(self, first: int, stop: int):
+        self.first, self.stop = first, max(stop, first)
+
+    def __len__(self) -> int:
+        return self.stop - self.first
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            start, stop, _ = k.indices(len(self))
+            return np.arange(self.first + start, self.first + stop, dtype=np.int64)
+        if not -len(self) <= k < len(self):
+            raise IndexError(k)
+        return self.first + (k % len(self))
+
+    def position(self, row: int) -> int:
+        """Where `row` is, or would be (np.searchsorted's answer)."""
+        return int(min(max(row - self.first, 0), len(self)))
+
+
+def position(rows, row: int) -> int:
+    """np.searchsorted over listed rows (an array, sorted, or a RowRange)."""
+    return rows.position(row) if isinstance(rows, RowRange) else int(np.searchsorted(rows, row))
+
+
+class PacketIndex:
+    """Frame number - 1 (a global row) -> its bytes and decoded columns, on demand."""
+
+    def __init__(self, ports: np.ndarray | None = None):
+        self.ports = ports                 # decode.port_table(): set by the loader before any row
+        self.files: list[str] = []
+        self._maps: dict[int, np.ndarray] = {}
+        self.file, self.linktype = _Grow(np.uint16), _Grow(np.uint16)
+        self.off, self.ts = _Grow(np.int64), _Grow(np.int64)
+        self.cap, self.wire = _Grow(np.uint32), _Grow(np.uint32)
+        self.flow = _Grow(np.int32, -1)
+        self.ring: list[tuple[int, RecordChunk | None, Batch]] = []   # (first row, chunk, batch)
+        self.ring_rows = 0
+        self.rows = 0                      # every row seen, kept or not
+        self.lock = threading.Lock()
+
+    # ---- filled by the loader thread ----------------------------------------------------
+    def add_mapped(self, file_no: int, chunk: RecordChunk) -> None:
+        """A chunk read through a memory map: chunk.off are offsets in the file."""
+        with self.lock:
+            for col, values in ((self.off, chunk.off), (self.cap, chunk.cap), (self.wire, chunk.wire),
+                                (self.ts, chunk.ts), (self.linktype, chunk.linktype)):
+                col.extend(values)
+            self.file.extend(np.full(chunk.n, file_no, np.uint16))
+            self.flow.extend(np.full(chunk.n, -1, np.int32))
+            self.rows += chunk.n
+
+    def add_stream(self, batch: Batch, chunk: RecordChunk | None = None) -> None:
+        """A chunk that cannot be read again: kept in the ring, the oldest dropped."""
+        with self.lock:
+            self.ring.append((self.rows, chunk, batch))
+            self.ring_rows += batch.n
+            self.rows += batch.n
+            while len(self.ring) > 1 and self.ring_rows - self.ring[0][2].n >= RING_PACKETS:
+                self.ring_rows -= self.ring.pop(0)[2].n
+
+    def set_flows(self, idx0: int, rows: np.ndarray | None, fids: np.ndarray) -> None:
+        """Flow ids of analysed rows (Analyzer.last_rows), for a QP's packets and its ladder."""
+        if self.flow.n == 0:
+            return
+        at = idx0 + (np.arange(len(fids)) if rows is None else rows)
+        keep = at < self.flow.n
+        self.flow.a[at[keep]] = fids[keep]
+
+    # ---- read by the UI -----------------------------------------------------------------
+    @property
+    def streamed(self) -> bool:
+        return bool(self.ring) or self.off.n == 0 and self.rows > 0
+
+    def visible_rows(self) -> RowRange:
+        """Every row that can be shown: all of a file, the ring of a stream."""
+        with self.lock:
+            return RowRange(self.ring[0][0], self.rows) if self.ring else RowRange(0, self.off.n)
+
+    def reserve(self, rows: int) -> None:
+        """Room for about this many rows at once (from the file size): no doubling copies, no
+        doubled peak memory, while the UI thread waits on the lock."""
+        with self.lock:
+            for col in (self.file, self.linktype, self.off, self.ts, self.cap, self.wire, self.flow):
+                col.reserve(rows)
+
+    def flow_rows(self, fids) -> np.ndarray:
+        """Rows of these flows (files only: a stream's ring is matched by its decoded rows)."""
+        with self.lock:
+            return np.flatnonzero(np.isin(self.flow.view(), np.asarray(fids, np.int32)))
+
+    def first_row_at(self, ts_ns: int) -> int:
+        """The first row at or after a time (files; rows in capture order)."""
+        with self.lock:
+            ts = self.ts.view()
+            hit = np.flatnonzero(ts >= ts_ns)
+            return int(hit[0]) if len(hit) else max(len(ts) - 1, 0)
+
+    def decode(self, rows: np.ndarray) -> Batch:
+        """Every column of these rows (in this order), `frame` = row + 1."""
+        rows = np.asarray(rows, np.int64)
+        parts = [self._decode_ring(rows)] if self.ring else self._decode_mapped(rows)
+        batch = Batch.concat([p for p in parts if p.n]) if parts else Batch(0)
+        return batch
+
+    def frame_bytes(self, row: int) -> tuple[bytes, int] | None:
+        """(the frame's bytes, its link type), or None when they were not kept."""
+        if self.ring:
+            for first, chunk, batch in self.ring:
+                if first <= row < first + batch.n and chunk is not None:
+                    i = row - first
+                    return chunk.frame(i), int(chunk.linktype[i])
+            return None
+        if not 0 <= row < self.off.n:
+            return None
+        buf = self._map(int(self.file.a[row]))
+        off, cap = int(self.off.a[row]), int(self.cap.a[row])
+        return buf[off: off + cap].tobytes(), int(self.linktype.a[row])
+
+    def chunk_of(self, rows: np.ndarray) -> RecordChunk | None:
+        """A RecordChunk over these rows of one file (for the layer offsets of the tree)."""
+        if self.ring or not len(rows):
+            return None
+        rows = np.asarray(rows, np.int64)
+        buf = self._map(int(self.file.a[rows[0]]))
+        return RecordChunk(buf, self.off.a[rows], self.cap.a[rows], self.wire.a[rows], self.ts.a[rows],
+                           np.zeros(len(rows), np.uint16), self.linktype.a[rows])
+
+    def _decode_mapped(self, rows: np.ndarray) -> list[Batch]:
+        from roceview.decode import decode_chunk
+
+        rows = rows[(rows >= 0) & (rows < self.off.n)]
+        files = self.file.a[rows]
+        parts = []
+        for f in np.unique(files).tolist():       # rows of one file decode together
+            mine = rows[files == f]
+            batch = decode_chunk(self.chunk_of(mine), self.ports, 1)
+            batch.cols["frame"] = mine + 1
+            parts.append(batch)
+        if len(parts) > 1:                         # back in the order asked for
+            both = Batch.concat(parts)
+            frames = both.cols["frame"]
+            order = np.argsort(frames, kind="stable")
+            return [both.select(order[np.searchsorted(frames[order], rows + 1)])]
+        return parts
+
+    def _decode_ring(self, rows: np.ndarray) -> Batch:
+        """Kept rows: decoded again from their record chunk when there is one (the batch may
+        hold only the analysis' columns), else the batch's own rows."""
+        from roceview.decode import decode_chunk
+
+        parts = []
+        for first, chunk, batch in list(self.ring):
+            mine = rows[(rows >= first) & (rows < first + batch.n)]
+            if not len(mine):
+                continue
+            at = mine - first
+            if chunk is not None:
+                part = decode_chunk(RecordChunk(chunk.buf, chunk.off[at], chunk.cap[at], chunk.wire[at],
+                                                chunk.ts[at], chunk.iface[at], chunk.linktype[at]), self.ports, 1)
+            else:
+                part = batch.select(at)
+            part.cols["frame"] = mine + 1
+            parts.append(part)
+        return Batch.concat(parts)
+
+    def _map(self, file_no: int) -> np.ndarray:
+        buf = self._maps.get(file_no)
+        if buf is None:
+            with open(self.files[file_no], "rb") as fh:
+                buf = np.frombuffer(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ), np.uint8)
+            self._maps[file_no] = buf
+        return buf

@@ -1,0 +1,229 @@
+"""The TUI's scanning core: reads a capture (or a live batch stream) on a worker thread, feeds
+the Analyzer, keeps the packet index, and hands out immutable snapshots a few times a second.
+
+No Textual here: the app polls `Loader.latest` (or is told through `on_snapshot`) and renders.
+"""
+from __future__ import annotations
+
+import mmap
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+import numpy as np
+
+from roceview.tui.index import PacketIndex
+
+SNAPSHOT_EVERY = 0.3            # seconds between snapshots at least...
+SNAPSHOT_COST_FACTOR = 5        # ...and at least 5x what building the last one took
+FINDINGS_EVERY = 2.0            # the diagnoser runs on snapshots less often
+YIELD_S = 0.002                 # per chunk of 64 k packets: ~0.3 s over 10 M packets
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What the screens render; never changed after it is posted."""
+    result: object                      # roceview.analysis.AnalysisResult so far
+    packets: int                        # rows read
+    elapsed: float                      # seconds since loading started
+    fraction: float | None              # of the input read; None for a stream
+    done: bool
+    live_stats: dict = field(default_factory=dict)   # e.g. {"kernel drops": 0, "our drops": 0}
+    error: str | None = None
+    warnings: tuple = ()
+
+
+@dataclass
+class Options:
+    """What `roceview tui` passes on (the defaults of `roceview analyze`)."""
+    pmtu: int | None = None
+    link_speed: float = 100.0
+    bucket_ms: float = 1.0
+    roce_ports: tuple = ()
+    config: object = None               # a diagnose Config or a TOML path
+    fail_on: str | None = None
+    chunk_packets: int = 1 << 16
+
+
+class Loader:
+    """Owns the Analyzer; `run()` is the worker thread's body. `source`: capture paths, or an
+    iterable of Batch (or (RecordChunk, Batch)) items of a live stream."""
+
+    def __init__(self, source, options: Options | None = None,
+                 live_stats: Callable[[], dict] | None = None,
+                 on_snapshot: Callable[[Snapshot], None] | None = None):
+        self.options = options or Options()
+        self.source, self.live_stats, self.on_snapshot = source, live_stats, on_snapshot
+        self.index = PacketIndex()
+        self.analyzer = None       # made on the worker thread: its imports would delay the first paint
+        self.warnings: list[str] = []
+        self.latest: Snapshot | None = None
+        self.stop = threading.Event()
+        self._facts = None
+        self._settings = None
+        self._start = time.monotonic()
+        self._total_bytes = 0
+        self._findings_at = 0.0
+        self._findings: list[dict] = []
+
+    # ---- the worker thread ----------------------------------------------------------------
+    def run(self) -> None:
+        from roceview.errors import RoceviewError
+
+        try:
+            self._prepare()
+            self._start = time.monotonic()
+            self._post(self.analyzer.snapshot(self._files(), self.warnings), 0.0, done=False)
+            last = 0.0
+            cost = 0.0
+            for batch in self._batches():
+                if self.stop.is_set():
+                    break
+                self._feed(batch)
+                time.sleep(YIELD_S)            # hand the GIL to the UI thread between chunks
+                now = time.monotonic()
+                if now - last >= max(SNAPSHOT_EVERY, SNAPSHOT_COST_FACTOR * cost):
+                    self._snapshot(done=False)
+                    last = time.monotonic()
+                    cost = last - now
+            self._finish()
+        except RoceviewError as exc:
+            self._failed(str(exc))
+        except Exception as exc:   # noqa: BLE001  the UI shows it; it never takes the screen down
+            self._failed(f"{type(exc).__name__}: {exc}")
+
+    def _failed(self, message: str) -> None:
+        if self.analyzer is None:
+            from roceview.analysis import Analyzer
+
+            self.analyzer = Analyzer()
+        self._post(self.analyzer.snapshot(), 0.0, done=True, error=message)
+
+    def _prepare(self) -> None:
+        from roceview.analysis import Analyzer
+        from roceview.api import _config
+        from roceview.decode import port_table
+        from roceview.diagnose import FactCollector
+
+        o = self.options
+        self.index.ports = port_table(o.roce_ports)
+        self.analyzer = Analyzer(pmtu=o.pmtu, link_speed_gbps=o.link_speed, bucket_ms=o.bucket_ms)
+        self._facts = FactCollector()
+        import roceview.render.lines  # noqa: F401  (pandas: here, not on the UI thread's first packet list)
+        self._settings = _config(self.options.config)
+        if self._is_paths():
+            from roceview.capture.source import expand_paths
+            from roceview.packets import _time_ordered
+
+            self.index.files = _time_ordered(expand_paths(self.source))[0]
+            self._total_bytes = sum(_size(f) for f in self.index.files)
+
+    def _is_paths(self) -> bool:
+        return isinstance(self.source, (str, bytes)) or isinstance(self.source, (list, tuple)) and \
+            all(isinstance(p, str) or hasattr(p, "__fspath__") for p in self.source)
+
+    def _files(self) -> list[str]:
+        return list(self.index.files)
+
+    def _batches(self) -> Iterable:
+        """(chunk or None, batch) pairs."""
+        if not self._is_paths():
+            for item in self.source:
+                yield item if isinstance(item, tuple) else (None, item)
+            return
+        from roceview.packets import iter_chunks
+
+        yield from iter_chunks(self.index.files, roce_ports=self.options.roce_ports,
+                               chunk_packets=self.options.chunk_packets, warn=self.warnings.append,
+                               walk_ahead=True, projection="analysis")
+
+    def _feed(self, item) -> None:
+        chunk, batch = item
+        base = getattr(chunk, "buf", None)
+        base = getattr(base, "base", None)
+        mapped = isinstance(getattr(base, "obj", base), mmap.mmap)     # offsets are file offsets
+        if mapped:
+            file_no = int(batch.cols["_file"][0]) if "_file" in batch.cols and batch.n else 0
+            if self.index.off.n == 0 and chunk.n > 1:
+                self.index.reserve(_expected_rows(chunk, self._total_bytes))
+            self.index.add_mapped(file_no, chunk)
+            self._read = int(chunk.off[-1]) if chunk.n else 0
+            self._read_file = file_no
+        else:
+            self.index.add_stream(batch, chunk)
+        self.analyzer.feed(batch)
+        self._facts.feed(batch, self.analyzer.flow_ids(batch))
+        rows = self.analyzer.last_rows
+        if rows is not None:
+            self.analyzer.last_rows = None
+            self.index.set_flows(*rows)
+
+    def _fraction(self) -> float | None:
+        if not self._total_bytes or not hasattr(self, "_read"):
+            return None
+        before = sum(_size(f) for f in self.index.files[: self._read_file])
+        return min(1.0, (before + self._read) / self._total_bytes)
+
+    def _snapshot(self, done: bool) -> None:
+        result = self.analyzer.snapshot(self._files(), self.warnings)
+        now = time.monotonic()
+        if now - self._findings_at >= FINDINGS_EVERY:
+            self._findings_at = now
+            self._findings = self._diagnose(result, self._facts.finish())
+        result.set_findings(self._findings)
+        self._post(result, now - self._start, done=done)
+
+    def _finish(self) -> None:
+        result = self.analyzer.finish(files=self._files(), warnings=self.warnings)
+        if self.analyzer.last_rows is not None:      # rows held back for path-MTU evidence till now
+            self.index.set_flows(*self.analyzer.last_rows)
+        result.facts = self._facts.finish()
+        result.set_findings(self._diagnose(result, result.facts))
+        self._post(result, time.monotonic() - self._start, done=True)
+
+    def _diagnose(self, result, facts) -> list[dict]:
+        from roceview.diagnose import find
+
+        result.facts = facts
+        return find(result, self._settings)
+
+    def _post(self, result, elapsed: float, done: bool, error: str | None = None) -> None:
+        stats = dict(self.live_stats()) if self.live_stats is not None else {}
+        fraction = 1.0 if done and self._total_bytes else self._fraction()
+        snap = Snapshot(result, int(self.analyzer.rows_seen), elapsed, fraction, done, stats, error,
+                        tuple(self.warnings))
+        self.latest = snap
+        if self.on_snapshot is not None:
+            self.on_snapshot(snap)
+
+
+def _expected_rows(chunk, total_bytes: int) -> int:
+    """Records in the input at the first chunk's bytes per record, 5 % over."""
+    per_record = max((int(chunk.off[-1]) - int(chunk.off[0])) / (chunk.n - 1), 1.0)
+    return int(total_bytes / per_record * 1.05) + chunk.n
+
+
+def _size(path: str) -> int:
+    import os
+
+    try:
+        return os.path.getsize(path) if path != "-" else 0
+    except OSError:
+        return 0
+
+
+def exit_code(snapshot: Snapshot | None, fail_on: str | None) -> int:
+    """0, or 3 when a finding of `fail_on` severity or worse exists (as `analyze --fail-on`)."""
+    from roceview.analysis.result import SEVERITY_RANK
+
+    if fail_on is None or snapshot is None:
+        return 0
+    worst = snapshot.result.worst_severity()
+    return 3 if worst is not None and SEVERITY_RANK[worst] >= SEVERITY_RANK[fail_on] else 0
+
+
+def worst_rows(flows, limit: int) -> np.ndarray:
+    from roceview.render.report import worst_first
+
+    return worst_first(flows)[:limit]

@@ -1,0 +1,99 @@
+"""Screen 1, Overview: the capture summary, a progress bar while loading, the findings coloured
+by severity; Enter on a finding opens its flows (or, without flows, its packets from its start)."""
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.widgets import DataTable, ProgressBar, Static
+
+from roceview.tui.base import RoceScreen
+from roceview.tui.text import duration, severity_style
+
+FINDING_COLUMNS = ("severity", "kind", "summary")
+
+
+class OverviewScreen(RoceScreen):
+    MODE = "overview"
+    TITLE_TEXT = "1 Overview"
+
+    def body(self) -> ComposeResult:
+        yield Static("loading…", id="summary")
+        yield ProgressBar(total=1.0, show_eta=False, id="progress")
+        yield DataTable(cursor_type="row", zebra_stripes=False, id="findings")
+        yield Static("", id="finding-detail")
+
+    def on_mount(self) -> None:
+        table = self.query_one("#findings", DataTable)
+        table.add_column("severity", width=8)
+        table.add_column("kind", width=20)
+        table.add_column("summary")
+        self._records: list[dict] = []
+
+    def show(self, snapshot) -> None:
+        self.query_one("#summary", Static).update(summary_text(snapshot))
+        bar = self.query_one("#progress", ProgressBar)
+        bar.display = not snapshot.done
+        if snapshot.fraction is not None:
+            bar.update(progress=snapshot.fraction)
+        records = snapshot.result.findings_table.records()
+        if records != self._records:
+            self._fill(records)
+
+    def _fill(self, records: list[dict]) -> None:
+        table = self.query_one("#findings", DataTable)
+        at = table.cursor_row
+        table.clear()
+        self._records = records
+        for r in records:
+            style = severity_style(r["severity"])
+            table.add_row(Text(r["severity"], style=style), Text(r["kind"], style=style), r["summary"])
+        if records:
+            table.move_cursor(row=min(at, len(records) - 1))
+        self._describe(table.cursor_row)
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._describe(event.cursor_row)
+
+    def _describe(self, row: int) -> None:
+        text = ""
+        if 0 <= row < len(self._records):
+            r = self._records[row]
+            text = f"evidence: {r['evidence']}\nadvice: {r['advice']}"
+            if r["flows"]:
+                text = f"flows: {r['flows']}  (Enter opens them)\n" + text
+            else:
+                text = "Enter opens its packets\n" + text
+        self.query_one("#finding-detail", Static).update(text)
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        if not 0 <= event.cursor_row < len(self._records):
+            return
+        r = self._records[event.cursor_row]
+        if r["flows"]:
+            self.app.show_flows([f for f in r["flows"].split(";") if f])
+        else:
+            start = int(round(float(r["start_ts"] or 0) * 1e9))
+            self.app.show_packets(None, f"from the start of {r['kind']}", self.app.index.first_row_at(start))
+
+
+def summary_text(snapshot) -> Text:
+    s = snapshot.result.summary
+    d = s.get("detected", {})
+    seconds = s.get("duration_ns", 0) / 1e9
+    rate = snapshot.packets / snapshot.elapsed if snapshot.elapsed > 0 else 0
+    state = "loaded" if snapshot.done else f"loading… {rate:,.0f} pkt/s"
+    if snapshot.error:
+        state = f"stopped: {snapshot.error}"
+    out = Text()
+    out.append(f"{snapshot.packets:,} packets", style="bold")
+    pps = f"  {snapshot.packets / seconds:,.0f} pkt/s" if seconds > 0 else ""
+    out.append(f"  {s.get('roce_packets', 0):,} RoCE  {s.get('flows', 0):,} flows  "
+               f"{duration(seconds)}{pps}  {state}\n")
+    out.append(f"gaps {d.get('gap_psns', 0):,} PSNs  retx {d.get('retransmitted_packets', 0):,}  "
+               f"NAK seq {d.get('naks_seq', 0):,} rnr {d.get('naks_rnr', 0):,}  CE {d.get('ecn_ce', 0):,}  "
+               f"CNP {d.get('cnp_packets', 0):,}  pause {d.get('pause_frames', 0):,}")
+    for name, value in snapshot.live_stats.items():
+        out.append(f"  {name} {value:,}" if isinstance(value, int) else f"  {name} {value}")
+    if snapshot.warnings:
+        out.append(f"\n{len(snapshot.warnings)} decode warning(s): {snapshot.warnings[0]}", style="yellow")
+    return out

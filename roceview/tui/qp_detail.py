@@ -1,0 +1,146 @@
+"""QP detail (2 → Enter): its counters in both directions, a PSN-vs-time ladder, throughput and
+CE sparklines over the timeline, its events; `p` lists its packets."""
+from __future__ import annotations
+
+import numpy as np
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widgets import DataTable, Label, Sparkline, Static
+
+from roceview.analysis.tables import DECIMALS, KINDS, slow_text
+from roceview.tui import ladder
+from roceview.tui.base import RoceScreen
+
+COUNTERS = ("packets", "bytes", "data_packets", "acks", "naks_seq", "naks_rnr", "naks_other", "gap_events",
+            "gap_psns", "unrecovered_psns", "retransmitted_packets", "ecn_ce", "cnp_packets",
+            "rtt_p50_us", "rtt_p99_us", "goodput_gbps")
+EVENT_MARKS = {"gap": "G", "retransmit": "R", "timeout_retransmit": "R", "nak_seq": "N", "nak_rnr": "N",
+               "nak_other": "N", "cnp": "P", "ecn_ce": "c"}
+MAX_EVENTS = 500
+
+
+def peer_row(flows, row: int) -> int | None:
+    """The flow of the other direction: its destination QP is our peer QP, endpoints swapped."""
+    d = flows.data
+    peer = int(d["peer_qp"][row])
+    if peer < 0:
+        return None
+    src, dst = d["src_ip"][row], d["dst_ip"][row]
+    for i in np.flatnonzero(np.asarray(d["dest_qp"]) == peer).tolist():
+        if d["src_ip"][i] == dst and d["dst_ip"][i] == src:
+            return i
+    return None
+
+
+class QpDetailScreen(RoceScreen):
+    TITLE_TEXT = "2 Queue pairs › QP detail (Esc: back)"
+    BINDINGS = [Binding("p", "packets", "Its packets")]
+
+    def __init__(self, flow_row: int):
+        super().__init__()
+        self.flow_row = flow_row
+        self.peer: int | None = None
+        self._ladder_key = None
+
+    def body(self) -> ComposeResult:
+        with VerticalScroll(id="qp-body"):
+            yield Static("", id="qp-title")
+            yield Static("", id="qp-ladder")
+            yield Static(ladder.legend(), id="qp-legend")
+            with Horizontal(id="qp-top"):
+                yield DataTable(cursor_type="row", id="qp-counters")
+                with Vertical(id="qp-sparks"):
+                    yield Label("throughput Gb/s")
+                    yield Sparkline([], id="spark-gbps")
+                    yield Label("CE marks")
+                    yield Sparkline([], id="spark-ce")
+            yield DataTable(cursor_type="row", id="qp-events")
+
+    def on_mount(self) -> None:
+        self.query_one("#qp-counters", DataTable).add_columns("counter", "→ this", "← peer")
+        self.query_one("#qp-events", DataTable).add_columns("ts", "dir", "kind", "psn", "detail")
+
+    def show(self, snapshot) -> None:
+        flows = snapshot.result.flows_table
+        if self.flow_row >= len(flows):
+            return
+        self.peer = peer_row(flows, self.flow_row)
+        name = flows.data["flow"][self.flow_row]
+        peer = flows.data["flow"][self.peer] if self.peer is not None else "(no peer seen)"
+        self.query_one("#qp-title", Static).update(f"[b]QP {name}[/b]  peer {peer}")
+        self._counters(flows)
+        if not self.due(snapshot):
+            return
+        self._sparks(snapshot.result.timeline_table, name)
+        events = self._events(snapshot.result.events_table, flows)
+        key = (snapshot.packets, self.size.width)
+        if key != self._ladder_key:          # the ladder decodes packets: only when they changed
+            self._ladder_key = key
+            self._ladder(events)
+
+    def _counters(self, flows) -> None:
+        table = self.query_one("#qp-counters", DataTable)
+        table.clear()
+        for c in COUNTERS:
+            cell = [slow_text(np.asarray(flows.data[c])[[r]], KINDS.get(c, "int"), DECIMALS.get(c, 3))[0]
+                    if r is not None else "" for r in (self.flow_row, self.peer)]
+            table.add_row(c, *cell)
+
+    def _sparks(self, timeline, name: str) -> None:
+        flow = timeline.data["flow"]
+        names = list(flow) if len(flow) < 200_000 else []
+        rows = np.flatnonzero(np.asarray([n == name for n in names], dtype=bool)) if names else []
+        for widget, col in (("#spark-gbps", "gbps"), ("#spark-ce", "ecn_ce")):
+            values = np.asarray(timeline.data[col], dtype=float)[rows] if len(rows) else []
+            spark = self.query_one(widget, Sparkline)
+            spark.data = list(map(float, values)) if np.any(np.asarray(values) > 0) else []
+
+    def _names(self, flows) -> dict:
+        out = {flows.data["flow"][self.flow_row]: "→"}
+        if self.peer is not None:
+            out[flows.data["flow"][self.peer]] = "←"
+        return out
+
+    def _events(self, events, flows) -> list[tuple]:
+        names = self._names(flows)
+        picked = [i for i, f in enumerate(events.data["flow"]) if f in names]
+        table = self.query_one("#qp-events", DataTable)
+        table.clear()
+        ts = slow_text(np.asarray(events.data["ts"])[picked], "ts") if picked else []
+        out = []
+        for k, i in enumerate(picked):
+            kind, psn = events.data["kind"][i], int(events.data["psn"][i])
+            out.append((kind, int(events.data["ts"][i]), psn))
+            if k < MAX_EVENTS:
+                table.add_row(ts[k], names[events.data["flow"][i]], kind, "" if psn < 0 else str(psn),
+                              events.data["detail"][i])
+        return out
+
+    def _ladder(self, events: list[tuple]) -> None:
+        index = self.app.index
+        fids = [self.flow_row] + ([self.peer] if self.peer is not None else [])
+        rows = index.flow_rows(fids)
+        if len(rows) > ladder.LADDER_MAX:
+            rows = rows[np.linspace(0, len(rows) - 1, ladder.LADDER_MAX).astype(np.int64)]
+        layers = {}
+        if len(rows):
+            batch = index.decode(rows)
+            mine = index.flow.a[rows] == self.flow_row
+            psn = batch.cols["psn"].astype(np.int64)
+            ts = batch.cols["ts_ns"]
+            layers["·"] = (ts[mine], ladder.unwrap_psn(psn[mine]))
+            layers["∘"] = (ts[~mine], ladder.unwrap_psn(psn[~mine]))
+        for mark in set(EVENT_MARKS.values()):
+            hits = [(t, p) for kind, t, p in events if EVENT_MARKS.get(kind) == mark and p >= 0]
+            if hits:
+                t, p = zip(*hits)
+                layers[mark] = (np.array(t), ladder.unwrap_psn(np.array(p)))
+        width = max((self.size.width or 80) - 4, 20)
+        text = "\n".join(ladder.draw(layers, width, 10))
+        self.query_one("#qp-ladder", Static).update(text)
+
+    def action_packets(self) -> None:
+        fids = [self.flow_row] + ([self.peer] if self.peer is not None else [])
+        label = "packets of this QP" + (" and its peer" if self.peer is not None else "")
+        self.app.show_packets(self.app.index.flow_rows(fids), label)

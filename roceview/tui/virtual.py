@@ -1,0 +1,88 @@
+"""A virtual list (toolong's Line API): `rows` may be millions long, only the lines on screen
+are asked for (`line(i)`) and drawn; a cursor row, the usual movement keys, Enter."""
+from __future__ import annotations
+
+import numpy as np
+from rich.segment import Segment
+from textual.binding import Binding
+from textual.geometry import Size
+from textual.message import Message
+from textual.reactive import reactive
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+WIDE = 160          # columns a line may have: scrolled sideways past the screen's width
+
+
+class VirtualList(ScrollView, can_focus=True):
+    COMPONENT_CLASSES = {"virtual-list--cursor"}
+    DEFAULT_CSS = """
+    VirtualList { height: 1fr; }
+    VirtualList > .virtual-list--cursor { background: $accent 40%; text-style: bold; }
+    """
+    BINDINGS = [Binding("up", "move(-1)", show=False), Binding("down", "move(1)", show=False),
+                Binding("pageup", "page(-1)", show=False), Binding("pagedown", "page(1)", show=False),
+                Binding("home", "jump(0)", show=False), Binding("end", "jump(-1)", show=False),
+                Binding("enter", "select", show=False)]
+    cursor = reactive(0, always_update=True)
+
+    class Moved(Message):
+        def __init__(self, source: "VirtualList", row) -> None:
+            super().__init__()
+            self.source, self.row = source, row      # what `rows` holds under the cursor
+
+    class Selected(Moved):
+        pass
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.rows = np.zeros(0, np.int64)
+
+    def line(self, i: int) -> str:
+        """The text of the i-th listed row (subclasses)."""
+        return ""
+
+    def resized(self) -> None:
+        self.virtual_size = Size(max(self.size.width, WIDE), len(self.rows))
+
+    def current_row(self):
+        return self.rows[self.cursor] if 0 <= self.cursor < len(self.rows) else None
+
+    def watch_cursor(self, cursor: int) -> None:
+        top, height = int(self.scroll_offset.y), max(self.size.height, 1)
+        if cursor < top:
+            self.scroll_to(y=cursor, animate=False)
+        elif cursor >= top + height:
+            self.scroll_to(y=cursor - height + 1, animate=False)
+        self.refresh()
+        self.post_message(self.Moved(self, self.current_row()))
+
+    def action_move(self, step: int) -> None:
+        self.cursor = int(np.clip(self.cursor + step, 0, max(len(self.rows) - 1, 0)))
+
+    def action_page(self, direction: int) -> None:
+        self.action_move(direction * max(self.size.height - 1, 1))
+
+    def action_jump(self, where: int) -> None:
+        self.cursor = max(len(self.rows) - 1, 0) if where < 0 else 0
+
+    def action_select(self) -> None:
+        if len(self.rows):
+            self.post_message(self.Selected(self, self.current_row()))
+
+    def on_click(self, event) -> None:
+        row = int(self.scroll_offset.y) + event.y
+        if 0 <= row < len(self.rows):
+            if row == self.cursor and event.chain > 1:
+                self.action_select()
+            self.cursor = row
+
+    def render_line(self, y: int) -> Strip:
+        scroll_x, scroll_y = self.scroll_offset
+        i = int(scroll_y) + y
+        width = self.size.width
+        if i >= len(self.rows):
+            return Strip.blank(width, self.rich_style)
+        style = self.get_component_rich_style("virtual-list--cursor") if i == self.cursor else self.rich_style
+        strip = Strip([Segment(self.line(i).ljust(scroll_x + width), style)])
+        return strip.crop(scroll_x, scroll_x + width)
