@@ -104,3 +104,20 @@ def test_tui_in_tmux(tmp_path):
         assert "Traceback" not in tmux.screen()
     finally:
         subprocess.run(tmux.base + ["kill-server"], capture_output=True, timeout=30)
+
+
+def test_live_from_a_pipe_opens_the_tui_with_keys_from_the_terminal(tmp_path):
+    """`tcpdump -w - | roceview live -r -`: the stream is the pipe, the keys come from the
+    terminal (Textual reads fd 0: without the swap it decoded pcap bytes as keys and crashed),
+    the overview shows the live line, and q ends with the report and exit 0."""
+    tmux = Tmux(tmp_path)
+    status = tmp_path / "status"
+    python = shlex.quote(sys.executable)
+    _start(tmux, f"cat captures/network-loss.pcap | {python} -m roceview live -r -; echo $? > {shlex.quote(str(status))}; "
+                 "sleep 60")
+    try:
+        flat = " ".join(tmux.wait_for("network_loss").split())     # 80 columns wrap the live line
+        assert "kernel drops unknown" in flat and "roceview drops 0" in flat
+        assert _quit_status(tmux, status) == "0"
+    finally:
+        subprocess.run(tmux.base + ["kill-server"], capture_output=True, timeout=30)

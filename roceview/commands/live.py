@@ -59,8 +59,14 @@ def run(args, env) -> ExitStatus:
     session = LiveSession(args, env.warn)
     with session:
         if tui is not None:
+            if args.read == "-":             # the stream holds its own fd of the pipe
+                import os
+
+                from roceview.commands.tui import keys_from_tty
+
+                os.close(keys_from_tty())
             tui.run_app(session.batches(full=True), title=session.title, options=_tui_options(args),
-                        live_stats=session.stats)
+                        live_stats=lambda: _tui_stats(session.stats()))
         else:
             with _StatusLine(session, env.stderr):
                 for _ in session.batches():
@@ -70,6 +76,14 @@ def run(args, env) -> ExitStatus:
 
     print(session.summary_line(), file=env.stdout)
     return write_and_report(result, args, env)
+
+
+def _tui_stats(stats: dict) -> dict:
+    """The overview's live line: drops (unknown from a stream: its writer counts them) and state."""
+    kernel = stats["kernel_drops"]
+    state = "starting" if stats["starting"] else f"stopped ({stats['stopped']})" if stats["stopped"] else "capturing"
+    return {"kernel drops": "unknown" if kernel is None else int(kernel),
+            "roceview drops": int(stats["roceview_drops"]), "capture": state}
 
 
 def _tui_options(args):

@@ -51,18 +51,27 @@ def _capture_from_stdin_keys_from_tty() -> None:
     """`tcpdump -w - | roceview tui -`: the capture keeps the pipe (moved to another fd, as
     sys.stdin), the terminal becomes fd 0 for Textual's keyboard (it reads sys.__stdin__)."""
     import io
-    import os
     import sys
 
     from roceview.errors import BadInput
 
     if sys.stdin.isatty():
         raise BadInput("'-' reads the capture from stdin: pipe one in (e.g. tcpdump -w - | roceview tui -)")
+    sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(keys_from_tty(), "rb")))
+
+
+def keys_from_tty() -> int:
+    """Make the terminal fd 0, where Textual reads keys, and return a new fd of what fd 0 was
+    (the capture's pipe). Also `roceview live -r -`, whose stream already holds its own copy."""
+    import os
+
+    from roceview.errors import BadInput
+
     try:
         tty = os.open("/dev/tty", os.O_RDWR)
     except OSError:
-        raise BadInput("'-' needs a terminal for the keys (/dev/tty cannot be opened)") from None
+        raise BadInput("a capture on stdin needs a terminal for the keys (/dev/tty cannot be opened)") from None
     capture = os.dup(0)
     os.dup2(tty, 0)
     os.close(tty)
-    sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(capture, "rb")))
+    return capture
