@@ -6,7 +6,12 @@ signs that it is wrong, checked only when the capture has PFC/PAUSE frames (only
 depend on it):
 
 * the traffic's own bit rate: the frame bytes into or out of one host over a window of at least
-  `link_rate_window_ms` exceed the assumed speed, so that host's link is faster;
+  `link_rate_window_ms` exceed the assumed speed by more than `link_rate_margin`, so that host's
+  link is faster. The margin absorbs software timestamps: a capture thread that stalls for 50 us
+  stamps the packets it then catches up on in the next window, 5 % more than the wire carried in
+  1 ms; Ethernet speeds one step apart differ by at least 1.25x (40 -> 50 Gb/s), 2x at 100 Gb/s
+  and above, so a wrong speed still shows. A capture that holds frames twice (a mirror of both
+  directions, two mirror ports merged) doubles the rate: the summary says so;
 * a PAUSE-only capture: 802.3x PAUSE frames, no PFC and no RoCE at all, at an assumed speed of
   `pause_only_min_gbps` or more. Global PAUSE without DCB is what 1 Gb/s and slower adapters send
   (the real example: an ASIX USB NIC); nothing in such a capture supports a data-centre speed.
@@ -35,13 +40,15 @@ def link_speed_findings(ctx: Context) -> list[dict]:
         return []
     speed = link_speed(ctx)
     fast = _fastest_host(ctx)
-    if fast is not None and fast[1] > speed:
+    if fast is not None and fast[1] > speed * ctx.config.link_rate_margin:
         host, gbps, start, width, side = fast
         summary = (f"Pause times assume a {speed:g} Gb/s link (--link-speed), but the traffic {side} {host} reached "
-                   f"{fmt_gbps(gbps)} Gb/s over {width / 1e6:g} ms: its link is faster, so every pause time here is too "
-                   "long; give --link-speed with the port speed.")
+                   f"{fmt_gbps(gbps)} Gb/s over {width / 1e6:g} ms: its link is faster (unless the capture holds "
+                   "each frame twice: a mirror of both directions or two mirror ports merged), so every pause time "
+                   "here may be too long; give --link-speed with the port speed.")
         evidence = [f"{fmt_gbps(gbps)} Gb/s of RoCE frames {side} {host} in the {width / 1e6:g} ms from {format_ts(start)}",
-                    f"assumed {speed:g} Gb/s"]
+                    f"assumed {speed:g} Gb/s; a mismatch needs more than {ctx.config.link_rate_margin:g}x that "
+                    "(software timestamp jitter)"]
         return [finding("info", "link_speed_mismatch", summary, [], start, start + width, evidence, _ADVICE)]
     prios = {r["priority"] for r in ctx.pfc if r["pause_frames"]}
     if prios == {"all"} and not ctx.summary.get("roce_packets") and speed >= ctx.config.pause_only_min_gbps:

@@ -1,0 +1,34 @@
+"""Review of issue 15 item 9: link_speed_mismatch must not call a healthy line-rate host's link
+faster because a software-timestamped capture bunched its packets into one window."""
+from __future__ import annotations
+
+from f15b_helpers import MACS, Cap, listing
+
+MS = 1_000_000
+FRAME_NS = 336          # a 4,174-byte WRITE frame every 336 ns: 99.4 Gb/s of frame bytes, a 100 Gb/s wire
+STALL_NS = 60_000       # the capture thread stalls 60 us before the first ms and stamps the backlog after it
+
+
+def _line_rate_with_stalls(c: Cap, packets: int) -> Cap:
+    t0 = c.t - c.t % MS + MS
+    for psn in range(packets):
+        t = t0 + psn * FRAME_NS
+        late = t0 + MS - STALL_NS <= t < t0 + MS              # caught up just after the ms boundary
+        c.t = t - t % MS + MS + (t % MS - (MS - STALL_NS)) // 100 if late else t
+        c.roce(0, 1, 0x0A, psn, 4096, reth=(0x1000, 0x1234, 4096))
+    return c.ack(1, 0, packets - 1)
+
+
+def test_line_rate_traffic_with_timestamp_stalls_is_no_link_speed_mismatch(tmp_path):
+    c = _line_rate_with_stalls(Cap().pfc(0xFFFF, mac=MACS[1]).at(1000).pfc(0, mac=MACS[1]), 9_000)
+    found = c.findings(tmp_path)
+    assert "link_speed_mismatch" not in {f["kind"] for f in found}, listing(found)
+
+
+def test_the_same_traffic_at_twice_the_assumed_speed_is_still_a_mismatch(tmp_path):
+    c = _line_rate_with_stalls(Cap().pfc(0xFFFF, mac=MACS[1]).at(1000).pfc(0, mac=MACS[1]), 9_000)
+    found = c.findings(tmp_path, link_speed=50.0)
+    doubt = [f for f in found if f["kind"] == "link_speed_mismatch"]
+    assert len(doubt) == 1, listing(found)
+    assert "reached 105 Gb/s over 1 ms" in doubt[0]["summary"], doubt[0]["summary"]
+    assert "each frame twice" in doubt[0]["summary"]
