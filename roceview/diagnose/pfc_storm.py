@@ -78,12 +78,23 @@ def storm_finding(ctx: Context, row: dict, per: np.ndarray, frames: list, who: s
                 f"{cfg.storm_window_ms:g} ms window; longest continuous pause {span(longest)})")
         how = (f"{plural(xoffs, 'pause frame')} in {plural(n_periods, 'paused period')}: the pauses lapsed "
                f"for up to {us(lapse)} between XOFF refreshes")
+    cut = _not_listed(ctx)
+    if cut:   # the periods come from the event log, which keeps the first MAX_PER_KIND of a kind
+        rule += (f" in the first {plural(len(frames), 'pause/resume frame')} of this source (to {span(frames[-1][0] - start)} "
+                 f"after the first); {cut:,} later pause/resume frames of the capture were not kept as events, so "
+                 "the storm may go on longer")
     summary = f"PFC storm: {who} kept {prio} {rule}; {note}."
     evidence = [f"rule: {'continuous pause' if continuous else 'paused share of a window'}",
                 f"episode {span(length)}, paused {paused / length:.1%} of it" +
                 (f" ({len(found)} episodes)" if len(found) > 1 else ""),
                 f"worst {cfg.storm_window_ms:g} ms window paused {worst:.1%}", how, note]
     return finding("critical", "pfc_storm", summary, [], start, end, evidence, _advice(row["priority"], host))
+
+
+def _not_listed(ctx: Context) -> int:
+    """PFC pause/resume frames of the capture past the event log's budget (summary events_not_listed)."""
+    cut = ctx.summary.get("events_not_listed") or {}
+    return int(cut.get("pfc_pause", 0)) + int(cut.get("pfc_resume", 0))
 
 
 def _advice(p: str, host) -> str:
