@@ -32,3 +32,14 @@ def test_the_same_traffic_at_twice_the_assumed_speed_is_still_a_mismatch(tmp_pat
     assert len(doubt) == 1, listing(found)
     assert "reached 105 Gb/s over 1 ms" in doubt[0]["summary"], doubt[0]["summary"]
     assert "each frame twice" in doubt[0]["summary"]
+
+
+def test_a_pause_only_capture_is_not_called_a_slow_link(tmp_path):
+    """mlx5 ports send 802.3x PAUSE by default when PFC is off, at 25-100 Gb/s: a PAUSE-only
+    capture shows no speed, so the finding asks for it and does not claim a 1 Gb/s link."""
+    found = Cap().pause(0, mac=bytes(6)).at(1000).pause(0xFFFF, mac=bytes(6)).findings(tmp_path)
+    doubt = [f for f in found if f["kind"] == "link_speed_mismatch"]
+    assert len(doubt) == 1, listing(found)
+    assert "1 Gb/s and slower links" not in doubt[0]["summary"]
+    assert "nothing here shows the link speed" in doubt[0]["summary"]
+    assert "at 100 Mb/s 335.5 ms, not 335.5 us" in doubt[0]["summary"]

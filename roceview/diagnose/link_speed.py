@@ -13,8 +13,10 @@ depend on it):
   and above, so a wrong speed still shows. A capture that holds frames twice (a mirror of both
   directions, two mirror ports merged) doubles the rate: the summary says so;
 * a PAUSE-only capture: 802.3x PAUSE frames, no PFC and no RoCE at all, at an assumed speed of
-  `pause_only_min_gbps` or more. Global PAUSE without DCB is what 1 Gb/s and slower adapters send
-  (the real example: an ASIX USB NIC); nothing in such a capture supports a data-centre speed.
+  `pause_only_min_gbps` or more. Nothing in such a capture supports the assumed speed: global
+  PAUSE is sent at every speed where flow control is on and DCB is not (the real example: an
+  ASIX USB NIC at 100 Mb/s; mlx5 ports too, whose pause is on by default without PFC), so the
+  finding asks for the speed rather than guessing a slow link.
 """
 from __future__ import annotations
 
@@ -53,9 +55,10 @@ def link_speed_findings(ctx: Context) -> list[dict]:
     prios = {r["priority"] for r in ctx.pfc if r["pause_frames"]}
     if prios == {"all"} and not ctx.summary.get("roce_packets") and speed >= ctx.config.pause_only_min_gbps:
         q_time = 65535 * 512 / (speed * 1e9)
-        summary = (f"Only 802.3x PAUSE frames and no RoCE traffic: that is how 1 Gb/s and slower links pause, yet "
-                   f"pause times assume {speed:g} Gb/s (--link-speed). At 1 Gb/s a 65535-quanta pause lasts 33.6 ms, "
-                   f"at 100 Mb/s 335.5 ms, not {q_time * 1e6:.1f} us; give --link-speed with the port speed.")
+        summary = (f"Only 802.3x PAUSE frames and no RoCE traffic: nothing here shows the link speed, yet pause "
+                   f"times assume {speed:g} Gb/s (--link-speed). Global PAUSE comes from any port with flow control "
+                   "on and no DCB, USB adapters included: at 1 Gb/s a 65535-quanta pause lasts 33.6 ms, at 100 Mb/s "
+                   f"335.5 ms, not {q_time * 1e6:.1f} us; give --link-speed with the port speed.")
         evidence = ["802.3x PAUSE (priority all) only, no PFC frame, no RoCE packet", f"assumed {speed:g} Gb/s"]
         return [finding("info", "link_speed_mismatch", summary, [], ctx.start_ns, ctx.end_ns, evidence, _ADVICE)]
     return []
