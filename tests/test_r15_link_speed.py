@@ -43,3 +43,30 @@ def test_a_pause_only_capture_is_not_called_a_slow_link(tmp_path):
     assert "1 Gb/s and slower links" not in doubt[0]["summary"]
     assert "nothing here shows the link speed" in doubt[0]["summary"]
     assert "at 100 Mb/s 335.5 ms, not 335.5 us" in doubt[0]["summary"]
+
+
+def _findings_with_bucket(path, bucket_ms: float) -> list[dict]:
+    from roceview.analysis import Analyzer
+    from roceview.diagnose import FactCollector, find
+    from roceview.packets import iter_batches
+
+    analyzer, facts = Analyzer(bucket_ms=bucket_ms), FactCollector()
+    for batch in iter_batches([str(path)], warn=lambda m: None):
+        analyzer.feed(batch)
+        facts.feed(batch)
+    return find(analyzer.finish(files=[str(path)]), facts=facts.finish())
+
+
+def test_timeline_buckets_that_do_not_tile_the_window_add_no_traffic(tmp_path):
+    """--bucket 0.7: a 1 ms window keyed by bucket start held one or two buckets (1.4 ms of
+    traffic), so a 99.4 Gb/s line-rate host read as 139 Gb/s; windows are whole buckets now."""
+    c = Cap().pfc(0xFFFF, mac=MACS[1]).at(1000).pfc(0, mac=MACS[1])
+    for psn in range(9_000):
+        c.t += FRAME_NS - 100
+        c.roce(0, 1, 0x0A, psn, 4096, reth=(0x1000, 0x1234, 4096))
+    path = tmp_path / "cap.pcapng"
+    from test_diagnose_boundaries import write_pcapng
+
+    write_pcapng(path, c.frames, c.ts)
+    found = _findings_with_bucket(path, 0.7)
+    assert "link_speed_mismatch" not in {f["kind"] for f in found}, listing(found)

@@ -6,7 +6,7 @@ signs that it is wrong, checked only when the capture has PFC/PAUSE frames (only
 depend on it):
 
 * the traffic's own bit rate: the frame bytes into or out of one host over a window of at least
-  `link_rate_window_ms` exceed the assumed speed by more than `link_rate_margin`, so that host's
+  `link_rate_window_ms` (whole timeline buckets) exceed the assumed speed by more than `link_rate_margin`, so that host's
   link is faster. The margin absorbs software timestamps: a capture thread that stalls for 50 us
   stamps the packets it then catches up on in the next window, 5 % more than the wire carried in
   1 ms; Ethernet speeds one step apart differ by at least 1.25x (40 -> 50 Gb/s), 2x at 100 Gb/s
@@ -75,7 +75,9 @@ def _fastest_host(ctx: Context):
     if not len(tl.get("flow", [])):
         return None
     bucket = int(float(ctx.summary.get("timeline_bucket_ms") or ctx.summary.get("bucket_ms") or 1.0) * 1e6)
-    width = max(bucket, int(ctx.config.link_rate_window_ms * 1e6))
+    # whole buckets: a window keyed by bucket start that holds a bucket more than its length
+    # overstates the rate (0.7 ms buckets in 1 ms windows: 1.4 ms of traffic in one window)
+    width = bucket * max(1, -(-int(ctx.config.link_rate_window_ms * 1e6) // bucket))
     flows = Coded.of(tl["flow"])
     hosts = sorted({h for n in flows.names if n in ctx.flow for h in (ctx.flow[n]["src_ip"], ctx.flow[n]["dst_ip"])})
     if not hosts:
