@@ -6,8 +6,8 @@ signs that it is wrong, checked only when the capture has PFC/PAUSE frames (only
 depend on it):
 
 * the traffic's own bit rate: the frame bytes into or out of one host over a window of at least
-  `link_rate_window_ms` (whole timeline buckets) exceed the assumed speed by more than `link_rate_margin`, so that host's
-  link is faster. The margin absorbs software timestamps: a capture thread that stalls for 50 us
+  `link_rate_window_ms` (whole timeline buckets) exceed the assumed speed by more than
+  `link_rate_margin`, so that host's link is faster. The margin absorbs software timestamps: a capture thread that stalls for 50 us
   stamps the packets it then catches up on in the next window, 5 % more than the wire carried in
   1 ms; Ethernet speeds one step apart differ by at least 1.25x (40 -> 50 Gb/s), 2x at 100 Gb/s
   and above, so a wrong speed still shows. A capture that holds frames twice (a mirror of both
