@@ -10,8 +10,9 @@ depend on it):
   `link_rate_margin`, so that host's link is faster. The margin absorbs software timestamps: a
   capture thread that stalls for 60 us stamps the packets it then catches up on in the next
   window, 6 % more than the wire carried in 1 ms; Ethernet speeds one step apart differ by at
-  least 1.25x (40 -> 50 Gb/s), 2x at 100 Gb/s and above, so a wrong speed still shows. A capture that holds frames twice (a mirror of both
-  directions, two mirror ports merged) doubles the rate: the summary says so;
+  least 1.25x (40 -> 50 Gb/s), 2x at 100 Gb/s and above, so a wrong speed still shows. A capture
+  that holds frames twice (a mirror of both directions, two mirror ports merged) doubles the
+  rate: the summary says so;
 * a PAUSE-only capture: 802.3x PAUSE frames, no PFC and no RoCE at all, at an assumed speed of
   `pause_only_min_gbps` or more. Nothing in such a capture supports the assumed speed: global
   PAUSE is sent at every speed where flow control is on and DCB is not (the real example: an
