@@ -36,8 +36,10 @@ def _bad_icrc(ctx: Context) -> list[dict]:
     """bad_icrc, split by what the endpoints did. A NIC drops a packet whose ICRC fails (IBTA
     9.6.1.3, mlx5 counts it in rx_icrc_encapsulated), so an RC receiver that acknowledged such a
     packet with nothing resent and no NAK got it intact: the capture path (mirror, ERSPAN, capture
-    NIC or tool) changed or lost the ICRC. Provable only for a request class whose every packet
-    failed (its first PSN is then a bad one), acknowledged later by the peer."""
+    NIC or tool) changed or lost the ICRC. An RC responder acknowledges PSN n only once it has
+    every PSN up to n (IBTA 9.7.5.1.1), and with nothing resent the copies it has are the captured
+    ones: an ACK after the last packet of a request class that covers that packet's PSN proves
+    the class's bad-ICRC packets arrived intact, however few of them failed."""
     bad = {n: ff.bad_icrc for n, ff in ctx.flow_facts.items() if ff.bad_icrc}
     if not bad:
         return []
@@ -58,13 +60,13 @@ def _peer(ctx: Context, name: str) -> str | None:
 def _acknowledged(ctx: Context, name: str) -> bool:
     """The receiver acknowledged a bad-ICRC request of this RC flow, which was never resent or NAKed."""
     ff, peer = ctx.flow_facts[name], _peer(ctx, name)
-    if not ff.bad_first or peer is None or ctx.flow[name]["transport"] not in ("RC", "XRC"):
+    if not ff.bad_requests or peer is None or ctx.flow[name]["transport"] not in ("RC", "XRC"):
         return False   # UC/UD have no ACKs; the RD range is ConnectX DC, whose ICRC use is vendor-defined
     if ctx.flow[name]["retransmitted_packets"] or ctx.flow[peer]["naks_seq"] or ctx.flow[peer]["naks_other"]:
         return False
     acks = ctx.flow_facts.get(peer)
     return acks is not None and any(ack_ts > ts and 0 <= (ack - psn) % PSN_MOD < PSN_MOD // 2
-                                    for ts, psn in ff.bad_first for ack_ts, ack in acks.response_last)
+                                    for ts, psn in ff.bad_requests for ack_ts, ack in acks.response_last)
 
 
 def _icrc_finding(ctx: Context, bad: dict, accepted: bool) -> dict:

@@ -27,7 +27,9 @@ class Config:
     pause_warning_share: float = 0.05   # pfc_pause is a warning when a (MAC, priority) is paused
                                         # for at least this share of the capture, else info
     link_rate_window_ms: float = 1.0    # link_speed_mismatch: a host's bit rate over this window (at
-                                        # least one timeline bucket) above --link-speed
+                                        # least one timeline bucket) above --link-speed ...
+    link_rate_margin: float = 1.25      # ... times this (software timestamps bunch packets; Ethernet
+                                        # speeds one step apart differ by >= 1.25x)
     pause_only_min_gbps: float = 10.0   # ... or PAUSE-only, no RoCE, at an assumed speed >= this
     # --- priorities ------------------------------------------------------------------------------
     trust: str = "auto"                 # how a switch maps a frame to a priority: "pcp", "dscp",

@@ -40,7 +40,7 @@ class FlowFacts:
     data_ect: int = 0      # ECN-capable data packets: RoCEv2 only (switches do not mark a RoCEv1 GRH)
     data_v1: int = 0       # RoCEv1 data packets
     bad_icrc: int = 0
-    bad_first: list = field(default_factory=list)   # [(ts, psn)] of request classes whose every packet failed ICRC
+    bad_requests: list = field(default_factory=list)   # [(ts, psn)] last packet of each request class with bad ICRCs
     response_last: list = field(default_factory=list)   # [(ts, psn)] last packet of each response class
     src_macs: set = field(default_factory=set)
     dst_macs: set = field(default_factory=set)
@@ -200,8 +200,8 @@ def _add_class(ff: FlowFacts, c) -> None:
         ff.data_ect += c.packets if c.ecn > 0 and c.proto == "roce_v2" else 0
     if c.opclass in (REQUEST, READ_REQUEST):
         ff.request_arc.append((c.first_psn, c.last_psn))
-        if c.bad_icrc and c.bad_icrc == c.packets:
-            ff.bad_first.append((c.first_ts, c.first_psn))
+        if c.bad_icrc:
+            ff.bad_requests.append((c.last_ts, c.last_psn))
     elif c.opclass in RESPONSE_CLASSES:
         ff.response_arc.append((c.first_psn, c.last_psn))
         ff.response_last.append((c.last_ts, c.last_psn))

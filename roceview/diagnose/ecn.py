@@ -229,20 +229,16 @@ def _pauses_near(ctx: Context, dst: str, flows, start: int, end: int) -> int:
     """Pause frames in [start, end) that can belong to this incast: from the receiver's own NIC or
     from a switch port (a MAC that is no RoCE host), on a priority the incast flows use (or 802.3x
     PAUSE). Pauses another host's NIC sends, or sent at another time, are not this receiver's."""
-    from roceview.diagnose.pfc import PAUSE_DETAIL
+    from roceview.diagnose.pfc import pause_frames
     from roceview.diagnose.priority import flow_priorities
 
     hosts = ctx.host_macs()
     prios = {str(p) for n in flows for p in flow_priorities(ctx, n)}
     n = 0
-    for mac in ctx.flows_with("pfc_pause"):
+    for (mac, prio), rows in pause_frames(ctx).items():
         owner = hosts.get(int(mac.replace(":", ""), 16))
-        if owner is not None and dst not in owner:
+        if (owner is not None and dst not in owner) or (prios and prio != "all" and prio not in prios):
             continue
-        ev = ctx.ev("pfc_pause", mac)
-        inside = (ev.ts >= start) & (ev.ts < end)
-        for d in (ev.detail[i] for i in np.flatnonzero(inside).tolist()):
-            m = PAUSE_DETAIL.search(d or "")
-            if m and (not prios or m.group(1) == "all" or m.group(1) in prios):
-                n += 1
+        ts, q = rows[:, 0], rows[:, 1]
+        n += int(np.count_nonzero((q > 0) & (ts >= start) & (ts < end)))
     return n

@@ -6,10 +6,18 @@ signs that it is wrong, checked only when the capture has PFC/PAUSE frames (only
 depend on it):
 
 * the traffic's own bit rate: the frame bytes into or out of one host over a window of at least
-  `link_rate_window_ms` exceed the assumed speed, so that host's link is faster;
+  `link_rate_window_ms` (whole timeline buckets) exceed the assumed speed by more than
+  `link_rate_margin`, so that host's link is faster. The margin absorbs software timestamps: a
+  capture thread that stalls for 60 us stamps the packets it then catches up on in the next
+  window, 6 % more than the wire carried in 1 ms; Ethernet speeds one step apart differ by at
+  least 1.25x (40 -> 50 Gb/s), 2x at 100 Gb/s and above, so a wrong speed still shows. A capture
+  that holds frames twice (a mirror of both directions, two mirror ports merged) doubles the
+  rate: the summary says so;
 * a PAUSE-only capture: 802.3x PAUSE frames, no PFC and no RoCE at all, at an assumed speed of
-  `pause_only_min_gbps` or more. Global PAUSE without DCB is what 1 Gb/s and slower adapters send
-  (the real example: an ASIX USB NIC); nothing in such a capture supports a data-centre speed.
+  `pause_only_min_gbps` or more. Nothing in such a capture supports the assumed speed: global
+  PAUSE is sent at every speed where flow control is on and DCB is not (the real example: an
+  ASIX USB NIC at 100 Mb/s; mlx5 ports too, whose pause is on by default without PFC), so the
+  finding asks for the speed rather than guessing a slow link.
 """
 from __future__ import annotations
 
@@ -35,20 +43,23 @@ def link_speed_findings(ctx: Context) -> list[dict]:
         return []
     speed = link_speed(ctx)
     fast = _fastest_host(ctx)
-    if fast is not None and fast[1] > speed:
+    if fast is not None and fast[1] > speed * ctx.config.link_rate_margin:
         host, gbps, start, width, side = fast
         summary = (f"Pause times assume a {speed:g} Gb/s link (--link-speed), but the traffic {side} {host} reached "
-                   f"{fmt_gbps(gbps)} Gb/s over {width / 1e6:g} ms: its link is faster, so every pause time here is too "
-                   "long; give --link-speed with the port speed.")
+                   f"{fmt_gbps(gbps)} Gb/s over {width / 1e6:g} ms: its link is faster (unless the capture holds "
+                   "each frame twice: a mirror of both directions or two mirror ports merged), so every pause time "
+                   "here may be too long; give --link-speed with the port speed.")
         evidence = [f"{fmt_gbps(gbps)} Gb/s of RoCE frames {side} {host} in the {width / 1e6:g} ms from {format_ts(start)}",
-                    f"assumed {speed:g} Gb/s"]
+                    f"assumed {speed:g} Gb/s; a mismatch needs more than {ctx.config.link_rate_margin:g}x that "
+                    "(software timestamp jitter)"]
         return [finding("info", "link_speed_mismatch", summary, [], start, start + width, evidence, _ADVICE)]
     prios = {r["priority"] for r in ctx.pfc if r["pause_frames"]}
     if prios == {"all"} and not ctx.summary.get("roce_packets") and speed >= ctx.config.pause_only_min_gbps:
         q_time = 65535 * 512 / (speed * 1e9)
-        summary = (f"Only 802.3x PAUSE frames and no RoCE traffic: that is how 1 Gb/s and slower links pause, yet "
-                   f"pause times assume {speed:g} Gb/s (--link-speed). At 1 Gb/s a 65535-quanta pause lasts 33.6 ms, "
-                   f"at 100 Mb/s 335.5 ms, not {q_time * 1e6:.1f} us; give --link-speed with the port speed.")
+        summary = (f"Only 802.3x PAUSE frames and no RoCE traffic: nothing here shows the link speed, yet pause "
+                   f"times assume {speed:g} Gb/s (--link-speed). Global PAUSE comes from any port with flow control "
+                   "on and no DCB, USB adapters included: at 1 Gb/s a 65535-quanta pause lasts 33.6 ms, at 100 Mb/s "
+                   f"335.5 ms, not {q_time * 1e6:.1f} us; give --link-speed with the port speed.")
         evidence = ["802.3x PAUSE (priority all) only, no PFC frame, no RoCE packet", f"assumed {speed:g} Gb/s"]
         return [finding("info", "link_speed_mismatch", summary, [], ctx.start_ns, ctx.end_ns, evidence, _ADVICE)]
     return []
@@ -65,7 +76,9 @@ def _fastest_host(ctx: Context):
     if not len(tl.get("flow", [])):
         return None
     bucket = int(float(ctx.summary.get("timeline_bucket_ms") or ctx.summary.get("bucket_ms") or 1.0) * 1e6)
-    width = max(bucket, int(ctx.config.link_rate_window_ms * 1e6))
+    # whole buckets: a window keyed by bucket start that holds a bucket more than its length
+    # overstates the rate (0.7 ms buckets in 1 ms windows: 1.4 ms of traffic in one window)
+    width = bucket * max(1, -(-int(ctx.config.link_rate_window_ms * 1e6) // bucket))
     flows = Coded.of(tl["flow"])
     hosts = sorted({h for n in flows.names if n in ctx.flow for h in (ctx.flow[n]["src_ip"], ctx.flow[n]["dst_ip"])})
     if not hosts:

@@ -20,17 +20,39 @@ from roceview.diagnose.pfc_storm import storm_finding
 PAUSE_DETAIL = re.compile(r"priority (\w+) quanta (\d+)")
 
 
-def pause_frames(ctx: Context) -> dict[tuple[str, str], list]:
-    """(source MAC, priority) -> its pause and resume frames [(ts, quanta)] in time order."""
-    rows: dict[tuple[str, str], list] = defaultdict(list)
+def pause_frames(ctx: Context) -> dict[tuple[str, str], np.ndarray]:
+    """(source MAC, priority) -> its pause and resume frames as rows [ts, quanta] in time order.
+    Built once per Context: a capture's few distinct detail texts are parsed once each, the
+    frames (up to the event log's 250,000 per kind) stay numpy."""
+    if "_pause_frames" not in ctx.__dict__:
+        ctx.__dict__["_pause_frames"] = _pause_frames(ctx)
+    return ctx.__dict__["_pause_frames"]
+
+
+def _pause_frames(ctx: Context) -> dict[tuple[str, str], np.ndarray]:
+    parsed: dict[str, tuple[str, int] | None] = {}
+    parts: dict[tuple[str, str], list] = defaultdict(list)
     for kind in ("pfc_pause", "pfc_resume"):
         for mac in ctx.flows_with(kind):
             ev = ctx.ev(kind, mac)
-            for ts, d in zip(ev.ts.tolist(), ev.detail):
-                m = PAUSE_DETAIL.search(d or "")
-                if m:
-                    rows[(mac, m.group(1))].append((ts, int(m.group(2))))
-    return {k: sorted(v) for k, v in rows.items()}
+            index = {d: i for i, d in enumerate(dict.fromkeys(ev.detail))}   # distinct texts, in order
+            code = np.fromiter((index[d] for d in ev.detail), np.int64, len(ev.detail))
+            for d, i in index.items():
+                if d not in parsed:
+                    m = PAUSE_DETAIL.search(d or "")
+                    parsed[d] = (m.group(1), int(m.group(2))) if m else None
+                if parsed[d] is not None:
+                    prio, quanta = parsed[d]
+                    ts = np.asarray(ev.ts, np.int64)[code == i]
+                    parts[(mac, prio)].append(np.stack([ts, np.full(len(ts), quanta, np.int64)], axis=1))
+    out = {}
+    for key, rows in parts.items():
+        rows = np.concatenate(rows)
+        out[key] = rows[np.lexsort((rows[:, 1], rows[:, 0]))]
+    return out
+
+
+_NO_FRAMES = np.zeros((0, 2), dtype=np.int64)
 
 
 def pause_periods(ctx: Context, frames: dict | None = None) -> dict[tuple[str, str], np.ndarray]:
@@ -41,9 +63,8 @@ def pause_periods(ctx: Context, frames: dict | None = None) -> dict[tuple[str, s
     return {k: _periods(v, ns_per_quantum, ctx.end_ns) for k, v in frames.items()}
 
 
-def _periods(frames, ns_per_quantum: float, end_ns: int) -> np.ndarray:
-    ts = np.array([t for t, _ in frames], dtype=np.int64)
-    q = np.array([x for _, x in frames], dtype=np.int64)
+def _periods(frames: np.ndarray, ns_per_quantum: float, end_ns: int) -> np.ndarray:
+    ts, q = frames[:, 0], frames[:, 1]
     stop = ts + np.round(q * ns_per_quantum).astype(np.int64)
     stop[:-1] = np.minimum(stop[:-1], ts[1:])
     stop = np.minimum(stop, max(end_ns, int(ts.max())))
@@ -68,7 +89,7 @@ def pfc_findings(ctx: Context) -> list[dict]:
         per = periods.get(key, np.zeros((0, 2), dtype=np.int64))
         host = hosts.get(_mac_int(row["src_mac"]))
         out.append(_pause(ctx, row, host, note))
-        storm = storm_finding(ctx, row, per, frames.get(key, []), _who(row["src_mac"], host),
+        storm = storm_finding(ctx, row, per, frames.get(key, _NO_FRAMES), _who(row["src_mac"], host),
                               _prio_text(row["priority"]), host, note)
         if storm:
             out.append(storm)

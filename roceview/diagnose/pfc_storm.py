@@ -55,7 +55,7 @@ def _paused_in(periods: np.ndarray, start: int, end: int) -> tuple[int, int, int
     return int((e - s).sum()), int(len(s)), int(lapses.max()) if len(lapses) else 0
 
 
-def storm_finding(ctx: Context, row: dict, per: np.ndarray, frames: list, who: str, prio: str,
+def storm_finding(ctx: Context, row: dict, per: np.ndarray, frames: np.ndarray, who: str, prio: str,
                   host, note: str) -> dict | None:
     cfg = ctx.config
     storm_ns, window_ns = int(cfg.storm_ms * 1e6), int(cfg.storm_window_ms * 1e6)
@@ -68,7 +68,8 @@ def storm_finding(ctx: Context, row: dict, per: np.ndarray, frames: list, who: s
     length = max(end - start, 1)
     worst = float(window_shares(per, window_ns).max())
     longest = int((per[:, 1] - per[:, 0]).max())
-    xoffs = sum(1 for ts, q in frames if q > 0 and start <= ts < end)
+    ts, q = frames[:, 0], frames[:, 1]
+    xoffs = int(np.count_nonzero((q > 0) & (ts >= start) & (ts < end)))
     if continuous:
         rule = f"paused continuously for {span(longest)} (watchdog threshold {cfg.storm_ms:g} ms)"
         how = f"{plural(xoffs, 'pause frame')} in the episode, each refreshed before the previous one ran out" \
@@ -78,12 +79,23 @@ def storm_finding(ctx: Context, row: dict, per: np.ndarray, frames: list, who: s
                 f"{cfg.storm_window_ms:g} ms window; longest continuous pause {span(longest)})")
         how = (f"{plural(xoffs, 'pause frame')} in {plural(n_periods, 'paused period')}: the pauses lapsed "
                f"for up to {us(lapse)} between XOFF refreshes")
+    cut = _not_listed(ctx)
+    if cut:   # the periods come from the event log, which keeps the first MAX_PER_KIND of a kind
+        rule += (f" in the first {plural(len(frames), 'pause/resume frame')} of this source (to {span(int(ts[-1]) - start)} "
+                 f"after the first); {cut:,} later pause/resume frames of the capture were not kept as events, so "
+                 "the storm may go on longer")
     summary = f"PFC storm: {who} kept {prio} {rule}; {note}."
     evidence = [f"rule: {'continuous pause' if continuous else 'paused share of a window'}",
                 f"episode {span(length)}, paused {paused / length:.1%} of it" +
                 (f" ({len(found)} episodes)" if len(found) > 1 else ""),
                 f"worst {cfg.storm_window_ms:g} ms window paused {worst:.1%}", how, note]
     return finding("critical", "pfc_storm", summary, [], start, end, evidence, _advice(row["priority"], host))
+
+
+def _not_listed(ctx: Context) -> int:
+    """PFC pause/resume frames of the capture past the event log's budget (summary events_not_listed)."""
+    cut = ctx.summary.get("events_not_listed") or {}
+    return int(cut.get("pfc_pause", 0)) + int(cut.get("pfc_resume", 0))
 
 
 def _advice(p: str, host) -> str:
