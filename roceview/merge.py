@@ -16,6 +16,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from roceview.batch import Batch
+from roceview.units import plural
 
 
 class _Source:
@@ -175,7 +176,7 @@ class FileSpans:
         for a, b in zip(order[:-1], order[1:]):
             if self.first[b] - self.last[a] > FAR_APART_NS:
                 years = (self.first[b] - self.last[a]) / (365.25 * 86_400 * 10**9)
-                out.append(f"{files[a]} ends {years:.0f} years before {files[b]} starts: merged in time they "
+                out.append(f"{files[a]} ends {plural(round(years), 'year')} before {files[b]} starts: merged in time they "
                            "make one capture spanning both; to analyze each file on its own use analyze --each")
         return out + self._psn_disagreements(files) if self.parts else out
 
@@ -193,7 +194,7 @@ class FileSpans:
             pairs.setdefault(tuple(sorted((int(file[x]), int(file[y])))), []).append((x, y))
         for (fa, fb), flows in pairs.items():
             x, y = flows[0] if file[flows[0][0]] == fa else flows[0][::-1]
-            more = f" (and {len(flows) - 1:,} more flows)" if len(flows) > 1 else ""
+            more = f" (and {plural(len(flows) - 1, 'more flow')})" if len(flows) > 1 else ""
             out.append(f"{files[fa]} and {files[fb]} overlap in time but disagree: flow {_flow_name(src[x], dst[x], qp[x])} "
                        f"has PSNs {p0[x]:,}-{p1[x]:,} in one and {p0[y]:,}-{p1[y]:,} in the other at the same time, "
                        f"which cannot be one sequence{more}; if they are separate captures use analyze --each")

@@ -75,17 +75,23 @@ def _run_each(args, env) -> ExitStatus:
 
 
 def _folders(files: list[str]) -> list[str]:
-    """A sub-folder name per file: its name without the capture suffix, numbered when two
-    files share one (ring/a.pcap and mirror/a.pcap: a, a-2)."""
+    """A sub-folder name per file: its name without the capture suffix, numbered when taken
+    (ring/a.pcap and mirror/a.pcap: a, a-2; a third file a-2.pcap then gets a-2-2, never a
+    folder another file writes); a name that would be '.' or '..' ('..pcap') keeps its suffix,
+    so no file's CSVs land in DIR itself or above it."""
     import os
 
-    names, seen = [], {}
+    names: list[str] = []
     for path in files:
-        name = "stdin" if path == "-" else os.path.basename(path)
+        base = name = "stdin" if path == "-" else os.path.basename(path)
         for suffix in (".gz", ".pcapng", ".pcap", ".cap"):
             name = name[:-len(suffix)] if name.lower().endswith(suffix) and len(name) > len(suffix) else name
-        seen[name] = seen.get(name, 0) + 1
-        names.append(name if seen[name] == 1 else f"{name}-{seen[name]}")
+        name = base if name in ("", ".", "..") else name
+        unique, k = name, 1
+        while unique in names:
+            k += 1
+            unique = f"{name}-{k}"
+        names.append(unique)
     return names
 
 
