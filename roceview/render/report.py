@@ -6,11 +6,10 @@ rows help nobody in a terminal, and qps.csv / --json have every one.
 """
 from __future__ import annotations
 
-import textwrap
 
 import numpy as np
 
-from roceview.render.screen import Screen, table_width
+from roceview.render.screen import Screen, table_width, wrap
 from roceview.units import count, duration, gbps, plural
 
 MAX_QP_ROWS = 25
@@ -79,8 +78,8 @@ def _finding(console: Screen, f: dict, span=None) -> None:
     wrapped under a hanging label (plain text, so a log or README shows it as on screen)."""
     severity, kind = f"{f['severity'].upper():8}", f" {f['kind']}  "
     indent = " " * (2 + len(severity + kind))  # a long sentence continues under the kind
-    lines = textwrap.wrap(str(f["summary"]), max(40, console.width), initial_indent=indent,
-                          subsequent_indent=" " * 11, break_on_hyphens=False) or [indent]
+    lines = wrap(str(f["summary"]), max(40, console.width), initial_indent=indent,
+                 subsequent_indent=" " * 11) or [indent]
     console.print("  " + console.style(severity, _SEVERITY_STYLE.get(f["severity"]))
                   + console.style(kind, "bold") + lines[0][len(indent):])
     for line in lines[1:]:
@@ -91,7 +90,7 @@ def _finding(console: Screen, f: dict, span=None) -> None:
                          ("evidence", f["evidence"]), ("advice", f["advice"])):
         if not value:
             continue
-        lines = textwrap.wrap(str(value), width, break_on_hyphens=False) or [""]
+        lines = wrap(str(value), width) or [""]
         console.print(console.style(f"{'':11}{label:<9}", "dim") + lines[0])
         for line in lines[1:]:
             console.print(f"{'':20}{line}")
