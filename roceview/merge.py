@@ -170,7 +170,7 @@ class FileSpans:
 
     def disagreements(self, files: list[str]) -> list[str]:
         """One sentence per pair of files that cannot be one capture, suggesting --each."""
-        out = []
+        out = _given_twice(files)
         seen = np.flatnonzero(self.first <= self.last)
         order = seen[np.argsort(self.first[seen], kind="stable")]
         for a, b in zip(order[:-1], order[1:]):
@@ -199,6 +199,26 @@ class FileSpans:
                        f"has PSNs {p0[x]:,}-{p1[x]:,} in one and {p0[y]:,}-{p1[y]:,} in the other at the same time, "
                        f"which cannot be one sequence{more}; if they are separate captures use analyze --each")
         return out
+
+
+def _given_twice(files: list[str]) -> list[str]:
+    """A file given twice (or given and inside a directory given) merges with itself: every
+    packet twice at the same time, which the analysis reads as retransmissions."""
+    import os
+
+    out, first = [], {}
+    for path in files:
+        try:
+            st = os.stat(path)
+        except (OSError, ValueError):
+            continue                                                 # '-' or gone: nothing to compare
+        if (st.st_dev, st.st_ino) in first:
+            seen = first[st.st_dev, st.st_ino]
+            what = f"{path} is given twice" if seen == path else f"{path} and {seen} are the same file"
+            out.append(f"{what}: merged, its packets count twice (each copy reads as a retransmission); "
+                       "give it once")
+        first.setdefault((st.st_dev, st.st_ino), path)
+    return out
 
 
 def _flow_key(batch: Batch, rows: np.ndarray) -> np.ndarray:

@@ -72,3 +72,17 @@ def test_two_disagreeing_flows_say_1_more_flow(tmp_path):
     write_rows_pcap(tmp_path / "b.pcap", _flows(T0 + 500, 9_000_000, qps=(0xD2, 0xD3)))
     got = _warnings([tmp_path / "a.pcap", tmp_path / "b.pcap"])
     assert len(got) == 1 and "(and 1 more flow)" in got[0], got
+
+
+def test_a_file_given_twice_is_named_once(tmp_path):
+    """clean.pcap twice merged with itself read as 120 retransmissions (a timeout_retransmit
+    warning) with nothing on stderr."""
+    path = _copy("clean.pcap", tmp_path / "d" / "clean.pcap")
+    got = _warnings([path, path])
+    assert len(got) == 1 and "given twice" in got[0], got
+    got = _warnings([path, str(tmp_path / "d")])                        # and again inside its directory
+    assert len(got) == 1 and "given twice" in got[0], got
+    (tmp_path / "link.pcap").symlink_to(path)
+    got = _warnings([path, str(tmp_path / "link.pcap")])
+    assert len(got) == 1 and "are the same file" in got[0], got
+    assert _warnings([path, _copy("rnr.pcap", tmp_path / "d2" / "rnr.pcap")]) == []
