@@ -86,3 +86,20 @@ def test_a_file_given_twice_is_named_once(tmp_path):
     got = _warnings([path, str(tmp_path / "link.pcap")])
     assert len(got) == 1 and "are the same file" in got[0], got
     assert _warnings([path, _copy("rnr.pcap", tmp_path / "d2" / "rnr.pcap")]) == []
+
+
+def test_each_goes_on_past_a_file_it_cannot_read_and_exits_2(tmp_path):
+    """One unreadable file among several stopped --each there: later files were never analyzed."""
+    junk = tmp_path / "junk.pcap"
+    junk.write_text("not a capture\n")
+    files = [str(SAMPLES / "rnr.pcap"), str(junk), str(SAMPLES / "clean.pcap")]
+    code, out, err = _run([*files, "--each", "--csv", str(tmp_path / "out")])
+    assert code == 2
+    assert out.count("Capture ") == 2 and "clean.pcap" in out, out[-300:]
+    assert err.count("roceview: error:") == 1 and str(junk) in err, err
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["clean", "rnr"]
+
+
+def test_each_stops_at_an_error_that_is_not_about_a_file(tmp_path):
+    code, out, err = _run([str(SAMPLES / "rnr.pcap"), str(SAMPLES / "clean.pcap"), "--each", "--filter", "psn =="])
+    assert code == 2 and err.count("\n") == 1 and "Capture" not in out, err
