@@ -189,10 +189,10 @@ def qp_cells(view, wide: bool, width: int) -> tuple[list[str], list[tuple]]:
 
 
 def _qp_table(flows, console: Screen, max_qps: int = MAX_QP_ROWS, wide: bool = False) -> None:
-    console.print("\n" + console.style("Queue pairs", "bold") + f" ({plural(len(flows), 'flow')}, worst first)")
-    if not len(flows):
-        console.print("  no RoCE traffic")
+    if not len(flows):                                   # '(0 flows, worst first)' over nothing
+        console.print("\n" + console.style("Queue pairs", "bold") + "\n  no RoCE traffic")
         return
+    console.print("\n" + console.style("Queue pairs", "bold") + f" ({plural(len(flows), 'flow')}, worst first)")
     order = worst_first(flows)
     shown, hidden = (order, order[:0]) if max_qps <= 0 else (order[:max_qps], order[max_qps:])
     view = flows.take(shown)
