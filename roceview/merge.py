@@ -16,6 +16,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from roceview.batch import Batch
+from roceview.units import plural
 
 
 class _Source:
@@ -169,13 +170,13 @@ class FileSpans:
 
     def disagreements(self, files: list[str]) -> list[str]:
         """One sentence per pair of files that cannot be one capture, suggesting --each."""
-        out = []
+        out = _given_twice(files)
         seen = np.flatnonzero(self.first <= self.last)
         order = seen[np.argsort(self.first[seen], kind="stable")]
         for a, b in zip(order[:-1], order[1:]):
             if self.first[b] - self.last[a] > FAR_APART_NS:
                 years = (self.first[b] - self.last[a]) / (365.25 * 86_400 * 10**9)
-                out.append(f"{files[a]} ends {years:.0f} years before {files[b]} starts: merged in time they "
+                out.append(f"{files[a]} ends {plural(round(years), 'year')} before {files[b]} starts: merged in time they "
                            "make one capture spanning both; to analyze each file on its own use analyze --each")
         return out + self._psn_disagreements(files) if self.parts else out
 
@@ -193,11 +194,31 @@ class FileSpans:
             pairs.setdefault(tuple(sorted((int(file[x]), int(file[y])))), []).append((x, y))
         for (fa, fb), flows in pairs.items():
             x, y = flows[0] if file[flows[0][0]] == fa else flows[0][::-1]
-            more = f" (and {len(flows) - 1:,} more flows)" if len(flows) > 1 else ""
+            more = f" (and {plural(len(flows) - 1, 'more flow')})" if len(flows) > 1 else ""
             out.append(f"{files[fa]} and {files[fb]} overlap in time but disagree: flow {_flow_name(src[x], dst[x], qp[x])} "
                        f"has PSNs {p0[x]:,}-{p1[x]:,} in one and {p0[y]:,}-{p1[y]:,} in the other at the same time, "
                        f"which cannot be one sequence{more}; if they are separate captures use analyze --each")
         return out
+
+
+def _given_twice(files: list[str]) -> list[str]:
+    """A file given twice (or given and inside a directory given) merges with itself: every
+    packet twice at the same time, which the analysis reads as retransmissions."""
+    import os
+
+    out, first = [], {}
+    for path in files:
+        try:
+            st = os.stat(path)
+        except (OSError, ValueError):
+            continue                                                 # '-' or gone: nothing to compare
+        if (st.st_dev, st.st_ino) in first:
+            seen = first[st.st_dev, st.st_ino]
+            what = f"{path} is given twice" if seen == path else f"{path} and {seen} are the same file"
+            out.append(f"{what}: merged, its packets count twice (each copy reads as a retransmission); "
+                       "give it once")
+        first.setdefault((st.st_dev, st.st_ino), path)
+    return out
 
 
 def _flow_key(batch: Batch, rows: np.ndarray) -> np.ndarray:

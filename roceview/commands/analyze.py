@@ -56,7 +56,9 @@ def run(args, env) -> ExitStatus:
 
 
 def _run_each(args, env) -> ExitStatus:
-    """--each: one analysis, report and --csv sub-folder per file; the worst exit status."""
+    """--each: one analysis, report and --csv sub-folder per file; the worst exit status. A file
+    that cannot be read is its one error line and the others are still analyzed (exit 2 at the
+    end: a report is missing); an error that is not about the file (a bad --filter) stops."""
     from roceview.capture.source import expand_paths
     from roceview.errors import BadInput
 
@@ -64,28 +66,41 @@ def _run_each(args, env) -> ExitStatus:
         raise BadInput("--each writes one report per file: use --csv DIR (a sub-folder per file), not --json")
     files = expand_paths(args.capture)
     folders = _folders(files)
-    status = ExitStatus.OK
+    status, unread = ExitStatus.OK, False
     for i, path in enumerate(files):
         if i:
             env.stdout.write("\n")
         one = argparse.Namespace(**{**vars(args), "capture": [path], "each": False,
                                     "csv": args.csv and _join(args.csv, folders[i])})
-        status = max(status, _run_one(one, env))
-    return status
+        try:
+            status = max(status, _run_one(one, env))
+        except BadInput as exc:
+            if path not in str(exc):
+                raise
+            env.stdout.flush()
+            print(f"roceview: error: {exc}", file=env.stderr)
+            unread = True
+    return ExitStatus.BAD_INPUT if unread else status
 
 
 def _folders(files: list[str]) -> list[str]:
-    """A sub-folder name per file: its name without the capture suffix, numbered when two
-    files share one (ring/a.pcap and mirror/a.pcap: a, a-2)."""
+    """A sub-folder name per file: its name without the capture suffix, numbered when taken
+    (ring/a.pcap and mirror/a.pcap: a, a-2; a third file a-2.pcap then gets a-2-2, never a
+    folder another file writes); a name that would be '.' or '..' ('..pcap') keeps its suffix,
+    so no file's CSVs land in DIR itself or above it."""
     import os
 
-    names, seen = [], {}
+    names: list[str] = []
     for path in files:
-        name = "stdin" if path == "-" else os.path.basename(path)
+        base = name = "stdin" if path == "-" else os.path.basename(path)
         for suffix in (".gz", ".pcapng", ".pcap", ".cap"):
             name = name[:-len(suffix)] if name.lower().endswith(suffix) and len(name) > len(suffix) else name
-        seen[name] = seen.get(name, 0) + 1
-        names.append(name if seen[name] == 1 else f"{name}-{seen[name]}")
+        name = base if name in ("", ".", "..") else name
+        unique, k = name, 1
+        while unique in names:
+            k += 1
+            unique = f"{name}-{k}"
+        names.append(unique)
     return names
 
 

@@ -6,11 +6,10 @@ rows help nobody in a terminal, and qps.csv / --json have every one.
 """
 from __future__ import annotations
 
-import textwrap
 
 import numpy as np
 
-from roceview.render.screen import Screen, table_width
+from roceview.render.screen import Screen, table_width, wrap
 from roceview.units import count, duration, gbps, plural
 
 MAX_QP_ROWS = 25
@@ -79,8 +78,8 @@ def _finding(console: Screen, f: dict, span=None) -> None:
     wrapped under a hanging label (plain text, so a log or README shows it as on screen)."""
     severity, kind = f"{f['severity'].upper():8}", f" {f['kind']}  "
     indent = " " * (2 + len(severity + kind))  # a long sentence continues under the kind
-    lines = textwrap.wrap(str(f["summary"]), max(40, console.width), initial_indent=indent,
-                          subsequent_indent=" " * 11, break_on_hyphens=False) or [indent]
+    lines = wrap(str(f["summary"]), max(40, console.width), initial_indent=indent,
+                 subsequent_indent=" " * 11) or [indent]
     console.print("  " + console.style(severity, _SEVERITY_STYLE.get(f["severity"]))
                   + console.style(kind, "bold") + lines[0][len(indent):])
     for line in lines[1:]:
@@ -91,7 +90,7 @@ def _finding(console: Screen, f: dict, span=None) -> None:
                          ("evidence", f["evidence"]), ("advice", f["advice"])):
         if not value:
             continue
-        lines = textwrap.wrap(str(value), width, break_on_hyphens=False) or [""]
+        lines = wrap(str(value), width) or [""]
         console.print(console.style(f"{'':11}{label:<9}", "dim") + lines[0])
         for line in lines[1:]:
             console.print(f"{'':20}{line}")
@@ -172,32 +171,77 @@ _LOSS = ("gap_events", "gap_psns", "retransmitted_packets", "naks_seq", "naks_rn
 _SIGNS = _LOSS + ("unrecovered_psns", "naks_other", "ecn_ce", "cnp_packets")
 
 
-def qp_cells(view, wide: bool, width: int) -> tuple[list[str], list[tuple]]:
-    """Heads and rows of the QP table: every column when `wide` or when they fit `width`,
-    else the compact set (flow, gaps, unrecovered, retx, NAKs, CE, CNP, RTT p50, Gb/s), less
-    its last columns while even that does not fit (long IPv6 flow names): whole columns
-    left out, never a number cut."""
+def qp_cells(view, wide: bool, width: int, ellipsis: str = "\u2026") -> tuple[list[str], list[tuple], bool]:
+    """Heads and rows of the QP table, and whether flow names were shortened: every column when
+    `wide` or when they fit `width`, else the compact set (flow, gaps, unrecovered, retx, NAKs,
+    CE, CNP, RTT p50, Gb/s). Where flow names are so long (IPv6) that even its counters do not
+    fit, the addresses lose their middle (never the QP number: the two directions stay apart);
+    then its last columns are left out while it does not fit: whole columns, never a number cut."""
     text = {h: cells(view) for h, cells, _ in _QP_COLUMNS}
     heads = [h for h, _, _ in _QP_COLUMNS if h not in _WIDE_ONLY]
     rows = list(zip(*[text[h] for h in heads]))
     if wide or table_width(heads, rows, tight=True) <= width:
-        return heads, rows
+        return heads, rows, False
     heads = [h for h, _, short in _QP_COLUMNS if short]
     columns = [text[h] for h in heads]
+    flows = _short_flows(columns[0], _flow_room(heads, text, width), ellipsis)
+    shortened = flows != columns[0]
+    columns[0] = flows
     while len(heads) > 2 and table_width(heads, list(zip(*columns)), tight=True) > width:
         heads, columns = heads[:-1], columns[:-1]
-    return heads, list(zip(*columns))
+    return heads, list(zip(*columns)), shortened
+
+
+MIN_FLOW_WIDTH = 30  # shorter, addresses are mostly ellipsis: columns are left out instead
+
+
+def _flow_room(heads: list[str], text: dict, width: int) -> int:
+    """Width for the flow column: what the whole compact set leaves when that is 40 or more
+    (an IPv6 pair still readable), else what its counters (gaps .. CNP) leave, at least 30."""
+    for others, least in (heads[1:], 40), (heads[1:heads.index("CNP") + 1], MIN_FLOW_WIDTH):
+        room = width - table_width(others, list(zip(*[text[h] for h in others])), tight=True) - 2
+        if room >= least:
+            return room
+    return MIN_FLOW_WIDTH
+
+
+def _short_flows(names: list[str], room: int, ellipsis: str) -> list[str]:
+    """Flow names 'SRC>DST:0xQPN' no wider than `room`, each address keeping its start and its
+    (host-specific) end; the names as they are when they fit, or when shortening would make
+    two of them read the same."""
+    if max(map(len, names), default=0) <= room:
+        return names
+    out = []
+    for name in names:
+        pair, _, qp = name.rpartition(":")
+        src, arrow, dst = pair.partition(">")
+        if not arrow or not qp.startswith("0x"):
+            out.append(name)
+            continue
+        each = (room - len(qp) - 2) // 2
+        out.append(f"{_elide(src, each, ellipsis)}>{_elide(dst, each, ellipsis)}:{qp}")
+    return out if len(set(out)) == len(set(names)) else names
+
+
+def _elide(address: str, size: int, ellipsis: str) -> str:
+    """An IPv6 address or GID without its middle; IPv4 addresses and LIDs stay whole (an
+    engineer reads them whole; columns are left out instead)."""
+    keep = size - len(ellipsis)
+    if len(address) <= max(size, len("255.255.255.255")) or keep < 6:
+        return address
+    head = keep // 3
+    return address[:head] + ellipsis + address[len(address) - (keep - head):]
 
 
 def _qp_table(flows, console: Screen, max_qps: int = MAX_QP_ROWS, wide: bool = False) -> None:
-    console.print("\n" + console.style("Queue pairs", "bold") + f" ({plural(len(flows), 'flow')}, worst first)")
-    if not len(flows):
-        console.print("  no RoCE traffic")
+    if not len(flows):                                   # '(0 flows, worst first)' over nothing
+        console.print("\n" + console.style("Queue pairs", "bold") + "\n  no RoCE traffic")
         return
+    console.print("\n" + console.style("Queue pairs", "bold") + f" ({plural(len(flows), 'flow')}, worst first)")
     order = worst_first(flows)
     shown, hidden = (order, order[:0]) if max_qps <= 0 else (order[:max_qps], order[max_qps:])
     view = flows.take(shown)
-    heads, rows = qp_cells(view, wide, console.width)
+    heads, rows, shortened = qp_cells(view, wide, console.width, console.ellipsis)
     d = view.data
     broken = (d["unrecovered_psns"] > 0) | (d["naks_other"] > 0)
     lossy = np.any([d[c] > 0 for c in _LOSS], axis=0)
@@ -211,6 +255,7 @@ def _qp_table(flows, console: Screen, max_qps: int = MAX_QP_ROWS, wide: bool = F
     if "peer" not in heads:
         left = [h for h, _, short in _QP_COLUMNS if short and h not in heads]
         missing = f" ({', '.join(left)} did not fit)" if left else ""
+        missing += "; addresses shortened" if shortened else ""
         console.para(f"{console.ellipsis} the telling columns at {console.width} columns{missing}; --wide shows all")
 
 

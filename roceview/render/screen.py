@@ -8,12 +8,16 @@ output's encoding is not UTF-8), so the report looks as before.
 from __future__ import annotations
 
 import os
+import re
 import textwrap
 
 _SGR = {"bold": "1", "dim": "2", "red": "31", "yellow": "33", "cyan": "36", "bold red": "1;31"}
 UNICODE_BOX = ("┃", "━", "╇", "│", "…")
 ASCII_BOX = ("|", "-", "+", "|", "...")
 PIPE_WIDTH = 120  # not a terminal and no COLUMNS: a fixed width, the same in every log
+# a number and its unit stay on one line ('100 ms', '1.834 us', '17.0 Gb/s'): a line ending in
+# '100' reads as a count; a no-break space holds them while textwrap splits on spaces
+_NUMBER_UNIT = re.compile(r"(?<=\d) (?=(?:ns|us|\u00b5s|ms|s|Gb/s|Mb/s|GB|MB|KB)(?![\w/]))")
 
 
 class Screen:
@@ -41,8 +45,7 @@ class Screen:
 
     def para(self, text: str, indent: str = "  ", more: str = "    ") -> None:
         """One paragraph wrapped to the width, continuation lines indented by `more`."""
-        lines = textwrap.wrap(text, self.width, initial_indent=indent, subsequent_indent=more,
-                              break_on_hyphens=False)
+        lines = wrap(text, self.width, initial_indent=indent, subsequent_indent=more)
         self.file.write("\n".join(lines or [indent]) + "\n")
 
     def table(self, heads, rows, right: set[int], styles=None) -> None:
@@ -70,6 +73,12 @@ class Screen:
         if not self.crop or len(text) <= self.width:
             return text
         return text[:max(0, self.width - len(self.ellipsis))] + self.ellipsis
+
+
+def wrap(text: str, width: int, **kw) -> list[str]:
+    """textwrap.wrap that never breaks at a hyphen nor between a number and its unit."""
+    lines = textwrap.wrap(_NUMBER_UNIT.sub("\u00a0", text), width, break_on_hyphens=False, **kw)
+    return [line.replace("\u00a0", " ") for line in lines]
 
 
 def _widths(heads, rows) -> list[int]:
