@@ -9,9 +9,7 @@ from diagnose_helpers import SEVERE, findings_of, kinds, show
 from roceview.generate import SCENARIOS, generate, write_capture
 from conftest import SAMPLES
 
-from test_generate_issue15 import PENDING   # issue 15 scenarios whose findings need f15a/f15b
-
-NAMES = [pytest.param(n, marks=PENDING[n]) if n in PENDING else n for n in sorted(SCENARIOS)]
+NAMES = sorted(SCENARIOS)
 
 
 def _check(name: str, findings) -> None:

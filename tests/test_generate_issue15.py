@@ -1,9 +1,7 @@
 """Issue 15's generator scenarios: healthy traffic that today's diagnoser takes for a fault, and
 faults of the capture path only. Frame-level tests hold the capture to what the scenario says
 (tshark decodes it, the model's ground truth counts it); finding-level tests state the final
-expected findings, marked xfail where they need the analyzer/diagnoser changes made in parallel
-(f15a/f15b): PENDING lists the scenarios whose expected/forbidden kinds are not met yet, for
-test_diagnose_scenarios."""
+expected findings (each failed before the analyzer/diagnoser changes of issue 15)."""
 from __future__ import annotations
 
 import io
@@ -28,13 +26,6 @@ _no_tshark = pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark n
 def needs_tshark(test):
     return pytest.mark.tshark(_no_tshark(test))
 
-
-PENDING_REASON = "needs f15a (PSN space: path MTU, duplicate frames, pairing across the wrap)"
-# scenario -> the test_diagnose_scenarios checks it cannot pass before f15a lands. Strict: a test
-# that starts passing fails until its mark is removed (non-strict XPASSes went unnoticed).
-PENDING = {name: pytest.mark.xfail(strict=True, reason=PENDING_REASON)
-           for name in ("pmtu-4096", "pmtu-4096-cm", "double-mirror")}
-pending = pytest.mark.xfail(strict=True, reason=PENDING_REASON)
 
 FIELDS = {"ts": "frame.time_epoch", "len": "frame.len", "src_mac": "eth.src", "etype": "vlan.etype",
           "src": "ip.src", "dst": "ip.dst", "sgid": "infiniband.grh.sgid", "dgid": "infiniband.grh.dgid",
@@ -167,7 +158,6 @@ def test_pmtu_4096_cm_req_carries_the_path_mtu_and_the_qps(tmp_path):
     assert cap.truth.counters["cm_mads_sent"] == 9                 # REQ, REP, RTU per QP
 
 
-@pending
 @pytest.mark.parametrize("name", ["pmtu-4096", "pmtu-4096-cm"])
 def test_pmtu_4096_diagnoses_nothing_above_info(tmp_path, name):
     findings = diagnose(name, tmp_path)
@@ -226,7 +216,6 @@ def test_double_mirror_without_its_copies_is_the_single_mirror_capture_of_the_sa
     assert len(lengths) * 2 == len(double)
 
 
-@pending
 def test_double_mirror_is_duplicate_frames_info_never_retransmission(tmp_path):
     findings = diagnose("double-mirror", tmp_path)
     assert "duplicate_frames" in kinds(findings, ("info",)), show(findings)
@@ -340,7 +329,6 @@ def test_psn_wrap_both_qps_cross_0xffffff_to_0(seed, tmp_path_factory):
         assert all(0 < (b - a) & ib.PSN_MASK < 64 for a, b in steps)
 
 
-@pending
 def test_psn_wrap_pairs_each_qp_with_its_own_peer(tmp_path):
     import roceview.api
 
