@@ -17,17 +17,20 @@ DEFAULT_CHUNK = 1 << 16
 def analyze(paths, *, pmtu: int | None = None, link_speed: float = 100.0, bucket_ms: float = 1.0,
             roce_ports: Iterable[int] = (), chunk_packets: int = DEFAULT_CHUNK, packets: bool = False,
             warn: Callable[[str], None] | None = None, progress: Callable[[int], None] | None = None,
-            diagnose: bool = True, config=None) -> AnalysisResult:
+            diagnose: bool = True, config=None, engine: str = "local", scheduler: str | None = None
+            ) -> AnalysisResult:
     """Analyze capture file(s): a path, several paths, a directory, or '-' for stdin.
 
     pmtu: path MTU in bytes (default: inferred from FIRST/MIDDLE payloads); link_speed: Gb/s for
     PFC pause time; bucket_ms: timeline bucket; packets=True also returns the packets table as
     `result.packets`; warn receives decode warnings (default: stderr); progress(n) is called with
     the number of packets of each chunk read; config: a roceview.diagnose.Config or the path of a
-    TOML file of thresholds. Raises roceview.errors.BadInput for bad input.
+    TOML file of thresholds. engine="dask" decodes the files on a Dask cluster (the scheduler at
+    address `scheduler`, else a LocalCluster; `pip install 'roceview[dask]'`) with results
+    identical to the local engine's (roceview.dask_engine). Raises roceview.errors.BadInput for
+    bad input.
     """
     from roceview.capture.source import expand_paths
-    from roceview.packets import iter_batches
 
     _check_options(pmtu, link_speed, bucket_ms)
     warnings: list[str] = []
@@ -45,18 +48,21 @@ def analyze(paths, *, pmtu: int | None = None, link_speed: float = 100.0, bucket
     # Reading starts now, on its own thread: the analysis modules import meanwhile. The
     # analysis reads 22 of the declared columns: the kernel extracts only those, unless the
     # caller asked for the packets table as well.
-    batches = iter_batches(files, roce_ports=tuple(roce_ports), chunk_packets=chunk_packets, warn=on_warning,
-                           projection=None if packets else "analysis")
+    batches = _batches(engine, scheduler, files, roce_ports=tuple(roce_ports), chunk_packets=chunk_packets,
+                       warn=on_warning, projection=None if packets else "analysis")
     from roceview.analysis import Analyzer
 
     analyzer = Analyzer(pmtu=pmtu, link_speed_gbps=link_speed, bucket_ms=bucket_ms, keep_packets=packets)
     facts = _fact_collector() if diagnose else None
-    for batch in batches:
-        analyzer.feed(batch)
-        if facts is not None:
-            facts.feed(batch, analyzer.flow_ids(batch))
-        if progress is not None:
-            progress(batch.n)
+    try:
+        for batch in batches:
+            analyzer.feed(batch)
+            if facts is not None:
+                facts.feed(batch, analyzer.flow_ids(batch))
+            if progress is not None:
+                progress(batch.n)
+    finally:
+        batches.close()
     result = analyzer.finish(files=files, warnings=warnings)
     if facts is not None:
         result.facts = facts.finish()
@@ -64,6 +70,23 @@ def analyze(paths, *, pmtu: int | None = None, link_speed: float = 100.0, bucket
 
         result.set_findings(find(result, settings))
     return result
+
+
+def _batches(engine: str, scheduler: str | None, files, **options):
+    """The merged batches of `files`, decoded here (a reading thread) or on a Dask cluster."""
+    from roceview.errors import BadInput
+
+    if engine == "dask":
+        from roceview.dask_engine import DaskBatches
+
+        return DaskBatches(files, scheduler, **options)
+    if engine != "local":
+        raise BadInput(f"--engine must be local or dask (got {engine!r})")
+    if scheduler is not None:
+        raise BadInput("--scheduler needs --engine dask")
+    from roceview.packets import iter_batches
+
+    return iter_batches(files, **options)
 
 
 def _fact_collector():

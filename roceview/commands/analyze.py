@@ -29,6 +29,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("--max-qps", type=_count, default=MAX_QP_ROWS, metavar="N",
                         help=f"queue pairs listed in the report, worst first (default {MAX_QP_ROWS}; 0 = all); "
                              "--csv/--json always have all")
+    parser.add_argument("--engine", choices=("local", "dask"), default="local",
+                        help="local (default), or dask: decode the files on a Dask cluster, same results "
+                             "(pip install 'roceview[dask]')")
+    parser.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                        help="with --engine dask: the scheduler, e.g. tcp://10.0.0.5:8786 (default: a local "
+                             "cluster sized to this machine)")
 
 
 def _count(text: str) -> int:
@@ -44,13 +50,14 @@ def _count(text: str) -> int:
 def run(args, env) -> ExitStatus:
     from roceview.capture.memory import prefault_heap
 
-    prefault_heap(2 * _input_bytes(args.capture))     # on the idle core, while numpy imports
+    if args.engine == "local":                        # (dask: the workers hold the decoded files)
+        prefault_heap(2 * _input_bytes(args.capture))  # on the idle core, while numpy imports
     from roceview.api import analyze
 
     with _Progress(env) as bar:
         result = analyze(args.capture, pmtu=args.pmtu, link_speed=args.link_speed, bucket_ms=args.bucket,
                          roce_ports=args.roce_port, warn=bar.warn, progress=_after_imports(bar),
-                         config=args.config)
+                         config=args.config, engine=args.engine, scheduler=args.scheduler)
     if args.csv:
         from roceview.render.export import write_csv_dir
 
