@@ -43,7 +43,7 @@ def analyze(paths, *, pmtu: int | None = None, link_speed: float = 100.0, bucket
             import sys
             print(f"roceview: warning: {message}", file=sys.stderr)
 
-    files = expand_paths(paths)
+    files = expand_paths(paths) if engine != "dask" else _dask_inputs(paths)
     settings = _config(config) if diagnose else None
     # Reading starts now, on its own thread: the analysis modules import meanwhile. The
     # analysis reads 22 of the declared columns: the kernel extracts only those, unless the
@@ -87,6 +87,12 @@ def _batches(engine: str, scheduler: str | None, files, **options):
     from roceview.packets import iter_batches
 
     return iter_batches(files, **options)
+
+
+def _dask_inputs(paths) -> list[str]:
+    from roceview.dask_engine import expand
+
+    return expand(paths)
 
 
 def _fact_collector():

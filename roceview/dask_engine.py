@@ -21,6 +21,7 @@ from roceview.errors import BadInput
 INSTALL = "--engine dask needs Dask: pip install 'roceview[dask]'"
 RETRIES = 2                  # a task whose worker died is run again elsewhere this many times
 CONNECT_TIMEOUT = "10s"
+WINDOW = 1 << 20             # frames of a Parquet dataset read per task
 
 
 def decode_file(path: str, roce_ports: tuple, chunk_packets: int, projection: str | None) -> dict:
@@ -30,13 +31,27 @@ def decode_file(path: str, roce_ports: tuple, chunk_packets: int, projection: st
     from roceview.capture.readers import read_records
     from roceview.decode import decode_chunk, port_table
 
+    from roceview.columns_wire import pack
+
     warnings: list[str] = []
     ports = port_table(roce_ports)
-    chunks = []
-    for chunk in read_records(path, chunk_packets, warnings.append, release_lag=0):
-        batch = decode_chunk(chunk, ports, 1, projection)
-        chunks.append((batch.n, batch.cols, batch.valid))
-    return {"chunks": chunks, "warnings": warnings}
+    chunks = [decode_chunk(chunk, ports, 1, projection)
+              for chunk in read_records(path, chunk_packets, warnings.append, release_lag=0)]
+    return {"chunks": pack(chunks), "warnings": warnings}
+
+
+def expand(paths) -> list[str]:
+    """The capture files of `paths`, or one Parquet dataset directory (convert --partition-by)."""
+    from roceview.capture.source import expand_paths
+    from roceview.parquet_dataset import is_dataset
+
+    given = [str(p) for p in ([paths] if isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__") else paths)]
+    datasets = [p for p in given if p != "-" and is_dataset(p)]
+    if not datasets:
+        return expand_paths(given)
+    if len(given) > 1:
+        raise BadInput("--engine dask reads one Parquet dataset or capture files, not both")
+    return datasets
 
 
 def connect(scheduler: str | None):
@@ -82,6 +97,11 @@ class DaskBatches:
     def _batches(self) -> Iterator[Batch]:
         from roceview.packets import _time_ordered
 
+        from roceview.parquet_dataset import is_dataset
+
+        if len(self.files) == 1 and is_dataset(self.files[0]):
+            yield from self._dataset(self.files[0])
+            return
         if len(self.files) == 1:
             yield from self._single()
             return
@@ -96,6 +116,23 @@ class DaskBatches:
             batch.cols["frame"] = np.arange(frame, frame + batch.n, dtype=np.int64)
             frame += batch.n
             yield batch
+
+    def _dataset(self, path: str) -> Iterator[Batch]:
+        """A Parquet dataset in frame order: windows of frames read on the workers (each reads
+        the row groups of every partition its frames are in), handed on in order."""
+        from roceview.parquet_dataset import frame_range, read_frames
+
+        lo, hi = self._result(self.client.submit(frame_range, path, pure=False), path)
+        starts = list(range(lo, hi + 1, WINDOW))
+        pending: dict[int, object] = {}
+        for i, start in enumerate(starts):
+            for j in range(i, min(i + self.ahead, len(starts))):
+                if j not in pending:
+                    pending[j] = self.client.submit(read_frames, path, starts[j], starts[j] + WINDOW, pure=False,
+                                                    retries=RETRIES)
+            batch = self._result(pending.pop(i), path)
+            for k in range(0, batch.n, self.chunk_packets):
+                yield batch.select(slice(k, k + self.chunk_packets))
 
     def _merged(self, starts) -> Iterator[Batch]:
         from roceview.merge import merge_in_time
@@ -126,11 +163,12 @@ class DaskBatches:
             if j not in self.futures:
                 self.futures[j] = self.client.submit(decode_file, self.order[j], *self.args, retries=RETRIES,
                                                      key=f"roceview-decode-{j}-{id(self)}", pure=False)
+        from roceview.columns_wire import unpack
+
         future = self.futures.pop(k)
         result = self._result(future, self.order[k])
         del future                               # the worker's copy is released
-        for n, cols, valid in result["chunks"]:
-            yield Batch(n, cols, valid)
+        yield from unpack(result["chunks"])
         for message in result["warnings"]:
             self.warn(message)
 

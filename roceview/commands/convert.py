@@ -10,6 +10,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("-o", "--output", required=True, metavar="FILE.parquet", help="Parquet file to write")
     parser.add_argument("--roce-port", type=int, action="append", default=[], metavar="P",
                         help="also decode UDP destination port P as RoCEv2 (repeatable)")
+    parser.add_argument("--partition-by", choices=("flow",), default=None,
+                        help="write a Parquet dataset directory partitioned by flow (flow_part=K/), the input of "
+                             "a later `analyze --engine dask DIR`")
 
 
 def run(args, env) -> ExitStatus:
@@ -21,6 +24,12 @@ def run(args, env) -> ExitStatus:
     from roceview.capture.writer import atomic_output
     from roceview.packets import iter_packets
 
+    if args.partition_by:
+        from roceview.parquet_dataset import write_partitioned
+
+        rows = write_partitioned(iter_packets(args.capture, roce_ports=args.roce_port, warn=env.warn), args.output)
+        print(f"wrote {rows} packets to {args.output}", file=env.stderr)
+        return ExitStatus.OK
     writer = None
     rows = 0
     try:
