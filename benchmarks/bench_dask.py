@@ -5,9 +5,10 @@
 The files are cut (at record boundaries) from one make_capture.py capture, so flows cross every
 file boundary. Each configuration runs in a fresh process: the local engine (`analyze DIR`),
 then Dask LocalClusters of 1 and 2 worker processes (1 thread each; the cluster is started
-before the clock starts): the full analysis (driver merges + analyses, workers decode), and the
-decode alone on the workers (the part that is distributed). Prints packets/s, peak RSS of the
-driver and of each worker, the scaling efficiency rate(2) / (2 x rate(1)), and checks the five
+before the clock starts, its workers' imports done): the full analysis (driver merges + analyses, workers decode), and the
+decode alone on the workers (the part that is distributed), and the driver's part alone over
+batches already in memory (its ceiling). Prints packets/s, CPU seconds and peak RSS
+of the driver and of each worker, the scaling efficiency rate(2) / (2 x rate(1)), and checks the five
 CSV files of every run equal the local engine's. Note the machine's load: others share it.
 """
 from __future__ import annotations
@@ -65,13 +66,18 @@ def one(mode: str, workers: int, directory: str, out: str) -> dict:
     import roceview
     from roceview.render.export import write_csv_dir
 
+    if mode == "ceiling":
+        return _ceiling(directory)
     cluster = client = None
     if mode != "local":
         from dask.distributed import Client, LocalCluster
 
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0")
         client = Client(cluster)
-    t0 = time.perf_counter()
+        client.run(_warm)                          # worker start-up (imports), paid once per cluster
+    cpu0, t0 = _cpu_s(), time.perf_counter()
+    if client is not None:
+        worker_cpu0 = client.run(_cpu_s)
     if mode == "decode":
         from roceview.capture.source import expand_paths
 
@@ -80,16 +86,53 @@ def one(mode: str, workers: int, directory: str, out: str) -> dict:
         result = roceview.analyze(directory, engine="local" if mode == "local" else "dask",
                                   scheduler=None if cluster is None else cluster.scheduler_address)
         packets = int(result.summary["packets"])
-    wall = time.perf_counter() - t0
+    wall, driver_cpu = time.perf_counter() - t0, _cpu_s() - cpu0
     if mode != "decode":
         write_csv_dir(result, out)
     row = {"mode": mode, "workers": workers, "packets": packets, "wall_s": round(wall, 3),
-           "pkt_per_s": round(packets / wall), "driver_peak_rss_mb": round(peak_rss_mb())}
+           "pkt_per_s": round(packets / wall), "driver_cpu_s": round(driver_cpu, 2),
+           "driver_peak_rss_mb": round(peak_rss_mb())}
     if client is not None:
+        cpu = client.run(_cpu_s)
+        row["worker_cpu_s"] = sorted(round(cpu[w] - worker_cpu0[w], 2) for w in cpu)
         row["worker_peak_rss_mb"] = sorted(round(v) for v in client.run(peak_rss_mb).values())
         client.close()
         cluster.close()
     return row
+
+
+def _ceiling(directory: str) -> dict:
+    """The driver's own part alone: Analyzer + FactCollector + diagnoser over batches already
+    decoded and merged in memory (the rate no number of workers can take the run past)."""
+    from roceview.analysis import Analyzer
+    from roceview.diagnose import FactCollector, find
+    from roceview.packets import iter_batches
+
+    batches = list(iter_batches(directory, projection="analysis"))
+    t0 = time.perf_counter()
+    analyzer, facts = Analyzer(), FactCollector()
+    for batch in batches:
+        analyzer.feed(batch)
+        facts.feed(batch, analyzer.flow_ids(batch))
+    result = analyzer.finish()
+    result.facts = facts.finish()
+    find(result)
+    wall = time.perf_counter() - t0
+    packets = sum(b.n for b in batches)
+    return {"mode": "ceiling", "workers": 0, "packets": packets, "wall_s": round(wall, 3),
+            "pkt_per_s": round(packets / wall), "driver_peak_rss_mb": round(peak_rss_mb())}
+
+
+def _cpu_s() -> float:
+    """CPU seconds of this process (all threads): what the work costs whatever the load."""
+    return time.process_time()
+
+
+def _warm() -> None:
+    import roceview.columns_wire  # noqa: F401
+    import roceview.dask_engine  # noqa: F401
+    import roceview.decode  # noqa: F401
+    import roceview.table  # noqa: F401
 
 
 def _decode_count(path: str) -> int:
@@ -113,7 +156,7 @@ def main() -> None:
     print(f"load average before: {os.getloadavg()}, cores: {os.cpu_count()}")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for mode, workers in (("local", 0), ("dask", 1), ("dask", 2), ("decode", 1), ("decode", 2)):
+        for mode, workers in (("local", 0), ("ceiling", 0), ("dask", 1), ("dask", 2), ("decode", 1), ("decode", 2)):
             out = os.path.join(tmp, f"{mode}{workers}")
             done = subprocess.run([sys.executable, __file__, "--one", mode, str(workers), str(a.dir), out],
                                   capture_output=True, text=True, check=True, cwd=REPO)

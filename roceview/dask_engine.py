@@ -61,7 +61,10 @@ def connect(scheduler: str | None):
     except ImportError:
         raise BadInput(INSTALL) from None
     if scheduler is None:
-        cluster = LocalCluster(processes=True, threads_per_worker=1, dashboard_address=":0")
+        import logging
+
+        cluster = LocalCluster(processes=True, threads_per_worker=1, dashboard_address=":0",
+                               silence_logs=logging.ERROR)     # stderr keeps roceview's one-line contract
         return Client(cluster), cluster
     try:
         return Client(scheduler, timeout=CONNECT_TIMEOUT), None
