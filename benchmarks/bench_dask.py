@@ -109,7 +109,7 @@ def _ceiling(directory: str) -> dict:
     from roceview.packets import iter_batches
 
     batches = list(iter_batches(directory, projection="analysis"))
-    t0 = time.perf_counter()
+    cpu0, t0 = _cpu_s(), time.perf_counter()
     analyzer, facts = Analyzer(), FactCollector()
     for batch in batches:
         analyzer.feed(batch)
@@ -117,10 +117,10 @@ def _ceiling(directory: str) -> dict:
     result = analyzer.finish()
     result.facts = facts.finish()
     find(result)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, _cpu_s() - cpu0
     packets = sum(b.n for b in batches)
     return {"mode": "ceiling", "workers": 0, "packets": packets, "wall_s": round(wall, 3),
-            "pkt_per_s": round(packets / wall), "driver_peak_rss_mb": round(peak_rss_mb())}
+            "pkt_per_s": round(packets / wall), "driver_cpu_s": round(cpu, 2), "driver_peak_rss_mb": round(peak_rss_mb())}
 
 
 def _cpu_s() -> float:
