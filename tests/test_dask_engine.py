@@ -2,6 +2,7 @@
 the local engine's byte for byte on a ring-buffer directory cut from generated scenarios."""
 import io
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -83,6 +84,17 @@ def test_five_csvs_identical_to_the_local_engine(cluster, ring, tmp_path):
         assert dask[name] == local[name], name
     assert b",gap," in local["events.csv"] and b",pfc_pause," in local["events.csv"]
     assert local["pfc.csv"].count(b"\n") > 1 and local["findings.csv"].count(b"\n") > 1
+
+
+def test_fifteen_scenarios_overlapping_in_time(cluster, tmp_path):
+    """captures/: every scenario's capture starts at the same instant, so all files are open
+    together in the merge (interleaved, chunks split beside the others)."""
+    captures = Path(__file__).resolve().parents[1] / "captures"
+    local = csv_bytes(roceview.analyze(captures), tmp_path / "local")
+    dask = csv_bytes(roceview.analyze(captures, engine="dask", scheduler=cluster.scheduler_address),
+                     tmp_path / "dask")
+    for name in CSVS:
+        assert dask[name] == local[name], name
 
 
 def test_small_chunks_and_one_file(cluster, ring, tmp_path):
