@@ -11,6 +11,7 @@ the results are the local engine's byte for byte, and what scales is the decode 
 """
 from __future__ import annotations
 
+import uuid
 from typing import Callable, Iterator
 
 import numpy as np
@@ -67,9 +68,15 @@ def connect(scheduler: str | None):
                                silence_logs=logging.ERROR)     # stderr keeps roceview's one-line contract
         return Client(cluster), cluster
     try:
-        return Client(scheduler, timeout=CONNECT_TIMEOUT), None
+        client = Client(scheduler, timeout=CONNECT_TIMEOUT)
     except (OSError, TimeoutError, ValueError) as exc:
         raise BadInput(f"cannot reach the Dask scheduler at {scheduler}: {_one_line(exc)}") from None
+    try:
+        client.wait_for_workers(1, timeout=CONNECT_TIMEOUT)   # else the tasks would wait forever
+    except (OSError, TimeoutError) as exc:
+        client.close()
+        raise BadInput(f"the Dask scheduler at {scheduler} has no workers ({_one_line(exc)})") from None
+    return client, None
 
 
 def _one_line(exc: BaseException) -> str:
@@ -89,6 +96,7 @@ class DaskBatches:
         workers = len(self.client.scheduler_info().get("workers", {})) or 1
         self.ahead = 2 * workers + 1             # files decoded ahead of the merge (memory bound)
         self.futures: dict[int, object] = {}
+        self.run = uuid.uuid4().hex              # task keys of this run only
         self._iter: Iterator[Batch] | None = None
 
     def __iter__(self) -> Iterator[Batch]:
@@ -165,7 +173,7 @@ class DaskBatches:
         for j in range(k, min(k + self.ahead, len(self.order))):
             if j not in self.futures:
                 self.futures[j] = self.client.submit(decode_file, self.order[j], *self.args, retries=RETRIES,
-                                                     key=f"roceview-decode-{j}-{id(self)}", pure=False)
+                                                     key=f"roceview-decode-{j}-{self.run}", pure=False)
         from roceview.columns_wire import unpack
 
         future = self.futures.pop(k)

@@ -170,6 +170,16 @@ def test_unreachable_scheduler_is_one_line_exit_2(ring, tmp_path, monkeypatch):
     assert not (tmp_path / "out").exists()
 
 
+def test_a_scheduler_without_workers_is_one_line_exit_2(ring, monkeypatch):
+    import roceview.dask_engine as engine
+
+    monkeypatch.setattr(engine, "CONNECT_TIMEOUT", "1s")
+    with distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=":0") as empty:
+        code, _, err = run([str(ring), "--engine", "dask", "--scheduler", empty.scheduler_address])
+    assert code == 2
+    assert err.count("\n") == 1 and "has no workers" in err
+
+
 def test_dask_not_installed_says_what_to_install(ring, monkeypatch):
     for name in [m for m in sys.modules if m == "dask" or m.startswith("dask.")]:
         monkeypatch.delitem(sys.modules, name)
