@@ -3,13 +3,14 @@
     python benchmarks/bench_dask.py [--dir /tmp/roceview-bench-dask] [--files 8] [--packets 1000000]
 
 The files are cut (at record boundaries) from one make_capture.py capture, so flows cross every
-file boundary. Each configuration runs in a fresh process: the local engine (`analyze DIR`),
-then Dask LocalClusters of 1 and 2 worker processes (1 thread each; the cluster is started
-before the clock starts, its workers' imports done): the full analysis (driver merges + analyses, workers decode), and the
-decode alone on the workers (the part that is distributed), and the driver's part alone over
-batches already in memory (its ceiling). Prints packets/s, CPU seconds and peak RSS
-of the driver and of each worker, the scaling efficiency rate(2) / (2 x rate(1)), and checks the five
-CSV files of every run equal the local engine's. Note the machine's load: others share it.
+file boundary. Each configuration runs in a fresh process: the local engine (`analyze DIR`);
+the driver's part alone over batches already in memory (its ceiling); then Dask LocalClusters
+of 1 and 2 worker processes (1 thread each; started, and their workers' imports done, before
+the clock starts): the full analysis (the driver merges and analyses, the workers decode), and
+the decode alone on the workers (the part that is distributed). Prints packets/s, CPU seconds
+and peak RSS of the driver and of each worker, the scaling efficiency rate(2) / (2 x rate(1)),
+and checks the five CSV files of every Dask run equal the local engine's. Note the machine's
+load: others share it.
 """
 from __future__ import annotations
 
@@ -120,7 +121,8 @@ def _ceiling(directory: str) -> dict:
     wall, cpu = time.perf_counter() - t0, _cpu_s() - cpu0
     packets = sum(b.n for b in batches)
     return {"mode": "ceiling", "workers": 0, "packets": packets, "wall_s": round(wall, 3),
-            "pkt_per_s": round(packets / wall), "driver_cpu_s": round(cpu, 2), "driver_peak_rss_mb": round(peak_rss_mb())}
+            "pkt_per_s": round(packets / wall), "driver_cpu_s": round(cpu, 2),
+            "driver_peak_rss_mb": round(peak_rss_mb())}
 
 
 def _cpu_s() -> float:
