@@ -78,10 +78,12 @@ def csv_bytes(result, directory):
 
 
 def test_five_csvs_identical_to_the_local_engine(cluster, ring, tmp_path):
-    local = csv_bytes(roceview.analyze(ring), tmp_path / "local")
-    dask = csv_bytes(roceview.analyze(ring, engine="dask", scheduler=cluster.scheduler_address), tmp_path / "dask")
+    local_result = roceview.analyze(ring)
+    dask_result = roceview.analyze(ring, engine="dask", scheduler=cluster.scheduler_address)
+    local, dask = csv_bytes(local_result, tmp_path / "local"), csv_bytes(dask_result, tmp_path / "dask")
     for name in CSVS:
         assert dask[name] == local[name], name
+    assert dask_result.summary == local_result.summary
     assert b",gap," in local["events.csv"] and b",pfc_pause," in local["events.csv"]
     assert local["pfc.csv"].count(b"\n") > 1 and local["findings.csv"].count(b"\n") > 1
 
