@@ -6,7 +6,7 @@ decode them. Packed, lossless: one buffer per column for the whole file (the chu
 kept, so the driver's chunks are the reader's), validity masks as bits (or nothing when every
 row or no row is valid), columns with no value and no valid row as nothing, and the MAC and
 16-byte address columns (few distinct values) as codes into their distinct values. `frame` is
-not sent: the merge numbers frames.
+not sent from captures: the merge numbers frames.
 """
 from __future__ import annotations
 
@@ -18,12 +18,12 @@ CODED = ("_src_mac", "_dst_mac", "_src_addr", "_dst_addr")
 UNSENT = ("frame",)
 
 
-def pack(batches: list[Batch]) -> dict:
+def pack(batches: list[Batch], unsent=UNSENT) -> dict:
     lengths = [b.n for b in batches]
     if not batches or not sum(lengths):
         return {"lengths": [], "cols": {}, "valid": {}}
     first = batches[0]
-    cols = {name: _pack_values(name, _joined([b.cols[name] for b in batches])) for name in first.cols}
+    cols = {name: _pack_values(name, _joined([b.cols[name] for b in batches]), unsent) for name in first.cols}
     valid = {name: _pack_mask(_joined([b.mask(name) for b in batches])) for name in first.valid}
     return {"lengths": lengths, "cols": cols, "valid": valid}
 
@@ -32,8 +32,8 @@ def _joined(parts: list[np.ndarray]) -> np.ndarray:
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
-def _pack_values(name: str, values: np.ndarray):
-    if name in UNSENT or not values.any():
+def _pack_values(name: str, values: np.ndarray, unsent):
+    if name in unsent or not values.any():
         return ("zeros", values.dtype.str, values.shape)
     if name in CODED:
         from roceview.table import _factorize

@@ -131,6 +131,7 @@ class DaskBatches:
     def _dataset(self, path: str) -> Iterator[Batch]:
         """A Parquet dataset in frame order: windows of frames read on the workers (each reads
         the row groups of every partition its frames are in), handed on in order."""
+        from roceview.columns_wire import unpack
         from roceview.parquet_dataset import frame_range, read_frames
 
         lo, hi = self._result(self.client.submit(frame_range, path, pure=False), path)
@@ -139,9 +140,9 @@ class DaskBatches:
         for i, start in enumerate(starts):
             for j in range(i, min(i + self.ahead, len(starts))):
                 if j not in pending:
-                    pending[j] = self.client.submit(read_frames, path, starts[j], starts[j] + WINDOW, pure=False,
-                                                    retries=RETRIES)
-            batch = self._result(pending.pop(i), path)
+                    pending[j] = self.client.submit(read_frames, path, starts[j], starts[j] + WINDOW, self.args[2],
+                                                    pure=False, retries=RETRIES)
+            batch = next(unpack(self._result(pending.pop(i), path)), Batch(0))
             for k in range(0, batch.n, self.chunk_packets):
                 yield batch.select(slice(k, k + self.chunk_packets))
 

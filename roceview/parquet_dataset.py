@@ -115,15 +115,20 @@ def frame_range(path: str) -> tuple[int, int]:
     return int(bounds["min"].as_py()), int(bounds["max"].as_py())
 
 
-def read_frames(path: str, lo: int, hi: int) -> Batch:
-    """Rows with lo <= frame < hi, in frame order, as a Batch of the decoder's columns (the
-    public columns with their validity, and the raw `_` columns rebuilt from the strings)."""
+def read_frames(path: str, lo: int, hi: int, projection: str | None = "analysis") -> dict:
+    """On a worker: rows with lo <= frame < hi, in frame order, as the decoder's columns (the
+    public columns with their validity, the raw `_` columns rebuilt from the strings; with a
+    projection, not the header fields it leaves out), packed for the trip (columns_wire)."""
     import pyarrow.dataset as ds
 
+    from roceview.columns_wire import pack
+    from roceview.decode import LAYOUTS
+
     data = ds.dataset(path, format="parquet", partitioning="hive")
-    table = data.to_table(filter=(ds.field("frame") >= lo) & (ds.field("frame") < hi))
-    table = table.sort_by("frame")
-    return _to_batch(table)
+    skipped = set(LAYOUTS[None].columns) - set(LAYOUTS[projection].columns) - set(_STRINGS)
+    columns = [c for c in data.schema.names if c not in skipped and c not in _DERIVED]
+    table = data.to_table(columns=columns, filter=(ds.field("frame") >= lo) & (ds.field("frame") < hi))
+    return pack([_to_batch(table.sort_by("frame"))], unsent=())
 
 
 def _to_batch(table) -> Batch:
