@@ -99,6 +99,22 @@ def test_fifteen_scenarios_overlapping_in_time(cluster, tmp_path):
         assert dask[name] == local[name], name
 
 
+def test_a_damaged_file_warns_as_locally(cluster, ring, tmp_path):
+    """A file cut mid-record (a ring buffer's file being written): the worker's warning reaches
+    the summary and the decode_warnings finding exactly as the local reader's does."""
+    import shutil
+
+    copy = tmp_path / "ring"
+    shutil.copytree(ring, copy)
+    victim = sorted(copy.glob("portA_*"))[2]
+    victim.write_bytes(victim.read_bytes()[:-7])
+    local_result = roceview.analyze(copy, warn=lambda m: None)
+    dask_result = roceview.analyze(copy, engine="dask", scheduler=cluster.scheduler_address, warn=lambda m: None)
+    assert any("middle of a record" in w for w in local_result.summary["warnings"])
+    assert dask_result.summary == local_result.summary
+    assert csv_bytes(dask_result, tmp_path / "d") == csv_bytes(local_result, tmp_path / "l")
+
+
 def test_small_chunks_and_one_file(cluster, ring, tmp_path):
     """Chunks smaller than a file (several per file, split again beside other files) and a
     single file (numbered as iter_chunks numbers it)."""
