@@ -107,7 +107,6 @@ class DaskBatches:
 
     def _batches(self) -> Iterator[Batch]:
         from roceview.packets import _time_ordered
-
         from roceview.parquet_dataset import is_dataset
 
         if len(self.files) == 1 and is_dataset(self.files[0]):
