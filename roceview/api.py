@@ -19,7 +19,8 @@ def analyze(paths, *, pmtu: int | None = None, link_speed: float = 100.0, bucket
             roce_ports: Iterable[int] = (), chunk_packets: int = DEFAULT_CHUNK, packets: bool = False,
             warn: Callable[[str], None] | None = None, progress: Callable[[int], None] | None = None,
             diagnose: bool = True, config=None, display_filter: str | None = None,
-            on_batch: Callable[[Batch], None] | None = None) -> AnalysisResult:
+            on_batch: Callable[[Batch], None] | None = None, engine: str = "local",
+            scheduler: str | None = None) -> AnalysisResult:
     """Analyze capture file(s): a path, several paths, a directory, or '-' for stdin.
 
     pmtu: path MTU in bytes (default: inferred from FIRST/MIDDLE payloads); link_speed: Gb/s for
@@ -29,11 +30,12 @@ def analyze(paths, *, pmtu: int | None = None, link_speed: float = 100.0, bucket
     `cap_len` column: the bytes read, for a progress bar); config: a roceview.diagnose.Config or
     the path of a TOML file of thresholds; display_filter: a Wireshark display filter
     (roceview.filter): only the packets it matches are analysed (and counted by progress), like
-    `tshark -R` (a QP whose ACKs are filtered out looks like loss). Raises
-    roceview.errors.BadInput for bad input (a bad filter included).
+    `tshark -R` (a QP whose ACKs are filtered out looks like loss); engine="dask" decodes the
+    files on a Dask cluster (the scheduler at address `scheduler`, else a LocalCluster; `pip
+    install 'roceview[dask]'`) with results identical to the local engine's
+    (roceview.dask_engine). Raises roceview.errors.BadInput for bad input (a bad filter included).
     """
     from roceview.capture.source import expand_paths
-    from roceview.packets import iter_batches
 
     _check_options(pmtu, link_speed, bucket_ms)
     roce_ports = _checked_ports(roce_ports)
@@ -48,25 +50,28 @@ def analyze(paths, *, pmtu: int | None = None, link_speed: float = 100.0, bucket
             print(f"roceview: warning: {message}", file=sys.stderr)
 
     display = _display_filter(display_filter)
-    files = expand_paths(paths)
+    files = expand_paths(paths) if engine != "dask" else _dask_inputs(paths)
     settings = _config(config) if diagnose else None
     # Reading starts now, on its own thread: the analysis modules import meanwhile. The
     # analysis reads 22 of the declared columns: the kernel extracts only those, unless the
     # caller asked for the packets table as well.
-    batches = iter_batches(files, roce_ports=roce_ports, chunk_packets=chunk_packets, warn=on_warning,
-                           projection=None if packets else _projection(display), display_filter=display)
+    batches = _batches(engine, scheduler, files, roce_ports=roce_ports, chunk_packets=chunk_packets,
+                       warn=on_warning, projection=None if packets else _projection(display), display_filter=display)
     from roceview.analysis import Analyzer
 
     analyzer = Analyzer(pmtu=pmtu, link_speed_gbps=link_speed, bucket_ms=bucket_ms, keep_packets=packets)
     facts = _fact_collector() if diagnose else None
-    for batch in batches:
-        analyzer.feed(batch)
-        if facts is not None:
-            facts.feed(batch, analyzer.flow_ids(batch))
-        if progress is not None:
-            progress(batch.n)
-        if on_batch is not None:
-            on_batch(batch)
+    try:
+        for batch in batches:
+            analyzer.feed(batch)
+            if facts is not None:
+                facts.feed(batch, analyzer.flow_ids(batch))
+            if progress is not None:
+                progress(batch.n)
+            if on_batch is not None:
+                on_batch(batch)
+    finally:
+        batches.close()
     result = analyzer.finish(files=files, warnings=warnings)
     if facts is not None:
         result.facts = facts.finish()
@@ -90,6 +95,39 @@ def _projection(display) -> str | None:
     from roceview.packets import projection_for
 
     return "analysis" if display is None else projection_for("analysis", display.fields)
+
+
+def _batches(engine: str, scheduler: str | None, files, display_filter=None, **options):
+    """The merged batches of `files`, decoded here (a reading thread) or on a Dask cluster;
+    only the rows `display_filter` matches."""
+    from roceview.errors import BadInput
+
+    if engine == "dask":
+        from roceview.dask_engine import DaskBatches
+
+        batches = DaskBatches(files, scheduler, **options)
+        return batches if display_filter is None else _selected(batches, display_filter)
+    if engine != "local":
+        raise BadInput(f"--engine must be local or dask (got {engine!r})")
+    if scheduler is not None:
+        raise BadInput("--scheduler needs --engine dask")
+    from roceview.packets import iter_batches
+
+    return iter_batches(files, display_filter=display_filter, **options)
+
+
+def _selected(batches, display):
+    try:
+        for batch in batches:
+            yield display.select(batch)
+    finally:
+        batches.close()
+
+
+def _dask_inputs(paths) -> list[str]:
+    from roceview.dask_engine import expand
+
+    return expand(paths)
 
 
 def _fact_collector():

@@ -37,6 +37,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("--each", action="store_true",
                         help="analyze each capture file on its own (one report each; --csv DIR: a sub-folder "
                              "per file) instead of merging them in time")
+    parser.add_argument("--engine", choices=("local", "dask"), default="local",
+                        help="local (default), or dask: decode the files on a Dask cluster, same results "
+                             "(pip install 'roceview[dask]')")
+    parser.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                        help="with --engine dask: the scheduler, e.g. tcp://10.0.0.5:8786 (default: a local "
+                             "cluster sized to this machine)")
 
 
 def _count(text: str) -> int:
@@ -113,7 +119,8 @@ def _join(folder: str, name: str) -> str:
 def _run_one(args, env) -> ExitStatus:
     from roceview.capture.memory import prefault_heap
 
-    prefault_heap(2 * _input_bytes(args.capture))     # on the idle core, while numpy imports
+    if args.engine == "local":                        # (dask: the workers hold the decoded files)
+        prefault_heap(2 * _input_bytes(args.capture))  # on the idle core, while numpy imports
     from roceview.api import analyze
     from roceview.progress import Progress, input_bytes
 
@@ -121,7 +128,8 @@ def _run_one(args, env) -> ExitStatus:
     with Progress(env.stderr, "analyzing", total) as bar:
         result = analyze(args.capture, pmtu=args.pmtu, link_speed=args.link_speed, bucket_ms=args.bucket,
                          roce_ports=args.roce_port, warn=bar.warn, on_batch=_after_imports(bar),
-                         config=args.config, display_filter=args.filter)
+                         config=args.config, display_filter=args.filter, engine=args.engine,
+                         scheduler=args.scheduler)
     return write_and_report(result, args, env)
 
 

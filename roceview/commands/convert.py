@@ -10,6 +10,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("-o", "--output", required=True, metavar="FILE.parquet", help="Parquet file to write")
     parser.add_argument("--roce-port", type=udp_port, action="append", default=[], metavar="P",
                         help="also decode UDP destination port P as RoCEv2 (repeatable)")
+    parser.add_argument("--partition-by", choices=("flow",), default=None,
+                        help="write a Parquet dataset directory partitioned by flow (flow_part=K/), the input of "
+                             "a later `analyze --engine dask DIR`")
 
 
 PARQUET_SUFFIXES = (".parquet", ".pq")
@@ -26,6 +29,12 @@ def run(args, env) -> ExitStatus:
     from roceview.packets import iter_packets
     from roceview.progress import Progress, input_bytes, record_bytes
 
+    if args.partition_by:
+        from roceview.parquet_dataset import write_partitioned
+
+        rows = write_partitioned(iter_packets(args.capture, roce_ports=args.roce_port, warn=env.warn), args.output)
+        print(f"wrote {rows} packets to {args.output}", file=env.stderr)
+        return ExitStatus.OK
     writer = None
     rows = 0
     total = input_bytes(args.capture) if env.stderr_isatty else None

@@ -1,0 +1,179 @@
+"""`analyze --engine dask` against the local engine on a ring buffer of FILES x PACKETS files.
+
+    python benchmarks/bench_dask.py [--dir /tmp/roceview-bench-dask] [--files 8] [--packets 1000000]
+
+The files are cut (at record boundaries) from one make_capture.py capture, so flows cross every
+file boundary. Each configuration runs in a fresh process: the local engine (`analyze DIR`);
+the driver's part alone over batches already in memory (its ceiling); then Dask LocalClusters
+of 1 and 2 worker processes (1 thread each; started, and their workers' imports done, before
+the clock starts): the full analysis (the driver merges and analyses, the workers decode), and
+the decode alone on the workers (the part that is distributed). Prints packets/s, CPU seconds
+and peak RSS of the driver and of each worker, the scaling efficiency rate(2) / (2 x rate(1)),
+and checks the five CSV files of every Dask run equal the local engine's. Note the machine's
+load: others share it.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import mmap
+import os
+import resource
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+CSVS = ("qps.csv", "pfc.csv", "events.csv", "timeline.csv", "findings.csv")
+
+
+def make_ring(directory: Path, files: int, packets: int) -> None:
+    """One capture of files x packets packets (make_capture.py), cut into `files` pcap files."""
+    directory.mkdir(parents=True, exist_ok=True)
+    whole = directory.parent / (directory.name + "-whole.pcap")
+    if not whole.exists():
+        subprocess.run([sys.executable, str(REPO / "benchmarks" / "make_capture.py"), str(whole),
+                        "--packets", str(files * packets), "--snaplen", "128", "--flows", "1024"], check=True)
+    cut_pcap(whole, directory, packets)
+
+
+def cut_pcap(whole: Path, directory: Path, packets: int) -> None:
+    with open(whole, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        header, pos, size, start, count, k = mm[:24], 24, len(mm), 24, 0, 0
+        unpack = struct.Struct("<I").unpack_from
+        while pos < size:
+            pos += 16 + unpack(mm, pos + 8)[0]
+            count += 1
+            if count == packets or pos >= size:
+                (directory / f"ring_{k:05d}.pcap").write_bytes(header + mm[start:pos])
+                start, count, k = pos, 0, k + 1
+
+
+def peak_rss_mb() -> float:
+    """VmHWM: this process's own peak (ru_maxrss would carry the parent's across exec)."""
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def one(mode: str, workers: int, directory: str, out: str) -> dict:
+    """One configuration, in this (fresh) process."""
+    import roceview
+    from roceview.render.export import write_csv_dir
+
+    if mode == "ceiling":
+        return _ceiling(directory)
+    cluster = client = None
+    if mode != "local":
+        from dask.distributed import Client, LocalCluster
+
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0")
+        client = Client(cluster)
+        client.run(_warm)                          # worker start-up (imports), paid once per cluster
+    cpu0, t0 = _cpu_s(), time.perf_counter()
+    if client is not None:
+        worker_cpu0 = client.run(_cpu_s)
+    if mode == "decode":
+        from roceview.capture.source import expand_paths
+
+        packets = sum(client.gather(client.map(_decode_count, expand_paths(directory), pure=False)))
+    else:
+        result = roceview.analyze(directory, engine="local" if mode == "local" else "dask",
+                                  scheduler=None if cluster is None else cluster.scheduler_address)
+        packets = int(result.summary["packets"])
+    wall, driver_cpu = time.perf_counter() - t0, _cpu_s() - cpu0
+    if mode != "decode":
+        write_csv_dir(result, out)
+    row = {"mode": mode, "workers": workers, "packets": packets, "wall_s": round(wall, 3),
+           "pkt_per_s": round(packets / wall), "driver_cpu_s": round(driver_cpu, 2),
+           "driver_peak_rss_mb": round(peak_rss_mb())}
+    if client is not None:
+        cpu = client.run(_cpu_s)
+        row["worker_cpu_s"] = sorted(round(cpu[w] - worker_cpu0[w], 2) for w in cpu)
+        row["worker_peak_rss_mb"] = sorted(round(v) for v in client.run(peak_rss_mb).values())
+        client.close()
+        cluster.close()
+    return row
+
+
+def _ceiling(directory: str) -> dict:
+    """The driver's own part alone: Analyzer + FactCollector + diagnoser over batches already
+    decoded and merged in memory (the rate no number of workers can take the run past)."""
+    from roceview.analysis import Analyzer
+    from roceview.diagnose import FactCollector, find
+    from roceview.packets import iter_batches
+
+    batches = list(iter_batches(directory, projection="analysis"))
+    cpu0, t0 = _cpu_s(), time.perf_counter()
+    analyzer, facts = Analyzer(), FactCollector()
+    for batch in batches:
+        analyzer.feed(batch)
+        facts.feed(batch, analyzer.flow_ids(batch))
+    result = analyzer.finish()
+    result.facts = facts.finish()
+    find(result)
+    wall, cpu = time.perf_counter() - t0, _cpu_s() - cpu0
+    packets = sum(b.n for b in batches)
+    return {"mode": "ceiling", "workers": 0, "packets": packets, "wall_s": round(wall, 3),
+            "pkt_per_s": round(packets / wall), "driver_cpu_s": round(cpu, 2),
+            "driver_peak_rss_mb": round(peak_rss_mb())}
+
+
+def _cpu_s() -> float:
+    """CPU seconds of this process (all threads): what the work costs whatever the load."""
+    return time.process_time()
+
+
+def _warm() -> None:
+    import roceview.columns_wire  # noqa: F401
+    import roceview.dask_engine  # noqa: F401
+    import roceview.decode  # noqa: F401
+    import roceview.table  # noqa: F401
+
+
+def _decode_count(path: str) -> int:
+    from roceview.dask_engine import decode_file
+
+    return sum(decode_file(path, (), 1 << 16, "analysis")["chunks"]["lengths"])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "roceview-bench-dask")
+    ap.add_argument("--files", type=int, default=8)
+    ap.add_argument("--packets", type=int, default=1_000_000)
+    ap.add_argument("--one", nargs=4, metavar=("MODE", "WORKERS", "DIR", "OUT"), help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.one:
+        print(json.dumps(one(a.one[0], int(a.one[1]), a.one[2], a.one[3])))
+        return
+    if not a.dir.exists() or len(list(a.dir.glob("ring_*.pcap"))) < a.files:
+        make_ring(a.dir, a.files, a.packets)
+    print(f"load average before: {os.getloadavg()}, cores: {os.cpu_count()}")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for mode, workers in (("local", 0), ("ceiling", 0), ("dask", 1), ("dask", 2), ("decode", 1), ("decode", 2)):
+            out = os.path.join(tmp, f"{mode}{workers}")
+            done = subprocess.run([sys.executable, __file__, "--one", mode, str(workers), str(a.dir), out],
+                                  capture_output=True, text=True, check=True, cwd=REPO)
+            row = json.loads(done.stdout.strip().splitlines()[-1])
+            if mode == "dask":
+                row["csvs_equal_local"] = all(Path(out, n).read_bytes() == Path(tmp, "local0", n).read_bytes()
+                                              for n in CSVS)
+            row["load_after"] = round(os.getloadavg()[0], 2)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    rate = {(r["mode"], r["workers"]): r["pkt_per_s"] for r in rows}
+    for mode in ("dask", "decode"):
+        print(f"{mode}: scaling efficiency with 2 workers = "
+              f"{rate[(mode, 2)] / (2 * rate[(mode, 1)]):.0%} of 2x the 1-worker rate")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,207 @@
+"""`analyze --engine dask`: capture files decoded on a Dask cluster, analysed exactly as locally.
+
+Workers read and decode whole files (the analysis projection's columns, decode.decode_chunk)
+in parallel; this process merges the decoded chunks in time order with the local engine's own
+merge (roceview.merge, as packets._merged does: same file order, interface numbers, chunk
+sizes, frame numbers) and feeds them to the unchanged Analyzer and FactCollector; the
+diagnoser runs once. Path-MTU inference, the pairing horizon, flow ids, the event caps and the
+frame numbers couple every flow of the capture, so the analysis itself is not partitioned:
+the results are the local engine's byte for byte, and what scales is the decode (README,
+"Running on a Dask cluster", has the measured split). Needs `pip install 'roceview[dask]'`.
+"""
+from __future__ import annotations
+
+import uuid
+from typing import Callable, Iterator
+
+import numpy as np
+
+from roceview.batch import Batch
+from roceview.errors import BadInput
+
+INSTALL = "--engine dask needs Dask: pip install 'roceview[dask]'"
+RETRIES = 2                  # a task whose worker died is run again elsewhere this many times
+CONNECT_TIMEOUT = "10s"
+WINDOW = 1 << 20             # frames of a Parquet dataset read per task
+
+
+def decode_file(path: str, roce_ports: tuple, chunk_packets: int, projection: str | None) -> dict:
+    """On a worker: one file's decoded chunks (interface numbers from 0; the driver adds the
+    file's base) and the warnings its reading gave, in order. Plain dicts of numpy arrays:
+    they travel as pickle-5 buffers, no per-packet objects."""
+    from roceview.capture.readers import read_records
+    from roceview.decode import decode_chunk, port_table
+
+    from roceview.columns_wire import pack
+
+    warnings: list[str] = []
+    ports = port_table(roce_ports)
+    chunks = [decode_chunk(chunk, ports, 1, projection)
+              for chunk in read_records(path, chunk_packets, warnings.append, release_lag=0)]
+    return {"chunks": pack(chunks), "warnings": warnings}
+
+
+def expand(paths) -> list[str]:
+    """The capture files of `paths`, or one Parquet dataset directory (convert --partition-by)."""
+    from roceview.capture.source import expand_paths
+    from roceview.parquet_dataset import is_dataset
+
+    given = [str(p) for p in ([paths] if isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__") else paths)]
+    datasets = [p for p in given if p != "-" and is_dataset(p)]
+    if not datasets:
+        return expand_paths(given)
+    if len(given) > 1:
+        raise BadInput("--engine dask reads one Parquet dataset or capture files, not both")
+    return datasets
+
+
+def connect(scheduler: str | None):
+    """A Client of the scheduler at `scheduler`, or of a LocalCluster sized to this machine."""
+    try:
+        from dask.distributed import Client, LocalCluster
+    except ImportError:
+        raise BadInput(INSTALL) from None
+    if scheduler is None:
+        import logging
+
+        cluster = LocalCluster(processes=True, threads_per_worker=1, dashboard_address=":0",
+                               silence_logs=logging.ERROR)     # stderr keeps roceview's one-line contract
+        return Client(cluster), cluster
+    try:
+        client = Client(scheduler, timeout=CONNECT_TIMEOUT)
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise BadInput(f"cannot reach the Dask scheduler at {scheduler}: {_one_line(exc)}") from None
+    try:
+        client.wait_for_workers(1, timeout=CONNECT_TIMEOUT)   # else the tasks would wait forever
+    except (OSError, TimeoutError) as exc:
+        client.close()
+        raise BadInput(f"the Dask scheduler at {scheduler} has no workers ({_one_line(exc)})") from None
+    return client, None
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+class DaskBatches:
+    """The merged batches of `files`, decoded on the cluster; iterate once, then close()."""
+
+    def __init__(self, files: list[str], scheduler: str | None, roce_ports: tuple, chunk_packets: int,
+                 warn: Callable[[str], None], projection: str | None = "analysis"):
+        if "-" in files:
+            raise BadInput("--engine dask reads files (on storage its workers share), not stdin")
+        self.client, self.cluster = connect(scheduler)
+        self.files, self.args = files, (tuple(roce_ports), chunk_packets, projection)
+        self.chunk_packets, self.warn = chunk_packets, warn
+        workers = len(self.client.scheduler_info().get("workers", {})) or 1
+        self.ahead = 2 * workers + 1             # files decoded ahead of the merge (memory bound)
+        self.futures: dict[int, object] = {}
+        self.run = uuid.uuid4().hex              # task keys of this run only
+        self._iter: Iterator[Batch] | None = None
+
+    def __iter__(self) -> Iterator[Batch]:
+        from roceview.packets import _coalesced, _Prefetched
+
+        self._iter = _Prefetched(_coalesced(self._batches(), self.chunk_packets))
+        return self._iter
+
+    def _batches(self) -> Iterator[Batch]:
+        from roceview.packets import _time_ordered
+        from roceview.parquet_dataset import is_dataset
+
+        if len(self.files) == 1 and is_dataset(self.files[0]):
+            yield from self._dataset(self.files[0])
+            return
+        if len(self.files) == 1:
+            yield from self._single()
+            return
+        self.order, starts = _time_ordered(self.files)
+        yield from self._merged(starts)
+
+    def _single(self) -> Iterator[Batch]:
+        """One file: numbered as iter_chunks numbers it (no _file column)."""
+        self.order = self.files
+        frame = 1
+        for batch in self._decoded(0):
+            batch.cols["frame"] = np.arange(frame, frame + batch.n, dtype=np.int64)
+            frame += batch.n
+            yield batch
+
+    def _dataset(self, path: str) -> Iterator[Batch]:
+        """A Parquet dataset in frame order: windows of frames read on the workers (each reads
+        the row groups of every partition its frames are in), handed on in order."""
+        from roceview.columns_wire import unpack
+        from roceview.parquet_dataset import frame_range, read_frames
+
+        lo, hi = self._result(self.client.submit(frame_range, path, pure=False), path)
+        starts = list(range(lo, hi + 1, WINDOW))
+        pending: dict[int, object] = {}
+        for i, start in enumerate(starts):
+            for j in range(i, min(i + self.ahead, len(starts))):
+                if j not in pending:
+                    pending[j] = self.client.submit(read_frames, path, starts[j], starts[j] + WINDOW, self.args[2],
+                                                    pure=False, retries=RETRIES)
+            batch = next(unpack(self._result(pending.pop(i), path)), Batch(0))
+            for k in range(0, batch.n, self.chunk_packets):
+                yield batch.select(slice(k, k + self.chunk_packets))
+
+    def _merged(self, starts) -> Iterator[Batch]:
+        from roceview.merge import merge_in_time
+        from roceview.packets import MIN_MERGE_CHUNK, _allow_open_files, _Interfaces
+
+        interfaces = _Interfaces()
+        _allow_open_files(len(self.files))
+
+        def open_file(k: int, beside: int) -> Iterator[Batch]:
+            """As packets._merged's open_file: the same interface numbers and chunk sizes."""
+            base = interfaces.open(k)
+            rows = max(min(MIN_MERGE_CHUNK, self.chunk_packets), self.chunk_packets // (beside + 1))
+            for batch in self._decoded(k):
+                for lo in range(0, batch.n, rows):
+                    part = batch if rows >= batch.n else batch.select(slice(lo, lo + rows))
+                    iface = (part.cols["interface"] + base).astype(np.uint16)
+                    part.cols["interface"] = interfaces.seen(k, iface)
+                    part.cols["_file"] = np.full(part.n, k, np.uint16)
+                    yield part
+
+        never = -(1 << 62)
+        return merge_in_time([never if s is None else s for s in starts], open_file, self.chunk_packets)
+
+    def _decoded(self, k: int) -> Iterator[Batch]:
+        """File k's chunks (its decode and the next files' submitted first); its warnings once
+        its last chunk is handed on, where the local reader gives them."""
+        for j in range(k, min(k + self.ahead, len(self.order))):
+            if j not in self.futures:
+                self.futures[j] = self.client.submit(decode_file, self.order[j], *self.args, retries=RETRIES,
+                                                     key=f"roceview-decode-{j}-{self.run}", pure=False)
+        from roceview.columns_wire import unpack
+
+        future = self.futures.pop(k)
+        result = self._result(future, self.order[k])
+        del future                               # the worker's copy is released
+        yield from unpack(result["chunks"])
+        for message in result["warnings"]:
+            self.warn(message)
+
+    @staticmethod
+    def _result(future, path: str) -> dict:
+        try:
+            return future.result()
+        except BadInput:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a lost worker, a closed connection: one line
+            raise BadInput(f"the Dask run could not complete (decoding {path}: {type(exc).__name__}: "
+                           f"{_one_line(exc)}); no result was written") from None
+
+    def close(self) -> None:
+        if self._iter is not None:
+            self._iter.close()
+        for future in self.futures.values():
+            future.cancel()
+        self.futures.clear()
+        try:
+            self.client.close()
+            if self.cluster is not None:
+                self.cluster.close()
+        except Exception:  # noqa: BLE001 - shutting down a broken connection: nothing left to do
+            pass

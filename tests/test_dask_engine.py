@@ -1,0 +1,243 @@
+"""`analyze --engine dask` on a real LocalCluster (2 worker processes): the five CSV files are
+the local engine's byte for byte on a ring-buffer directory cut from generated scenarios."""
+import io
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("dask")
+distributed = pytest.importorskip("dask.distributed")
+
+import roceview  # noqa: E402
+from roceview.capture.writer import write_pcap, write_pcapng  # noqa: E402
+from roceview.cli import Environment, main  # noqa: E402
+from roceview.errors import BadInput  # noqa: E402
+from roceview.generate import generate  # noqa: E402
+from roceview.render.export import CSV_FILES, write_csv_dir  # noqa: E402
+
+CSVS = [name for name, _ in CSV_FILES]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=":0") as c:
+        yield c
+
+
+def cut(cap, cuts, directory, stem, pcapng=False):
+    """Write frames [cuts[i], cuts[i+1]) of `cap` as one ring-buffer file each."""
+    ends = np.cumsum(cap.lengths)
+    starts = ends - cap.lengths
+    bounds = [0, *cuts, len(cap)]
+    frames = cap.frame_list() if pcapng else None
+    for i, (a, b) in enumerate(zip(bounds, bounds[1:])):
+        path = directory / f"{stem}_{i:05d}.{'pcapng' if pcapng else 'pcap'}"
+        if pcapng:
+            write_pcapng(path, frames[a:b], cap.ts_ns[a:b].tolist())
+        else:
+            write_pcap(path, cap.frames[starts[a]:ends[b - 1]], cap.lengths[a:b], cap.ts_ns[a:b])
+
+
+def gap_index(path, ts_ns) -> int:
+    """The index of the packet after the first PSN gap the local engine reports (its time)."""
+    events = roceview.analyze(path, diagnose=False).events
+    gaps = events[events["kind"].astype(str) == "gap"]
+    assert len(gaps), "the scenario must show a gap"
+    at = int(np.searchsorted(ts_ns, gaps["ts"].iloc[0].value))
+    assert ts_ns[at] == gaps["ts"].iloc[0].value
+    return at
+
+
+@pytest.fixture(scope="module")
+def ring(tmp_path_factory):
+    """Port A (network loss: a cut right before the first packet after the PSN gap, and flows
+    crossing every boundary) and port B (PFC storm, pcapng: pauses across files), overlapping in
+    time: 9 files."""
+    d = tmp_path_factory.mktemp("ring")
+    whole = tmp_path_factory.mktemp("whole")
+    loss = generate("network-loss-receiver-side", seed=3, scale=10)
+    write_pcap(whole / "loss.pcap", loss.frames, loss.lengths, loss.ts_ns)
+    at = gap_index(whole / "loss.pcap", loss.ts_ns)   # the file after the cut starts past the gap
+    n = len(loss)
+    cut(loss, sorted({n // 5, at, 3 * n // 5, 4 * n // 5} - {0}), d, "portA")
+    storm = generate("pfc-storm", seed=1, scale=0.5)
+    shift = int(loss.ts_ns[n // 3] - storm.ts_ns[0])   # port B starts while port A runs
+    storm.ts_ns = storm.ts_ns + shift
+    m = len(storm)
+    cut(storm, [m // 4, m // 2, 3 * m // 4], d, "portB", pcapng=True)
+    assert len(list(d.iterdir())) >= 8
+    return d
+
+
+def csv_bytes(result, directory):
+    write_csv_dir(result, directory)
+    return {name: (directory / name).read_bytes() for name in CSVS}
+
+
+def test_five_csvs_identical_to_the_local_engine(cluster, ring, tmp_path):
+    local_result = roceview.analyze(ring)
+    dask_result = roceview.analyze(ring, engine="dask", scheduler=cluster.scheduler_address)
+    local, dask = csv_bytes(local_result, tmp_path / "local"), csv_bytes(dask_result, tmp_path / "dask")
+    for name in CSVS:
+        assert dask[name] == local[name], name
+    assert dask_result.summary == local_result.summary
+    assert b",gap," in local["events.csv"] and b",pfc_pause," in local["events.csv"]
+    assert local["pfc.csv"].count(b"\n") > 1 and local["findings.csv"].count(b"\n") > 1
+
+
+def test_fifteen_scenarios_overlapping_in_time(cluster, tmp_path):
+    """captures/: every scenario's capture starts at the same instant, so all files are open
+    together in the merge (interleaved, chunks split beside the others)."""
+    captures = Path(__file__).resolve().parents[1] / "captures"
+    local = csv_bytes(roceview.analyze(captures), tmp_path / "local")
+    dask = csv_bytes(roceview.analyze(captures, engine="dask", scheduler=cluster.scheduler_address),
+                     tmp_path / "dask")
+    for name in CSVS:
+        assert dask[name] == local[name], name
+
+
+def test_a_damaged_file_warns_as_locally(cluster, ring, tmp_path):
+    """A file cut mid-record (a ring buffer's file being written): the worker's warning reaches
+    the summary and the decode_warnings finding exactly as the local reader's does."""
+    import shutil
+
+    copy = tmp_path / "ring"
+    shutil.copytree(ring, copy)
+    victim = sorted(copy.glob("portA_*"))[2]
+    victim.write_bytes(victim.read_bytes()[:-7])
+    local_result = roceview.analyze(copy, warn=lambda m: None)
+    dask_result = roceview.analyze(copy, engine="dask", scheduler=cluster.scheduler_address, warn=lambda m: None)
+    assert any("middle of a record" in w for w in local_result.summary["warnings"])
+    assert dask_result.summary == local_result.summary
+    assert csv_bytes(dask_result, tmp_path / "d") == csv_bytes(local_result, tmp_path / "l")
+
+
+def test_small_chunks_and_one_file(cluster, ring, tmp_path):
+    """Chunks smaller than a file (several per file, split again beside other files) and a
+    single file (numbered as iter_chunks numbers it)."""
+    opts = dict(chunk_packets=1000)
+    local = csv_bytes(roceview.analyze(ring, **opts), tmp_path / "local")
+    dask = csv_bytes(roceview.analyze(ring, engine="dask", scheduler=cluster.scheduler_address, **opts),
+                     tmp_path / "dask")
+    assert dask == local
+    one = sorted(ring.iterdir())[1]
+    assert (csv_bytes(roceview.analyze(one, engine="dask", scheduler=cluster.scheduler_address), tmp_path / "d1")
+            == csv_bytes(roceview.analyze(one), tmp_path / "l1"))
+
+
+@pytest.fixture(scope="module")
+def dataset(ring, tmp_path_factory):
+    pytest.importorskip("pyarrow")
+    out = tmp_path_factory.mktemp("ds") / "ring.parquet"
+    code, _, err = run([str(ring), "-o", str(out), "--partition-by", "flow"], command="convert")
+    assert code == 0 and err.startswith("wrote "), err
+    return out
+
+
+def test_flow_partitioned_dataset_reads_back_with_pandas_and_duckdb(dataset, ring):
+    import pandas as pd
+
+    table = roceview.read_packets(str(ring))
+    back = pd.read_parquet(dataset).sort_values("frame", ignore_index=True)
+    assert len(back) == len(table) and back["frame"].tolist() == table["frame"].tolist()
+    assert back["psn"].astype("Int64").equals(table["psn"].astype("Int64"))
+    assert back["flow_part"].nunique() > 1
+    # both directions of an address pair share a partition
+    pairs = back.dropna(subset=["src_ip"]).groupby(["src_ip", "dst_ip"], observed=True)["flow_part"].nunique()
+    assert (pairs == 1).all()
+    duckdb = pytest.importorskip("duckdb")
+    rows, frames = duckdb.sql(f"select count(*), sum(frame) from read_parquet('{dataset}/**/*.parquet', "
+                              "hive_partitioning=true)").fetchall()[0]
+    assert (rows, frames) == (len(table), int(table["frame"].sum()))
+
+
+def test_analyze_dask_on_the_dataset_equals_local_on_the_captures(cluster, ring, dataset, tmp_path):
+    local = csv_bytes(roceview.analyze(ring), tmp_path / "local")
+    dask = csv_bytes(roceview.analyze(dataset, engine="dask", scheduler=cluster.scheduler_address),
+                     tmp_path / "dask")
+    for name in CSVS:
+        assert dask[name] == local[name], name
+
+
+def run(argv, command="analyze"):
+    out, err = io.StringIO(), io.StringIO()
+    code = main([command, *argv], Environment(stdin=io.StringIO(), stdout=out, stderr=err))
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_cli_engine_dask_writes_the_same_csvs(cluster, ring, tmp_path):
+    code, _, err = run([str(ring), "--engine", "dask", "--scheduler", cluster.scheduler_address,
+                        "--csv", str(tmp_path / "dask")])
+    assert (code, err) == (0, "")
+    code, _, _ = run([str(ring), "--csv", str(tmp_path / "local")])
+    for name in CSVS:
+        assert (tmp_path / "dask" / name).read_bytes() == (tmp_path / "local" / name).read_bytes(), name
+
+
+def test_unreachable_scheduler_is_one_line_exit_2(ring, tmp_path, monkeypatch):
+    import roceview.dask_engine as engine
+
+    monkeypatch.setattr(engine, "CONNECT_TIMEOUT", "1s")
+    code, _, err = run([str(ring), "--engine", "dask", "--scheduler", "tcp://127.0.0.1:1",
+                        "--csv", str(tmp_path / "out")])
+    assert code == 2
+    assert err.count("\n") == 1 and "cannot reach the Dask scheduler at tcp://127.0.0.1:1" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_scheduler_without_workers_is_one_line_exit_2(ring, monkeypatch):
+    import roceview.dask_engine as engine
+
+    monkeypatch.setattr(engine, "CONNECT_TIMEOUT", "1s")
+    with distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=":0") as empty:
+        code, _, err = run([str(ring), "--engine", "dask", "--scheduler", empty.scheduler_address])
+    assert code == 2
+    assert err.count("\n") == 1 and "has no workers" in err
+
+
+def test_dask_not_installed_says_what_to_install(ring, monkeypatch):
+    for name in [m for m in sys.modules if m == "dask" or m.startswith("dask.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "dask", None)           # import dask -> ImportError
+    code, _, err = run([str(ring), "--engine", "dask"])
+    assert code == 2
+    assert err.count("\n") == 1 and "pip install 'roceview[dask]'" in err
+
+
+def test_local_engine_needs_no_dask(ring, monkeypatch, tmp_path):
+    for name in [m for m in sys.modules if m == "dask" or m.startswith("dask.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "dask", None)
+    code, _, err = run([str(ring), "--csv", str(tmp_path / "out")])
+    assert (code, err) == (0, "")
+
+
+def test_scheduler_without_dask_engine_is_bad_input(ring):
+    with pytest.raises(BadInput, match="--scheduler needs --engine dask"):
+        roceview.analyze(ring, scheduler="tcp://127.0.0.1:1")
+
+
+def test_a_lost_worker_whose_retries_ran_out_fails_the_run(cluster, ring, tmp_path, monkeypatch):
+    """A task whose workers keep dying (KilledWorker after Dask's retries): one line, exit 2,
+    no CSV written."""
+    import roceview.dask_engine as engine
+
+    monkeypatch.setattr(engine, "decode_file", _dies)
+    code, _, err = run([str(ring), "--engine", "dask", "--scheduler", cluster.scheduler_address,
+                        "--csv", str(tmp_path / "out")])
+    assert code == 2
+    assert err.count("\n") == 1 and "the Dask run could not complete" in err
+    assert not (tmp_path / "out").exists()
+
+
+def _dies(path, *args):
+    import os
+
+    if path.endswith("00002.pcap"):
+        os._exit(1)                                   # the worker process dies mid-task
+    from roceview.dask_engine import decode_file
+
+    return decode_file(path, *args)
