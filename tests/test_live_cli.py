@@ -274,21 +274,27 @@ def test_stdin_a_terminal_is_refused():
 
 
 def test_the_tui_gets_batches_and_live_stats(tmp_path, monkeypatch):
-    """The contract with roceview/tui: run_app(source, title=, options=, stats=) where source
-    yields roceview Batches; after it returns, --csv is written from what it consumed."""
+    """The contract with roceview/tui: run_app(source, *, title, options: tui.Options,
+    live_stats) where source yields roceview Batches; after it returns, --csv is written from
+    what it consumed."""
     import io
     import types
 
     from roceview.batch import Batch
     from roceview.cli import Environment, main
+    from roceview.tui import Options
 
     seen = {}
 
-    def run_app(source, title, options, stats):
+    def run_app(source, *, title, options, live_stats):
         seen["rows"] = sum(batch.n for batch in source if isinstance(batch, Batch))
-        seen["title"], seen["stats"], seen["options"] = title, stats(), options
+        seen["title"], seen["stats"], seen["options"] = title, live_stats(), options
 
-    monkeypatch.setitem(sys.modules, "roceview.tui", types.SimpleNamespace(run_app=run_app))
+    import roceview
+
+    fake = types.SimpleNamespace(run_app=run_app, Options=Options)
+    monkeypatch.setitem(sys.modules, "roceview.tui", fake)
+    monkeypatch.setattr(roceview, "tui", fake)      # `import roceview.tui as tui` reads the attribute
 
     class Terminal(io.StringIO):
         def isatty(self):
@@ -297,8 +303,8 @@ def test_the_tui_gets_batches_and_live_stats(tmp_path, monkeypatch):
     out, err = Terminal(), io.StringIO()
     code = main(["live", "-r", str(LOSS), "--csv", str(tmp_path / "live")], Environment(stdout=out, stderr=err))
     assert code == 0, err.getvalue()
-    assert seen["rows"] == seen["stats"]["packets"] == packet_count(LOSS)
-    assert seen["title"] == f"roceview live {LOSS}" and seen["options"]["csv"] == str(tmp_path / "live")
+    assert seen["rows"] == packet_count(LOSS) and seen["stats"]["roceview drops"] == 0
+    assert seen["title"] == f"roceview live {LOSS}" and seen["options"].link_speed == 100.0
     same_csvs(tmp_path / "live", reference_csv(LOSS, tmp_path / "ref"))
 
 

@@ -65,7 +65,7 @@ def run(args, env) -> ExitStatus:
                 from roceview.commands.tui import keys_from_tty
 
                 os.close(keys_from_tty())
-            tui.run_app(session.batches(full=True), title=session.title, options=_tui_options(args),
+            tui.run_app(session.batches(full=True), title=session.title, options=_tui_options(tui, args),
                         live_stats=lambda: _tui_stats(session.stats()))
         else:
             with _StatusLine(session, env.stderr):
@@ -86,10 +86,8 @@ def _tui_stats(stats: dict) -> dict:
             "roceview drops": int(stats["roceview_drops"]), "capture": state}
 
 
-def _tui_options(args):
-    from roceview.tui.loader import Options
-
-    return Options(pmtu=args.pmtu, link_speed=args.link_speed, bucket_ms=args.bucket,
+def _tui_options(tui, args):
+    return tui.Options(pmtu=args.pmtu, link_speed=args.link_speed, bucket_ms=args.bucket,
                    roce_ports=tuple(args.roce_port or ()), config=args.config, fail_on=args.fail_on)
 
 
