@@ -68,7 +68,8 @@ def test_convert_draws_a_bar_on_a_terminal(capture, tmp_path):
 
 
 def test_generate_shows_its_step_on_a_terminal(tmp_path):
-    code, _, term = under_pty(["generate", "incast", "--scale", "20", "-o", tmp_path / "g.pcap"])
+    # scale 100: ~1 s of work, so the bar (rich imported on its timer thread) shows whatever the load
+    code, _, term = under_pty(["generate", "incast", "--scale", "100", "-o", tmp_path / "g.pcap"])
     assert code == 0
     assert "generating incast" in term or "writing" in term, term
 
