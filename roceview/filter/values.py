@@ -99,14 +99,32 @@ def member_test(field: F.FieldDef, items: tuple):
             if high is None:
                 _known_name(field, low)
         return _vocab_test(field, lambda name: any(_vocab_match(name, low, high) for low, high in items))
-    tests = []
+    tests, singles = [], []
     for low, high in items:
-        if high is None:
+        if high is None and field.kind in (F.INT, F.BOOL, F.MAC):
+            singles.append(parse_mac(low, field) if field.kind == F.MAC else parse_int(low, field))
+        elif high is None:
             tests.append(compare_test(field, "==", low))
         else:
             ge, le = compare_test(field, ">=", low), compare_test(field, "<=", high)
             tests.append(lambda values, ge=ge, le=le: ge(values) & le(values))
-    return lambda values: np.logical_or.reduce([t(values) for t in tests])
+    if singles:                         # one np.isin for all the set's numbers, not one pass each
+        tests.append(lambda values: _isin(_numeric(values), singles))
+    return lambda values: any_of(tests, values)
+
+
+def any_of(tests, arg) -> np.ndarray:
+    """OR of the tests' fresh bool arrays, accumulated in place: a set or a chain of `||` of
+    1,000 items holds two arrays, not a (1000, n) stack (np.logical_or.reduce of a list)."""
+    out = tests[0](arg)
+    for t in tests[1:]:
+        out |= t(arg)
+    return out
+
+
+def _isin(values: np.ndarray, literals: list[int]) -> np.ndarray:
+    info = np.iinfo(values.dtype)
+    return np.isin(values, np.array([x for x in literals if info.min <= x <= info.max], values.dtype))
 
 
 def _not_a_field(field: F.FieldDef, v: Value) -> None:
