@@ -82,3 +82,21 @@ def test_literals_that_stay_valid(clean):
     assert frames("frame.number in {0b11, 0x4, 0}", clean) == [3, 4]
     assert frames("src_ip == lid:65535 || proto == roce_v2", clean) == frames("udp.dstport == 4791", clean)
     assert frames('opcode_name > "RC_SEND"', clean) == frames('opcode_name >= "RC_SEND_"', clean)  # no name check
+
+
+def test_a_flag_with_a_count_compares_the_count_not_a_boolean():
+    """flags.py: a flag may carry a value (roceview.gap: how many PSNs are missing); only
+    boolean fields read a non-zero literal as TRUE."""
+    import numpy as np
+
+    from roceview.filter import fields as F
+    from roceview.filter.parse import Value
+    from roceview.filter.values import compare_test, member_test
+    from roceview.flags import Flag, FlagField
+
+    gap = F._flag(FlagField("gap", Flag.GAP, "PSNs missing", value_column="gap_psns"))
+    counts = np.array([9, 1, 0, 12], np.uint32)
+    assert compare_test(gap, "==", Value("9", False, 1))(counts).tolist() == [True, False, False, False]
+    assert compare_test(gap, ">", Value("8", False, 1))(counts).tolist() == [True, False, False, True]
+    assert member_test(gap, ((Value("12", False, 1), None),))(counts).tolist() == [False, False, False, True]
+    assert compare_test(gap, "==", Value("true", False, 1))(counts).tolist() == [False, True, False, False]

@@ -121,7 +121,7 @@ _WIRESHARK = [
 
 
 def _flag(f: FlagField) -> FieldDef:
-    source = Source(f.column, "is_false" if not f.column_value else "is_true") if f.column else Source("flags")
+    source = Source(f.column or "flags")       # evaluate._flag decides presence (bit, or column value)
     return FieldDef(FILTER_PREFIX + f.name, FLAG, (source,), f.meaning, flag=f, column=f.column or "flags")
 
 

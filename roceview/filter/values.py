@@ -30,9 +30,9 @@ LID_MARK = bytes(10) + b"\xfe\xfe"           # roceview.table.format_addr: IB LR
 
 def parse_int(v: Value, field: F.FieldDef) -> int:
     text = v.text.strip().lower()
-    boolean = field.kind in (F.BOOL, F.FLAG)
-    if boolean and text in ("true", "false"):
+    if field.kind in (F.BOOL, F.FLAG) and text in ("true", "false"):
         return int(text == "true")
+    boolean = field.kind == F.BOOL      # a flag's value may be a count (roceview.gap > 8: PSNs missing)
     sign, body = (-1, text[1:]) if text.startswith("-") else (1, text)
     if not _INT.match(body) or boolean and sign < 0:
         _not_a_field(field, v)
