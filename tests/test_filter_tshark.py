@@ -247,6 +247,7 @@ def test_fields_output_equals_tshark(corpus, tshark):
                 Environment(stdout=out, stderr=io.StringIO())) == 0
     ours = [line.split("\t") for line in out.getvalue().splitlines()]
     assert len(ours) == len(theirs)
+    assert {len(row) for row in ours} == {len(row) for row in theirs} == {len(fields)}   # zip hides none
     problems = {}
     for frame, (a, b) in enumerate(zip(ours, theirs), start=1):
         for field, x, y in zip(fields, a, b):
