@@ -75,7 +75,8 @@ class _Taker:
             return np.take(values, self.rows)
         if values.flags.c_contiguous:
             row = np.dtype((np.void, values.shape[1] * values.itemsize))
-            return np.take(values.view(row).reshape(-1), self.rows).view(values.dtype).reshape(len(self.rows), -1)
+            taken = np.take(values.view(row).reshape(-1), self.rows)
+            return taken.view(values.dtype).reshape(len(self.rows), values.shape[1])   # (0, 16) when none
         return np.take(values, self.rows, axis=0)
 
     def _constant(self, dtype, value) -> np.ndarray:

@@ -89,6 +89,14 @@ _WIRESHARK = [
     _w("udp.srcport", INT, "udp_sport"), _w("udp.dstport", INT, "udp_dport"),
     _w("udp.port", INT, "udp_sport", extra=("udp_dport",), meaning="udp.srcport or udp.dstport"),
     _w("infiniband", NONE, None, "roce", meaning="a RoCE or InfiniBand frame"),
+    # the headers themselves (presence only), as Wireshark users test them: `infiniband.aeth` = an ACK/NAK
+    _w("infiniband.lrh", NONE, "dlid", meaning="an IB local route header (native IB)"),
+    _w("infiniband.grh", NONE, None, "grh", meaning="a GRH (RoCEv1, IB)"),
+    _w("infiniband.bth", NONE, "opcode", meaning="a base transport header"),
+    _w("infiniband.rdeth", NONE, "rdeth_ee_context", meaning="an RDETH"),
+    _w("infiniband.deth", NONE, "deth_qkey", meaning="a DETH"),
+    _w("infiniband.reth", NONE, "reth_va", meaning="a RETH"),
+    _w("infiniband.aeth", NONE, "aeth_syndrome", meaning="an AETH (ACK or NAK)"),
     _w("infiniband.lrh.vl", INT, "vl", hex_digits=2), _w("infiniband.lrh.sl", INT, "sl"),
     _w("infiniband.lrh.dlid", INT, "dlid"), _w("infiniband.lrh.slid", INT, "slid"),
     _w("infiniband.grh.sgid", IPV6, "_src_addr", "grh"), _w("infiniband.grh.dgid", IPV6, "_dst_addr", "grh"),
@@ -113,7 +121,7 @@ _WIRESHARK = [
 
 
 def _flag(f: FlagField) -> FieldDef:
-    source = Source(f.column, "is_false" if not f.column_value else "is_true") if f.column else Source("flags")
+    source = Source(f.column or "flags")       # evaluate._flag decides presence (bit, or column value)
     return FieldDef(FILTER_PREFIX + f.name, FLAG, (source,), f.meaning, flag=f, column=f.column or "flags")
 
 

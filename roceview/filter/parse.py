@@ -32,6 +32,7 @@ COMPARE = {"==": "==", "eq": "==", "any_eq": "==", "!=": "!=", "ne": "!=", "all_
            "===": "===", "all_eq": "===", "!==": "!==", "~=": "!==", "any_ne": "!==",
            "<": "<", "lt": "<", "<=": "<=", "le": "<=", ">": ">", "gt": ">", ">=": ">=", "ge": ">="}
 LOGIC = {"and": "and", "&&": "and", "or": "or", "||": "or", "xor": "xor", "^^": "xor", "not": "not", "!": "not"}
+MAX_DEPTH = 64                  # Python's recursion limit, not Wireshark's (which has none)
 UNSUPPORTED = ("contains", "matches", "~", "&", "[")
 
 _TOKEN = re.compile(r"""
@@ -86,6 +87,7 @@ class _Parser:
     def __init__(self, text: str):
         self.tokens = tokenize(text)
         self.i = 0
+        self.depth = 0
 
     @property
     def tok(self) -> Token:
@@ -112,12 +114,19 @@ class _Parser:
 
     def unary(self) -> Node:
         t = self.tok
+        if self.logic("not") or t.text == "(" and t.kind == "op":
+            self.depth += 1             # the parser and the compiled filter recurse per level
+            if self.depth > MAX_DEPTH:
+                raise FilterError(f"more than {MAX_DEPTH} nested parentheses or negations", t.column)
         if self.logic("not"):
             self.take()
-            return Node("not", (self.unary(),))
+            inner = self.unary()
+            self.depth -= 1
+            return Node("not", (inner,))
         if t.text == "(" and t.kind == "op":
             self.take()
             inner = self.expr()
+            self.depth -= 1
             if self.tok.text != ")":
                 raise FilterError(f'expected ")" (to close the "(" at column {t.column}), found {_show(self.tok)}',
                                   self.tok.column)

@@ -19,8 +19,12 @@ from roceview.filter.parse import FilterError, Value
 
 ORDER = {"==": operator.eq, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 _NP = {"==": np.equal, "<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal}
-_MAC = re.compile(r"^[0-9A-Fa-f]{2}([:\-.])(?:[0-9A-Fa-f]{2}\1){4}[0-9A-Fa-f]{2}$")
-_LID = re.compile(r"^lid:(0x[0-9A-Fa-f]{1,4}|\d+)$")
+# tshark 4.0 takes 6 bytes as aa:bb:cc:dd:ee:ff, or as groups of whole bytes split by one kind of
+# '-' or '.' (aa-bb-.., aabb.ccdd.eeff, aabbcc.ddeeff), or 12 hex digits in a row
+_MAC = re.compile(r"^(?:[0-9a-f]{2}(?::[0-9a-f]{2}){5}|(?:[0-9a-f]{2})+(?:([\-.])(?:[0-9a-f]{2})+(?:\1(?:[0-9a-f]{2})+)*)?)$",
+                  re.IGNORECASE)
+_INT = re.compile(r"^(0x[0-9a-f]+|0b[01]+|0[0-7]*|[1-9][0-9]*)$")   # Wireshark's: no 0o, no 1_000
+_LID = re.compile(r"^lid:(0x[0-9A-Fa-f]{1,4}|[1-9]\d{0,4}|0)$")
 LID_MARK = bytes(10) + b"\xfe\xfe"           # roceview.table.format_addr: IB LRH without GRH
 
 
@@ -28,22 +32,27 @@ def parse_int(v: Value, field: F.FieldDef) -> int:
     text = v.text.strip().lower()
     if field.kind in (F.BOOL, F.FLAG) and text in ("true", "false"):
         return int(text == "true")
-    try:
-        sign, body = (-1, text[1:]) if text.startswith("-") else (1, text)
-        if body.startswith(("0x", "0b", "0o")):
-            return sign * int(body, 0)
-        if len(body) > 1 and body.startswith("0") and body.isdigit():
-            return sign * int(body, 8)          # Wireshark: a leading 0 is octal
-        return sign * int(body, 10)
-    except ValueError:
-        raise FilterError(f'"{v.text}" is not a number ({field.name} is an integer field)', v.column) from None
+    boolean = field.kind == F.BOOL      # a flag's value may be a count (roceview.gap > 8: PSNs missing)
+    sign, body = (-1, text[1:]) if text.startswith("-") else (1, text)
+    if not _INT.match(body) or boolean and sign < 0:
+        _not_a_field(field, v)
+        what = "a boolean field (1/0, true/false)" if boolean else "an integer field"
+        raise FilterError(f'"{v.text}" is not a number ({field.name} is {what})', v.column)
+    if body.startswith(("0x", "0b")):
+        value = int(body, 0)
+    else:
+        value = int(body, 8 if len(body) > 1 and body.startswith("0") else 10)   # Wireshark: a leading 0 is octal
+    # tshark 4.0 reads any non-zero literal of a boolean as TRUE: `infiniband.bth.se == 2` is `== 1`
+    return int(value != 0) if boolean else sign * value
 
 
 def parse_mac(v: Value, field: F.FieldDef) -> int:
     text = v.text.strip()
-    if not _MAC.match(text):
+    digits = re.sub(r"[:\-.]", "", text)
+    if not _MAC.match(text) or len(digits) != 12:
+        _not_a_field(field, v)
         raise FilterError(f'"{text}" is not a MAC address ({field.name})', v.column)
-    return int(re.sub(r"[:\-.]", "", text), 16)
+    return int(digits, 16)
 
 
 def parse_addr(v: Value, field: F.FieldDef) -> tuple[bytes, int]:
@@ -51,10 +60,14 @@ def parse_addr(v: Value, field: F.FieldDef) -> tuple[bytes, int]:
     text, kind = v.text.strip(), field.kind
     lid = _LID.match(text)
     if lid and kind == F.ADDR:
-        return LID_MARK + b"\0\0" + int(lid.group(1), 0).to_bytes(2, "big"), 128
+        number = int(lid.group(1), 0)
+        if number > 0xFFFF:                 # a LID is 16 bits (IBTA 7.7.1)
+            raise FilterError(f'"{text}": a LID is at most 0xffff ({field.name})', v.column)
+        return LID_MARK + b"\0\0" + number.to_bytes(2, "big"), 128
     try:
         net = ipaddress.ip_network(text, strict=False)
     except ValueError:
+        _not_a_field(field, v)
         want = {F.IPV4: "an IPv4", F.IPV6: "an IPv6"}.get(kind, "an IPv4/IPv6")
         raise FilterError(f'"{text}" is not {want} address or network ({field.name})', v.column) from None
     if kind == F.IPV6 and net.version == 4 or kind == F.IPV4 and net.version == 6:
@@ -70,6 +83,8 @@ def compare_test(field: F.FieldDef, op: str, v: Value):
     if field.kind == F.NONE:
         raise FilterError(f"{field.name} is a protocol: test it for presence only, without a comparison", v.column)
     if field.kind == F.STR:
+        if op == "==":
+            _known_name(field, v)
         return _vocab_test(field, lambda name: ORDER[op](name, v.text))
     if field.kind in (F.IPV4, F.IPV6, F.ADDR):
         return _addr_test(op, *parse_addr(v, field))
@@ -80,15 +95,56 @@ def compare_test(field: F.FieldDef, op: str, v: Value):
 def member_test(field: F.FieldDef, items: tuple):
     """values -> bool array: the value is one of the set's values or within one of its ranges."""
     if field.kind == F.STR:             # one lookup table for the whole set
+        for low, high in items:
+            if high is None:
+                _known_name(field, low)
         return _vocab_test(field, lambda name: any(_vocab_match(name, low, high) for low, high in items))
-    tests = []
+    tests, singles = [], []
     for low, high in items:
-        if high is None:
+        if high is None and field.kind in (F.INT, F.BOOL, F.MAC):
+            singles.append(parse_mac(low, field) if field.kind == F.MAC else parse_int(low, field))
+        elif high is None:
             tests.append(compare_test(field, "==", low))
         else:
             ge, le = compare_test(field, ">=", low), compare_test(field, "<=", high)
             tests.append(lambda values, ge=ge, le=le: ge(values) & le(values))
-    return lambda values: np.logical_or.reduce([t(values) for t in tests])
+    if singles:                         # one np.isin for all the set's numbers, not one pass each
+        tests.append(lambda values: _isin(_numeric(values), singles))
+    return lambda values: any_of(tests, values)
+
+
+def any_of(tests, arg) -> np.ndarray:
+    """OR of the tests' fresh bool arrays, accumulated in place: a set or a chain of `||` of
+    1,000 items holds two arrays, not a (1000, n) stack (np.logical_or.reduce of a list)."""
+    out = tests[0](arg)
+    for t in tests[1:]:
+        out |= t(arg)
+    return out
+
+
+def _isin(values: np.ndarray, literals: list[int]) -> np.ndarray:
+    info = np.iinfo(values.dtype)
+    return np.isin(values, np.array([x for x in literals if info.min <= x <= info.max], values.dtype))
+
+
+def _not_a_field(field: F.FieldDef, v: Value) -> None:
+    """Called on a literal that does not parse: say so when it is a field name."""
+    if not v.quoted and v.text in F.all_fields():
+        raise FilterError(f"{field.name} is compared with the field {v.text}: only values are supported "
+                          "(field-to-field comparisons are not)", v.column)
+
+
+def _known_name(field: F.FieldDef, v: Value) -> None:
+    """A name no code has is a typo, not a filter that matches nothing (tshark: "cannot be found
+    among the possible values")."""
+    names = {name for name in field.vocab if name}
+    if v.text not in names:
+        import difflib
+
+        close = difflib.get_close_matches(v.text, names, n=1, cutoff=0.6)
+        _not_a_field(field, v)
+        raise FilterError(f'"{v.text}" is not a value of {field.name}', v.column,
+                          f"did you mean {close[0]}?" if close else None)
 
 
 def _vocab_match(name: str, low: Value, high: Value | None) -> bool:
