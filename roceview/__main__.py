@@ -1,5 +1,12 @@
 # Ctrl-C from the first line roceview runs: exit 130, no traceback (roceview/interrupt.py).
-from roceview import interrupt
+# Until interrupt.install() replaces it, a bare handler exits 130: nothing to clean up yet, and
+# a signal between roceview.interrupt's import and its install would be Python's KeyboardInterrupt.
+import os as _os
+import signal as _signal
+
+_signal.signal(_signal.SIGINT, lambda *_: _os._exit(130))
+
+from roceview import interrupt  # noqa: E402
 
 interrupt.install()
 
