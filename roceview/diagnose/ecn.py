@@ -229,7 +229,6 @@ def _pauses_near(ctx: Context, dst: str, flows, start: int, end: int) -> int:
     """Pause frames in [start, end) that can belong to this incast: from the receiver's own NIC or
     from a switch port (a MAC that is no RoCE host), on a priority the incast flows use (or 802.3x
     PAUSE). Pauses another host's NIC sends, or sent at another time, are not this receiver's."""
-    from roceview.diagnose.pfc import PAUSE_DETAIL
     from roceview.diagnose.priority import flow_priorities
 
     hosts = ctx.host_macs()
@@ -241,8 +240,7 @@ def _pauses_near(ctx: Context, dst: str, flows, start: int, end: int) -> int:
             continue
         ev = ctx.ev("pfc_pause", mac)
         inside = (ev.ts >= start) & (ev.ts < end)
-        for d in (ev.detail[i] for i in np.flatnonzero(inside).tolist()):
-            m = PAUSE_DETAIL.search(d or "")
-            if m and (not prios or m.group(1) == "all" or m.group(1) in prios):
+        for prio in (ev.col("pfc_priority")[i] for i in np.flatnonzero(inside).tolist()):
+            if prio and (not prios or prio == "all" or prio in prios):
                 n += 1
     return n

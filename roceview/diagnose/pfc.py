@@ -7,7 +7,6 @@ same paused period. Only enabled class slots ever become events (36.1.3).
 """
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 
 import numpy as np
@@ -17,7 +16,6 @@ from roceview.diagnose.finding import finding, plural
 from roceview.diagnose.link_speed import link_speed, link_speed_findings, speed_note
 from roceview.diagnose.pfc_storm import storm_finding
 
-PAUSE_DETAIL = re.compile(r"priority (\w+) quanta (\d+)")
 
 
 def pause_frames(ctx: Context) -> dict[tuple[str, str], list]:
@@ -26,10 +24,9 @@ def pause_frames(ctx: Context) -> dict[tuple[str, str], list]:
     for kind in ("pfc_pause", "pfc_resume"):
         for mac in ctx.flows_with(kind):
             ev = ctx.ev(kind, mac)
-            for ts, d in zip(ev.ts.tolist(), ev.detail):
-                m = PAUSE_DETAIL.search(d or "")
-                if m:
-                    rows[(mac, m.group(1))].append((ts, int(m.group(2))))
+            for ts, prio, quanta in zip(ev.ts.tolist(), ev.col("pfc_priority").tolist(), ev.col("pfc_quanta").tolist()):
+                if prio:
+                    rows[(mac, prio)].append((ts, int(quanta)))
     return {k: sorted(v) for k, v in rows.items()}
 
 
