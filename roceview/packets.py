@@ -263,20 +263,53 @@ def projection_for(base: str | None, columns) -> str | None:
 
 
 def iter_packets(paths, columns=None, roce_ports: Iterable[int] = (), chunk_packets: int = DEFAULT_CHUNK,
-                 warn=None):
-    """The packets table in chunks of pandas DataFrames."""
+                 warn=None, analysis: bool = False, pmtu: int | None = None):
+    """The packets table in chunks of pandas DataFrames; analysis=True adds the analysis
+    columns (flags, missing_psns, rel_frame, rtt_ns: docs/columns.md) from the same streaming
+    analysis as `analyze` (pmtu as there)."""
     from roceview.table import to_dataframe
 
-    for batch in iter_batches(paths, roce_ports, chunk_packets, warn):
+    batches = iter_batches(paths, roce_ports, chunk_packets, warn)
+    if analysis:
+        batches = analysed(batches, pmtu)
+        columns = _with_analysis(columns)
+    for batch in batches:
         yield to_dataframe(batch, columns)
 
 
-def read_packets(paths, columns=None, roce_ports: Iterable[int] = (), warn=None):
-    """The whole packets table as one pandas DataFrame (columns: docs/columns.md)."""
+def read_packets(paths, columns=None, roce_ports: Iterable[int] = (), warn=None, analysis: bool = False,
+                 pmtu: int | None = None):
+    """The whole packets table as one pandas DataFrame (columns: docs/columns.md); analysis=True
+    adds the analysis columns, as iter_packets."""
     from roceview.table import to_dataframe
 
-    batches = list(iter_batches(paths, roce_ports, warn=warn))
+    batches = iter_batches(paths, roce_ports, warn=warn)
+    if analysis:
+        batches = analysed(batches, pmtu)
+        columns = _with_analysis(columns)
+    batches = list(batches)
     return to_dataframe(Batch.concat(batches) if batches else None, columns)
+
+
+def analysed(batches: Iterable[Batch], pmtu: int | None = None) -> Iterator[Batch]:
+    """The batches with the per-packet analysis columns (analysis/packet_flags.py), in order. A
+    batch may come out later than it went in (the analysis holds batches back until it knows a
+    path MTU) and re-chunked; each packet's flags depend only on the packets before it."""
+    from roceview.analysis import Analyzer
+
+    an = Analyzer(pmtu=pmtu, packet_flags=True)
+    for batch in batches:
+        an.feed(batch)
+        yield from an.take_analysed()
+    an.flush()
+    yield from an.take_analysed()
+
+
+def _with_analysis(columns):
+    from roceview.analysis.packet_flags import ANALYSIS_COLUMNS, packet_columns
+
+    return packet_columns() if columns is None else tuple(columns) + tuple(
+        c for c in ANALYSIS_COLUMNS if c not in columns)
 
 
 def _first_ts(path: str) -> int:
