@@ -12,14 +12,19 @@ RNR_TIMER_MS = (655.36, 0.01, 0.02, 0.03, 0.04, 0.06, 0.08, 0.12, 0.16, 0.24, 0.
                 1.28, 1.92, 2.56, 3.84, 5.12, 7.68, 10.24, 15.36, 20.48, 30.72, 40.96, 61.44, 81.92,
                 122.88, 163.84, 245.76, 327.68, 491.52)
 # shown by the line itself already ([bad ICRC], [truncated]): not repeated as tags
-_IN_LINE = Flag.ICRC_BAD | Flag.TRUNCATED
-_ERROR = Flag.GAP | Flag.RETRANSMISSION | Flag.TIMEOUT_RETRANSMISSION | Flag.NAK | Flag.RNR_NAK | Flag.PSN_REUSE
+TAGGED = int(~(Flag.ICRC_BAD | Flag.TRUNCATED) & 0xFFFFFFFF)
+# plain ints: an IntFlag operation costs a Python call per packet
+GAP, RETRANSMISSION, TIMEOUT, PSN_REUSE, DUPLICATE, NAK, RNR_NAK, ECN_CE, CNP, ICRC_BAD, TRUNCATED, \
+    PFC_PAUSE, PFC_RESUME, RTT_ACK = (int(f) for f in Flag)
 _COLOUR = {"error": "\x1b[31m", "warn": "\x1b[33m", "note": "\x1b[36m"}
+
+
+_NAMED = tuple((f.name, int(f.flag)) for f in FLAG_FIELDS)
 
 
 def flag_names(flags: int) -> list[str]:
     """The filter names (roceview.<name>) of the bits set."""
-    return [f.name for f in FLAG_FIELDS if flags & f.flag]
+    return [name for name, bit in _NAMED if flags & bit] if flags else []
 
 
 def _frame(rel) -> str:
@@ -46,31 +51,31 @@ def tags(row: dict, quanta: list, gbps: float = 100.0) -> list[tuple[str, str]]:
     """(text, severity) of each flag, in bit order; severity: error, warn or note."""
     flags = row.get("flags") or 0
     rel, out = row.get("rel_frame"), []
-    if flags & Flag.GAP:
+    if flags & GAP:
         out.append((f"PSN gap: {row.get('missing_psns')} missing", "error"))
-    if flags & Flag.TIMEOUT_RETRANSMISSION:
+    if flags & TIMEOUT:
         out.append((f"Timeout retransmission of {_frame(rel)}" if rel else "Timeout retransmission", "error"))
-    elif flags & Flag.RETRANSMISSION:
+    elif flags & RETRANSMISSION:
         out.append((f"Retransmission of {_frame(rel)}" if rel else "Retransmission", "error"))
-    if flags & Flag.PSN_REUSE:
+    if flags & PSN_REUSE:
         out.append(("PSN reuse", "error"))
-    if flags & Flag.DUPLICATE:
+    if flags & DUPLICATE:
         out.append(("Duplicate frame", "warn"))
-    if flags & Flag.NAK:
+    if flags & NAK:
         text = f"NAK {NAK_CODES.get(row.get('aeth_code'), row.get('aeth_code'))}"
         out.append((text + (f", gap at {_frame(rel)}" if rel else ""), "error"))
-    if flags & Flag.RNR_NAK:
+    if flags & RNR_NAK:
         code = row.get("aeth_code")
         out.append((f"RNR NAK: retry in {RNR_TIMER_MS[code]:g} ms" if code is not None else "RNR NAK", "error"))
-    if flags & Flag.ECN_CE:
+    if flags & ECN_CE:
         out.append(("ECN CE", "warn"))
-    if flags & Flag.CNP:
+    if flags & CNP:
         out.append((f"CNP for CE {_frame(rel)}" if rel else "CNP", "warn"))
-    if flags & Flag.PFC_PAUSE:
+    if flags & PFC_PAUSE:
         out.append((f"Pause {_pause(row, quanta, gbps)}".rstrip(), "warn"))
-    if flags & Flag.PFC_RESUME:
+    if flags & PFC_RESUME:
         out.append((f"Resume {_resumed(row, quanta)}".rstrip(), "note"))
-    if flags & Flag.RTT_ACK:
+    if flags & RTT_ACK:
         ns = row.get("rtt_ns")
         out.append((f"RTT {ns / 1000:.3f} µs to {_frame(rel)}" if ns is not None and rel else "RTT sample", "note"))
     return out
@@ -88,35 +93,35 @@ def sentences(row: dict, quanta: list, flow: str, gbps: float = 100.0) -> list[s
     """One sentence per flag for `dissect -V`, naming the related frame and the flow."""
     flags = row.get("flags") or 0
     rel, psn, out = row.get("rel_frame"), row.get("psn"), []
-    if flags & Flag.GAP:
+    if flags & GAP:
         out.append(f"PSN gap: the {row.get('missing_psns')} PSN(s) before PSN {psn} of {flow} were not seen "
                    "(lost in the network, or by the capture).")
-    if flags & Flag.RETRANSMISSION:
+    if flags & RETRANSMISSION:
         kind = "timeout retransmission (no NAK since the previous resend)" \
-            if flags & Flag.TIMEOUT_RETRANSMISSION else "retransmission"
+            if flags & TIMEOUT else "retransmission"
         first = f"first carried by frame {rel}" if rel else "first send not captured"
         out.append(f"A {kind} of PSN {psn} on {flow}: {first}.")
-    if flags & Flag.PSN_REUSE:
+    if flags & PSN_REUSE:
         out.append(f"PSN {psn} on {flow} was already consumed by an earlier READ request of the requester.")
-    if flags & Flag.DUPLICATE:
+    if flags & DUPLICATE:
         out.append(f"The same frame as the previous packet of {flow}: the capture saw it twice.")
-    if flags & (Flag.NAK | Flag.RNR_NAK):
+    if flags & (NAK | RNR_NAK):
         what = next(t for t, _ in tags(dict(row, rel_frame=None), quanta, gbps) if "NAK" in t)
-        gap = f"; the gap it reports was opened by frame {rel}" if rel and flags & Flag.NAK else ""
+        gap = f"; the gap it reports was opened by frame {rel}" if rel and flags & NAK else ""
         out.append(f"{what} from {flow} refusing PSN {psn}{gap}.")
-    if flags & Flag.ECN_CE:
+    if flags & ECN_CE:
         out.append(f"A switch marked this packet of {flow} Congestion Experienced (ECN CE, RFC 3168).")
-    if flags & Flag.CNP:
+    if flags & CNP:
         answer = f"the last CE-marked packet before it is frame {rel}" if rel else "no CE-marked packet it answers was seen"
         out.append(f"A congestion notification packet to {flow}: {answer}.")
-    if flags & Flag.PFC_PAUSE:
+    if flags & PFC_PAUSE:
         out.append(f"Pauses {_pause(row, quanta, gbps)} at {gbps:g} Gb/s (quanta x 512 bit times).")
-    if flags & Flag.PFC_RESUME:
+    if flags & PFC_RESUME:
         out.append(f"Resumes {_resumed(row, quanta)} (quanta 0).")
-    if flags & Flag.ICRC_BAD:
+    if flags & ICRC_BAD:
         out.append("The ICRC does not match the packet (IBTA 7.8.1): corrupted on the wire or in the capture path.")
-    if flags & Flag.TRUNCATED:
+    if flags & TRUNCATED:
         out.append("The frame was cut before its end (snaplen): headers past the cut are absent.")
-    if flags & Flag.RTT_ACK and row.get("rtt_ns") is not None:
+    if flags & RTT_ACK and row.get("rtt_ns") is not None:
         out.append(f"Closes an RTT sample of {row['rtt_ns'] / 1000:.3f} µs on {flow}: the request was frame {rel}.")
     return out
