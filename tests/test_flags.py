@@ -10,7 +10,8 @@ import roceview
 from roceview.analysis import Analyzer
 from roceview.analysis.packet_flags import KIND_FLAG
 from roceview.flags import Flag
-from roceview.packets import analysed, iter_batches, iter_packets, read_packets
+from roceview import iter_packets, read_packets
+from roceview.packets import analysed, iter_batches
 
 _EVENT_BIT = {kind: int(bit & ~Flag.RETRANSMISSION) if kind == "timeout_retransmit" else int(bit)
               for kind, bit in KIND_FLAG.items()}
