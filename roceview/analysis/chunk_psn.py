@@ -16,6 +16,14 @@ from roceview.analysis.reuse import psn_reuse
 from roceview.analysis.segments import PSN_MOD, psn_delta, seg_running_max_grouped
 from roceview.analysis.unsent import check as unsent_check
 
+
+def last_per_flow(flow: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Positions of each flow's highest idx."""
+    order = np.lexsort((idx, flow))
+    last = np.ones(len(order), dtype=bool)
+    last[:-1] = flow[order][1:] != flow[order][:-1]
+    return order[last]
+
 # A flow still without a peer this many rows after its first packet is not expected to pair:
 # its AckReq requests are no longer kept for RTT matching (bounds work and memory), and
 # PSN-following evidence is gathered only while some flow is that young.
@@ -210,19 +218,6 @@ def _retransmissions(an, ch, part: PsnPart) -> None:
     st.add("retransmitted_payload", f, ch.values_at("payload_len", r))
 
 
-def _retransmit_events(an, ch, part: PsnPart) -> None:
-    """The retransmit events, related to the frame that first carried their PSN (request
-    spaces, when captured within sends.WINDOW PSNs); before this chunk's first sends are recorded."""
-    s, r = part.retrans, part.retrans_r
-    if len(s) == 0:
-        return
-    rel = np.full(len(s), -1, dtype=np.int64)
-    req = part.is_request_group[ch.group_at(s)]
-    if req.any():
-        rel[req] = _original_send(an, ch, part, s[req], ch.fid.take(r[req]))[1]
-    an.events.add("retransmit", ch.ts.take(r), ch.idx(r), ch.fid.take(r), part.psn[s], rel=rel)
-
-
 def _gaps(an, ch, part: PsnPart) -> None:
     res = part.res
     s = res.gap
@@ -258,7 +253,7 @@ def request_rows(ch, part: PsnPart, rows_s: np.ndarray):
 
 def rtt(an, ch, part: PsnPart, responses, gaps) -> None:
     """responses: from `responses` (flow, u, ts, idx of the requester's coordinate, positions);
-    gaps: from `request_gaps`."""
+    gaps: from related.request_gaps."""
     ackreq = ch.values("ackreq", False) if "ackreq" in ch.batch.cols else None
     has_ackreq = ackreq is not None and ackreq.any()
     if has_ackreq or len(an.rtt.pending[0]):
@@ -267,27 +262,9 @@ def rtt(an, ch, part: PsnPart, responses, gaps) -> None:
         an.rtt.feed(requests, responses[:4], request_rows(ch, part, rt),
                     gaps[:2], an.flow.last_gap_idx)
     if len(gaps[0]):
-        last = _last_per_flow(gaps[0], gaps[1])
+        last = last_per_flow(gaps[0], gaps[1])
         an.flow.last_gap_idx[gaps[0][last]] = gaps[1][last]
         an.flow.last_gap_first[gaps[0][last]] = gaps[2][last]
-
-
-def _last_per_flow(flow: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """Positions of each flow's highest idx."""
-    order = np.lexsort((idx, flow))
-    last = np.ones(len(order), dtype=bool)
-    last[:-1] = flow[order][1:] != flow[order][:-1]
-    return order[last]
-
-
-def request_gaps(ch, part: PsnPart):
-    """(flow, idx, first missing PSN) of the request-space gaps: the capture (or the network)
-    lost packets there, so a later ACK may cover requests whose own ACK was not captured."""
-    s = part.res.gap
-    if len(s):
-        s = s[part.is_request_group[ch.group_at(s)]]
-    r = ch.sorted_r(s)
-    return ch.fid.take(r), ch.idx(r), (part.res.h_prev[s] + 1) & (PSN_MOD - 1)
 
 
 def _rtt_requests(an, ch, part: PsnPart, ackreq: np.ndarray):
@@ -337,7 +314,8 @@ def unsent(an, ch, part: PsnPart, responses) -> None:
 
 
 def timeouts(an, ch, part: PsnPart, nak: np.ndarray) -> None:
-    """A retransmission run (in the request space) with no NAK (PSN sequence error or RNR,
+    """(After related.retransmit_events, which reads the first sends before this chunk's.)
+    A retransmission run (in the request space) with no NAK (PSN sequence error or RNR,
     `nak`: RoCE rows) from the peer since the previous run is a timeout retransmission."""
     rt = part.res.retransmitted
     s = part.retrans
@@ -350,7 +328,6 @@ def timeouts(an, ch, part: PsnPart, nak: np.ndarray) -> None:
         an.space.last_retrans[ch.sids[part.is_request_group]] = False
     if len(nak):
         np.maximum.at(an.flow.last_nak_idx, ch.fid.take(nak), ch.idx(nak))
-    _retransmit_events(an, ch, part)
     f = _first_sends(ch, part, an)
     if len(f):
         r = ch.sorted_r(f)
@@ -381,12 +358,12 @@ def _timeout_runs(an, ch, part: PsnPart, rt: np.ndarray, nak: np.ndarray) -> Non
     t = (peer >= 0) & (last_nak <= prev_run)
     s, r, f = s[t], r[t], f[t]
     ts = ch.ts.take(r)
-    original, first = _original_send(an, ch, part, s, f)
+    original, first = original_send(an, ch, part, s, f)
     delay = np.where(original >= 0, ts - original, -1)
     an.events.add("timeout_retransmit", ts, idx[t], f, part.psn[s], delay, rel=first)
 
 
-def _original_send(an, ch, part: PsnPart, s: np.ndarray, f: np.ndarray):
+def original_send(an, ch, part: PsnPart, s: np.ndarray, f: np.ndarray):
     """(ts, row index) of the first send of the PSN resent at grouped positions `s` (-1: unknown)."""
     fs = _first_sends(ch, part)
     key = lambda pos: ch.sid_rows()[pos] * _KEY_SPACE + part.res.u[pos]   # noqa: E731

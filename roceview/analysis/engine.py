@@ -236,9 +236,10 @@ class ChunkAnalysis:
         an.rtt.forget(an.cm.apply(an.registry, an.pairing))
         if last_idx - an.last_new_flow_idx < PAIRING_HORIZON:
             an.rtt.forget(an.pairing.update(*chunk_psn.pairing_evidence(an, ch, part)))
-        gaps = chunk_psn.request_gaps(ch, part)
+        gaps = related.request_gaps(ch, part)
         related.nak_events(an, ch, counted, gaps)
         related.cnp_events(an, ch, counted)
+        related.retransmit_events(an, ch, part)
         chunk_psn.timeouts(an, ch, part, counted.nak_seq_rnr)
         responses = chunk_psn.responses(an, ch, part, counted.nak_seq)
         chunk_psn.unsent(an, ch, part, responses)

@@ -1,4 +1,8 @@
-"""NAK and CNP events with their related frame, once the chunk's gaps and pairing are known.
+"""Events with their related frame: retransmissions, NAKs and CNPs, once the chunk's first
+sends, gaps and pairing are known.
+
+- A retransmission names the frame that first carried its PSN (sends.py: request PSN spaces,
+  when captured within the last WINDOW PSNs of the space).
 
 - A NAK PSN sequence error names the frame that opened the gap it reports: the last gap of the
   peer's request space before the NAK whose first missing PSN is the NAK's PSN (IBTA 9.7.5.1.3:
@@ -13,6 +17,8 @@ from __future__ import annotations
 import numpy as np
 
 from roceview.analysis.chunk_counts import rank
+from roceview.analysis.chunk_psn import original_send
+from roceview.analysis.segments import PSN_MOD
 
 _SHIFT = 1 << 40
 
@@ -60,3 +66,26 @@ def cnp_events(an, ch, counted) -> None:
         an.events.add("cnp", ch.ts.take(cnp), idx, f, rank=rank(ch, cnp), rel=rel)
     if len(ce):
         np.maximum.at(an.flow.last_ce_idx, ch.fid.take(ce), ch.idx(ce))
+
+
+def retransmit_events(an, ch, part) -> None:
+    """Before chunk_psn.timeouts records this chunk's first sends."""
+    s, r = part.retrans, part.retrans_r
+    if len(s) == 0:
+        return
+    rel = np.full(len(s), -1, dtype=np.int64)
+    req = part.is_request_group[ch.group_at(s)]
+    if req.any():
+        rel[req] = original_send(an, ch, part, s[req], ch.fid.take(r[req]))[1]
+    an.events.add("retransmit", ch.ts.take(r), ch.idx(r), ch.fid.take(r), part.psn[s], rel=rel)
+
+
+def request_gaps(ch, part):
+    """(flow, idx, first missing PSN) of the request-space gaps: the capture (or the network)
+    lost packets there, so a later ACK may cover requests whose own ACK was not captured (RTT),
+    and a NAK may report one."""
+    s = part.res.gap
+    if len(s):
+        s = s[part.is_request_group[ch.group_at(s)]]
+    r = ch.sorted_r(s)
+    return ch.fid.take(r), ch.idx(r), (part.res.h_prev[s] + 1) & (PSN_MOD - 1)
