@@ -135,3 +135,15 @@ def test_dissect_jsonl_and_detail_tree(generated):
     assert "Analysis (roceview: nak)" in tree
     assert "opened by frame 38" in " ".join(tree.split())
     assert "10.0.0.2>10.0.0.1:0x03d6e5" in tree
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_dissect_colours_the_flags_on_a_terminal(generated):
+    out = _Terminal()
+    assert main(["dissect", str(generated["loss-receiver"]), "-Y", "frame.number == 38"],
+                Environment(stdout=out, stderr=io.StringIO())) == 0
+    assert out.getvalue().rstrip().endswith("\x1b[31m[PSN gap: 4 missing]\x1b[0m")
