@@ -2,19 +2,18 @@
 filter names (`roceview.<name>`) that test them.
 
 This module only DEFINES the bits (one place, so the analysis that sets them, the display
-filter that reads them and the renderers that print them agree). The analysis that fills the
-`flags` column is issue 17 part 1; until it lands a Batch has no `flags` column and a filter
-on a flag that needs it fails with a clear message (roceview.filter), except the two flags
-the packets table already decides by itself (bad ICRC, truncated), which the filter reads from
-their columns.
+filter that reads them and the renderers that print them agree). The analysis fills the
+`flags` column (roceview/analysis/packet_flags.py) when asked for (`dissect`,
+`read_packets(analysis=True)`, `analyze(packets=True)`); a Batch without it fails a filter
+on a flag with a clear message (roceview.filter), except the two flags the packets table
+decides by itself (bad ICRC, truncated), which the filter reads from their columns.
 
 Like Wireshark's `tcp.analysis.*` fields, a flag is present or absent on a packet: a filter
 `roceview.gap` matches packets with the bit set, `!roceview.gap` the others. A flag may name a
 `value_column` (e.g. how many PSNs are missing): when the Batch has that column the filter
 compares it (`roceview.gap > 8`); otherwise a flag's value is 1.
 
-The bit numbers are provisional until the `flags` column ships (docs/columns.md documents it
-then; after that they are add-never-renumber).
+The bit numbers are documented in docs/columns.md: add-never-renumber.
 """
 from __future__ import annotations
 
@@ -52,7 +51,7 @@ class FlagField:
 
 
 FLAG_FIELDS: tuple[FlagField, ...] = (
-    FlagField("gap", Flag.GAP, "PSNs missing before this packet"),
+    FlagField("gap", Flag.GAP, "PSNs missing before this packet", value_column="missing_psns"),
     FlagField("retransmission", Flag.RETRANSMISSION, "retransmission of a PSN already seen"),
     FlagField("timeout_retransmission", Flag.TIMEOUT_RETRANSMISSION, "retransmission after a timeout"),
     FlagField("psn_reuse", Flag.PSN_REUSE, "PSN reused for another message"),
@@ -65,7 +64,7 @@ FLAG_FIELDS: tuple[FlagField, ...] = (
     FlagField("truncated", Flag.TRUNCATED, "frame cut before its end", column="truncated"),
     FlagField("pfc_pause", Flag.PFC_PAUSE, "PFC/PAUSE frame pausing a priority"),
     FlagField("pfc_resume", Flag.PFC_RESUME, "PFC/PAUSE frame resuming a priority"),
-    FlagField("rtt_ack", Flag.RTT_ACK, "ACK closing an RTT sample"),
+    FlagField("rtt_ack", Flag.RTT_ACK, "ACK closing an RTT sample (value: the RTT in ns)", value_column="rtt_ns"),
 )
 FLAG_BY_NAME = {f.name: f for f in FLAG_FIELDS}
 FILTER_PREFIX = "roceview."

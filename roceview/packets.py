@@ -263,20 +263,78 @@ def projection_for(base: str | None, columns) -> str | None:
 
 
 def iter_packets(paths, columns=None, roce_ports: Iterable[int] = (), chunk_packets: int = DEFAULT_CHUNK,
-                 warn=None):
-    """The packets table in chunks of pandas DataFrames."""
+                 warn=None, analysis: bool = False, pmtu: int | None = None):
+    """The packets table in chunks of pandas DataFrames; analysis=True adds the analysis
+    columns (flags, missing_psns, rel_frame, rtt_ns: docs/columns.md) from the same streaming
+    analysis as `analyze` (pmtu as there)."""
     from roceview.table import to_dataframe
 
-    for batch in iter_batches(paths, roce_ports, chunk_packets, warn):
+    batches = iter_batches(paths, roce_ports, chunk_packets, warn)
+    if analysis:
+        batches = analysed(batches, pmtu)
+        columns = _with_analysis(columns)
+    for batch in batches:
         yield to_dataframe(batch, columns)
 
 
-def read_packets(paths, columns=None, roce_ports: Iterable[int] = (), warn=None):
-    """The whole packets table as one pandas DataFrame (columns: docs/columns.md)."""
+def read_packets(paths, columns=None, roce_ports: Iterable[int] = (), warn=None, analysis: bool = False,
+                 pmtu: int | None = None):
+    """The whole packets table as one pandas DataFrame (columns: docs/columns.md); analysis=True
+    adds the analysis columns, as iter_packets."""
     from roceview.table import to_dataframe
 
-    batches = list(iter_batches(paths, roce_ports, warn=warn))
+    batches = iter_batches(paths, roce_ports, warn=warn)
+    if analysis:
+        batches = analysed(batches, pmtu)
+        columns = _with_analysis(columns)
+    batches = list(batches)
     return to_dataframe(Batch.concat(batches) if batches else None, columns)
+
+
+def analysed(batches: Iterable[Batch], pmtu: int | None = None) -> Iterator[Batch]:
+    """The batches with the per-packet analysis columns (analysis/packet_flags.py), in order."""
+    return (b for _, b in analysed_pairs(((None, b) for b in batches), pmtu))
+
+
+def analysed_pairs(pairs, pmtu: int | None = None):
+    """(chunk, batch) pairs with the analysis columns written onto each batch, in order. The
+    analysis may hold batches back until it knows a path MTU and analyse them together: their
+    columns are cut back to each batch. Each packet's flags depend only on the packets before
+    it; empty batches are dropped."""
+    from collections import deque
+
+    from roceview.analysis import Analyzer
+    from roceview.analysis.packet_flags import ANALYSIS_COLUMNS
+
+    an, queue = Analyzer(pmtu=pmtu, packet_flags=True), deque()
+
+    def ready():
+        for done in an.take_analysed():
+            at = 0
+            while at < done.n:
+                chunk, b = queue.popleft()
+                if b is not done:
+                    for c in ANALYSIS_COLUMNS:
+                        b.cols[c] = done.cols[c][at:at + b.n]
+                        if c in done.valid:
+                            b.valid[c] = done.valid[c][at:at + b.n]
+                at += b.n
+                yield chunk, b
+
+    for chunk, batch in pairs:
+        if batch.n:
+            queue.append((chunk, batch))
+            an.feed(batch)
+            yield from ready()
+    an.flush()
+    yield from ready()
+
+
+def _with_analysis(columns):
+    from roceview.analysis.packet_flags import ANALYSIS_COLUMNS, packet_columns
+
+    return packet_columns() if columns is None else tuple(columns) + tuple(
+        c for c in ANALYSIS_COLUMNS if c not in columns)
 
 
 def _first_ts(path: str) -> int:

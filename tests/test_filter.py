@@ -83,7 +83,7 @@ def test_bad_field_options_are_one_line(argv, message):
 
 def test_flags_the_analysis_sets_need_its_flags_column():
     b = _batch(CLEAN)
-    with pytest.raises(FilterError, match="roceview.gap needs the analysis flags, not available yet"):
+    with pytest.raises(FilterError, match="roceview.gap needs the analysis flags: dissect -Y"):
         compile_filter("roceview.gap").mask(b)
     from roceview.flags import Flag
 

@@ -532,9 +532,12 @@ def test_dissect_jsonl_agrees_with_tshark_on_zoo(zoo, tshark):
 
 
 def test_dissect_jsonl_equals_read_packets(zoo):
-    """--jsonl rows are the packets table with nulls omitted: same keys, same values, same types."""
+    """--jsonl rows are the packets table with nulls omitted: same keys, same values, same types
+    (with the analysis columns, `flags` as the list of flag names)."""
+    from roceview.render.flag_text import flag_names
+
     path, _ = zoo
-    df_rows = _dataframe_rows(path)
+    df_rows = [dict(r, flags=flag_names(r["flags"])) for r in dataframe_rows(roceview.read_packets(path, analysis=True))]
     json_rows = _jsonl_rows(path)
     assert len(json_rows) == len(df_rows)
     for j, d in zip(json_rows, df_rows):

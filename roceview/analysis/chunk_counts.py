@@ -50,6 +50,7 @@ class Counted:
 
     def __init__(self):
         self.nak = self.nak_seq_rnr = self.nak_seq = self.ce = self.cnp = np.zeros(0, dtype=np.int64)
+        self.naks: list = []        # (event kind, rows, AETH syndromes): events added by related.py
 
 
 def counters(an, ch) -> Counted:
@@ -62,8 +63,7 @@ def counters(an, ch) -> Counted:
     _ecn(an, ch, out)
     cnp = np.flatnonzero((ch.flags & op.F_CNP) != 0)
     if len(cnp):
-        st.add("cnp_packets", f.take(cnp))
-        an.events.add("cnp", ch.ts.take(cnp), ch.idx(cnp), f.take(cnp), rank=rank(ch, cnp))
+        st.add("cnp_packets", f.take(cnp))         # its event: related.py, once pairing is known
     out.cnp = cnp
     _first_last_ts(an, ch)
     return out
@@ -117,7 +117,7 @@ def _naks(an, ch, out: Counted, a: np.ndarray) -> None:
             r = a[m]
             f = ch.fid.take(r)
             an.flow.add(f"naks_{name[4:]}", f)
-            an.events.add(name, ch.ts.take(r), ch.idx(r), f, ch.psn_at(r), syn[m], rank=rank(ch, r))
+            out.naks.append((name, r, syn[m]))
     # A NAK's PSN is the request it refuses (IBTA 9.7.5.1.3): it acknowledges only the PSNs
     # before it, so it moves the highest-seen mark to PSN - 1 (a span of 0).
     out.nak = a

@@ -16,6 +16,14 @@ from roceview.analysis.reuse import psn_reuse
 from roceview.analysis.segments import PSN_MOD, psn_delta, seg_running_max_grouped
 from roceview.analysis.unsent import check as unsent_check
 
+
+def last_per_flow(flow: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Positions of each flow's highest idx."""
+    order = np.lexsort((idx, flow))
+    last = np.ones(len(order), dtype=bool)
+    last[:-1] = flow[order][1:] != flow[order][:-1]
+    return order[last]
+
 # A flow still without a peer this many rows after its first packet is not expected to pair:
 # its AckReq requests are no longer kept for RTT matching (bounds work and memory), and
 # PSN-following evidence is gathered only while some flow is that young.
@@ -208,7 +216,6 @@ def _retransmissions(an, ch, part: PsnPart) -> None:
     st.add("retransmitted_packets", f)
     st.add("retransmitted_bytes", f, ch.values_at("wire_len", r))
     st.add("retransmitted_payload", f, ch.values_at("payload_len", r))
-    an.events.add("retransmit", ch.ts.take(r), ch.idx(r), f, part.psn[s])
 
 
 def _gaps(an, ch, part: PsnPart) -> None:
@@ -244,28 +251,20 @@ def request_rows(ch, part: PsnPart, rows_s: np.ndarray):
     return ch.fid.take(r), part.res.u[rows_s], ch.ts.take(r), ch.idx(r)
 
 
-def rtt(an, ch, part: PsnPart, responses) -> None:
-    """responses: from `responses` (flow, u, ts, idx of the requester's coordinate, positions)."""
+def rtt(an, ch, part: PsnPart, responses, gaps) -> None:
+    """responses: from `responses` (flow, u, ts, idx of the requester's coordinate, positions);
+    gaps: from related.request_gaps."""
     ackreq = ch.values("ackreq", False) if "ackreq" in ch.batch.cols else None
     has_ackreq = ackreq is not None and ackreq.any()
-    gaps = _request_gaps(ch, part)
     if has_ackreq or len(an.rtt.pending[0]):
         requests = _rtt_requests(an, ch, part, ackreq) if has_ackreq else (_EMPTY,) * 4
         rt = part.retrans[part.is_request_group[ch.group_at(part.retrans)]]
         an.rtt.feed(requests, responses[:4], request_rows(ch, part, rt),
-                    gaps, an.flow.last_gap_idx)
+                    gaps[:2], an.flow.last_gap_idx)
     if len(gaps[0]):
-        np.maximum.at(an.flow.last_gap_idx, gaps[0], gaps[1])
-
-
-def _request_gaps(ch, part: PsnPart):
-    """(flow, idx) of the request-space gaps: the capture (or the network) lost packets there,
-    so a later ACK may cover requests whose own ACK was not captured."""
-    s = part.res.gap
-    if len(s):
-        s = s[part.is_request_group[ch.group_at(s)]]
-    r = ch.sorted_r(s)
-    return ch.fid.take(r), ch.idx(r)
+        last = last_per_flow(gaps[0], gaps[1])
+        an.flow.last_gap_idx[gaps[0][last]] = gaps[1][last]
+        an.flow.last_gap_first[gaps[0][last]] = gaps[2][last]
 
 
 def _rtt_requests(an, ch, part: PsnPart, ackreq: np.ndarray):
@@ -315,7 +314,8 @@ def unsent(an, ch, part: PsnPart, responses) -> None:
 
 
 def timeouts(an, ch, part: PsnPart, nak: np.ndarray) -> None:
-    """A retransmission run (in the request space) with no NAK (PSN sequence error or RNR,
+    """(After related.retransmit_events, which reads the first sends before this chunk's.)
+    A retransmission run (in the request space) with no NAK (PSN sequence error or RNR,
     `nak`: RoCE rows) from the peer since the previous run is a timeout retransmission."""
     rt = part.res.retransmitted
     s = part.retrans
@@ -330,7 +330,8 @@ def timeouts(an, ch, part: PsnPart, nak: np.ndarray) -> None:
         np.maximum.at(an.flow.last_nak_idx, ch.fid.take(nak), ch.idx(nak))
     f = _first_sends(ch, part, an)
     if len(f):
-        an.sends.record(ch.sid_rows()[f] >> 1, part.res.u[f], ch.ts.take(ch.sorted_r(f)))
+        r = ch.sorted_r(f)
+        an.sends.record(ch.sid_rows()[f] >> 1, part.res.u[f], ch.ts.take(r), ch.idx(r))
 
 
 def _timeout_runs(an, ch, part: PsnPart, rt: np.ndarray, nak: np.ndarray) -> None:
@@ -357,18 +358,19 @@ def _timeout_runs(an, ch, part: PsnPart, rt: np.ndarray, nak: np.ndarray) -> Non
     t = (peer >= 0) & (last_nak <= prev_run)
     s, r, f = s[t], r[t], f[t]
     ts = ch.ts.take(r)
-    original = _original_send(an, ch, part, s, f)
+    original, first = original_send(an, ch, part, s, f)
     delay = np.where(original >= 0, ts - original, -1)
-    an.events.add("timeout_retransmit", ts, idx[t], f, part.psn[s], delay)
+    an.events.add("timeout_retransmit", ts, idx[t], f, part.psn[s], delay, rel=first)
 
 
-def _original_send(an, ch, part: PsnPart, s: np.ndarray, f: np.ndarray) -> np.ndarray:
-    """ts of the first send of the PSN resent at grouped positions `s` (-1: unknown)."""
+def original_send(an, ch, part: PsnPart, s: np.ndarray, f: np.ndarray):
+    """(ts, row index) of the first send of the PSN resent at grouped positions `s` (-1: unknown)."""
     fs = _first_sends(ch, part)
     key = lambda pos: ch.sid_rows()[pos] * _KEY_SPACE + part.res.u[pos]   # noqa: E731
     u = part.res.u[s]
+    fr = ch.sorted_r(fs)
     return an.sends.original(f, u, part.res.h_prev[s], key(fs) if len(fs) else _EMPTY,
-                             ch.ts.take(ch.sorted_r(fs)), key(s))
+                             ch.ts.take(fr), key(s), ch.idx(fr))
 
 
 def _previous_run_idx(sp, sid, idx, g) -> np.ndarray:

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from roceview.analysis import chunk_counts, chunk_psn, unsent
+from roceview.analysis import chunk_counts, chunk_psn, related, unsent
 from roceview.analysis.chunk import ChunkRows
 from roceview.analysis.chunk_psn import PAIRING_HORIZON
 from roceview.analysis.events import EventLog
+from roceview.analysis.packet_flags import FlagSink
 from roceview.analysis.flows import new_registry
 from roceview.analysis.pairing import CmPairs, Pairing
 from roceview.analysis.pfc import ALL, PfcAccounting
@@ -42,7 +43,9 @@ FLOW_STATE = {
     "ecn_not_ect": (np.int64, 0), "ecn_ce": (np.int64, 0), "cnp_packets": (np.int64, 0),
     "first_ts": (np.int64, np.iinfo(np.int64).max), "last_ts": (np.int64, np.iinfo(np.int64).min),
     "transport": (np.int8, -1), "last_nak_idx": (np.int64, -1), "first_idx": (np.int64, -1),
-    "last_gap_idx": (np.int64, -1)}     # the last request-space gap (RTT: no sample across it)
+    "last_gap_idx": (np.int64, -1),     # the last request-space gap (RTT: no sample across it)
+    "last_gap_first": (np.int64, -1),   # ... its first missing PSN (related.py: the NAK it causes)
+    "last_ce_idx": (np.int64, -1)}      # the last CE-marked packet (related.py: the CNP answering it)
 SPACE_STATE = {"last_retrans": (bool, False), "last_run_idx": (np.int64, -1),
                "read_lo": (np.int64, NONE_LO), "read_hi": (np.int64, NONE_HI),
                "last_ts": (np.int64, 0), "last_sig": (np.int64, -1)}      # duplicates (chunk_psn)
@@ -54,7 +57,7 @@ def _opcode_name(batch: Batch) -> str:
 
 class Analyzer:
     def __init__(self, pmtu: int | None = None, link_speed_gbps: float = 100.0, bucket_ms: float = 1.0,
-                 keep_packets: bool = False):
+                 keep_packets: bool = False, packet_flags: bool = False):
         self.pmtu_given = pmtu
         self.path_mtu = PathMtu(pmtu)
         self.flow_paths = np.zeros(0, dtype=np.uint64)  # path key per flow (pmtu.py)
@@ -79,6 +82,10 @@ class Analyzer:
         self.last_ts: int | None = None
         self._held: list[Batch] = []
         self._kept: list[Batch] | None = [] if keep_packets else None
+        # flags per packet (packet_flags.py): analysed batches get the columns; `analysed` lists
+        # those not yet taken (take_analysed), for a reader that streams them (packets.py)
+        self.packet_flags = packet_flags or keep_packets
+        self.analysed: list[Batch] = []
         self._flow_ids: tuple | None = None           # (batch, its RoCE rows' flow ids)
         self.last_rows: tuple | None = None           # (idx0, rows or None = all, flow ids) of the last chunk
 
@@ -86,8 +93,6 @@ class Analyzer:
     def feed(self, batch: Batch) -> None:
         if batch.n == 0:
             return
-        if self._kept is not None:
-            self._kept.append(batch)
         self.path_mtu.from_cm(batch)
         if self.path_mtu.hold(batch, _opcode_name(batch), _ROCE, bool(self._held)):
             self._held.append(batch)
@@ -121,7 +126,9 @@ class Analyzer:
         if self._kept is not None:                     # asked for: the packets table as well
             from roceview.table import to_dataframe
 
-            packets = to_dataframe(Batch.concat(self._kept) if self._kept else None)
+            from roceview.analysis.packet_flags import packet_columns
+
+            packets = to_dataframe(Batch.concat(self._kept) if self._kept else None, packet_columns())
         return build_result(self, list(files), list(warnings), packets)
 
     def snapshot(self, files=(), warnings=()):
@@ -132,6 +139,31 @@ class Analyzer:
 
     # ---- one chunk ---------------------------------------------------------------------------
     def _process(self, batch: Batch) -> None:
+        if not self.packet_flags:
+            self._analyse(batch)
+            return
+        sink = FlagSink(batch.n, self.rows_seen)
+        self.events.sink = self.rtt.sink = sink
+        try:
+            self._analyse(batch)
+        finally:
+            self.events.sink = self.rtt.sink = None
+        sink.attach(batch)
+        self.analysed.append(batch)
+        if self._kept is not None:
+            self._kept.append(batch)
+
+    def flush(self) -> None:
+        """Analyse the batches held back for path-MTU evidence (the end of the input)."""
+        if self._held:
+            self._release()
+
+    def take_analysed(self) -> list[Batch]:
+        """The batches analysed since the last call, with their flag columns (in order)."""
+        out, self.analysed = self.analysed, []
+        return out
+
+    def _analyse(self, batch: Batch) -> None:
         idx0 = self.rows_seen
         self.rows_seen += batch.n
         proto = batch.cols["_proto"]
@@ -212,8 +244,12 @@ class ChunkAnalysis:
         an.rtt.forget(an.cm.apply(an.registry, an.pairing))
         if last_idx - an.last_new_flow_idx < PAIRING_HORIZON:
             an.rtt.forget(an.pairing.update(*chunk_psn.pairing_evidence(an, ch, part)))
+        gaps = related.request_gaps(ch, part)
+        related.nak_events(an, ch, counted, gaps)
+        related.cnp_events(an, ch, counted)
+        related.retransmit_events(an, ch, part)
         chunk_psn.timeouts(an, ch, part, counted.nak_seq_rnr)
         responses = chunk_psn.responses(an, ch, part, counted.nak_seq)
         chunk_psn.unsent(an, ch, part, responses)
-        chunk_psn.rtt(an, ch, part, responses)
+        chunk_psn.rtt(an, ch, part, responses, gaps)
         chunk_counts.timeline(an, ch, counted, part.retrans_r)

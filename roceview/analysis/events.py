@@ -26,21 +26,26 @@ class EventLog:
 
     def __init__(self, max_per_kind: int = MAX_PER_KIND):
         self._parts: list[tuple[np.ndarray, ...]] = []
+        self.sink = None         # packet_flags.FlagSink of the chunk being analysed, when flags are asked for
         self.max_per_kind = max_per_kind
         self.kept = {k: 0 for k in EVENT_KINDS}
         self.dropped = {k: 0 for k in EVENT_KINDS}
 
-    def add(self, kind: str, ts, idx, flow, psn=None, a=None, b=None, rank=None) -> None:
-        """`flow` is a flow id (or, for PFC kinds, a MAC table index); psn -1 = none. The table
-        is sorted at the end, so only the rows dropped past the budget depend on the order
-        given: with `rank`, the kept ones are the first in stable order of rank."""
+    def add(self, kind: str, ts, idx, flow, psn=None, a=None, b=None, rank=None, rel=None) -> None:
+        """`flow` is a flow id (or, for PFC kinds, a MAC table index); psn -1 = none; rel: the row
+        index of the related packet (-1 = none). The table is sorted at the end, so only the
+        rows dropped past the budget depend on the order given: with `rank`, the kept ones are
+        the first in stable order of rank. The per-packet flags see every event, past the budget
+        too."""
+        if self.sink is not None:
+            self.sink.mark(kind, idx, a, rel)
         n = len(ts)
         room = max(0, self.max_per_kind - self.kept[kind])
         if n > room:
             if rank is not None and room:
                 o = np.argsort(rank, kind="stable")[:room]
                 ts, idx, flow = ts[o], idx[o], flow[o]
-                psn, a, b = (None if x is None else x[o] for x in (psn, a, b))
+                psn, a, b, rel = (None if x is None else x[o] for x in (psn, a, b, rel))
             self.dropped[kind] += n - room
             n = room
         if n == 0:
@@ -51,7 +56,8 @@ class EventLog:
                             np.asarray(flow[:n], np.int64), np.full(n, KIND_CODE[kind], np.int8),
                             zeros - 1 if psn is None else np.asarray(psn[:n], np.int64),
                             zeros if a is None else np.asarray(a[:n], np.int64),
-                            zeros if b is None else np.asarray(b[:n], np.int64)))
+                            zeros if b is None else np.asarray(b[:n], np.int64),
+                            zeros - 1 if rel is None else np.asarray(rel[:n], np.int64)))
 
     def count(self, kind: str) -> int:
         return self.kept[kind] + self.dropped[kind]
@@ -59,14 +65,38 @@ class EventLog:
     def table(self, flow_names: list[str], mac_names: list[str]) -> Table:
         if not self._parts:
             return Table.empty(EVENT_COLUMNS)
-        ts, idx, flow, kind, psn, a, b = (np.concatenate(c) for c in zip(*self._parts))
+        ts, idx, flow, kind, psn, a, b, rel = (np.concatenate(c) for c in zip(*self._parts))
         order = np.lexsort((kind, idx, ts))
-        ts, flow, kind, psn, a, b = ts[order], flow[order], kind[order], psn[order], a[order], b[order]
+        ts, idx, flow, kind, psn, a, b, rel = (x[order] for x in (ts, idx, flow, kind, psn, a, b, rel))
         is_pfc = np.isin(kind, _PFC_KINDS)
         names = [mac_names[f] if p else flow_names[f] for f, p in zip(flow.tolist(), is_pfc.tolist())]
         details = [_detail(k, x, y) for k, x, y in zip(kind.tolist(), a.tolist(), b.tolist())]
-        return Table(EVENT_COLUMNS, {"ts": ts, "flow": names, "kind": [EVENT_KINDS[k] for k in kind.tolist()],
-                                     "psn": psn, "detail": details})
+        data = {"ts": ts, "flow": names, "kind": [EVENT_KINDS[k] for k in kind.tolist()], "psn": psn,
+                "detail": details, "frame": idx + 1, "related_frame": np.where(rel >= 0, rel + 1, -1)}
+        data.update(structured(kind, a, b))
+        return Table(EVENT_COLUMNS, data)
+
+
+def structured(kind: np.ndarray, a: np.ndarray, b: np.ndarray) -> dict:
+    """The numbers `detail` says in words, one column each (-1 / "" where a kind has none)."""
+    def where(kinds, values):
+        m = np.isin(kind, [KIND_CODE[k] for k in kinds])
+        return np.where(m, values, -1)
+    pfc = np.isin(kind, _PFC_KINDS)
+    prio = np.array([str(p) for p in range(8)] + ["all", ""], dtype=object)
+    return {"psn_count": where(("gap",), a), "first_missing_psn": where(("gap",), b),
+            "aeth_syndrome": where(("nak_seq", "nak_rnr", "nak_other"), a),
+            "rnr_timer": where(("nak_rnr",), a & 0x1F),
+            "pfc_priority": prio[np.where(pfc, np.clip(a, 0, 8), 9)].tolist(),
+            "pfc_quanta": where(("pfc_pause", "pfc_resume"), b),
+            "resend_delay_ns": np.where((kind == KIND_CODE["timeout_retransmit"]) & (a >= 0), a, -1)}
+
+
+def nak_meaning(syndrome: int) -> str:
+    """What a NAK's AETH syndrome means in words (IBTA Table 44)."""
+    if (syndrome >> 5) & 3 == 3:
+        return NAK_CODE_NAMES.get(syndrome & 0x1F, "reserved code")
+    return "reserved syndrome"
 
 
 def _detail(kind: int, a: int, b: int) -> str:
@@ -74,8 +104,7 @@ def _detail(kind: int, a: int, b: int) -> str:
     if name == "gap":
         return f"{a} PSN{'s' if a != 1 else ''} skipped from {b}"
     if name in ("nak_seq", "nak_other"):
-        meaning = NAK_CODE_NAMES.get(a & 0x1F, "reserved code") if (a >> 5) & 3 == 3 else "reserved syndrome"
-        return f"AETH syndrome 0x{a:02x}: {meaning}"
+        return f"AETH syndrome 0x{a:02x}: {nak_meaning(a)}"
     if name == "nak_rnr":
         return f"AETH syndrome 0x{a:02x}: RNR NAK, timer code {a & 0x1F}"
     if name == "timeout_retransmit":

@@ -23,6 +23,7 @@ class RttMatcher:
         self.pending = (empty, empty, empty, empty)  # flow, u, ts, idx
         self.sample_flow: list[np.ndarray] = []
         self.sample_ns: list[np.ndarray] = []
+        self.sink = None             # packet_flags.FlagSink of the chunk, when flags are asked for
 
     def feed(self, requests, responses, retransmissions, gaps=(), last_gap_idx=None) -> None:
         """Each of the first three is (flow, u, ts, idx) in capture order; responses are already
@@ -45,6 +46,8 @@ class RttMatcher:
         if take.any():
             self.sample_flow.append(q[0][take])
             self.sample_ns.append(responses[2][pos[take]] - q[2][take])
+            if self.sink is not None:
+                self.sink.rtt_samples(responses[3][pos[take]], q[3][take], self.sample_ns[-1])
         keep = ~matched & ~karn
         if keep.all():                      # nothing answered (e.g. no peer yet): no copy
             keep = _newest_per_flow(q[0], _MAX_PENDING_PER_FLOW)

@@ -24,7 +24,9 @@ FLOW_COLUMNS = ("flow", "src_ip", "dst_ip", "dest_qp", "peer_qp", "transport", "
 PFC_COLUMNS = ("src_mac", "priority", "pause_frames", "resume_frames", "pause_quanta", "paused_us",
                "longest_pause_us", "first_ts", "last_ts")
 FINDINGS_COLUMNS = ("severity", "kind", "summary", "flows", "start_ts", "end_ts", "evidence", "advice")
-EVENT_COLUMNS = ("ts", "flow", "kind", "psn", "detail")
+EVENT_COLUMNS = ("ts", "flow", "kind", "psn", "detail", "frame", "related_frame", "psn_count",
+                 "first_missing_psn", "aeth_syndrome", "rnr_timer", "pfc_priority", "pfc_quanta",
+                 "resend_delay_ns")
 TIMELINE_COLUMNS = ("bucket_start", "flow", "bytes", "gbps", "ecn_ce", "cnp_packets",
                     "retransmitted_packets")
 
@@ -36,7 +38,9 @@ KINDS = {
     "flow": "str", "src_ip": "str", "dst_ip": "str", "transport": "str", "src_mac": "str",
     "priority": "str", "severity": "str", "kind": "str", "summary": "str", "flows": "str",
     "evidence": "str", "advice": "str", "detail": "str",
-    "psn": "nint",
+    "psn": "nint", "related_frame": "nint", "psn_count": "nint", "first_missing_psn": "nint",
+    "aeth_syndrome": "nint", "rnr_timer": "nint", "pfc_quanta": "nint", "resend_delay_ns": "nint",
+    "pfc_priority": "str",
 }
 DECIMALS = {"rtt_p50_us": 3, "rtt_p99_us": 3, "goodput_gbps": 6, "paused_us": 6,
             "longest_pause_us": 6, "gbps": 6}

@@ -25,26 +25,33 @@ def add_arguments(parser) -> None:
     parser.add_argument("-E", dest="field_options", action="append", default=[], metavar="OPT=VALUE",
                         help="with -T fields: header=y|n, separator=/t|/s|C, quote=d|s|n, occurrence=f|l|a, "
                              "aggregator=,|/s|C")
+    parser.add_argument("--link-speed", type=float, default=100.0, metavar="GBPS",
+                        help="link speed for the pause time of PFC/PAUSE flags (default 100 Gb/s)")
     parser.add_argument("-x", dest="hex", action="store_true",
                         help="hex and ASCII dump of each packet after its line (or -V tree), like tshark -x")
 
 
 def _packets(args, env):
-    """(chunk, batch) pairs: -V needs each packet's bytes, so it lists several files one after
-    the other (iter_chunks); the lines and JSON come from the packets table, several files
-    interleaved in time as analyze sees them (the same frame numbers)."""
-    from roceview.packets import iter_batches, iter_chunks
+    """(chunk, batch) pairs with the analysis columns (flags, related frames: the streaming
+    analysis of `analyze`, run alongside). -V needs each packet's bytes, so it lists several
+    files one after the other (iter_chunks); the lines and JSON come from the packets table,
+    several files interleaved in time as analyze sees them (the same frame numbers)."""
+    from roceview.packets import analysed_pairs, iter_batches, iter_chunks
 
     if args.verbose or args.hex and args.output_format == "text" and not args.jsonl:
-        yield from iter_chunks(args.capture, roce_ports=args.roce_port, warn=env.warn)
-        return
-    for batch in iter_batches(args.capture, roce_ports=args.roce_port, warn=env.warn, prefetch=False):
-        yield None, batch
+        pairs = iter_chunks(args.capture, roce_ports=args.roce_port, warn=env.warn)
+    else:
+        pairs = ((None, b) for b in iter_batches(args.capture, roce_ports=args.roce_port, warn=env.warn,
+                                                 prefetch=False))
+    yield from analysed_pairs(pairs)
 
 
 def run(args, env) -> ExitStatus:
     if args.count is not None and args.count < 0:
         print("roceview dissect: error: -c must be >= 0", file=env.stderr)
+        return ExitStatus.BAD_INPUT
+    if not args.link_speed or args.link_speed <= 0:
+        print(f"roceview dissect: error: --link-speed must be > 0 Gb/s (got {args.link_speed})", file=env.stderr)
         return ExitStatus.BAD_INPUT
     display, writer = _setup(args)              # bad filter or field: one line, before reading
     out = env.stdout
@@ -97,31 +104,40 @@ def _limited(packets, count):
 
 
 def _write_text(args, chunk, batch, rows, first_ts, out) -> None:
+    from roceview.analysis.packet_flags import packet_columns
     from roceview.render.lines import packet_lines
     from roceview.table import to_dataframe
 
-    df = to_dataframe(batch)
+    df = to_dataframe(batch, packet_columns() if "flags" in batch.cols else None)
+    colour = _is_terminal(out)
     if args.jsonl:
         _write_jsonl(df, out)
     elif args.verbose:
-        _print_details(chunk, df, first_ts, out, batch.n, rows, hexdump=args.hex)
+        _print_details(chunk, df, first_ts, out, batch.n, rows, hexdump=args.hex, gbps=args.link_speed)
     elif args.hex:
         from roceview.render.detail import hex_dump
 
         picked = range(batch.n) if rows is None else rows
-        for line, k in zip(packet_lines(df, first_ts), picked):
+        for line, k in zip(packet_lines(df, first_ts, args.link_speed, colour), picked):
             out.write(line + "\n\n" + hex_dump(chunk.frame(k)) + "\n")
     else:
-        out.write("".join(line + "\n" for line in packet_lines(df, first_ts)))
+        out.write("".join(line + "\n" for line in packet_lines(df, first_ts, args.link_speed, colour)))
 
 
-def _print_details(chunk, df, first_ts, out, n, rows, hexdump) -> None:
+def _is_terminal(out) -> bool:
+    try:
+        return bool(out.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+def _print_details(chunk, df, first_ts, out, n, rows, hexdump, gbps) -> None:
     """render.detail's tree; rich meets a closed pipe (`dissect -V | head`) with SystemExit(1)
     (Console.on_broken_pipe): the CLI ends that quietly with 0, like the other modes."""
     from roceview.render.detail import print_details
 
     try:
-        print_details(chunk, df, first_ts, out, n, rows, hexdump=hexdump)
+        print_details(chunk, df, first_ts, out, n, rows, hexdump=hexdump, gbps=gbps)
     except SystemExit as exc:
         if exc.code != 1:
             raise
@@ -129,6 +145,9 @@ def _print_details(chunk, df, first_ts, out, n, rows, hexdump) -> None:
 
 
 def _write_jsonl(df, out) -> None:
+    """Column names, nulls omitted; "flags" as the list of flag names (roceview.<name>)."""
+    from roceview.render.flag_text import flag_names
+
     names = list(df.columns)
     columns = []
     for name in names:
@@ -136,6 +155,9 @@ def _write_jsonl(df, out) -> None:
         null = s.isna().to_numpy()
         values = s.astype(object).to_numpy().tolist() if str(s.dtype) == "category" else s.to_numpy(dtype=object).tolist()
         columns.append([None if isnull else _plain(v) for v, isnull in zip(values, null)])
+    if "flags" in names:
+        at = names.index("flags")
+        columns[at] = [flag_names(v) for v in columns[at]]
     for row in zip(*columns):
         out.write(json.dumps({k: v for k, v in zip(names, row) if v is not None}) + "\n")
 

@@ -18,6 +18,8 @@ from roceview.analysis.pfc import format_mac
 from roceview.units import duration
 
 PSN_MOD = 1 << 24
+EVENT_STRUCTURED = ("frame", "related_frame", "psn_count", "first_missing_psn", "aeth_syndrome", "rnr_timer",
+                    "pfc_priority", "pfc_quanta", "resend_delay_ns")
 DATA_CLASSES = (REQUEST, READ_REQUEST, READ_RESPONSE)
 RESPONSE_CLASSES = (READ_RESPONSE, ACKNOWLEDGE, ATOMIC_ACKNOWLEDGE)
 
@@ -26,7 +28,16 @@ RESPONSE_CLASSES = (READ_RESPONSE, ACKNOWLEDGE, ATOMIC_ACKNOWLEDGE)
 class Events:
     ts: np.ndarray
     psn: np.ndarray
-    detail: list
+    detail: list                   # words, for evidence text only: rules read `cols`
+    cols: dict = field(default_factory=dict)    # structured events columns (psn_count, ...), same rows
+
+    def col(self, name: str) -> np.ndarray:
+        """A structured events column (EVENT_STRUCTURED), -1 (or "") where the kind has none."""
+        return self.cols.get(name, np.zeros(0, np.int64))
+
+    def select(self, m: np.ndarray) -> "Events":
+        return Events(self.ts[m], self.psn[m], [d for d, k in zip(self.detail, m) if k],
+                      {k: np.asarray(v)[m] for k, v in self.cols.items()})
 
 
 @dataclass
@@ -78,11 +89,14 @@ class Context:
         kinds, flows = kinds[order], flows[order]
         ts, psn = np.asarray(d["ts"])[order], np.asarray(d["psn"])[order]
         detail = [d["detail"][i] for i in order.tolist()]
+        cols = {k: np.asarray(d[k], dtype=object if k == "pfc_priority" else None)[order]
+                for k in EVENT_STRUCTURED if k in d}
         key = np.char.add(kinds.astype(str), np.char.add("\0", flows.astype(str)))
         starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
         ends = np.r_[starts[1:], len(key)]
         for s, e in zip(starts.tolist(), ends.tolist()):
-            self.events[(kinds[s], flows[s])] = Events(ts[s:e], psn[s:e], detail[s:e])
+            self.events[(kinds[s], flows[s])] = Events(ts[s:e], psn[s:e], detail[s:e],
+                                                       {k: v[s:e] for k, v in cols.items()})
 
     def _capture_span(self) -> tuple[int, int]:
         s = self.summary

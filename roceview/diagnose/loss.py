@@ -9,18 +9,15 @@ response sequence itself breaks (FactCollector.read_breaks).
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from roceview.analysis.events import nak_meaning
 from roceview.diagnose.context import PSN_MOD, Context, Events, in_arcs, span, us
 from roceview.diagnose.finding import finding, plural, psn_list
 from roceview.diagnose.psn_conformance import duplicate_findings, pmtu_findings, unsent_ack_findings
 
-_GAP = re.compile(r"(\d+) PSNs? skipped from (\d+)")
-_TIMER = re.compile(r"timer code (\d+)")
-_SYNDROME = re.compile(r"AETH syndrome 0x([0-9a-f]{2}): (.*)")
 # IBTA Table 45: RNR NAK timer field -> minimum RNR NAK timer, ms
 RNR_TIMER_MS = (655.36, 0.01, 0.02, 0.03, 0.04, 0.06, 0.08, 0.12, 0.16, 0.24, 0.32, 0.48, 0.64, 0.96,
                 1.28, 1.92, 2.56, 3.84, 5.12, 7.68, 10.24, 15.36, 20.48, 30.72, 40.96, 61.44, 81.92,
@@ -71,8 +68,7 @@ def _classify_gaps(ctx: Context, name: str, per_flow) -> list[dict]:
     if not ctx.is_reliable(name):
         return [_unreliable(ctx, name, gaps)]
     breaks = ctx.read_breaks().get(name, [])
-    for ts, psn, detail in zip(gaps.ts.tolist(), gaps.psn.tolist(), gaps.detail):
-        count, first = _gap_detail(detail, psn)
+    for ts, psn, count, first in zip(gaps.ts.tolist(), gaps.psn.tolist(), *_gap_numbers(gaps)):
         if _response_space(ctx, name, psn):
             if not any(b[0] == ts and b[1] == psn for b in breaks):
                 continue  # implicit acknowledgement of earlier PSNs, not a missing packet
@@ -84,11 +80,15 @@ def _classify_gaps(ctx: Context, name: str, per_flow) -> list[dict]:
     return []
 
 
-def _gap_detail(detail: str, psn: int) -> tuple[int, int]:
-    m = _GAP.search(detail or "")
-    if m:
-        return int(m.group(1)), int(m.group(2))
-    return 1, (psn - 1) % PSN_MOD
+def _gap_numbers(gaps: Events) -> tuple[list, list]:
+    """(PSN count, first missing PSN) of each gap event (events columns psn_count,
+    first_missing_psn; without them one PSN, the one before)."""
+    count, first = gaps.col("psn_count"), gaps.col("first_missing_psn")
+    if len(count) != len(gaps.ts):
+        count = first = np.full(len(gaps.ts), -1, dtype=np.int64)
+    count = np.where(count >= 0, count, 1)
+    first = np.where(first >= 0, first, (gaps.psn - 1) % PSN_MOD)
+    return count.tolist(), first.tolist()
 
 
 def _response_space(ctx: Context, name: str, psn: int) -> bool:
@@ -151,8 +151,7 @@ def _naks(ctx: Context, responder: str, per_flow) -> None:
             if after.any():
                 delay = int(retx.ts[after][0] - ts)
             resent = int(((retx.ts > ts) & (retx.ts < nts[i + 1])).sum())
-            before = (gaps.ts <= ts) & np.array([_gap_detail(d, p)[1] == e for d, p in
-                                                 zip(gaps.detail, gaps.psn.tolist())], dtype=bool)
+            before = (gaps.ts <= ts) & (np.array(_gap_numbers(gaps)[1], dtype=np.int64) == e)
             if before.any():
                 gen = int(ts - gaps.ts[before][-1])
         target.naks.append((ts, e, delay, resent, gen))
@@ -211,7 +210,7 @@ def _capture_loss(captured: dict[str, list]) -> dict:
 
 
 def _unreliable(ctx: Context, name: str, gaps) -> dict:
-    total = sum(_gap_detail(d, p)[0] for d, p in zip(gaps.detail, gaps.psn.tolist()))
+    total = sum(_gap_numbers(gaps)[0])
     summary = (f"Flow {name} ({ctx.flow[name]['transport']}) skips {plural(total, 'PSN')} in "
                f"{plural(len(gaps.ts), 'gap')}: lost in the network or by the capture (an unreliable "
                "transport sends no ACK or NAK that would tell which).")
@@ -222,9 +221,6 @@ def _unreliable(ctx: Context, name: str, gaps) -> dict:
 
 
 # ---- timeouts, RNR, other NAKs ---------------------------------------------------------------
-_DELAY = re.compile(r"([\d.]+) us after the original send")
-
-
 def _timeouts(ctx: Context) -> list[dict]:
     """timeout_retransmit runs whose delay from the original send is plausible for an ACK
     timeout (>= config ack_timeout_floor_us; unknown when the original was not captured)."""
@@ -232,7 +228,7 @@ def _timeouts(ctx: Context) -> list[dict]:
     floor_ns = ctx.config.ack_timeout_floor_us * 1000
     for name in ctx.flows_with("timeout_retransmit"):
         ev = ctx.ev("timeout_retransmit", name)
-        delays = np.array([_delay_ns(d) for d in ev.detail], dtype=np.int64)
+        delays = _resend_delays(ev)
         plausible = (delays < 0) | (delays >= floor_ns)
         if not plausible.any():
             continue
@@ -257,9 +253,10 @@ def _timeouts(ctx: Context) -> list[dict]:
     return out
 
 
-def _delay_ns(detail: str) -> int:
-    m = _DELAY.search(detail or "")
-    return int(round(float(m.group(1)) * 1000)) if m else -1
+def _resend_delays(ev: Events) -> np.ndarray:
+    """Delay of each timeout retransmission from the original send in ns (-1: not captured)."""
+    d = ev.col("resend_delay_ns")
+    return np.asarray(d, dtype=np.int64) if len(d) == len(ev.ts) else np.full(len(ev.ts), -1, dtype=np.int64)
 
 
 def _psn_reuse(ctx: Context) -> list[dict]:
@@ -292,7 +289,7 @@ def _rnr(ctx: Context) -> list[dict]:
     out = []
     for name in ctx.flows_with("nak_rnr"):
         ev = ctx.ev("nak_rnr", name)
-        codes = sorted({int(m.group(1)) for m in (_TIMER.search(d or "") for d in ev.detail) if m})
+        codes = sorted({c for c in ev.col("rnr_timer").tolist() if c >= 0})
         timers = ", ".join(f"code {c} = {RNR_TIMER_MS[c]:g} ms" for c in codes)
         waits = _rnr_waits(ctx, name, ev)
         evidence = [f"{plural(len(ev.ts), 'RNR NAK')} at PSN {psn_list(ev.psn)}", f"RNR timer {timers or 'unknown'}"]
@@ -355,7 +352,7 @@ def _remote_errors(ctx: Context) -> list[dict]:
                        "(ConnectX DC transport).")
             out.append(_nak_finding(ctx, name, rd, "info", "invalid_rd_request", summary, INVALID_RD_REQUEST_ADVICE))
         if len(ev.ts):
-            kinds = sorted({m.group(2) if m else d for d, m in ((d, _SYNDROME.search(d or "")) for d in ev.detail)})
+            kinds = sorted({nak_meaning(x) for x in ev.col("aeth_syndrome").tolist()})
             summary = (f"{by} rejected requests of {of} with {', '.join(kinds)}: the requester's QP moves to the "
                        "error state.")
             out.append(_nak_finding(ctx, name, ev, "critical", "remote_error", summary, REMOTE_ERROR_ADVICE))
@@ -369,7 +366,6 @@ def _nak_finding(ctx: Context, name: str, ev: Events, severity: str, kind: str, 
 
 
 def _split(ev: Events, text: str) -> tuple[Events, Events]:
-    """(events whose detail lacks `text`, events whose detail has it)."""
-    has = np.array([text in (d or "") for d in ev.detail], dtype=bool)
-    part = lambda m: Events(ev.ts[m], ev.psn[m], [d for d, k in zip(ev.detail, m) if k])  # noqa: E731
-    return part(~has), part(has)
+    """(NAK events whose code means something else, NAK events whose code means `text`)."""
+    has = np.array([nak_meaning(x) == text for x in ev.col("aeth_syndrome").tolist()], dtype=bool)
+    return ev.select(~has), ev.select(has)

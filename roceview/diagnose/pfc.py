@@ -7,7 +7,6 @@ same paused period. Only enabled class slots ever become events (36.1.3).
 """
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 
 import numpy as np
@@ -17,43 +16,32 @@ from roceview.diagnose.finding import finding, plural
 from roceview.diagnose.link_speed import link_speed, link_speed_findings, speed_note
 from roceview.diagnose.pfc_storm import storm_finding
 
-PAUSE_DETAIL = re.compile(r"priority (\w+) quanta (\d+)")
-
-
 def pause_frames(ctx: Context) -> dict[tuple[str, str], np.ndarray]:
-    """(source MAC, priority) -> its pause and resume frames as rows [ts, quanta] in time order.
-    Built once per Context: a capture's few distinct detail texts are parsed once each, the
-    frames (up to the event log's 250,000 per kind) stay numpy."""
+    """(source MAC, priority) -> its pause and resume frames as rows [ts, quanta] in time order,
+    from the events' pfc_priority / pfc_quanta columns. Built once per Context; the frames (up
+    to the event log's 250,000 per kind) stay numpy."""
     if "_pause_frames" not in ctx.__dict__:
         ctx.__dict__["_pause_frames"] = _pause_frames(ctx)
     return ctx.__dict__["_pause_frames"]
 
-
 def _pause_frames(ctx: Context) -> dict[tuple[str, str], np.ndarray]:
-    parsed: dict[str, tuple[str, int] | None] = {}
     parts: dict[tuple[str, str], list] = defaultdict(list)
     for kind in ("pfc_pause", "pfc_resume"):
         for mac in ctx.flows_with(kind):
             ev = ctx.ev(kind, mac)
-            index = {d: i for i, d in enumerate(dict.fromkeys(ev.detail))}   # distinct texts, in order
-            code = np.fromiter((index[d] for d in ev.detail), np.int64, len(ev.detail))
-            for d, i in index.items():
-                if d not in parsed:
-                    m = PAUSE_DETAIL.search(d or "")
-                    parsed[d] = (m.group(1), int(m.group(2))) if m else None
-                if parsed[d] is not None:
-                    prio, quanta = parsed[d]
-                    ts = np.asarray(ev.ts, np.int64)[code == i]
-                    parts[(mac, prio)].append(np.stack([ts, np.full(len(ts), quanta, np.int64)], axis=1))
+            ts = np.asarray(ev.ts, np.int64)
+            prio = np.asarray(ev.col("pfc_priority")).astype(str)
+            quanta = np.asarray(ev.col("pfc_quanta"), np.int64)
+            for p in np.unique(prio[prio != ""]).tolist():
+                k = prio == p
+                parts[(mac, p)].append(np.stack([ts[k], quanta[k]], axis=1))
     out = {}
     for key, rows in parts.items():
         rows = np.concatenate(rows)
         out[key] = rows[np.lexsort((rows[:, 1], rows[:, 0]))]
     return out
 
-
 _NO_FRAMES = np.zeros((0, 2), dtype=np.int64)
-
 
 def pause_periods(ctx: Context, frames: dict | None = None) -> dict[tuple[str, str], np.ndarray]:
     """(source MAC, priority) -> array of continuous paused periods [start, end) in ns, clipped
@@ -61,7 +49,6 @@ def pause_periods(ctx: Context, frames: dict | None = None) -> dict[tuple[str, s
     frames = pause_frames(ctx) if frames is None else frames
     ns_per_quantum = 512.0 / link_speed(ctx)
     return {k: _periods(v, ns_per_quantum, ctx.end_ns) for k, v in frames.items()}
-
 
 def _periods(frames: np.ndarray, ns_per_quantum: float, end_ns: int) -> np.ndarray:
     ts, q = frames[:, 0], frames[:, 1]
@@ -74,7 +61,6 @@ def _periods(frames: np.ndarray, ns_per_quantum: float, end_ns: int) -> np.ndarr
         return np.zeros((0, 2), dtype=np.int64)
     heads = np.flatnonzero(np.r_[True, start[1:] > stop[:-1]])  # a refresh before expiry continues
     return np.stack([start[heads], np.maximum.reduceat(stop, heads)], axis=1)
-
 
 def pfc_findings(ctx: Context) -> list[dict]:
     frames = pause_frames(ctx)
@@ -99,23 +85,18 @@ def pfc_findings(ctx: Context) -> list[dict]:
             out += _without_ecn(ctx, row, note)
     return out + link_speed_findings(ctx)
 
-
 def _mac_int(text: str) -> int:
     return int(text.replace(":", ""), 16)
-
 
 def _who(mac: str, host) -> str:
     return f"host NIC {mac} ({', '.join(sorted(host))})" if host else f"{mac}"
 
-
 def _prio_text(p: str) -> str:
     return "all priorities (802.3x PAUSE)" if p == "all" else f"priority {p}"
-
 
 def _counters(p: str, side: str) -> str:
     """mlx5 `ethtool -S` names for pauses on priority p ('all': 802.3x global pause), counters.rst."""
     return f"{side}_global_pause" if p == "all" else f"{side}_prio{p}_pause"
-
 
 def _pause(ctx: Context, row: dict, host, note: str) -> dict:
     share = min(1.0, row["paused_us"] * 1000.0 / ctx.duration_ns())
@@ -139,7 +120,6 @@ def _pause(ctx: Context, row: dict, host, note: str) -> dict:
                   "(head-of-line blocking): let ECN act first (Kmin < Kmax < PFC XOFF).")
     return finding(sev, "pfc_pause", summary, [], row["first_ts"], row["last_ts"], evidence, advice)
 
-
 def _flows_on(ctx: Context, prio: str, dst: str | None = None) -> list[str]:
     """Data flows whose packets travel on `prio` (all priorities for 'all'), optionally to `dst`."""
     from roceview.diagnose.priority import flow_priorities
@@ -152,7 +132,6 @@ def _flows_on(ctx: Context, prio: str, dst: str | None = None) -> list[str]:
         if prio == "all" or not prios or int(prio) in prios:
             out.append(name)
     return out
-
 
 def _marks(ctx: Context, flows: list[str]) -> tuple[int, int, int]:
     """(ECN-capable data packets, CE-marked, CNPs sent back by their receivers)."""
@@ -169,7 +148,6 @@ def _marks(ctx: Context, flows: list[str]) -> tuple[int, int, int]:
     receivers = {ctx.flow[n]["dst_ip"] for n in flows}
     cnps = sum(ctx.cnps_from(rx) for rx in receivers)
     return ect, ce, cnps
-
 
 def _without_ecn(ctx: Context, row: dict, note: str) -> list[dict]:
     p = row["priority"]
@@ -188,7 +166,6 @@ def _without_ecn(ctx: Context, row: dict, note: str) -> list[dict]:
               f"{_counters(p, 'rx')} on the senders.")
     return [finding("warning", "pfc_without_ecn", summary, flows, row["first_ts"],
                     row["last_ts"], evidence, advice)]
-
 
 def _slow_receiver(ctx: Context, row: dict, host: set, note: str) -> list[dict]:
     ip = next(iter(host))

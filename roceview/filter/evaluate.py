@@ -87,7 +87,8 @@ def _flag(b: Batch, field: F.FieldDef, s: F.Source):
         present = b.mask(f.column) & (values == f.column_value)
         return np.ones(b.n, np.uint8), present
     if "flags" not in b.cols:
-        raise FilterError(f"{field.name} needs the analysis flags, not available yet")
+        raise FilterError(f"{field.name} needs the analysis flags: dissect -Y and read_packets(analysis=True) "
+                          "have them; analyze --filter cannot (they come from the analysis it filters)")
     present = (b.cols["flags"] & int(f.flag)) != 0
     if f.value_column and f.value_column in b.cols:
         return b.cols[f.value_column], present & b.mask(f.value_column)

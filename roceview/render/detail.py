@@ -1,6 +1,8 @@
 """`dissect -V`: a rich Tree per packet, built from the header declarations."""
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 import pandas as pd
 from rich.console import Console
@@ -49,16 +51,29 @@ def hex_dump(frame: bytes) -> str:
     return "\n".join(lines) + "\n"
 
 
-def print_details(chunk, df, first_ts, out, n, rows=None, hexdump: bool = False) -> None:
+def _analysis_node(tree, row: dict, quanta, gbps: float) -> None:
+    """The packet's analysis flags, one sentence each (render/flag_text.py)."""
+    from roceview.render.flag_text import flag_names, sentences
+
+    src, dst = row["src_ip"] or row["src_mac"] or "?", row["dst_ip"] or row["dst_mac"] or "?"
+    flow = f"{src}>{dst}:0x{row['dest_qp']:06x}" if row["dest_qp"] is not None else f"{src}>{dst}"
+    branch = tree.add(f"[bold]Analysis[/bold] (roceview: {escape(', '.join(flag_names(row['flags'])))})")
+    for text in sentences(row, quanta, flow, gbps):
+        branch.add(escape("\n".join(textwrap.wrap(text, 100))))      # the tree crops at the console width
+
+
+def print_details(chunk, df, first_ts, out, n, rows=None, hexdump: bool = False, gbps: float = 100.0) -> None:
     """The detail tree of each row of `df`: packet rows[i] of `chunk` (default: the first n);
-    with `hexdump`, each tree is followed by the packet's bytes as `tshark -V -x` shows them."""
+    with `hexdump`, each tree is followed by the packet's bytes as `tshark -V -x` shows them;
+    with the analysis columns, an "Analysis" subtree of the packet's flags (pause times at `gbps`)."""
     console = Console(file=out, highlight=False, soft_wrap=True, width=120, emoji=False)
     o = np.empty((chunk.n, len(consts.OUT_FIELDS)), np.int64)
     meta = np.empty((chunk.n, len(consts.META_FIELDS)), np.int64)
     kernels.parse_layers(chunk.buf, chunk.off, chunk.cap, chunk.linktype, port_table(), o, meta)
-    from roceview.render.lines import packet_lines
+    from roceview.render.lines import packet_lines, packet_rows
 
-    summaries = packet_lines(df, first_ts)
+    summaries = packet_lines(df, first_ts, gbps)
+    analysis = list(packet_rows(df)) if "flags" in df.columns else None
     rows = range(n) if rows is None else rows
     for i, k in enumerate(rows):
         frame = chunk.frame(k)
@@ -74,6 +89,8 @@ def print_details(chunk, df, first_ts, out, n, rows=None, hexdump: bool = False)
             icrc = df["icrc_ok"].iloc[i]
             state = "not checked: truncated" if icrc is pd.NA else "ok" if icrc else "BAD"
             tree.add(escape(f"ICRC = 0x{int(df['icrc'].iloc[i]):08x} [{state}]"))
+        if analysis is not None and analysis[i][0]["flags"]:
+            _analysis_node(tree, *analysis[i], gbps)
         console.print(tree)
         if hexdump:
             out.write("\n" + hex_dump(frame) + "\n")

@@ -5,6 +5,7 @@ import numpy as np
 import pandas as pd
 
 from dissectors.ib import NAK_CODES
+from roceview.render.flag_text import ANALYSIS_NAMES, TAGGED, tag_text
 
 PROTO_LABEL = {"roce_v1": "RoCEv1", "roce_v2": "RoCEv2", "ib": "IB", "pfc": "PFC", "pause": "PAUSE",
                "lldp": "LLDP", "other": "Eth"}
@@ -28,20 +29,44 @@ _NAMES = ("frame", "proto", "src_ip", "dst_ip", "src_mac", "dst_mac", "opcode_na
           "mirror_session")
 
 
-def packet_lines(df: pd.DataFrame, first_ts: int | None) -> list[str]:
+def packet_rows(df: pd.DataFrame):
+    """(row dict, PFC quanta per priority) of each packet: the columns the lines read, and
+    with the analysis columns `flags`, and the others (render/flag_text.py) where it is set."""
+    cols = [_col(df, name) for name in _NAMES]
+    quanta = list(zip(*[_col(df, f"pfc_quanta{p}") for p in range(8)]))
+    if "flags" not in df.columns:
+        for i, values in enumerate(zip(*cols)):
+            yield dict(zip(_NAMES, values)), quanta[i]
+        return
+    flags = df["flags"].to_numpy(np.int64)
+    tagged = np.flatnonzero(flags & TAGGED)         # the other analysis columns: read only there
+    names = [n for n in ANALYSIS_NAMES[1:] if n in df.columns]
+    values = [_col(df.iloc[tagged], n) for n in names]
+    extra = {int(i): dict(zip(names, v)) for i, v in zip(tagged.tolist(), zip(*values))}
+    flags = flags.tolist()
+    for i, values in enumerate(zip(*cols)):
+        row = dict(zip(_NAMES, values))
+        row["flags"] = flags[i]
+        if i in extra:
+            row.update(extra[i])
+        yield row, quanta[i]
+
+
+def packet_lines(df: pd.DataFrame, first_ts: int | None, gbps: float = 100.0, colour: bool = False) -> list[str]:
+    """One line per packet; with the analysis columns, its flags in brackets at the end
+    (ANSI-coloured with `colour`; pause times at `gbps`)."""
     if len(df) == 0:
         return []
     first_ts = int(df["ts_ns"].iloc[0]) if first_ts is None else first_ts
     rel = ((df["ts_ns"].to_numpy(np.int64) - first_ts) / 1e9).tolist()
-    cols = [_col(df, name) for name in _NAMES]
-    quanta = list(zip(*[_col(df, f"pfc_quanta{p}") for p in range(8)]))
     lines = []
-    for i, values in enumerate(zip(*cols)):
-        row = dict(zip(_NAMES, values))
+    for i, (row, quanta) in enumerate(packet_rows(df)):
         src = row["src_ip"] or row["src_mac"] or "?"
         dst = row["dst_ip"] or row["dst_mac"] or "?"
         label = PROTO_LABEL.get(row["proto"], row["proto"])
-        info = _info(row, quanta[i])
+        info = _info(row, quanta)
+        if row.get("flags") and row["flags"] & TAGGED:
+            info = f"{info} {tag_text(row, quanta, gbps, colour)}"
         lines.append(f"{row['frame']:>7} {rel[i]:12.6f} {src} → {dst} {label} {row['wire_len']} {info}".rstrip())
     return lines
 
