@@ -1,8 +1,9 @@
-"""Review of issue 15 (performance): pfc.pause_frames parses each distinct event detail once and
-keeps the frames as numpy rows; it must equal the per-event parse it replaced (time order, then
-quanta), for several MACs, priorities, 802.3x PAUSE and XONs."""
+"""pfc.pause_frames reads the events' pfc_priority / pfc_quanta columns into numpy rows; they
+must equal what each event's detail text says (the per-event parse they replaced: time order,
+then quanta), for several MACs, priorities, 802.3x PAUSE and XONs."""
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 
 import numpy as np
@@ -11,9 +12,11 @@ from f15b_helpers import MACS, SWITCH_MAC, Cap
 from roceview.analysis import Analyzer
 from roceview.diagnose.config import Config
 from roceview.diagnose.context import Context
-from roceview.diagnose.pfc import PAUSE_DETAIL, pause_frames
+from roceview.diagnose.pfc import pause_frames
 from roceview.packets import iter_batches
 from test_diagnose_boundaries import write_pcapng
+
+PAUSE_DETAIL = re.compile(r"priority (\w+) quanta (\d+)")   # the detail text's words
 
 
 def _per_event(ctx) -> dict:
