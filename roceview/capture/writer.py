@@ -47,21 +47,21 @@ class OutputFile:
         self.final = Path(os.path.realpath(self.path))
         self.mode = stat.S_IMODE(st.st_mode) if st is not None else None
 
-    def open(self, mode: str = "wb"):
+    def open(self, mode: str = "wb", buffering: int = -1):
         try:
             if self.fd is not None:     # the same open file as the shell's: its offset, no truncation
                 for stream in (sys.stdout, sys.stderr):
                     stream.flush()
-                return os.fdopen(os.dup(self.fd), mode)
+                return os.fdopen(os.dup(self.fd), mode, buffering)
             if self.socket:             # a listening Unix stream socket: connect and send
                 return _socket_file(self.path, mode)
             if self.direct:
-                return open(self.path, mode)
+                return open(self.path, mode, buffering)
             with interrupt.deferred():
                 fd, self.tmp = tempfile.mkstemp(prefix=f".{self.final.name}.", suffix=".part",
                                                 dir=self.final.parent)
                 interrupt.remove_on_interrupt(self.tmp)
-            return os.fdopen(fd, mode)
+            return os.fdopen(fd, mode, buffering)
         except OSError as exc:
             raise WriteError(f"cannot write {self.path}: {exc.strerror or exc}") from None
 
