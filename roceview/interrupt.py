@@ -18,7 +18,7 @@ import signal
 from contextlib import contextmanager
 
 EXIT_INTERRUPTED = 130          # 128 + SIGINT, what shells report for a Ctrl-C
-_registered: dict[str, str] = {}  # path -> "file" | "dir" (rmdir, only when empty), in order
+_registered: dict[str, str] = {}  # path -> "file" | "dir" (rmdir, only when empty) | "tree", in order
 _state = {"deferred": 0, "pending": False}
 _hooks: list = []               # called first: e.g. the progress bar shows the cursor again
 
@@ -43,7 +43,13 @@ def _exit() -> None:
             pass
     for path, kind in reversed(list(_registered.items())):
         try:
-            os.rmdir(path) if kind == "dir" else os.unlink(path)
+            if kind == "tree":          # a hidden folder still being filled (convert --partition-by)
+                import shutil
+
+                for _ in range(3):      # pyarrow's writer threads may still be adding files
+                    shutil.rmtree(path, ignore_errors=True)
+            else:
+                os.rmdir(path) if kind == "dir" else os.unlink(path)
         except OSError:
             pass
     os._exit(EXIT_INTERRUPTED)
