@@ -1,6 +1,6 @@
 """Ctrl-C in the command line: exit 130 at once, leaving no temporary file behind.
 
-The CLI installs `on_sigint` as the SIGINT handler before it imports anything else
+The CLI installs `on_sigint` as the SIGINT (and SIGTERM) handler before it imports anything else
 (`roceview/__main__.py`, `cli.entry`). The handler removes what the writers registered
 (temporary files, a --csv folder they created) and ends the process with `os._exit(130)`:
 no KeyboardInterrupt is raised, so none can surface as a traceback, as numpy's "importing
@@ -24,18 +24,23 @@ _hooks: list = []               # called first: e.g. the progress bar shows the 
 
 
 def install() -> None:
-    """SIGINT ends the process quietly (exit 130) after removing the registered paths."""
-    signal.signal(signal.SIGINT, on_sigint)
+    """SIGINT ends the process quietly (exit 130) after removing the registered paths; SIGTERM
+    (`timeout`, `kill`) the same way with 143. A signal the parent set to be ignored stays
+    ignored, as CPython does for SIGINT (a shell script's `roceview ... &` runs with SIGINT
+    ignored: a Ctrl-C meant for the script's foreground job must not end it)."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, on_sigint)
 
 
 def on_sigint(signum=None, frame=None) -> None:
     if _state["deferred"]:
-        _state["pending"] = True
+        _state["pending"] = 128 + (signum or signal.SIGINT)
         return
-    _exit()
+    _exit(128 + (signum or signal.SIGINT))
 
 
-def _exit() -> None:
+def _exit(code: int = EXIT_INTERRUPTED) -> None:
     for hook in list(_hooks):
         try:
             hook()
@@ -52,7 +57,7 @@ def _exit() -> None:
                 os.rmdir(path) if kind == "dir" else os.unlink(path)
         except OSError:
             pass
-    os._exit(EXIT_INTERRUPTED)
+    os._exit(code)
 
 
 def remove_on_interrupt(path, kind: str = "file") -> None:
@@ -81,4 +86,4 @@ def deferred():
     finally:
         _state["deferred"] -= 1
         if not _state["deferred"] and _state["pending"]:
-            _exit()
+            _exit(_state["pending"])
