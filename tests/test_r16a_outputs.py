@@ -50,3 +50,17 @@ def test_outputs_may_name_a_device_twice(tmp_path):
     assert code == 0, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["null"]
     assert (tmp_path / "null").is_char_device()
+
+
+def test_a_replaced_file_keeps_its_owner_and_mode(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("needs root: only root can give a file to another user")
+    out = tmp_path / "r.json"
+    out.write_text("old")
+    os.chown(out, 4321, 4322)
+    os.chmod(out, 0o640)
+    code, _, err = run("analyze", CAPTURE, "--json", out)
+    assert code == 0, err
+    st = out.stat()
+    assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (4321, 4322, 0o640)
+    assert out.read_text().startswith("{")
