@@ -129,6 +129,9 @@ def _check_outputs(args) -> None:
     inputs = [p for p in [*(getattr(args, "capture", None) or []), getattr(args, "read", None)]
               if p and p != "-" and os.path.isfile(p)]
     seen: dict[str, str] = {}
+    for attr, flag in (*OUTPUTS, ("csv", "--csv")):
+        if getattr(args, attr, None) == "":       # ignored (--json '') or the working folder (-o '')
+            raise BadInput(f"{flag} needs a file name, not an empty one")
     for attr, flag in OUTPUTS:
         path = getattr(args, attr, None)
         if not path or path == "-" or (os.path.exists(path) and not os.path.isfile(path)):

@@ -64,3 +64,13 @@ def test_a_replaced_file_keeps_its_owner_and_mode(tmp_path):
     st = out.stat()
     assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (4321, 4322, 0o640)
     assert out.read_text().startswith("{")
+
+
+@pytest.mark.parametrize("argv", [["analyze", CAPTURE, "--json", ""], ["analyze", CAPTURE, "--csv", ""],
+                                  ["convert", CAPTURE, "-o", ""], ["generate", "incast", "-o", "x.pcap", "--truth", ""]])
+def test_an_empty_output_name_is_refused(argv, tmp_path, monkeypatch):
+    """--json '' was silently ignored (exit 0, no JSON); convert -o '' said 'cannot write : Is a directory'."""
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(*argv)
+    assert code == 2 and "needs a file name" in err and err.count("\n") == 1, err
+    assert list(tmp_path.iterdir()) == []
