@@ -151,10 +151,11 @@ def _check_options(pmtu, link_speed, bucket_ms) -> None:
 
     if pmtu is not None and pmtu not in (256, 512, 1024, 2048, 4096):
         raise BadInput(f"--pmtu must be one of 256, 512, 1024, 2048, 4096 (got {pmtu})")
-    if not link_speed or link_speed <= 0:
-        raise BadInput(f"--link-speed must be > 0 Gb/s (got {link_speed})")
-    if not bucket_ms or bucket_ms <= 0:
-        raise BadInput(f"--bucket must be > 0 ms (got {bucket_ms})")
+    # `not x > 0` also refuses NaN; inf (or 1e400) would end in an OverflowError traceback
+    if not (link_speed is not None and 0 < link_speed < float("inf")):
+        raise BadInput(f"--link-speed must be a finite number > 0 Gb/s (got {link_speed})")
+    if not (bucket_ms is not None and 0 < bucket_ms < float("inf")):
+        raise BadInput(f"--bucket must be a finite number > 0 ms (got {bucket_ms})")
 
 
 def _checked_ports(roce_ports) -> tuple:

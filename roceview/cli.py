@@ -97,6 +97,7 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> int:
     try:
         module, parser = _command_parser(argv[0])
         args = parser.parse_args(argv[1:])
+        _check_outputs(args)
         if not getattr(module, "ENABLES_GC", False):
             gc.enable()
         return int(module.run(args, env))
@@ -114,6 +115,34 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> int:
         except OSError:
             pass
         return ExitStatus.OK
+
+
+OUTPUTS = (("json", "--json"), ("output", "-o"), ("truth", "--truth"), ("write", "-w"))
+
+
+def _check_outputs(args) -> None:
+    """An output that is one of the inputs (`analyze x.pcap --json x.pcap`) would replace the
+    capture; two outputs naming one file (`generate -o x --truth x`) would keep only the last.
+    Both are refused before anything is read. Devices and FIFOs may be named more than once."""
+    from roceview.errors import BadInput
+
+    inputs = [p for p in [*(getattr(args, "capture", None) or []), getattr(args, "read", None)]
+              if p and p != "-" and os.path.isfile(p)]
+    seen: dict[str, str] = {}
+    for attr, flag in (*OUTPUTS, ("csv", "--csv")):
+        if getattr(args, attr, None) == "":       # ignored (--json '') or the working folder (-o '')
+            raise BadInput(f"{flag} needs a file name, not an empty one")
+    for attr, flag in OUTPUTS:
+        path = getattr(args, attr, None)
+        if not path or path == "-" or (os.path.exists(path) and not os.path.isfile(path)):
+            continue
+        for source in inputs:
+            if os.path.exists(path) and os.path.samefile(path, source):
+                raise BadInput(f"{flag} {path} is also an input: writing it would replace the capture")
+        real = os.path.realpath(path)
+        if real in seen:
+            raise BadInput(f"{flag} {path} and {seen[real]} name the same file")
+        seen[real] = f"{flag} {path}"
 
 
 def entry() -> None:

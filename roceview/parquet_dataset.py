@@ -45,6 +45,8 @@ def write_partitioned(frames, output: str) -> int:
     import pyarrow as pa
     import pyarrow.dataset as ds
 
+    from roceview import interrupt
+
     out = Path(output)
     if out.exists():
         raise WriteError(f"cannot write {output}: it exists (a dataset is written as a new directory)")
@@ -67,16 +69,21 @@ def write_partitioned(frames, output: str) -> int:
         if first is None:
             raise BadInput("no packets to write")
         batches, head = first
+        interrupt.remove_on_interrupt(tmp, "tree")      # Ctrl-C: no hidden folder left behind
         ds.write_dataset(_chain(head, batches), tmp, schema=head.schema, format="parquet",
                          partitioning=ds.partitioning(pa.schema([(PARTITION, pa.int32())]), flavor="hive"),
                          existing_data_behavior="delete_matching", max_rows_per_group=1 << 16)
-        os.replace(tmp, out)
+        with interrupt.deferred():
+            os.replace(tmp, out)
+            interrupt.forget(tmp)
     except OSError as exc:
         _remove(tmp)
         raise WriteError(f"cannot write {output}: {exc.strerror or exc}") from None
     except BaseException:
         _remove(tmp)
         raise
+    finally:
+        interrupt.forget(tmp)
     return rows
 
 

@@ -65,10 +65,17 @@ def interrupted(argv: list, delay_s: float, cwd: Path) -> tuple[int, str]:
     lines, ready = [], threading.Event()
 
     def drain():
+        imported = False
         for line in proc.stderr:
             lines.append(line)
-            if line.startswith("import time:") and line.rstrip().endswith(" roceview.interrupt"):
+            # roceview.interrupt's line is printed when its import ends, a moment *before*
+            # __main__ calls install(): on a loaded machine a signal sent then met Python's own
+            # handler (a KeyboardInterrupt traceback, exit -2). The next import-time line (an
+            # import of roceview.cli, which follows install()) proves the handler is in place.
+            if imported and line.startswith("import time:"):
                 ready.set()
+            imported = imported or (line.startswith("import time:")
+                                    and line.rstrip().endswith(" roceview.interrupt"))
         ready.set()
 
     reader = threading.Thread(target=drain, daemon=True)

@@ -89,10 +89,10 @@ def test_no_bar_and_no_escape_codes_when_stderr_is_a_pipe(argv, capture, tmp_pat
     assert "\x1b[" not in proc.stderr and "pkt/s" not in proc.stderr and "analyzing" not in proc.stderr
 
 
-def test_rich_is_not_imported_when_stderr_is_not_a_terminal(capture):
-    script = ("import io, sys\n"
+def test_rich_is_not_imported_when_stderr_is_not_a_terminal(capture, tmp_path):
+    script = ("import io, sys\n"               # (never the real /dev/null: a regressed writer replaced it)
               "from roceview.cli import Environment, main\n"
-              f"code = main(['analyze', {str(capture)!r}, '--json', '/dev/null'], "
+              f"code = main(['analyze', {str(capture)!r}, '--json', {str(tmp_path / 'r.json')!r}], "
               "Environment(stdout=io.StringIO(), stderr=io.StringIO()))\n"
               "sys.stdout.write(f'{code} {sorted(m for m in sys.modules if m.startswith(\"rich.progress\"))}')\n")
     env = {**os.environ, "ROCEVIEW_PROGRESS_DELAY": "0"}

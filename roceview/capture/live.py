@@ -147,20 +147,73 @@ class _Fd:
         return self._fd
 
 
-def open_save(path: str):
+def open_save(path: str) -> "SaveFile":
     """The -w file, opened before capture starts (a bad path fails at once, not at the end)."""
-    try:
-        return open(path, "wb", buffering=1 << 20)
-    except OSError as exc:
-        raise WriteError(f"cannot write {path}: {exc.strerror or exc}") from None
+    return SaveFile(path)
 
 
-def close_save(save, cut_at: int | None) -> None:
+class SaveFile:
+    """-w: written like every output (capture.writer.OutputFile: a regular file is replaced
+    only once the capture ends, a FIFO or device written directly). A capture that fails to
+    start leaves an existing file as it was and no new one. What was captured is never thrown
+    away: a Ctrl-C that ends roceview at once (before or after the live stop handler is in
+    place) renames the bytes saved so far into place; with none saved, nothing is left."""
+
+    def __init__(self, path: str):
+        from roceview import interrupt
+        from roceview.capture.writer import OutputFile
+
+        self.out = OutputFile(path)
+        self.fh = self.out.open("wb", 1 << 20)
+        self.saved = 0
+        if self.out.tmp is not None:          # the hook decides: keep or remove
+            interrupt.forget(self.out.tmp)
+            interrupt.on_interrupt(self._on_interrupt)
+
+    def write(self, data) -> None:
+        self.fh.write(data)
+        self.saved += len(data)
+
+    def _on_interrupt(self) -> None:
+        """From the exiting signal handler: the main thread may be inside fh.write."""
+        try:
+            if self.saved:
+                self.fh.flush()
+                self.out.commit()
+        except Exception:            # noqa: BLE001 - rename what reached the file
+            if self.out.tmp is not None:
+                os.replace(self.out.tmp, self.out.final)
+        finally:
+            self.out.abort()
+
+    def close(self, cut_at: int | None, keep: bool) -> None:
+        from roceview import interrupt
+
+        try:
+            with interrupt.deferred():
+                self.fh.flush()
+                if keep and self.out.tmp is not None and cut_at is not None and cut_at < self.fh.tell():
+                    self.fh.truncate(cut_at)
+                self.fh.close()
+                self.out.commit() if keep else self.out.abort()
+        except OSError as exc:
+            self.out.abort()
+            raise WriteError(f"cannot write {self.out.path}: {exc.strerror or exc}") from None
+        finally:
+            interrupt.drop_hook(self._on_interrupt)
+
+
+def close_save(save, cut_at: int | None, keep: bool | None = None) -> None:
     """Flush the -w file, cut after the last whole record analyzed when the stream was left
-    mid-record (a stop while reading stdin, or --count inside a chunk)."""
+    mid-record (a stop while reading stdin, or --count inside a chunk), and put it in place.
+    `keep` defaults to: no exception is being handled, or it is a KeyboardInterrupt (a second
+    Ctrl-C keeps what was captured); after an error (the source did not open, the stream is not
+    a capture) an existing file is left as it was."""
     if save is None:
         return
-    save.flush()
-    if cut_at is not None and cut_at < save.tell():
-        save.truncate(cut_at)
-    save.close()
+    if keep is None:
+        import sys
+
+        raised = sys.exc_info()[0]
+        keep = raised is None or issubclass(raised, KeyboardInterrupt)
+    save.close(cut_at, keep)

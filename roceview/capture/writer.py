@@ -29,7 +29,9 @@ class OutputFile:
     the folder of the file it becomes (a symlink's target's folder: the link is followed, never
     replaced) and renamed over it once complete; a character device, FIFO or socket
     (`/dev/null`, a named pipe) and `/dev/stdout`, `/dev/fd/N` are written directly, never
-    replaced; a directory is a WriteError."""
+    replaced; a directory is a WriteError. A replaced file keeps its mode and (when we may
+    set it: root) its owner. A FIFO with no reader blocks in open() like a shell's `> fifo`
+    until one comes; Ctrl-C ends the wait (exit 130)."""
 
     def __init__(self, path):
         self.path, self.tmp = os.fspath(path), None
@@ -46,22 +48,23 @@ class OutputFile:
         self.socket = st is not None and stat.S_ISSOCK(st.st_mode)
         self.final = Path(os.path.realpath(self.path))
         self.mode = stat.S_IMODE(st.st_mode) if st is not None else None
+        self.owner = (st.st_uid, st.st_gid) if st is not None else None
 
-    def open(self, mode: str = "wb"):
+    def open(self, mode: str = "wb", buffering: int = -1):
         try:
             if self.fd is not None:     # the same open file as the shell's: its offset, no truncation
                 for stream in (sys.stdout, sys.stderr):
                     stream.flush()
-                return os.fdopen(os.dup(self.fd), mode)
+                return os.fdopen(os.dup(self.fd), mode, buffering)
             if self.socket:             # a listening Unix stream socket: connect and send
                 return _socket_file(self.path, mode)
             if self.direct:
-                return open(self.path, mode)
+                return open(self.path, mode, buffering)
             with interrupt.deferred():
                 fd, self.tmp = tempfile.mkstemp(prefix=f".{self.final.name}.", suffix=".part",
                                                 dir=self.final.parent)
                 interrupt.remove_on_interrupt(self.tmp)
-            return os.fdopen(fd, mode)
+            return os.fdopen(fd, mode, buffering)
         except OSError as exc:
             raise WriteError(f"cannot write {self.path}: {exc.strerror or exc}") from None
 
@@ -74,6 +77,11 @@ class OutputFile:
             os.umask(umask)
             self.mode = 0o666 & ~umask
         os.chmod(self.tmp, self.mode)         # mkstemp makes 0600: the replaced file's or the usual mode
+        if self.owner is not None and self.owner != (os.geteuid(), os.getegid()):
+            try:                              # root replacing a user's file: it stays the user's
+                os.chown(self.tmp, *self.owner)
+            except OSError:                   # not root: the new file is ours, as with `cp`
+                pass
         os.replace(self.tmp, self.final)
         interrupt.forget(self.tmp)
         self.tmp = None

@@ -32,6 +32,8 @@ def run(args, env):
         raise BadInput(f"unknown scenario {args.scenario!r}; valid: {', '.join(SCENARIOS)}")
     if not args.output:
         raise BadInput("an output file is required: -o FILE")
+    if args.seed < 0:                   # numpy's generators take a non-negative seed
+        raise BadInput(f"--seed must be >= 0, got {args.seed}")
     if not args.scale > 0 or args.scale > 1000:
         raise BadInput(f"--scale must be in (0, 1000], got {args.scale:g}")
     from roceview.progress import Progress

@@ -96,8 +96,8 @@ def _check(args) -> None:
 
     if args.read is not None and (args.filter or args.snaplen is not None):
         raise BadInput("-f and --snaplen apply to -i (filter the stream where it is captured)")
-    if args.duration is not None and not args.duration > 0:
-        raise BadInput(f"--duration must be > 0 seconds (got {args.duration})")
+    if args.duration is not None and not 0 < args.duration < float("inf"):   # NaN and inf too
+        raise BadInput(f"--duration must be a finite number > 0 seconds (got {args.duration})")
     if args.count == 0:
         raise BadInput("--count must be >= 1")
 
