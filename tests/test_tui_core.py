@@ -21,14 +21,17 @@ def _tables(result):
 @pytest.mark.parametrize("name", ["network-loss.pcap", "pfc-storm.pcap", "incast.pcap"])
 def test_snapshots_while_feeding_leave_the_result_unchanged(name):
     path = str(SAMPLES / name)
-    an = Analyzer()
+    an, plain = Analyzer(), Analyzer()
     snaps = []
     for batch in iter_batches([path], chunk_packets=64, prefetch=False, projection="analysis"):
         an.feed(batch)
+        plain.feed(batch)
         snaps.append(an.snapshot())
     result = an.finish(files=[path])
     expected = analyze(path, diagnose=False)
-    assert _tables(result) == _tables(expected)
+    # the same chunks without snapshots: a CNP's related frame needs its QP pair, which small
+    # chunks may not know yet (docs/analysis.md), so the reference is fed the same chunks
+    assert _tables(result) == _tables(plain.finish(files=[path]))
     assert snaps[-1].summary["packets"] == expected.summary["packets"]
     assert [s.summary["packets"] for s in snaps] == sorted(s.summary["packets"] for s in snaps)
 
