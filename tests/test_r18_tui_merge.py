@@ -61,3 +61,13 @@ def test_the_packet_list_of_merged_files_is_in_analyze_frame_order(tmp_path):
     assert loader.index.file.view()[:4].tolist() == [0, 1, 0, 1]
     frame, _ = loader.index.frame_bytes(1)
     assert len(frame) == int(full.cols["cap_len"][1])
+
+
+def test_scapy_dissects_ip_udp_of_lan_frames_not_raw():
+    """A LAN frame (IPv4/UDP) in the packet tree: scapy's IP and UDP layers, not one 'Raw'."""
+    from roceview.tui.tree import scapy_nodes
+
+    frame = bytes.fromhex("74d83ee794ab60f262ebb78e0800450000289" "6a300000111ceeac0a8b27ee00000fc"
+                          "d40514eb0014c9f9" "000000000000000000000000")
+    titles = [title for title, _ in scapy_nodes(frame, 1)]
+    assert titles[:3] == ["Ethernet (scapy)", "IP (scapy)", "UDP (scapy)"], titles
