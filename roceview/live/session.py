@@ -36,6 +36,7 @@ class LiveSession:
         self.args, self._warn = args, warn
         self.warnings: list[str] = []
         self.stop_reason: str | None = None
+        self.ended = False                   # the source ran out (end of stream, the tool exited)
         self.packets = self.read_packets = 0
         self.cut_at: int | None = None
         self.tool = None
@@ -154,6 +155,7 @@ class LiveSession:
                     return
                 self._feed(batch)
                 yield batch
+            self.ended = True
         except BadInput:
             if self.stop_reason is not None and self.stream.bytes_read == 0:
                 return                  # stopped before the first byte (Ctrl-C at once): no packets
@@ -181,6 +183,7 @@ class LiveSession:
         return {"source": self.name, "packets": self.packets, "elapsed_s": now - self.started,
                 "kernel_drops": self._kernel_drops(), "roceview_drops": self._own_drops(),
                 "events": {k: events.count(k) for k in self.event_kinds}, "stopped": self.stop_reason,
+                "ended": self.ended,
                 "starting": self.tool is not None and not self.tool.listening.is_set()}
 
     def _kernel_drops(self) -> int | None:
