@@ -65,7 +65,7 @@ def run(args, env) -> ExitStatus:
                 from roceview.commands.tui import keys_from_tty
 
                 os.close(keys_from_tty())
-            tui.run_app(session.batches(full=True), title=session.title, options=_tui_options(tui, args),
+            tui.run_app(session.stoppable_batches(), title=session.title, options=_tui_options(tui, args),
                         live_stats=lambda: _tui_stats(session.stats()))
         else:
             with _StatusLine(session, env.stderr):

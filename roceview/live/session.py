@@ -137,6 +137,10 @@ class LiveSession:
             # buffer is not kept while the batch waits in the queue)
             yield batch, self.records.record_ends(chunk, base) if self.args.count else None
 
+    def stoppable_batches(self) -> "StoppableBatches":
+        """The TUI's source: every column, and a stop() the TUI calls on quit (q)."""
+        return StoppableBatches(self)
+
     def batches(self, full: bool = False):
         """Each batch as it is analyzed (full: every column, for the TUI's packet list)."""
         from roceview.packets import _Prefetched
@@ -231,3 +235,18 @@ class LiveSession:
         saved = f"; saved to {s['saved_to']}" if s["saved_to"] else ""
         return (f"Live capture {s['source']}: {s['packets_analyzed']:,} packets in {s['elapsed_s']:.1f} s, "
                 f"stopped by {s['stopped_by']}; kernel drops {drops}, roceview drops {s['roceview_drops']:,}{saved}")
+
+
+class StoppableBatches:
+    """session.batches(full=True) for the TUI, with stop(): quitting ends the capture (tcpdump
+    is stopped, a stream ends at its next read), so the TUI's loader thread, waiting for the
+    next packet of a quiet interface, returns and the app can exit (it hung after q)."""
+
+    def __init__(self, session: LiveSession):
+        self.session = session
+
+    def __iter__(self):
+        return self.session.batches(full=True)
+
+    def stop(self) -> None:
+        self.session.stop("quit")

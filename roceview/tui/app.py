@@ -113,9 +113,16 @@ class RoceviewApp(App):
         self.theme = "textual-dark" if self.theme == "textual-light" else "textual-light"
 
     def action_quit_app(self) -> None:
-        self.loader.stop.set()
+        self.loader.request_stop()
         code = exit_code(self.snapshot, self.loader.options.fail_on)
         self.exit(result=code, return_code=code)
+
+
+    def exit(self, *args, **kwargs) -> None:
+        """Any way out (q, Textual's ctrl+q) stops the source too: Textual waits for the loader
+        thread, which a quiet live interface would keep blocked in a read forever."""
+        self.loader.request_stop()
+        super().exit(*args, **kwargs)
 
 
 def _import(spec: str):

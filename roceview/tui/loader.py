@@ -69,6 +69,14 @@ class Loader:
         self._findings_at = 0.0
         self._findings: list[dict] = []
 
+    def request_stop(self) -> None:
+        """Stop loading; a live source with a stop() (roceview live's batches) ends its capture,
+        so a thread blocked waiting for its next packet returns."""
+        self.stop.set()
+        stop_source = getattr(self.source, "stop", None)
+        if callable(stop_source):
+            stop_source()
+
     # ---- the worker thread ----------------------------------------------------------------
     def run(self) -> None:
         from roceview.errors import RoceviewError
