@@ -65,6 +65,7 @@ class Loader:
         self._start = time.monotonic()
         self._total_bytes = 0
         self._starts: list = []
+        self._findings_rows = 0             # rows analysed when the findings were last made
         self._read: dict[int, int] = {}     # file number -> offset of the last record read
         self._findings_at = 0.0
         self._findings: list[dict] = []
@@ -87,9 +88,12 @@ class Loader:
             self._post(self.analyzer.snapshot(self._files(), self.warnings), 0.0, done=False)
             last = 0.0
             cost = 0.0
-            for batch in self._batches():
+            for batch in self._items():
                 if self.stop.is_set():
                     break
+                if batch is None:
+                    self._on_silence()
+                    continue
                 self._feed(batch)
                 time.sleep(YIELD_S)            # hand the GIL to the UI thread between chunks
                 now = time.monotonic()
@@ -102,6 +106,13 @@ class Loader:
             self._failed(str(exc))
         except Exception as exc:   # noqa: BLE001  the UI shows it; it never takes the screen down
             self._failed(f"{type(exc).__name__}: {exc}")
+
+    def _on_silence(self) -> None:
+        """A live source fell silent: show all it gave, findings included (the findings lag
+        the rows shown, which lag the rows fed)."""
+        if self._findings_rows != self.analyzer.rows_seen:
+            self._findings_at = 0.0
+            self._snapshot(done=False)
 
     def _failed(self, message: str) -> None:
         if self.analyzer is None:
@@ -135,6 +146,14 @@ class Loader:
 
     def _files(self) -> list[str]:
         return list(self.index.files)
+
+    def _items(self) -> Iterable:
+        """The batches; for a live source, None too after each SNAPSHOT_EVERY s of silence."""
+        if self._is_paths():
+            return self._batches()
+        from roceview.tui.stream import with_silences
+
+        return with_silences(self._batches(), SNAPSHOT_EVERY, self.stop)
 
     def _batches(self) -> Iterable:
         """(chunk or None, batch) pairs."""
@@ -196,6 +215,7 @@ class Loader:
         if now - self._findings_at >= FINDINGS_EVERY:
             self._findings_at = now
             self._findings = self._diagnose(result, self._facts.finish())
+            self._findings_rows = self.analyzer.rows_seen
         result.set_findings(self._findings)
         self._post(result, now - self._start, done=done)
 

@@ -32,7 +32,7 @@ class OverviewScreen(RoceScreen):
     def show(self, snapshot) -> None:
         self.query_one("#summary", Static).update(summary_text(snapshot))
         bar = self.query_one("#progress", ProgressBar)
-        bar.display = not snapshot.done
+        bar.display = not snapshot.done and snapshot.fraction is not None   # a stream: no 0 % forever
         if snapshot.fraction is not None:
             bar.update(progress=snapshot.fraction)
         records = snapshot.result.findings_table.records()
