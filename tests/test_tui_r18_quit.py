@@ -68,3 +68,20 @@ def test_a_live_source_gone_quiet_gets_its_findings_shown():
         loader.request_stop()
         worker.join(10)
     assert not worker.is_alive()
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("key", ["ctrl+c", "q"])
+async def test_ctrl_c_quits_like_q_and_stops_the_source(key):
+    source = QuietSource()
+    app = make_app(source, title="live", options=Options(fail_on="warning"))
+
+    async def drive():
+        async with app.run_test(size=(80, 24)) as pilot:
+            while app.snapshot is None or app.snapshot.packets == 0:
+                await asyncio.sleep(0.05)
+            await pilot.press("/")                   # even from the filter bar
+            await pilot.press(key) if key != "q" else await pilot.press("escape", "q")
+
+    await asyncio.wait_for(drive(), timeout=20)
+    assert source.stopped.is_set() and app.return_code == 3       # network_loss is a warning

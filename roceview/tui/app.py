@@ -32,6 +32,8 @@ class RoceviewApp(App):
         Binding("3", "mode('packets')", "Packets"), Binding("4", "mode('pfc')", "PFC"),
         Binding("question_mark", "help", "Help"), Binding("t", "toggle_theme", "Theme", show=False),
         Binding("q", "quit_app", "Quit"),
+        # Ctrl-C quits as in htop/k9s and as `live --no-tui` (Textual only said 'press ctrl+q')
+        Binding("ctrl+c", "quit_app", "Quit", show=False, priority=True),
     ]
 
     def __init__(self, loader: Loader, *, title: str = "roceview", light: bool = False, start: bool = True):
