@@ -65,7 +65,7 @@ def run(args, env) -> ExitStatus:
                 from roceview.commands.tui import keys_from_tty
 
                 os.close(keys_from_tty())
-            tui.run_app(session.batches(full=True), title=session.title, options=_tui_options(tui, args),
+            tui.run_app(session.stoppable_batches(), title=session.title, options=_tui_options(tui, args),
                         live_stats=lambda: _tui_stats(session.stats()))
         else:
             with _StatusLine(session, env.stderr):
@@ -81,7 +81,8 @@ def run(args, env) -> ExitStatus:
 def _tui_stats(stats: dict) -> dict:
     """The overview's live line: drops (unknown from a stream: its writer counts them) and state."""
     kernel = stats["kernel_drops"]
-    state = "starting" if stats["starting"] else f"stopped ({stats['stopped']})" if stats["stopped"] else "capturing"
+    state = "starting" if stats["starting"] else f"stopped ({stats['stopped']})" if stats["stopped"] else \
+        "ended (end of stream)" if stats.get("ended") else "capturing"
     return {"kernel drops": "unknown" if kernel is None else int(kernel),
             "roceview drops": int(stats["roceview_drops"]), "capture": state}
 

@@ -36,6 +36,7 @@ class LiveSession:
         self.args, self._warn = args, warn
         self.warnings: list[str] = []
         self.stop_reason: str | None = None
+        self.ended = False                   # the source ran out (end of stream, the tool exited)
         self.packets = self.read_packets = 0
         self.cut_at: int | None = None
         self.tool = None
@@ -136,6 +137,10 @@ class LiveSession:
             # buffer is not kept while the batch waits in the queue)
             yield batch, self.records.record_ends(chunk, base) if self.args.count else None
 
+    def stoppable_batches(self) -> "StoppableBatches":
+        """The TUI's source: every column, and a stop() the TUI calls on quit (q)."""
+        return StoppableBatches(self)
+
     def batches(self, full: bool = False):
         """Each batch as it is analyzed (full: every column, for the TUI's packet list)."""
         from roceview.packets import _Prefetched
@@ -154,6 +159,7 @@ class LiveSession:
                     return
                 self._feed(batch)
                 yield batch
+            self.ended = True
         except BadInput:
             if self.stop_reason is not None and self.stream.bytes_read == 0:
                 return                  # stopped before the first byte (Ctrl-C at once): no packets
@@ -181,6 +187,7 @@ class LiveSession:
         return {"source": self.name, "packets": self.packets, "elapsed_s": now - self.started,
                 "kernel_drops": self._kernel_drops(), "roceview_drops": self._own_drops(),
                 "events": {k: events.count(k) for k in self.event_kinds}, "stopped": self.stop_reason,
+                "ended": self.ended,
                 "starting": self.tool is not None and not self.tool.listening.is_set()}
 
     def _kernel_drops(self) -> int | None:
@@ -228,3 +235,18 @@ class LiveSession:
         saved = f"; saved to {s['saved_to']}" if s["saved_to"] else ""
         return (f"Live capture {s['source']}: {s['packets_analyzed']:,} packets in {s['elapsed_s']:.1f} s, "
                 f"stopped by {s['stopped_by']}; kernel drops {drops}, roceview drops {s['roceview_drops']:,}{saved}")
+
+
+class StoppableBatches:
+    """session.batches(full=True) for the TUI, with stop(): quitting ends the capture (tcpdump
+    is stopped, a stream ends at its next read), so the TUI's loader thread, waiting for the
+    next packet of a quiet interface, returns and the app can exit (it hung after q)."""
+
+    def __init__(self, session: LiveSession):
+        self.session = session
+
+    def __iter__(self):
+        return self.session.batches(full=True)
+
+    def stop(self) -> None:
+        self.session.stop("quit")

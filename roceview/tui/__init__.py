@@ -15,7 +15,8 @@ fail_on). `live_stats`: called on every snapshot (a few times a second, on the l
 its dict (e.g. {"kernel drops": 0, "our drops": 0}) is shown in the overview.
 Returns the exit status: 0, or 3 with options.fail_on when a finding is that severe (as
 `roceview analyze --fail-on`). On quit the loader is told to stop (it checks between batches:
-a live source should end its iterator when its capture stops). To keep the last snapshot (its
+a live source should end its iterator when its capture stops; if it has a `stop()`, that is
+called, so a source blocked waiting for a packet ends). To keep the last snapshot (its
 `result` for --csv/--json), use `app = make_app(...)`, `app.run()`, then `app.snapshot` and
 `app.return_code`.
 
@@ -44,7 +45,7 @@ def run_app(source, *, title: str, options: Options | None = None,
     app = make_app(source, title=title, options=options, live_stats=live_stats, light=light)
     sys.setswitchinterval(0.001)   # the UI thread waits at most 1 ms for the loader's GIL (default 5)
     app.run()
-    app.loader.stop.set()
+    app.loader.request_stop()
     return int(app.return_code or 0)
 
 

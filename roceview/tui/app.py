@@ -32,6 +32,8 @@ class RoceviewApp(App):
         Binding("3", "mode('packets')", "Packets"), Binding("4", "mode('pfc')", "PFC"),
         Binding("question_mark", "help", "Help"), Binding("t", "toggle_theme", "Theme", show=False),
         Binding("q", "quit_app", "Quit"),
+        # Ctrl-C quits as in htop/k9s and as `live --no-tui` (Textual only said 'press ctrl+q')
+        Binding("ctrl+c", "quit_app", "Quit", show=False, priority=True),
     ]
 
     def __init__(self, loader: Loader, *, title: str = "roceview", light: bool = False, start: bool = True):
@@ -113,9 +115,16 @@ class RoceviewApp(App):
         self.theme = "textual-dark" if self.theme == "textual-light" else "textual-light"
 
     def action_quit_app(self) -> None:
-        self.loader.stop.set()
+        self.loader.request_stop()
         code = exit_code(self.snapshot, self.loader.options.fail_on)
         self.exit(result=code, return_code=code)
+
+
+    def exit(self, *args, **kwargs) -> None:
+        """Any way out (q, Textual's ctrl+q) stops the source too: Textual waits for the loader
+        thread, which a quiet live interface would keep blocked in a read forever."""
+        self.loader.request_stop()
+        super().exit(*args, **kwargs)
 
 
 def _import(spec: str):

@@ -92,13 +92,17 @@ class PacketIndex:
     # ---- filled by the loader thread ----------------------------------------------------
     def add_mapped(self, file_no: int, chunk: RecordChunk) -> None:
         """A chunk read through a memory map: chunk.off are offsets in the file."""
+        self.add_places({"file": np.full(chunk.n, file_no, np.uint16), "off": chunk.off, "cap": chunk.cap,
+                         "wire": chunk.wire, "ts": chunk.ts, "linktype": chunk.linktype})
+
+    def add_places(self, places: dict) -> None:
+        """Rows of mapped files in frame order, each with its own file (files merged in time)."""
+        n = len(places["off"])
         with self.lock:
-            for col, values in ((self.off, chunk.off), (self.cap, chunk.cap), (self.wire, chunk.wire),
-                                (self.ts, chunk.ts), (self.linktype, chunk.linktype)):
-                col.extend(values)
-            self.file.extend(np.full(chunk.n, file_no, np.uint16))
-            self.flow.extend(np.full(chunk.n, -1, np.int32))
-            self.rows += chunk.n
+            for name in ("file", "off", "cap", "wire", "ts", "linktype"):
+                getattr(self, name).extend(places[name])
+            self.flow.extend(np.full(n, -1, np.int32))
+            self.rows += n
 
     def add_stream(self, batch: Batch, chunk: RecordChunk | None = None) -> None:
         """A chunk that cannot be read again: kept in the ring, the oldest dropped."""

@@ -5,7 +5,6 @@ No Textual here: the app polls `Loader.latest` (or is told through `on_snapshot`
 """
 from __future__ import annotations
 
-import mmap
 import threading
 import time
 from dataclasses import dataclass, field
@@ -14,6 +13,7 @@ from typing import Callable, Iterable
 import numpy as np
 
 from roceview.tui.index import PacketIndex
+from roceview.tui.merged import is_mapped, record_places
 
 SNAPSHOT_EVERY = 0.3            # seconds between snapshots at least...
 SNAPSHOT_COST_FACTOR = 5        # ...and at least 5x what building the last one took
@@ -64,8 +64,19 @@ class Loader:
         self._settings = None
         self._start = time.monotonic()
         self._total_bytes = 0
+        self._starts: list = []
+        self._findings_rows = 0             # rows analysed when the findings were last made
+        self._read: dict[int, int] = {}     # file number -> offset of the last record read
         self._findings_at = 0.0
         self._findings: list[dict] = []
+
+    def request_stop(self) -> None:
+        """Stop loading; a live source with a stop() (roceview live's batches) ends its capture,
+        so a thread blocked waiting for its next packet returns."""
+        self.stop.set()
+        stop_source = getattr(self.source, "stop", None)
+        if callable(stop_source):
+            stop_source()
 
     # ---- the worker thread ----------------------------------------------------------------
     def run(self) -> None:
@@ -77,9 +88,12 @@ class Loader:
             self._post(self.analyzer.snapshot(self._files(), self.warnings), 0.0, done=False)
             last = 0.0
             cost = 0.0
-            for batch in self._batches():
+            for batch in self._items():
                 if self.stop.is_set():
                     break
+                if batch is None:
+                    self._on_silence()
+                    continue
                 self._feed(batch)
                 time.sleep(YIELD_S)            # hand the GIL to the UI thread between chunks
                 now = time.monotonic()
@@ -92,6 +106,13 @@ class Loader:
             self._failed(str(exc))
         except Exception as exc:   # noqa: BLE001  the UI shows it; it never takes the screen down
             self._failed(f"{type(exc).__name__}: {exc}")
+
+    def _on_silence(self) -> None:
+        """A live source fell silent: show all it gave, findings included (the findings lag
+        the rows shown, which lag the rows fed)."""
+        if self._findings_rows != self.analyzer.rows_seen:
+            self._findings_at = 0.0
+            self._snapshot(done=False)
 
     def _failed(self, message: str) -> None:
         if self.analyzer is None:
@@ -116,7 +137,7 @@ class Loader:
             from roceview.capture.source import expand_paths
             from roceview.packets import _time_ordered
 
-            self.index.files = _time_ordered(expand_paths(self.source))[0]
+            self.index.files, self._starts = _time_ordered(expand_paths(self.source))
             self._total_bytes = sum(_size(f) for f in self.index.files)
 
     def _is_paths(self) -> bool:
@@ -126,11 +147,26 @@ class Loader:
     def _files(self) -> list[str]:
         return list(self.index.files)
 
+    def _items(self) -> Iterable:
+        """The batches; for a live source, None too after each SNAPSHOT_EVERY s of silence."""
+        if self._is_paths():
+            return self._batches()
+        from roceview.tui.stream import with_silences
+
+        return with_silences(self._batches(), SNAPSHOT_EVERY, self.stop)
+
     def _batches(self) -> Iterable:
         """(chunk or None, batch) pairs."""
         if not self._is_paths():
             for item in self.source:
                 yield item if isinstance(item, tuple) else (None, item)
+            return
+        if len(self.index.files) > 1 and "-" not in self.index.files:      # merged in time, as analyze
+            from roceview.tui.merged import merged_batches
+
+            yield from ((None, b) for b in merged_batches(self.index.files, self._starts, self.index.ports,
+                                                          self.options.chunk_packets, self.warnings.append,
+                                                          "analysis"))
             return
         from roceview.packets import iter_chunks
 
@@ -140,16 +176,16 @@ class Loader:
 
     def _feed(self, item) -> None:
         chunk, batch = item
-        base = getattr(chunk, "buf", None)
-        base = getattr(base, "base", None)
-        mapped = isinstance(getattr(base, "obj", base), mmap.mmap)     # offsets are file offsets
-        if mapped:
+        places = record_places(batch) if chunk is None else None
+        if places is not None:                        # files merged in time: each row its own file
+            self._index_places(places)
+        elif chunk is not None and is_mapped(chunk):  # offsets are file offsets
             file_no = int(batch.cols["_file"][0]) if "_file" in batch.cols and batch.n else 0
             if self.index.off.n == 0 and chunk.n > 1:
-                self.index.reserve(_expected_rows(chunk, self._total_bytes))
+                self.index.reserve(_expected_rows(chunk.off, self._total_bytes))
             self.index.add_mapped(file_no, chunk)
-            self._read = int(chunk.off[-1]) if chunk.n else 0
-            self._read_file = file_no
+            if chunk.n:
+                self._read[file_no] = int(chunk.off[-1])
         else:
             self.index.add_stream(batch, chunk)
         self.analyzer.feed(batch)
@@ -159,11 +195,19 @@ class Loader:
             self.analyzer.last_rows = None
             self.index.set_flows(*rows)
 
+    def _index_places(self, places: dict) -> None:
+        if self.index.off.n == 0 and len(places["off"]) > 1:
+            self.index.reserve(_expected_rows(places["off"], self._total_bytes))
+        self.index.add_places(places)
+        files, off = places["file"], places["off"]
+        for f in np.unique(files).tolist():
+            self._read[f] = max(self._read.get(f, 0), int(off[files == f].max()))
+
     def _fraction(self) -> float | None:
-        if not self._total_bytes or not hasattr(self, "_read"):
+        if not self._total_bytes or not self._read:
             return None
-        before = sum(_size(f) for f in self.index.files[: self._read_file])
-        return min(1.0, (before + self._read) / self._total_bytes)
+        done = sum(min(self._read.get(f, 0), _size(path)) for f, path in enumerate(self.index.files))
+        return min(1.0, done / self._total_bytes)
 
     def _snapshot(self, done: bool) -> None:
         result = self.analyzer.snapshot(self._files(), self.warnings)
@@ -171,6 +215,7 @@ class Loader:
         if now - self._findings_at >= FINDINGS_EVERY:
             self._findings_at = now
             self._findings = self._diagnose(result, self._facts.finish())
+            self._findings_rows = self.analyzer.rows_seen
         result.set_findings(self._findings)
         self._post(result, now - self._start, done=done)
 
@@ -198,10 +243,10 @@ class Loader:
             self.on_snapshot(snap)
 
 
-def _expected_rows(chunk, total_bytes: int) -> int:
+def _expected_rows(off: np.ndarray, total_bytes: int) -> int:
     """Records in the input at the first chunk's bytes per record, 5 % over."""
-    per_record = max((int(chunk.off[-1]) - int(chunk.off[0])) / (chunk.n - 1), 1.0)
-    return int(total_bytes / per_record * 1.05) + chunk.n
+    per_record = max((int(off[-1]) - int(off[0])) / (len(off) - 1), 1.0)
+    return int(total_bytes / per_record * 1.05) + len(off)
 
 
 def _size(path: str) -> int:

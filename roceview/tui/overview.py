@@ -32,7 +32,7 @@ class OverviewScreen(RoceScreen):
     def show(self, snapshot) -> None:
         self.query_one("#summary", Static).update(summary_text(snapshot))
         bar = self.query_one("#progress", ProgressBar)
-        bar.display = not snapshot.done
+        bar.display = not snapshot.done and snapshot.fraction is not None   # a stream: no 0 % forever
         if snapshot.fraction is not None:
             bar.update(progress=snapshot.fraction)
         records = snapshot.result.findings_table.records()
@@ -86,7 +86,7 @@ def summary_text(snapshot) -> Text:
         state = f"stopped: {snapshot.error}"
     out = Text()
     out.append(f"{snapshot.packets:,} packets", style="bold")
-    pps = f"  {snapshot.packets / seconds:,.0f} pkt/s" if seconds > 0 else ""
+    pps = f"  {_rate(snapshot.packets / seconds)} pkt/s" if seconds > 0 else ""
     out.append(f"  {s.get('roce_packets', 0):,} RoCE  {s.get('flows', 0):,} flows  "
                f"{duration(seconds)}{pps}  {state}\n")
     out.append(f"gaps {d.get('gap_psns', 0):,} PSNs  retx {d.get('retransmitted_packets', 0):,}  "
@@ -97,3 +97,8 @@ def summary_text(snapshot) -> Text:
     if snapshot.warnings:
         out.append(f"\n{len(snapshot.warnings)} decode warning(s): {snapshot.warnings[0]}", style="yellow")
     return out
+
+
+def _rate(per_s: float) -> str:
+    """43 packets over 250 s is 0.17 pkt/s, not '0 pkt/s'."""
+    return f"{per_s:,.0f}" if per_s >= 10 else f"{per_s:.2g}"

@@ -36,6 +36,8 @@ def scapy_nodes(frame: bytes, linktype: int) -> list[Node]:
     try:
         from scapy.config import conf
         from scapy.layers.l2 import Ether
+        # the layers that bind over Ethernet/IP: with l2 alone an IPv4/IPv6 frame was 'Raw'
+        import scapy.layers.dhcp, scapy.layers.dns, scapy.layers.inet, scapy.layers.inet6, scapy.layers.llmnr  # noqa: E401,F401,I001
 
         cls = conf.l2types.get(linktype) or Ether
         pkt = cls(frame)

@@ -1,0 +1,70 @@
+"""Several capture files for the TUI, merged in time exactly as `analyze` merges them
+(roceview.merge.merge_in_time, the reading of packets._merged), with each row's record place
+carried along so the packet index still points at its bytes.
+
+Files that overlap in time (two mirror ports, requests in one file and responses in the other)
+read one after the other gave the TUI other numbers than `analyze`: PSNs seemingly going
+backwards, retransmissions and gaps that are not there, a 'timestamps_backwards' finding.
+Here every merged batch carries, per row, its file (`_file`), record offset, lengths and link
+type (`_rec_*`) and whether that file is memory-mapped (`_mapped`: a gzip file is a stream).
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+import numpy as np
+
+from roceview.batch import Batch
+
+REC_COLUMNS = ("off", "cap", "wire", "linktype")
+
+
+def merged_batches(files: list[str], starts: list, ports: np.ndarray, chunk_packets: int, warn,
+                   projection: str | None) -> Iterator[Batch]:
+    """Batches of `files` (ordered by first timestamp, packets._time_ordered) in time order,
+    frames numbered in the merged order."""
+    from roceview.capture.readers import read_records
+    from roceview.decode import decode_chunk
+    from roceview.merge import FileSpans, merge_in_time
+    from roceview.packets import MIN_MERGE_CHUNK, _allow_open_files, _Interfaces
+
+    interfaces, spans = _Interfaces(), FileSpans(len(files))
+    _allow_open_files(len(files))
+
+    def open_file(k: int, beside: int) -> Iterator[Batch]:
+        base = interfaces.open(k)
+        rows = max(min(MIN_MERGE_CHUNK, chunk_packets), chunk_packets // (beside + 1))
+        records = read_records(files[k], rows, warn, iface_base=base, release_lag=0 if beside else None)
+        for chunk in records:
+            batch = decode_chunk(chunk, ports, 1, projection)
+            batch.cols["interface"] = interfaces.seen(k, batch.cols["interface"])
+            batch.cols["_file"] = np.full(batch.n, k, np.uint16)
+            for name in REC_COLUMNS:
+                batch.cols["_rec_" + name] = np.array(getattr(chunk, name), copy=True)
+            batch.cols["_mapped"] = np.full(batch.n, is_mapped(chunk), bool)
+            spans.observe(k, batch)
+            yield batch
+
+    never = -(1 << 62)                               # an empty or unreadable file: opened first
+    yield from merge_in_time([never if s is None else s for s in starts], open_file, chunk_packets)
+    for message in spans.disagreements(files):       # unrelated captures merged: say so
+        warn(message)
+
+
+def is_mapped(chunk) -> bool:
+    """The chunk's offsets are offsets in its file (read through a memory map, not a stream)."""
+    import mmap
+
+    base = getattr(getattr(chunk, "buf", None), "base", None)
+    return isinstance(getattr(base, "obj", base), mmap.mmap)
+
+
+def record_places(batch: Batch) -> dict | None:
+    """Per row: file, record offset, lengths, time, link type; None when a row's file is a
+    stream (its bytes cannot be read again) or the batch is not a merged one."""
+    cols = batch.cols
+    if "_rec_off" not in cols or not bool(np.all(cols["_mapped"])):
+        return None
+    out = {name: cols["_rec_" + name] for name in REC_COLUMNS}
+    out["file"], out["ts"] = cols["_file"], cols["ts_ns"]
+    return out
