@@ -4,7 +4,8 @@
 import os as _os
 import signal as _signal
 
-_signal.signal(_signal.SIGINT, lambda *_: _os._exit(130))
+if _signal.getsignal(_signal.SIGINT) is not _signal.SIG_IGN:   # an ignored SIGINT stays ignored (`cmd &`)
+    _signal.signal(_signal.SIGINT, lambda *_: _os._exit(130))
 
 from roceview import interrupt  # noqa: E402
 
