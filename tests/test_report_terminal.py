@@ -11,6 +11,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -41,7 +42,8 @@ def _run_in_tmux(exe: str, env: str = "", cols: int = COLS, args: str = "--max-q
     done = f"__done_{name}__"
     cmd = (f"cd {shlex.quote(str(REPO))} && {env} {shlex.quote(sys.executable)} -m roceview analyze "
            f"{shlex.quote(str(capture))} {args}; echo {done}")
-    tmux = [tmux, "-L", name, "-f", "/dev/null"]          # own server and socket, no user config
+    socket = Path(tempfile.gettempdir()) / f"{name}.sock"
+    tmux = [tmux, "-S", str(socket), "-f", "/dev/null"]   # own server and socket, no user config
     subprocess.run([*tmux, "new-session", "-d", "-s", name, "-x", str(cols), "-y", str(ROWS),
                     "env", "-u", "COLUMNS", "LANG=C.UTF-8", "TERM=xterm-256color", "sh", "-c", f"{cmd}; sleep 30"], check=True)
     try:
@@ -56,6 +58,7 @@ def _run_in_tmux(exe: str, env: str = "", cols: int = COLS, args: str = "--max-q
         raise AssertionError(f"roceview analyze did not finish in tmux:\n{screen}")
     finally:
         subprocess.run([*tmux, "kill-server"], capture_output=True)
+        socket.unlink(missing_ok=True)                    # nothing left behind in /tmp
 
 
 def _plain(screen: str) -> str:
