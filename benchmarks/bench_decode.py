@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -80,6 +81,16 @@ def tshark(path: Path) -> float:
                     "-e", "infiniband.bth.destqp", "-e", "infiniband.bth.psn", "-e", "ip.dsfield.ecn"],
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return time.perf_counter() - t
+
+
+def wall(cmd: list[str], repeat: int) -> float:
+    """Median wall time of `repeat` whole-process runs of `cmd` (output discarded)."""
+    runs = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        runs.append(time.perf_counter() - t)
+    return statistics.median(runs)
 
 
 def bench(path: Path, repeat: int, with_tshark: bool) -> None:

@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import json
 import shutil
-import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_decode import ROOT, captures, parse_args  # noqa: E402
+from bench_decode import ROOT, captures, parse_args, wall  # noqa: E402
 
 INPROC = r"""
 import json, os, sys, time
@@ -35,15 +33,6 @@ plain = min(run(False)[0] for _ in range(repeat))
 flagged = min(run(True)[0] for _ in range(repeat))
 print(json.dumps({"plain": plain, "flags": flagged, "n": sum(b.n for b in batches)}))
 """
-
-
-def wall(cmd: list[str], repeat: int) -> float:
-    runs = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        runs.append(time.perf_counter() - t)
-    return statistics.median(runs)
 
 
 def bench(path: Path, repeat: int, with_tshark: bool, n: int) -> None:

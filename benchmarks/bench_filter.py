@@ -18,14 +18,12 @@ from __future__ import annotations
 
 import json
 import shutil
-import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_decode import ROOT, captures, parse_args  # noqa: E402
+from bench_decode import ROOT, captures, parse_args, wall  # noqa: E402
 
 ONE = "infiniband.bth.destqp == 0x000100"
 FIVE = ("ip.src == 10.0.0.0/16 && infiniband.bth.destqp in {0x100..0x13f} && infiniband.bth.psn > 100 "
@@ -61,15 +59,6 @@ plain = min((run(None) for _ in range(repeat)), key=lambda r: r["cpu"])
 filtered = min((run(text) for _ in range(repeat)), key=lambda r: r["cpu"])
 print(json.dumps({"plain": plain, "filtered": filtered}))
 """
-
-
-def wall(cmd: list[str], repeat: int) -> float:
-    runs = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        runs.append(time.perf_counter() - t)
-    return statistics.median(runs)
 
 
 def roceview(*args: str) -> list[str]:
