@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from dissectors import ib, opcodes
 from roceview.batch import PROTO_NAMES
+from roceview.decode import BOOL_COLUMNS as HEADER_BOOL_COLUMNS
 from roceview.flags import FILTER_PREFIX, FLAG_FIELDS, FlagField
 
 # kinds: how a literal is read and compared (roceview/filter/values.py)
@@ -44,7 +45,8 @@ def _vocab(names) -> tuple:
 OPCODE_VOCAB = _vocab(opcodes.opcode_name(op) for op in range(256))
 TRANSPORT_VOCAB = _vocab(opcodes.TRANSPORTS.get(op & 0xE0) for op in range(256))
 AETH_KIND_VOCAB = _vocab(ib.AETH_KINDS[(s >> 5) & 3] for s in range(256))
-BOOL_COLUMNS = {"se", "migreq", "fecn", "becn", "ackreq", "ip_frag", "icrc_ok", "truncated"}
+# the header flags declared kind="bool" (dissectors/, BTH SE M FECN BECN A) and the decoder's own
+BOOL_COLUMNS = HEADER_BOOL_COLUMNS | {"ip_frag", "icrc_ok", "truncated"}
 _STRING_COLUMNS = {  # column -> (kind, source column, vocab)
     "src_mac": (MAC, "_src_mac", ()), "dst_mac": (MAC, "_dst_mac", ()),
     "src_ip": (ADDR, "_src_addr", ()), "dst_ip": (ADDR, "_dst_addr", ()),
