@@ -66,5 +66,4 @@ FLAG_FIELDS: tuple[FlagField, ...] = (
     FlagField("pfc_resume", Flag.PFC_RESUME, "PFC/PAUSE frame resuming a priority"),
     FlagField("rtt_ack", Flag.RTT_ACK, "ACK closing an RTT sample (value: the RTT in ns)", value_column="rtt_ns"),
 )
-FLAG_BY_NAME = {f.name: f for f in FLAG_FIELDS}
 FILTER_PREFIX = "roceview."

@@ -35,7 +35,6 @@ class FieldDef:
     hex_digits: int = 0           # `-T fields`: tshark prints the field as 0x + this many hex digits
     vocab: tuple = ()             # STR: the name of each code the column holds
     flag: FlagField | None = None
-    column: str = ""              # the packets-table column it reads (for the docs table)
 
 
 def _vocab(names) -> tuple:
@@ -57,14 +56,13 @@ _STRING_COLUMNS = {  # column -> (kind, source column, vocab)
 
 def _own(column: str) -> FieldDef:
     kind, source, vocab = _STRING_COLUMNS.get(column, (BOOL if column in BOOL_COLUMNS else INT, column, ()))
-    return FieldDef(column, kind, (Source(source),), f"packets-table column {column}", vocab=vocab, column=column)
+    return FieldDef(column, kind, (Source(source),), f"packets-table column {column}", vocab=vocab)
 
 
 def _w(name, kind, column, when=None, hex_digits=0, meaning="", extra=()) -> FieldDef:
     """A Wireshark alias of `column` (and of the columns in `extra`, further occurrences)."""
-    own = column.lstrip("_") if column else ""
     sources = (Source(column, when),) + tuple(Source(c, when) for c in extra)
-    return FieldDef(name, kind, sources, meaning, hex_digits, column=own)
+    return FieldDef(name, kind, sources, meaning, hex_digits)
 
 
 _WIRESHARK = [
@@ -124,7 +122,7 @@ _WIRESHARK = [
 
 def _flag(f: FlagField) -> FieldDef:
     source = Source(f.column or "flags")       # evaluate._flag decides presence (bit, or column value)
-    return FieldDef(FILTER_PREFIX + f.name, FLAG, (source,), f.meaning, flag=f, column=f.column or "flags")
+    return FieldDef(FILTER_PREFIX + f.name, FLAG, (source,), f.meaning, flag=f)
 
 
 _ALIASES = {f.name: f for f in _WIRESHARK} | {d.name: d for d in map(_flag, FLAG_FIELDS)}
