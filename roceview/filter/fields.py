@@ -37,13 +37,9 @@ class FieldDef:
     flag: FlagField | None = None
 
 
-def _vocab(names) -> tuple:
-    return tuple(names)
-
-
-OPCODE_VOCAB = _vocab(opcodes.opcode_name(op) for op in range(256))
-TRANSPORT_VOCAB = _vocab(opcodes.TRANSPORTS.get(op & 0xE0) for op in range(256))
-AETH_KIND_VOCAB = _vocab(ib.AETH_KINDS[(s >> 5) & 3] for s in range(256))
+OPCODE_VOCAB = tuple(opcodes.opcode_name(op) for op in range(256))
+TRANSPORT_VOCAB = tuple(opcodes.TRANSPORTS.get(op & 0xE0) for op in range(256))
+AETH_KIND_VOCAB = tuple(ib.AETH_KINDS[(s >> 5) & 3] for s in range(256))
 # the header flags declared kind="bool" (dissectors/, BTH SE M FECN BECN A) and the decoder's own
 BOOL_COLUMNS = HEADER_BOOL_COLUMNS | {"ip_frag", "icrc_ok", "truncated"}
 _STRING_COLUMNS = {  # column -> (kind, source column, vocab)
