@@ -71,9 +71,11 @@ def _batches(paths, roce_ports, chunk_packets: int, warn, walk_ahead: bool, proj
                                                       projection=projection))
 
 
-def _merged(files, starts, ports, chunk_packets: int, warn, walk_ahead: bool, projection) -> Iterator[Batch]:
+def _merged(files, starts, ports, chunk_packets: int, warn, walk_ahead: bool, projection,
+            tag=None) -> Iterator[Batch]:
     """Several files merged in time order (roceview.merge): a ring buffer's files one after the
-    other, files that overlap in time interleaved."""
+    other, files that overlap in time interleaved. tag(chunk, batch), if given, adds columns of
+    each file's batch from its records before the merge (the TUI: where each row's bytes are)."""
     from roceview.merge import FileSpans, merge_in_time
 
     interfaces, spans = _Interfaces(), FileSpans(len(files))
@@ -89,6 +91,8 @@ def _merged(files, starts, ports, chunk_packets: int, warn, walk_ahead: bool, pr
             batch = decode_chunk(chunk, ports, 1, projection)
             batch.cols["interface"] = interfaces.seen(k, batch.cols["interface"])
             batch.cols["_file"] = np.full(batch.n, k, np.uint16)
+            if tag is not None:
+                tag(chunk, batch)
             spans.observe(k, batch)
             yield batch
 

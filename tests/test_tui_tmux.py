@@ -45,6 +45,14 @@ class Tmux:
             time.sleep(0.3)
 
 
+@pytest.fixture
+def tmux(tmp_path):
+    """A Tmux whose server is killed after the test, whatever its outcome."""
+    server = Tmux(tmp_path)
+    yield server
+    subprocess.run(server.base + ["kill-server"], capture_output=True, timeout=30)
+
+
 def _start(tmux: Tmux, shell: str) -> None:
     tmux("new-session", "-d", "-s", "tui", "-x", "80", "-y", "24", "-e", "TERM=xterm-256color",
          f"cd {shlex.quote(str(REPO))} && {shell}")
@@ -59,65 +67,52 @@ def _quit_status(tmux: Tmux, status: Path) -> str:
     return status.read_text().strip()
 
 
-def test_tui_reads_a_capture_piped_on_stdin_and_keys_from_the_terminal(tmp_path):
-    tmux = Tmux(tmp_path)
+def test_tui_reads_a_capture_piped_on_stdin_and_keys_from_the_terminal(tmux, tmp_path):
     status = tmp_path / "status"
     python = shlex.quote(sys.executable)
     _start(tmux, f"cat captures/incast.pcap | {python} -m roceview tui -; echo $? > {shlex.quote(str(status))}; "
                  "sleep 60")
-    try:
-        tmux.wait_for("incast")
-        tmux.keys("3")
-        screen = tmux.wait_for("packets listed")
-        assert "a stream: the most recent 157 of 157 packets are kept" in screen and "Ethernet II" in screen
-        assert _quit_status(tmux, status) == "0"
-    finally:
-        subprocess.run(tmux.base + ["kill-server"], capture_output=True, timeout=30)
+    tmux.wait_for("incast")
+    tmux.keys("3")
+    screen = tmux.wait_for("packets listed")
+    assert "a stream: the most recent 157 of 157 packets are kept" in screen and "Ethernet II" in screen
+    assert _quit_status(tmux, status) == "0"
 
 
-def test_tui_in_tmux(tmp_path):
-    tmux = Tmux(tmp_path)
+def test_tui_in_tmux(tmux, tmp_path):
     status = tmp_path / "status"
-    command = (f"cd {shlex.quote(str(REPO))} && {shlex.quote(sys.executable)} -m roceview tui "
-               f"captures/network-loss.pcap; echo $? > {shlex.quote(str(status))}; sleep 60")
-    tmux("new-session", "-d", "-s", "tui", "-x", "80", "-y", "24", "-e", "TERM=xterm-256color", command)
-    try:
-        screen = tmux.wait_for("network_loss")
-        assert "1 Overview" in screen and "235 packets" in screen and "loaded" in screen
-        tmux.keys("2")
-        screen = tmux.wait_for("sorted by")
-        assert "10.0.0.1>10.0.0.2:0x034405" in screen and "sorted by worst" in screen
-        tmux.keys("Enter")
-        screen = tmux.wait_for("QP detail")
-        assert "QP 10.0.0.1>10.0.0.2:0x034405" in screen and "R retransmission" in screen
-        tmux.keys("3")
-        screen = tmux.wait_for("packets listed")
-        assert "235 packets listed" in screen and "RC_RDMA_READ_REQUEST" in screen and "Ethernet II" in screen
-        tmux.keys("/")
-        tmux.wait_for("display filter")
-        tmux("send-keys", "-t", "tui", "-l", "psn == 3531313")
-        tmux.keys("Enter")
-        screen = tmux.wait_for("filter", timeout=10)
-        assert "display filters not available" in screen or "filter: psn == 3531313" in screen
-        tmux.keys("Escape")
-        assert _quit_status(tmux, status) == "0"
-        assert "Traceback" not in tmux.screen()
-    finally:
-        subprocess.run(tmux.base + ["kill-server"], capture_output=True, timeout=30)
+    _start(tmux, f"{shlex.quote(sys.executable)} -m roceview tui captures/network-loss.pcap; "
+                 f"echo $? > {shlex.quote(str(status))}; sleep 60")
+    screen = tmux.wait_for("network_loss")
+    assert "1 Overview" in screen and "235 packets" in screen and "loaded" in screen
+    tmux.keys("2")
+    screen = tmux.wait_for("sorted by")
+    assert "10.0.0.1>10.0.0.2:0x034405" in screen and "sorted by worst" in screen
+    tmux.keys("Enter")
+    screen = tmux.wait_for("QP detail")
+    assert "QP 10.0.0.1>10.0.0.2:0x034405" in screen and "R retransmission" in screen
+    tmux.keys("3")
+    screen = tmux.wait_for("packets listed")
+    assert "235 packets listed" in screen and "RC_RDMA_READ_REQUEST" in screen and "Ethernet II" in screen
+    tmux.keys("/")
+    tmux.wait_for("display filter")
+    tmux("send-keys", "-t", "tui", "-l", "psn == 3531313")
+    tmux.keys("Enter")
+    screen = tmux.wait_for("filter", timeout=10)
+    assert "display filters not available" in screen or "filter: psn == 3531313" in screen
+    tmux.keys("Escape")
+    assert _quit_status(tmux, status) == "0"
+    assert "Traceback" not in tmux.screen()
 
 
-def test_live_from_a_pipe_opens_the_tui_with_keys_from_the_terminal(tmp_path):
+def test_live_from_a_pipe_opens_the_tui_with_keys_from_the_terminal(tmux, tmp_path):
     """`tcpdump -w - | roceview live -r -`: the stream is the pipe, the keys come from the
     terminal (Textual reads fd 0: without the swap it decoded pcap bytes as keys and crashed),
     the overview shows the live line, and q ends with the report and exit 0."""
-    tmux = Tmux(tmp_path)
     status = tmp_path / "status"
     python = shlex.quote(sys.executable)
     _start(tmux, f"cat captures/network-loss.pcap | {python} -m roceview live -r -; echo $? > {shlex.quote(str(status))}; "
                  "sleep 60")
-    try:
-        flat = " ".join(tmux.wait_for("network_loss").split())     # 80 columns wrap the live line
-        assert "kernel drops unknown" in flat and "roceview drops 0" in flat
-        assert _quit_status(tmux, status) == "0"
-    finally:
-        subprocess.run(tmux.base + ["kill-server"], capture_output=True, timeout=30)
+    flat = " ".join(tmux.wait_for("network_loss").split())     # 80 columns wrap the live line
+    assert "kernel drops unknown" in flat and "roceview drops 0" in flat
+    assert _quit_status(tmux, status) == "0"

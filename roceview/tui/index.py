@@ -122,10 +122,6 @@ class PacketIndex:
         self.flow.a[at[keep]] = fids[keep]
 
     # ---- read by the UI -----------------------------------------------------------------
-    @property
-    def streamed(self) -> bool:
-        return bool(self.ring) or self.off.n == 0 and self.rows > 0
-
     def visible_rows(self) -> RowRange:
         """Every row that can be shown: all of a file, the ring of a stream."""
         with self.lock:

@@ -266,9 +266,3 @@ def exit_code(snapshot: Snapshot | None, fail_on: str | None) -> int:
         return 0
     worst = snapshot.result.worst_severity()
     return 3 if worst is not None and SEVERITY_RANK[worst] >= SEVERITY_RANK[fail_on] else 0
-
-
-def worst_rows(flows, limit: int) -> np.ndarray:
-    from roceview.render.report import worst_first
-
-    return worst_first(flows)[:limit]

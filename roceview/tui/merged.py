@@ -22,33 +22,16 @@ REC_COLUMNS = ("off", "cap", "wire", "linktype")
 def merged_batches(files: list[str], starts: list, ports: np.ndarray, chunk_packets: int, warn,
                    projection: str | None) -> Iterator[Batch]:
     """Batches of `files` (ordered by first timestamp, packets._time_ordered) in time order,
-    frames numbered in the merged order."""
-    from roceview.capture.readers import read_records
-    from roceview.decode import decode_chunk
-    from roceview.merge import FileSpans, merge_in_time
-    from roceview.packets import MIN_MERGE_CHUNK, _allow_open_files, _Interfaces
+    frames numbered in the merged order: packets._merged, each file's batch tagged with where
+    its rows' records are."""
+    from roceview.packets import _merged
 
-    interfaces, spans = _Interfaces(), FileSpans(len(files))
-    _allow_open_files(len(files))
+    def places(chunk, batch: Batch) -> None:
+        for name in REC_COLUMNS:
+            batch.cols["_rec_" + name] = np.array(getattr(chunk, name), copy=True)
+        batch.cols["_mapped"] = np.full(batch.n, is_mapped(chunk), bool)
 
-    def open_file(k: int, beside: int) -> Iterator[Batch]:
-        base = interfaces.open(k)
-        rows = max(min(MIN_MERGE_CHUNK, chunk_packets), chunk_packets // (beside + 1))
-        records = read_records(files[k], rows, warn, iface_base=base, release_lag=0 if beside else None)
-        for chunk in records:
-            batch = decode_chunk(chunk, ports, 1, projection)
-            batch.cols["interface"] = interfaces.seen(k, batch.cols["interface"])
-            batch.cols["_file"] = np.full(batch.n, k, np.uint16)
-            for name in REC_COLUMNS:
-                batch.cols["_rec_" + name] = np.array(getattr(chunk, name), copy=True)
-            batch.cols["_mapped"] = np.full(batch.n, is_mapped(chunk), bool)
-            spans.observe(k, batch)
-            yield batch
-
-    never = -(1 << 62)                               # an empty or unreadable file: opened first
-    yield from merge_in_time([never if s is None else s for s in starts], open_file, chunk_packets)
-    for message in spans.disagreements(files):       # unrelated captures merged: say so
-        warn(message)
+    return _merged(files, starts, ports, chunk_packets, warn, False, projection, tag=places)
 
 
 def is_mapped(chunk) -> bool:
