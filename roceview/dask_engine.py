@@ -146,14 +146,15 @@ class DaskBatches:
                 yield batch.select(slice(k, k + self.chunk_packets))
 
     def _merged(self, starts) -> Iterator[Batch]:
-        from roceview.merge import merge_in_time
+        from roceview.merge import FileSpans, merge_in_time
         from roceview.packets import MIN_MERGE_CHUNK, _allow_open_files, _Interfaces
 
-        interfaces = _Interfaces()
+        interfaces, spans = _Interfaces(), FileSpans(len(self.order))
         _allow_open_files(len(self.files))
 
         def open_file(k: int, beside: int) -> Iterator[Batch]:
-            """As packets._merged's open_file: the same interface numbers and chunk sizes."""
+            """As packets._merged's open_file: the same interface numbers, chunk sizes and
+            disagreement watch."""
             base = interfaces.open(k)
             rows = max(min(MIN_MERGE_CHUNK, self.chunk_packets), self.chunk_packets // (beside + 1))
             for batch in self._decoded(k):
@@ -162,10 +163,13 @@ class DaskBatches:
                     iface = (part.cols["interface"] + base).astype(np.uint16)
                     part.cols["interface"] = interfaces.seen(k, iface)
                     part.cols["_file"] = np.full(part.n, k, np.uint16)
+                    spans.observe(k, part)
                     yield part
 
         never = -(1 << 62)
-        return merge_in_time([never if s is None else s for s in starts], open_file, self.chunk_packets)
+        yield from merge_in_time([never if s is None else s for s in starts], open_file, self.chunk_packets)
+        for message in spans.disagreements(self.order):   # as the local engine: after the merge
+            self.warn(message)
 
     def _decoded(self, k: int) -> Iterator[Batch]:
         """File k's chunks (its decode and the next files' submitted first); its warnings once

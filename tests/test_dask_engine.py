@@ -115,6 +115,17 @@ def test_a_damaged_file_warns_as_locally(cluster, ring, tmp_path):
     assert csv_bytes(dask_result, tmp_path / "d") == csv_bytes(local_result, tmp_path / "l")
 
 
+def test_merge_warnings_as_locally(cluster, ring):
+    """The merge's own warnings (a file given twice; files that disagree) come out of the Dask
+    engine too: it merges with its own copy of the local open_file, which once skipped them."""
+    first = str(sorted(ring.iterdir())[0])
+    twice = [first, first]
+    local, dask = [], []
+    roceview.analyze(twice, warn=local.append)
+    roceview.analyze(twice, engine="dask", scheduler=cluster.scheduler_address, warn=dask.append)
+    assert any("is given twice" in m for m in local) and dask == local
+
+
 def test_small_chunks_and_one_file(cluster, ring, tmp_path):
     """Chunks smaller than a file (several per file, split again beside other files) and a
     single file (numbered as iter_chunks numbers it)."""
