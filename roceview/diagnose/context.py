@@ -119,6 +119,11 @@ class Context:
         peer = f"{f['dst_ip']}>{f['src_ip']}:0x{f['peer_qp']:06x}"
         return peer if peer in self.flow else None
 
+    def pair(self, name: str) -> list[str]:
+        """The flow and, when the capture holds it, its peer: a finding about both directions of a QP."""
+        peer = self.peer(name)
+        return [name, peer] if peer else [name]
+
     def reverse_flows(self, name: str) -> list[str]:
         """Flows from this flow's destination back to its source (any QP)."""
         f = self.flow[name]

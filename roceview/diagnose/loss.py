@@ -280,7 +280,7 @@ def _psn_reuse(ctx: Context) -> list[dict]:
                   "path_mtu, MTU end to end). Counter: the responder's RDMA hw counter duplicate_request counts "
                   "the reused request (acknowledged again, not executed); the requester sees success, so no "
                   "requester error counter need move.")
-        out.append(finding("warning", "psn_reuse", summary, [name] + ([ctx.peer(name)] if ctx.peer(name) else []),
+        out.append(finding("warning", "psn_reuse", summary, ctx.pair(name),
                            int(ev.ts.min()), int(ev.ts.max()), evidence, advice))
     return out
 
@@ -303,7 +303,7 @@ def _rnr(ctx: Context) -> list[dict]:
                   "rnr_nak_retry_err counts RNR NAKs received within the retry limit, req_rnr_retries_exceeded "
                   "(and an RNR-retry-exceeded completion error) the times it gave up; the responder's "
                   "out_of_buffer counts requests that found no receive WQE.")
-        out.append(finding("warning", "rnr", summary, [name] + ([ctx.peer(name)] if ctx.peer(name) else []),
+        out.append(finding("warning", "rnr", summary, ctx.pair(name),
                            int(ev.ts.min()), int(ev.ts.max()), evidence, advice))
     return out
 
@@ -361,7 +361,7 @@ def _remote_errors(ctx: Context) -> list[dict]:
 
 def _nak_finding(ctx: Context, name: str, ev: Events, severity: str, kind: str, summary: str, advice: str) -> dict:
     evidence = [f"{plural(len(ev.ts), 'NAK')} at PSN {psn_list(ev.psn)}: {'; '.join(ev.detail[:3])}"]
-    return finding(severity, kind, summary, [name] + ([ctx.peer(name)] if ctx.peer(name) else []),
+    return finding(severity, kind, summary, ctx.pair(name),
                    int(ev.ts.min()), int(ev.ts.max()), evidence, advice)
 
 

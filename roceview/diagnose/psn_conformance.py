@@ -24,7 +24,7 @@ def unsent_ack_findings(ctx: Context) -> list[dict]:
         advice = ("A responder bug, not the network: its ACK PSN must be the PSN of the last request it "
                   "acknowledges (IBTA 9.7.5). Check the responder's PSN tracking (initial PSN from the CM "
                   "REQ/REP, the PSN after an RDMA READ); hardware RNICs do not do this, software responders may.")
-        out.append(finding("warning", "ack_unsent_psn", summary, [name] + ([ctx.peer(name)] if ctx.peer(name) else []),
+        out.append(finding("warning", "ack_unsent_psn", summary, ctx.pair(name),
                            int(ev.ts.min()), int(ev.ts.max()), evidence, advice))
     return out
 
