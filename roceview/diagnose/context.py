@@ -15,7 +15,6 @@ import numpy as np
 from roceview.analysis.flows import format_address
 from roceview.analysis.opcodes import ACKNOWLEDGE, ATOMIC_ACKNOWLEDGE, CNP, READ_REQUEST, READ_RESPONSE, REQUEST
 from roceview.analysis.pfc import format_mac
-from roceview.units import duration
 
 PSN_MOD = 1 << 24
 EVENT_STRUCTURED = ("frame", "related_frame", "psn_count", "first_missing_psn", "aeth_syndrome", "rnr_timer",
@@ -250,13 +249,3 @@ def _parse_ts(text: str) -> int:
 
 def mac_text(mac: int) -> str:
     return format_mac(mac)
-
-
-def us(ns) -> str:
-    """A duration for evidence text (roceview.units: ns, us, ms or s, 3 decimals)."""
-    return duration(ns)
-
-
-def span(ns) -> str:
-    """A duration for summaries (the same formatter)."""
-    return duration(ns)

@@ -5,8 +5,9 @@ Both come from analysis events (roceview/analysis/chunk_psn.py, roceview/analysi
 from __future__ import annotations
 
 from roceview.analysis.chunk_psn import DUPLICATE_WINDOW_NS
-from roceview.diagnose.context import Context, us
+from roceview.diagnose.context import Context
 from roceview.diagnose.finding import finding, plural, psn_list
+from roceview.units import duration
 
 
 def unsent_ack_findings(ctx: Context) -> list[dict]:
@@ -41,7 +42,7 @@ def duplicate_findings(ctx: Context) -> list[dict]:
     if len(worst) > 5:
         evidence.append(f"{len(worst) - 5} more flows")
     evidence.append(f"each repeats the PSN, opcode, AckReq and lengths of its flow's previous packet within "
-                    f"{us(DUPLICATE_WINDOW_NS)}: not counted as retransmissions")
+                    f"{duration(DUPLICATE_WINDOW_NS)}: not counted as retransmissions")
     summary = (f"The capture holds {plural(total, 'data frame')} twice, on {plural(len(flows), 'flow')}: the same "
                "frame delivered again within microseconds (a mirror of both ingress and egress, or two mirror "
                "sessions), not a retransmission.")
