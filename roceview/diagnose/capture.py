@@ -3,8 +3,8 @@ decode_warnings."""
 from __future__ import annotations
 
 from roceview.diagnose.context import PSN_MOD, Context
-from roceview.diagnose.finding import finding, plural
-from roceview.units import duration
+from roceview.diagnose.finding import finding
+from roceview.units import duration, plural
 
 
 def capture_findings(ctx: Context) -> list[dict]:

@@ -15,9 +15,9 @@ import numpy as np
 
 from roceview.analysis.events import nak_meaning
 from roceview.diagnose.context import PSN_MOD, Context, Events, in_arcs
-from roceview.diagnose.finding import finding, plural, psn_list
+from roceview.diagnose.finding import finding, psn_list
 from roceview.diagnose.psn_conformance import duplicate_findings, pmtu_findings, unsent_ack_findings
-from roceview.units import duration
+from roceview.units import duration, plural
 
 # IBTA Table 45: RNR NAK timer field -> minimum RNR NAK timer, ms
 RNR_TIMER_MS = (655.36, 0.01, 0.02, 0.03, 0.04, 0.06, 0.08, 0.12, 0.16, 0.24, 0.32, 0.48, 0.64, 0.96,

@@ -12,10 +12,10 @@ from collections import defaultdict
 import numpy as np
 
 from roceview.diagnose.context import Context
-from roceview.diagnose.finding import finding, plural
+from roceview.diagnose.finding import finding
 from roceview.diagnose.link_speed import link_speed, link_speed_findings, speed_note
 from roceview.diagnose.pfc_storm import storm_finding
-from roceview.units import duration
+from roceview.units import duration, plural
 
 def pause_frames(ctx: Context) -> dict[tuple[str, str], np.ndarray]:
     """(source MAC, priority) -> its pause and resume frames as rows [ts, quanta] in time order,

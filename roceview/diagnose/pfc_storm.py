@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from roceview.diagnose.context import Context
-from roceview.diagnose.finding import finding, plural
-from roceview.units import duration
+from roceview.diagnose.finding import finding
+from roceview.units import duration, plural
 
 
 def window_shares(periods: np.ndarray, window_ns: int) -> np.ndarray:

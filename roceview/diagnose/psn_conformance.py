@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from roceview.analysis.chunk_psn import DUPLICATE_WINDOW_NS
 from roceview.diagnose.context import Context
-from roceview.diagnose.finding import finding, plural, psn_list
-from roceview.units import duration
+from roceview.diagnose.finding import finding, psn_list
+from roceview.units import duration, plural
 
 
 def unsent_ack_findings(ctx: Context) -> list[dict]:
