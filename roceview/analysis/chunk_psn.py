@@ -13,7 +13,7 @@ from roceview.analysis import opcodes as op
 from roceview.analysis.pmtu import MIN_PMTU, ONLY_OR_LAST, PathMtu
 from roceview.analysis.sends import WINDOW as SEND_WINDOW
 from roceview.analysis.reuse import psn_reuse
-from roceview.analysis.segments import PSN_MOD, psn_delta, seg_running_max_grouped
+from roceview.analysis.segments import PSN_MOD, last_before, psn_delta, seg_running_max_grouped
 from roceview.analysis.unsent import check as unsent_check
 
 
@@ -388,12 +388,6 @@ def _previous_run_idx(sp, sid, idx, g) -> np.ndarray:
 
 def _last_nak_before(an, ch, nak: np.ndarray, flow: np.ndarray, idx: np.ndarray) -> np.ndarray:
     """Row index of the last NAK of `flow` before `idx` (this chunk, else carried)."""
-    n_flow, n_idx = ch.fid.take(nak), ch.idx(nak)
-    carried = an.flow.last_nak_idx[np.maximum(flow, 0)]
-    if len(n_flow) == 0:
-        return carried
-    order = np.lexsort((n_idx, n_flow))
-    keys = n_flow[order] * (1 << 40) + n_idx[order]
-    pos = np.searchsorted(keys, flow * (1 << 40) + idx) - 1
-    ok = (pos >= 0) & (n_flow[order][np.maximum(pos, 0)] == flow)
-    return np.where(ok, n_idx[order][np.maximum(pos, 0)], carried)
+    n_idx = ch.idx(nak)
+    pos, carried = last_before(ch.fid.take(nak), n_idx, an.flow.last_nak_idx, flow, idx)
+    return np.where(pos >= 0, n_idx[np.maximum(pos, 0)], carried) if len(n_idx) else carried

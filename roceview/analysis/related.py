@@ -18,24 +18,7 @@ import numpy as np
 
 from roceview.analysis.chunk_counts import rank
 from roceview.analysis.chunk_psn import original_send
-from roceview.analysis.segments import PSN_MOD
-
-_SHIFT = 1 << 40
-
-
-def last_before(key_flow, key_idx, carried, flow, idx):
-    """Per (flow, idx): the position in the chunk's (key_flow, key_idx) rows of the flow's last
-    one before idx, else -1 with carried[flow] the state before the chunk (-1: none)."""
-    before = np.where(flow >= 0, carried[np.maximum(flow, 0)], -1)
-    pos = np.full(len(flow), -1, dtype=np.int64)
-    if len(key_flow) == 0 or len(flow) == 0:
-        return pos, before
-    order = np.lexsort((key_idx, key_flow))
-    keys = key_flow[order] * _SHIFT + key_idx[order]
-    p = np.searchsorted(keys, flow * _SHIFT + idx) - 1
-    ok = (p >= 0) & (key_flow[order][np.maximum(p, 0)] == flow) & (flow >= 0)
-    pos[ok] = order[p[ok]]
-    return pos, before
+from roceview.analysis.segments import PSN_MOD, last_before
 
 
 def nak_events(an, ch, counted, gaps) -> None:

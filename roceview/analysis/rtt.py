@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from roceview.analysis.segments import group_bounds, seg_running_max
+from roceview.analysis.segments import IDX_SHIFT, group_bounds, last_before, seg_running_max
 
-_IDX_SHIFT = 1 << 40
 _MAX_PENDING_PER_FLOW = 1024  # unanswered requests kept per flow (an unpaired flow never gets answers)
 
 
@@ -70,7 +69,7 @@ class RttMatcher:
         span = int(rel.max()) + 1
         g = np.minimum(np.searchsorted(groups, q_flow), len(groups) - 1)
         ok = groups[g] == q_flow
-        after = np.searchsorted(gid * _IDX_SHIFT + r_idx, g * _IDX_SHIFT + q_idx, side="right")
+        after = np.searchsorted(gid * IDX_SHIFT + r_idx, g * IDX_SHIFT + q_idx, side="right")
         covers = np.searchsorted(gid * span + rel, g * span + np.clip(q_u - low[g], 0, span))
         pos = np.maximum(after, covers)
         end = starts[g] + lengths[g]
@@ -85,8 +84,8 @@ class RttMatcher:
             return np.zeros(len(q[0]), dtype=bool)
         order = np.lexsort((t_idx, t_flow))
         t_flow, t_u, t_idx = t_flow[order], t_u[order], t_idx[order]
-        keys = t_flow * _IDX_SHIFT + t_idx
-        pos = np.searchsorted(keys, q[0] * _IDX_SHIFT + q[3], side="right")
+        keys = t_flow * IDX_SHIFT + t_idx
+        pos = np.searchsorted(keys, q[0] * IDX_SHIFT + q[3], side="right")
         ok = pos < len(keys)
         pos = np.minimum(pos, len(keys) - 1)
         return ok & (t_flow[pos] == q[0]) & (t_idx[pos] < resp_idx) & (t_u[pos] <= q[1])
@@ -130,14 +129,10 @@ def _gap_between(q, resp_idx, gaps, last_gap_idx) -> np.ndarray:
     """A gap of the request's flow at or after the request and before its covering response: the
     response may be a later ACK covering a request whose own ACK the capture lost."""
     q_flow, q_idx = q[0], q[3]
-    before = last_gap_idx[q_flow]                       # the last gap before this chunk
     g_flow, g_idx = gaps if len(gaps) else (np.zeros(0, np.int64),) * 2
-    if len(g_flow):
-        order = np.lexsort((g_idx, g_flow))
-        keys = g_flow[order] * _IDX_SHIFT + g_idx[order]
-        pos = np.searchsorted(keys, q_flow * _IDX_SHIFT + np.minimum(resp_idx, _IDX_SHIFT - 1)) - 1
-        ok = (pos >= 0) & (g_flow[order][np.maximum(pos, 0)] == q_flow)
-        before = np.where(ok, g_idx[order][np.maximum(pos, 0)], before)
+    pos, before = last_before(g_flow, g_idx, last_gap_idx, q_flow, np.minimum(resp_idx, IDX_SHIFT - 1))
+    if len(g_idx):                                      # else: the last gap before this chunk
+        before = np.where(pos >= 0, g_idx[np.maximum(pos, 0)], before)
     return before >= q_idx
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 PSN_MOD = 1 << 24
+IDX_SHIFT = 1 << 40        # above any capture row index: (flow, idx) in one int64 key
 PSN_HALF = 1 << 23
 
 
@@ -122,3 +123,18 @@ def subtract_intervals(a_lo, a_hi, b_lo, b_hi) -> tuple[np.ndarray, np.ndarray]:
     prev = np.concatenate([[False], keep[:-1]])
     nxt = np.concatenate([keep[1:], [False]])
     return uniq[:-1][keep & ~prev], uniq[1:][keep & ~nxt]
+
+
+def last_before(key_flow, key_idx, carried, flow, idx):
+    """Per (flow, idx): the position in the chunk's (key_flow, key_idx) rows of the flow's last
+    one before idx, else -1 with carried[flow] the state before the chunk (-1: none)."""
+    before = np.where(flow >= 0, carried[np.maximum(flow, 0)], -1)
+    pos = np.full(len(flow), -1, dtype=np.int64)
+    if len(key_flow) == 0 or len(flow) == 0:
+        return pos, before
+    order = np.lexsort((key_idx, key_flow))
+    keys = key_flow[order] * IDX_SHIFT + key_idx[order]
+    p = np.searchsorted(keys, flow * IDX_SHIFT + idx) - 1
+    ok = (p >= 0) & (key_flow[order][np.maximum(p, 0)] == flow) & (flow >= 0)
+    pos[ok] = order[p[ok]]
+    return pos, before

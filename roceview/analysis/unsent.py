@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from roceview.analysis.segments import PSN_MOD, psn_delta
+from roceview.analysis.segments import IDX_SHIFT, PSN_MOD, psn_delta
 
 OUTSIDE_LIMIT = 1 << 22
 _CHECKED = np.zeros(9, dtype=bool)        # transport codes (opcodes.TRANSPORT_NAMES; -1 = last)
@@ -80,8 +80,8 @@ def _high_at(ch, part, st, flow, idx, high0):
     """(highest request PSN of `flow` just before capture index `idx`, whether any request of it
     was seen by then)."""
     res = part.res
-    keys = ch.sid_rows() * _IDX + ch.idx(ch.sorted_r(np.arange(ch.n_psn)))
-    pos = np.searchsorted(keys, 2 * flow * _IDX + idx) - 1
+    keys = ch.sid_rows() * IDX_SHIFT + ch.idx(ch.sorted_r(np.arange(ch.n_psn)))
+    pos = np.searchsorted(keys, 2 * flow * IDX_SHIFT + idx) - 1
     mine = pos >= 0
     mine[mine] = ch.sid_rows()[pos[mine]] == 2 * flow[mine]
     p = np.maximum(pos, 0)
@@ -90,6 +90,3 @@ def _high_at(ch, part, st, flow, idx, high0):
     g = np.minimum(g, len(ch.sids) - 1)
     first_here = (ch.sids[g] == 2 * flow) & ~part.prev_seen[g]         # first request in this chunk
     return high, mine | ~first_here
-
-
-_IDX = 1 << 40

@@ -2,8 +2,9 @@
 decode_warnings."""
 from __future__ import annotations
 
-from roceview.diagnose.context import PSN_MOD, Context, span
-from roceview.diagnose.finding import finding, plural
+from roceview.diagnose.context import PSN_MOD, Context
+from roceview.diagnose.finding import finding
+from roceview.units import duration, plural
 
 
 def capture_findings(ctx: Context) -> list[dict]:
@@ -19,7 +20,8 @@ def capture_findings(ctx: Context) -> list[dict]:
     if f is not None and f.ts_backwards:
         out.append(finding(
             "info", "timestamps_backwards",
-            f"Timestamps go backwards {plural(f.ts_backwards, 'time')} (by up to {span(f.ts_backwards_max_ns)}): "
+            f"Timestamps go backwards {plural(f.ts_backwards, 'time')} "
+            f"(by up to {duration(f.ts_backwards_max_ns)}): "
             "merged or multi-queue captures; delays measured across them are approximate.",
             [], ctx.start_ns, ctx.end_ns, [f"frames {', '.join(map(str, f.ts_backwards_frames))}"],
             "Capture on one queue or with hardware timestamps (`tcpdump -j adapter_unsynced`), or merge files with mergecap."))

@@ -15,7 +15,6 @@ import numpy as np
 from roceview.analysis.flows import format_address
 from roceview.analysis.opcodes import ACKNOWLEDGE, ATOMIC_ACKNOWLEDGE, CNP, READ_REQUEST, READ_RESPONSE, REQUEST
 from roceview.analysis.pfc import format_mac
-from roceview.units import duration
 
 PSN_MOD = 1 << 24
 EVENT_STRUCTURED = ("frame", "related_frame", "psn_count", "first_missing_psn", "aeth_syndrome", "rnr_timer",
@@ -118,6 +117,11 @@ class Context:
             return None
         peer = f"{f['dst_ip']}>{f['src_ip']}:0x{f['peer_qp']:06x}"
         return peer if peer in self.flow else None
+
+    def pair(self, name: str) -> list[str]:
+        """The flow and, when the capture holds it, its peer: a finding about both directions of a QP."""
+        peer = self.peer(name)
+        return [name, peer] if peer else [name]
 
     def reverse_flows(self, name: str) -> list[str]:
         """Flows from this flow's destination back to its source (any QP)."""
@@ -245,13 +249,3 @@ def _parse_ts(text: str) -> int:
 
 def mac_text(mac: int) -> str:
     return format_mac(mac)
-
-
-def us(ns) -> str:
-    """A duration for evidence text (roceview.units: ns, us, ms or s, 3 decimals)."""
-    return duration(ns)
-
-
-def span(ns) -> str:
-    """A duration for summaries (the same formatter)."""
-    return duration(ns)

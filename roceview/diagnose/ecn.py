@@ -13,7 +13,8 @@ import numpy as np
 from roceview.analysis.tables import Coded
 from roceview.arrays import sorted_distinct
 from roceview.diagnose.context import Context
-from roceview.diagnose.finding import finding, plural
+from roceview.diagnose.finding import finding
+from roceview.units import plural
 
 # mlx5 RDMA hw counter names: drivers/infiniband/hw/mlx5/counters.c cong_cnts (docs/findings.md, Sources)
 HW_COUNTERS = "/sys/class/infiniband/<dev>/ports/<port>/hw_counters/"

@@ -1,8 +1,6 @@
 """A finding record and the final list: dedupe by key, order worst first."""
 from __future__ import annotations
 
-from roceview.units import plural  # noqa: F401  (the rules import it from here)
-
 
 def _sha1(data: bytes):
     """hashlib.sha1 without hashlib: importing it loads OpenSSL (_hashlib, ~5-7 ms of every
@@ -48,8 +46,6 @@ def finalize(records: list[dict], span: tuple[int, int] | None = None) -> list[d
         out.append(r)
     out.sort(key=lambda r: (-RANK[r["severity"]], r["kind"], r["start_ts"], r["flows"]))
     return out
-
-
 
 
 def psn_list(values, limit: int = 5) -> str:

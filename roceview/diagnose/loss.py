@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from roceview.analysis.events import nak_meaning
-from roceview.diagnose.context import PSN_MOD, Context, Events, in_arcs, span, us
-from roceview.diagnose.finding import finding, plural, psn_list
+from roceview.diagnose.context import PSN_MOD, Context, Events, in_arcs
+from roceview.diagnose.finding import finding, psn_list
 from roceview.diagnose.psn_conformance import duplicate_findings, pmtu_findings, unsent_ack_findings
+from roceview.units import duration, plural
 
 # IBTA Table 45: RNR NAK timer field -> minimum RNR NAK timer, ms
 RNR_TIMER_MS = (655.36, 0.01, 0.02, 0.03, 0.04, 0.06, 0.08, 0.12, 0.16, 0.24, 0.32, 0.48, 0.64, 0.96,
@@ -172,9 +173,10 @@ def _network_loss(ctx: Context, name: str, fl: FlowLoss) -> dict:
     else:
         evidence.append("retransmissions without a gap (capture point before the loss point)")
     if gens:
-        evidence.append(f"NAK generation delay median {us(np.median(gens))}, max {us(max(gens))}")
+        evidence.append(f"NAK generation delay median {duration(np.median(gens))}, max {duration(max(gens))}")
     if delays:
-        evidence.append(f"NAK-to-retransmission delay median {us(np.median(delays))}, max {us(max(delays))}")
+        evidence.append(f"NAK-to-retransmission delay median {duration(np.median(delays))}, "
+                        f"max {duration(max(delays))}")
     if unrecovered:
         evidence.append(f"never retransmitted after the NAK: PSN {psn_list(unrecovered)}")
     n_lost = len(fl.naks) or len(fl.net_gaps)
@@ -235,8 +237,9 @@ def _timeouts(ctx: Context) -> list[dict]:
         ts, psn, known = ev.ts[plausible], ev.psn[plausible], delays[plausible & (delays >= 0)]
         evidence = [f"{plural(len(ts), 'retransmission')} with no NAK since the previous one, at PSN {psn_list(psn)}"]
         if len(known):
-            evidence.append(f"delay from the original send median {span(np.median(known))}, min {span(known.min())} "
-                            f"(an ACK timeout is at least {span(floor_ns)}: ack_timeout_floor_us)")
+            evidence.append(f"delay from the original send median {duration(np.median(known))}, "
+                            f"min {duration(known.min())} "
+                            f"(an ACK timeout is at least {duration(floor_ns)}: ack_timeout_floor_us)")
         if len(known) < len(ts):
             evidence.append(f"{plural(len(ts) - len(known), 'original send')} not in the capture")
         if not plausible.all():
@@ -280,7 +283,7 @@ def _psn_reuse(ctx: Context) -> list[dict]:
                   "path_mtu, MTU end to end). Counter: the responder's RDMA hw counter duplicate_request counts "
                   "the reused request (acknowledged again, not executed); the requester sees success, so no "
                   "requester error counter need move.")
-        out.append(finding("warning", "psn_reuse", summary, [name] + ([ctx.peer(name)] if ctx.peer(name) else []),
+        out.append(finding("warning", "psn_reuse", summary, ctx.pair(name),
                            int(ev.ts.min()), int(ev.ts.max()), evidence, advice))
     return out
 
@@ -294,7 +297,7 @@ def _rnr(ctx: Context) -> list[dict]:
         waits = _rnr_waits(ctx, name, ev)
         evidence = [f"{plural(len(ev.ts), 'RNR NAK')} at PSN {psn_list(ev.psn)}", f"RNR timer {timers or 'unknown'}"]
         if waits:
-            evidence.append(f"RNR NAK to resend median {us(np.median(waits))}, min {us(min(waits))}")
+            evidence.append(f"RNR NAK to resend median {duration(np.median(waits))}, min {duration(min(waits))}")
         summary = (f"The receiver of {ctx.peer(name) or name} had no receive WQE posted: "
                    f"{plural(len(ev.ts), 'RNR NAK')} ({timers or 'timer unknown'}).")
         advice = ("The application posts receive buffers too slowly: post more receive WQEs up front (larger RQ "
@@ -303,7 +306,7 @@ def _rnr(ctx: Context) -> list[dict]:
                   "rnr_nak_retry_err counts RNR NAKs received within the retry limit, req_rnr_retries_exceeded "
                   "(and an RNR-retry-exceeded completion error) the times it gave up; the responder's "
                   "out_of_buffer counts requests that found no receive WQE.")
-        out.append(finding("warning", "rnr", summary, [name] + ([ctx.peer(name)] if ctx.peer(name) else []),
+        out.append(finding("warning", "rnr", summary, ctx.pair(name),
                            int(ev.ts.min()), int(ev.ts.max()), evidence, advice))
     return out
 
@@ -361,7 +364,7 @@ def _remote_errors(ctx: Context) -> list[dict]:
 
 def _nak_finding(ctx: Context, name: str, ev: Events, severity: str, kind: str, summary: str, advice: str) -> dict:
     evidence = [f"{plural(len(ev.ts), 'NAK')} at PSN {psn_list(ev.psn)}: {'; '.join(ev.detail[:3])}"]
-    return finding(severity, kind, summary, [name] + ([ctx.peer(name)] if ctx.peer(name) else []),
+    return finding(severity, kind, summary, ctx.pair(name),
                    int(ev.ts.min()), int(ev.ts.max()), evidence, advice)
 
 

@@ -11,10 +11,11 @@ from collections import defaultdict
 
 import numpy as np
 
-from roceview.diagnose.context import Context, span
-from roceview.diagnose.finding import finding, plural
+from roceview.diagnose.context import Context
+from roceview.diagnose.finding import finding
 from roceview.diagnose.link_speed import link_speed, link_speed_findings, speed_note
 from roceview.diagnose.pfc_storm import storm_finding
+from roceview.units import duration, plural
 
 def pause_frames(ctx: Context) -> dict[tuple[str, str], np.ndarray]:
     """(source MAC, priority) -> its pause and resume frames as rows [ts, quanta] in time order,
@@ -103,11 +104,11 @@ def _pause(ctx: Context, row: dict, host, note: str) -> dict:
     sev = "warning" if share >= ctx.config.pause_warning_share else "info"
     p = row["priority"]
     summary = (f"{_who(row['src_mac'], host)} paused {_prio_text(p)} with {plural(row['pause_frames'], 'pause frame')}: "
-               f"{span(row['paused_us'] * 1000)} in total ({share:.1%} of the capture), longest "
-               f"{span(row['longest_pause_us'] * 1000)}; {note}.")
+               f"{duration(row['paused_us'] * 1000)} in total ({share:.1%} of the capture), longest "
+               f"{duration(row['longest_pause_us'] * 1000)}; {note}.")
     evidence = [f"{row['pause_frames']:,} pause / {row['resume_frames']:,} resume frames from {row['src_mac']} for {_prio_text(p)}",
-                f"paused {span(row['paused_us'] * 1000)} of {span(ctx.duration_ns())} captured",
-                f"longest continuous pause {span(row['longest_pause_us'] * 1000)}", note]
+                f"paused {duration(row['paused_us'] * 1000)} of {duration(ctx.duration_ns())} captured",
+                f"longest continuous pause {duration(row['longest_pause_us'] * 1000)}", note]
     rx, tx = _counters(p, "rx"), _counters(p, "tx")
     if p == "all":
         advice = ("802.3x PAUSE stops every class on the link: on RoCE hosts use PFC on the RoCE priority instead "
@@ -178,7 +179,7 @@ def _slow_receiver(ctx: Context, row: dict, host: set, note: str) -> list[dict]:
                f"{_prio_text(p)} from its NIC {row['src_mac']}) with no CE mark in the fabric: the host cannot "
                "drain what arrives, the network is not congested.")
     evidence = [f"pause source {row['src_mac']} sends RoCE traffic as {ip} (a host NIC, not a switch)",
-                f"{span(row['paused_us'] * 1000)} paused, longest {span(row['longest_pause_us'] * 1000)}",
+                f"{duration(row['paused_us'] * 1000)} paused, longest {duration(row['longest_pause_us'] * 1000)}",
                 f"{plural(len(flows), 'flow')} into {ip}: 0 CE, 0 CNP", note]
     tx = _counters(p, "tx")
     discards = "rx_discards_phy" if p == "all" else f"rx_prio{p}_discards"

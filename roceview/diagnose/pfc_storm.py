@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from roceview.diagnose.context import Context, span, us
-from roceview.diagnose.finding import finding, plural
+from roceview.diagnose.context import Context
+from roceview.diagnose.finding import finding
+from roceview.units import duration, plural
 
 
 def window_shares(periods: np.ndarray, window_ns: int) -> np.ndarray:
@@ -71,22 +72,23 @@ def storm_finding(ctx: Context, row: dict, per: np.ndarray, frames: np.ndarray, 
     ts, q = frames[:, 0], frames[:, 1]
     xoffs = int(np.count_nonzero((q > 0) & (ts >= start) & (ts < end)))
     if continuous:
-        rule = f"paused continuously for {span(longest)} (watchdog threshold {cfg.storm_ms:g} ms)"
+        rule = f"paused continuously for {duration(longest)} (watchdog threshold {cfg.storm_ms:g} ms)"
         how = f"{plural(xoffs, 'pause frame')} in the episode, each refreshed before the previous one ran out" \
             if n_periods == 1 else f"{plural(xoffs, 'pause frame')} in {plural(n_periods, 'paused period')}"
     else:
-        rule = (f"paused {paused / length:.1%} of {span(length)} (at least {cfg.storm_share:.0%} of a "
-                f"{cfg.storm_window_ms:g} ms window; longest continuous pause {span(longest)})")
+        rule = (f"paused {paused / length:.1%} of {duration(length)} (at least {cfg.storm_share:.0%} of a "
+                f"{cfg.storm_window_ms:g} ms window; longest continuous pause {duration(longest)})")
         how = (f"{plural(xoffs, 'pause frame')} in {plural(n_periods, 'paused period')}: the pauses lapsed "
-               f"for up to {us(lapse)} between XOFF refreshes")
+               f"for up to {duration(lapse)} between XOFF refreshes")
     cut = _not_listed(ctx)
     if cut:   # the periods come from the event log, which keeps the first MAX_PER_KIND of a kind
-        rule += (f" in the first {plural(len(frames), 'pause/resume frame')} of this source (to {span(int(ts[-1]) - start)} "
+        rule += (f" in the first {plural(len(frames), 'pause/resume frame')} of this source "
+                 f"(to {duration(int(ts[-1]) - start)} "
                  f"after the first); {cut:,} later pause/resume frames of the capture were not kept as events, so "
                  "the storm may go on longer")
     summary = f"PFC storm: {who} kept {prio} {rule}; {note}."
     evidence = [f"rule: {'continuous pause' if continuous else 'paused share of a window'}",
-                f"episode {span(length)}, paused {paused / length:.1%} of it" +
+                f"episode {duration(length)}, paused {paused / length:.1%} of it" +
                 (f" ({len(found)} episodes)" if len(found) > 1 else ""),
                 f"worst {cfg.storm_window_ms:g} ms window paused {worst:.1%}", how, note]
     return finding("critical", "pfc_storm", summary, [], start, end, evidence, _advice(row["priority"], host))
@@ -101,9 +103,9 @@ def _not_listed(ctx: Context) -> int:
 def _advice(p: str, host) -> str:
     # mlx5 counter names: Documentation/networking/device_drivers/ethernet/mellanox/mlx5/counters.rst;
     # the tunable: ethtool(8) --set-tunable pfc-prevention-tout (net/ethtool/common.c tunable_strings)
-    duration = "tx_global_pause_duration" if p == "all" else f"tx_prio{p}_pause_duration"
+    counter = "tx_global_pause_duration" if p == "all" else f"tx_prio{p}_pause_duration"
     nic = ("`ethtool -S <if>` tx_pause_storm_warning_events / tx_pause_storm_error_events and "
-           f"{duration} on the NIC that sends the pauses; let the NIC stop pausing after a timeout "
+           f"{counter} on the NIC that sends the pauses; let the NIC stop pausing after a timeout "
            "(`ethtool --set-tunable <if> pfc-prevention-tout <ms>`, or the MLNX_OFED sysfs "
            "`pfc_stall_prevention`)")
     if host:

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections import defaultdict
 
 from roceview.diagnose.context import Context
-from roceview.diagnose.finding import finding, plural
+from roceview.diagnose.finding import finding
+from roceview.units import plural
 
 
 def priority_of(ctx: Context, pcp: int, dscp: int) -> int | None:

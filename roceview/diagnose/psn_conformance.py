@@ -5,8 +5,9 @@ Both come from analysis events (roceview/analysis/chunk_psn.py, roceview/analysi
 from __future__ import annotations
 
 from roceview.analysis.chunk_psn import DUPLICATE_WINDOW_NS
-from roceview.diagnose.context import Context, us
-from roceview.diagnose.finding import finding, plural, psn_list
+from roceview.diagnose.context import Context
+from roceview.diagnose.finding import finding, psn_list
+from roceview.units import duration, plural
 
 
 def unsent_ack_findings(ctx: Context) -> list[dict]:
@@ -24,7 +25,7 @@ def unsent_ack_findings(ctx: Context) -> list[dict]:
         advice = ("A responder bug, not the network: its ACK PSN must be the PSN of the last request it "
                   "acknowledges (IBTA 9.7.5). Check the responder's PSN tracking (initial PSN from the CM "
                   "REQ/REP, the PSN after an RDMA READ); hardware RNICs do not do this, software responders may.")
-        out.append(finding("warning", "ack_unsent_psn", summary, [name] + ([ctx.peer(name)] if ctx.peer(name) else []),
+        out.append(finding("warning", "ack_unsent_psn", summary, ctx.pair(name),
                            int(ev.ts.min()), int(ev.ts.max()), evidence, advice))
     return out
 
@@ -41,7 +42,7 @@ def duplicate_findings(ctx: Context) -> list[dict]:
     if len(worst) > 5:
         evidence.append(f"{len(worst) - 5} more flows")
     evidence.append(f"each repeats the PSN, opcode, AckReq and lengths of its flow's previous packet within "
-                    f"{us(DUPLICATE_WINDOW_NS)}: not counted as retransmissions")
+                    f"{duration(DUPLICATE_WINDOW_NS)}: not counted as retransmissions")
     summary = (f"The capture holds {plural(total, 'data frame')} twice, on {plural(len(flows), 'flow')}: the same "
                "frame delivered again within microseconds (a mirror of both ingress and egress, or two mirror "
                "sessions), not a retransmission.")
