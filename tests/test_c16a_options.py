@@ -31,11 +31,12 @@ def one_error_line(err: str) -> bool:
     return err.count("\n") == 1 and " error: " in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize("command", ["analyze", "dissect", "convert"])
+@pytest.mark.parametrize("command", ["analyze", "dissect", "convert", "tui", "live"])
 @pytest.mark.parametrize("port", ["70000", "65536", "0", "-1", "x"])
 def test_roce_port_out_of_range_is_one_line_exit_2(command, port, tmp_path, capsys):
     extra = ["-o", tmp_path / "o.parquet"] if command == "convert" else []
-    code, out, _ = run(command, CAPTURE, "--roce-port", port, *extra)
+    source = ["--no-tui", "-r", CAPTURE] if command == "live" else [CAPTURE]
+    code, out, _ = run(command, *source, "--roce-port", port, *extra)
     err = capsys.readouterr().err          # argparse's usage errors print to sys.stderr
     assert code == 2 and out == "" and one_error_line(err) and "1-65535" in err, err
     assert not (tmp_path / "o.parquet").exists()
