@@ -3,7 +3,6 @@ output suffix, a pcapng cut inside its section header); `dissect -V | head -1` e
 0; help(roceview.analyze) shows the real keyword arguments."""
 from __future__ import annotations
 
-import io
 import os
 import pydoc
 import subprocess
@@ -11,20 +10,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import run
 
 import roceview
 from roceview.capture.writer import pcapng_bytes
-from roceview.cli import Environment, main
 from roceview.errors import BadInput
 
 REPO = Path(__file__).resolve().parents[1]
 CAPTURE = REPO / "captures" / "clean.pcap"
-
-
-def run(*argv) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    code = main([str(a) for a in argv], Environment(stdin=io.StringIO(), stdout=out, stderr=err))
-    return code, out.getvalue(), err.getvalue()
 
 
 def one_error_line(err: str) -> bool:
