@@ -3,7 +3,6 @@ output suffix, a pcapng cut inside its section header); `dissect -V | head -1` e
 0; help(roceview.analyze) shows the real keyword arguments."""
 from __future__ import annotations
 
-import io
 import os
 import pydoc
 import subprocess
@@ -11,31 +10,26 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import run
 
 import roceview
 from roceview.capture.writer import pcapng_bytes
-from roceview.cli import Environment, main
 from roceview.errors import BadInput
 
 REPO = Path(__file__).resolve().parents[1]
 CAPTURE = REPO / "captures" / "clean.pcap"
 
 
-def run(*argv) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    code = main([str(a) for a in argv], Environment(stdin=io.StringIO(), stdout=out, stderr=err))
-    return code, out.getvalue(), err.getvalue()
-
-
 def one_error_line(err: str) -> bool:
     return err.count("\n") == 1 and " error: " in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize("command", ["analyze", "dissect", "convert"])
+@pytest.mark.parametrize("command", ["analyze", "dissect", "convert", "tui", "live"])
 @pytest.mark.parametrize("port", ["70000", "65536", "0", "-1", "x"])
 def test_roce_port_out_of_range_is_one_line_exit_2(command, port, tmp_path, capsys):
     extra = ["-o", tmp_path / "o.parquet"] if command == "convert" else []
-    code, out, _ = run(command, CAPTURE, "--roce-port", port, *extra)
+    source = ["--no-tui", "-r", CAPTURE] if command == "live" else [CAPTURE]
+    code, out, _ = run(command, *source, "--roce-port", port, *extra)
     err = capsys.readouterr().err          # argparse's usage errors print to sys.stderr
     assert code == 2 and out == "" and one_error_line(err) and "1-65535" in err, err
     assert not (tmp_path / "o.parquet").exists()

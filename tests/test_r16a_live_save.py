@@ -4,7 +4,6 @@ FIFO with --count ended in an "Illegal seek" traceback (the cut called tell() on
 a Ctrl-C before the capture began left a file. Now -w is an OutputFile like every writer."""
 from __future__ import annotations
 
-import io
 import os
 import signal
 import subprocess
@@ -13,16 +12,10 @@ import threading
 import time
 from pathlib import Path
 
-from roceview.cli import Environment, main
+from cli_helpers import run_err as run
 
 REPO = Path(__file__).resolve().parents[1]
 CAPTURE = REPO / "captures" / "clean.pcap"
-
-
-def run(*argv) -> tuple[int, str]:
-    err = io.StringIO()
-    code = main([str(a) for a in argv], Environment(stdin=io.StringIO(), stdout=io.StringIO(), stderr=err))
-    return code, err.getvalue()
 
 
 def live(tmp_path, *argv, stdin=None):

@@ -4,21 +4,14 @@ range were accepted (--link-speed nan/inf ran with a NaN link) or ended in a tra
 timer; generate --seed -1: numpy's ValueError). Each is one line and exit 2 now."""
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import pytest
 
-from roceview.cli import Environment, main
+from cli_helpers import run_err as run
 
 REPO = Path(__file__).resolve().parents[1]
 CAPTURE = REPO / "captures" / "clean.pcap"
-
-
-def run(*argv) -> tuple[int, str]:
-    err = io.StringIO()
-    code = main([str(a) for a in argv], Environment(stdin=io.StringIO(), stdout=io.StringIO(), stderr=err))
-    return code, err.getvalue()
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "1e400", "0"])

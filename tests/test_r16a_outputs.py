@@ -5,23 +5,16 @@ read. `live -w` wrote straight into the path: an existing file was emptied even 
 capture then failed to start, and a Ctrl-C before the capture began left a file behind."""
 from __future__ import annotations
 
-import io
 import os
 import shutil
 from pathlib import Path
 
 import pytest
+from cli_helpers import run
 
-from roceview.cli import Environment, main
 
 REPO = Path(__file__).resolve().parents[1]
 CAPTURE = REPO / "captures" / "clean.pcap"
-
-
-def run(*argv) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    code = main([str(a) for a in argv], Environment(stdin=io.StringIO(), stdout=out, stderr=err))
-    return code, out.getvalue(), err.getvalue()
 
 
 @pytest.mark.parametrize("argv", [["analyze", "{x}", "--json", "{link}"], ["analyze", "{x}", "--json", "{x}"],

@@ -15,17 +15,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--csv", metavar="DIR", help="write qps.csv, pfc.csv, findings.csv, events.csv, timeline.csv")
     parser.add_argument("--json", metavar="FILE", help="write all tables and the capture summary as one JSON document; "
                              "'-': to stdout, the report then goes to stderr")
-    parser.add_argument("--link-speed", type=float, default=100.0, metavar="GBPS",
-                        help="link speed for PFC pause time (default 100 Gb/s)")
-    parser.add_argument("--pmtu", type=int, default=None, metavar="BYTES",
-                        help="path MTU (256..4096; default: inferred from the traffic)")
-    parser.add_argument("--roce-port", type=udp_port, action="append", default=[], metavar="P",
-                        help="also decode UDP destination port P as RoCEv2 (repeatable)")
-    parser.add_argument("--bucket", type=float, default=1.0, metavar="MS", help="timeline bucket (default 1 ms)")
-    parser.add_argument("--config", metavar="FILE.toml", default=None,
-                        help="diagnoser thresholds ([diagnose] table; see docs/findings.md)")
-    parser.add_argument("--fail-on", choices=("warning", "critical"), default=None,
-                        help="exit 3 when a finding of this severity or worse exists")
+    add_analysis_options(parser)
     parser.add_argument("--filter", metavar="FILTER", default=None,
                         help="analyse only the packets matching this Wireshark display filter, like tshark -R "
                              "(filtering out a QP's ACKs or one direction changes its findings)")
@@ -43,6 +33,21 @@ def add_arguments(parser) -> None:
     parser.add_argument("--scheduler", metavar="ADDRESS", default=None,
                         help="with --engine dask: the scheduler, e.g. tcp://10.0.0.5:8786 (default: a local "
                              "cluster sized to this machine)")
+
+
+def add_analysis_options(parser, fail_on_help: str = "exit 3 when a finding of this severity or worse exists") -> None:
+    """The analysis options `analyze`, `tui` and `live` share: --link-speed, --pmtu, --roce-port,
+    --bucket, --config, --fail-on (one declaration, so a check added here reaches all three)."""
+    parser.add_argument("--link-speed", type=float, default=100.0, metavar="GBPS",
+                        help="link speed for PFC pause time (default 100 Gb/s)")
+    parser.add_argument("--pmtu", type=int, default=None, metavar="BYTES",
+                        help="path MTU (256..4096; default: inferred from the traffic)")
+    parser.add_argument("--roce-port", type=udp_port, action="append", default=[], metavar="P",
+                        help="also decode UDP destination port P as RoCEv2 (repeatable)")
+    parser.add_argument("--bucket", type=float, default=1.0, metavar="MS", help="timeline bucket (default 1 ms)")
+    parser.add_argument("--config", metavar="FILE.toml", default=None,
+                        help="diagnoser thresholds ([diagnose] table; see docs/findings.md)")
+    parser.add_argument("--fail-on", choices=("warning", "critical"), default=None, help=fail_on_help)
 
 
 def _count(text: str) -> int:

@@ -12,8 +12,7 @@ import threading
 import time
 
 from roceview.cli import ExitStatus
-from roceview.commands.analyze import MAX_QP_ROWS, _count
-
+from roceview.commands.analyze import MAX_QP_ROWS, _count, add_analysis_options
 
 
 def add_arguments(parser) -> None:
@@ -29,15 +28,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--count", type=_count, default=None, metavar="N", help="stop after N packets")
     parser.add_argument("--csv", metavar="DIR", help="write qps.csv, pfc.csv, findings.csv, events.csv, timeline.csv")
     parser.add_argument("--json", metavar="FILE", help="write all tables and the capture summary as one JSON document")
-    parser.add_argument("--fail-on", choices=("warning", "critical"), default=None,
-                        help="exit 3 when a finding of this severity or worse exists")
-    parser.add_argument("--link-speed", type=float, default=100.0, metavar="GBPS",
-                        help="link speed for PFC pause time (default 100 Gb/s)")
-    parser.add_argument("--pmtu", type=int, default=None, metavar="BYTES", help="path MTU (default: inferred)")
-    parser.add_argument("--roce-port", type=int, action="append", default=[], metavar="P",
-                        help="also decode UDP destination port P as RoCEv2 (repeatable)")
-    parser.add_argument("--bucket", type=float, default=1.0, metavar="MS", help="timeline bucket (default 1 ms)")
-    parser.add_argument("--config", metavar="FILE.toml", default=None, help="diagnoser thresholds")
+    add_analysis_options(parser)
     parser.add_argument("--max-qps", type=_count, default=MAX_QP_ROWS, metavar="N",
                         help=f"queue pairs listed in the report (default {MAX_QP_ROWS}; 0 = all)")
     parser.add_argument("--no-tui", action="store_true",

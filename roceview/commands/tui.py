@@ -2,21 +2,12 @@
 from __future__ import annotations
 
 from roceview.cli import ExitStatus
+from roceview.commands.analyze import add_analysis_options
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("capture", nargs="+", help="pcap/pcapng file(s), gzip ok, '-' for stdin, or a directory")
-    parser.add_argument("--link-speed", type=float, default=100.0, metavar="GBPS",
-                        help="link speed for PFC pause time (default 100 Gb/s)")
-    parser.add_argument("--pmtu", type=int, default=None, metavar="BYTES",
-                        help="path MTU (256..4096; default: inferred from the traffic)")
-    parser.add_argument("--roce-port", type=int, action="append", default=[], metavar="P",
-                        help="also decode UDP destination port P as RoCEv2 (repeatable)")
-    parser.add_argument("--bucket", type=float, default=1.0, metavar="MS", help="timeline bucket (default 1 ms)")
-    parser.add_argument("--config", metavar="FILE.toml", default=None,
-                        help="diagnoser thresholds ([diagnose] table; see docs/findings.md)")
-    parser.add_argument("--fail-on", choices=("warning", "critical"), default=None,
-                        help="exit 3 on quit when a finding of this severity or worse exists")
+    add_analysis_options(parser, fail_on_help="exit 3 on quit when a finding of this severity or worse exists")
     parser.add_argument("--light", action="store_true", help="light theme (t toggles)")
 
 
