@@ -6,6 +6,7 @@ the screen on top. Esc goes back through the screens visited.
 """
 from __future__ import annotations
 
+from textual import events
 from textual.app import App
 from textual.binding import Binding
 from textual.message import Message
@@ -53,10 +54,17 @@ class RoceviewApp(App):
 
     def on_mount(self) -> None:
         self.theme = "textual-light" if self.light else "textual-dark"
+        if self.start_loading:
+            self.loader.prepare()     # before the first frame: no import on the loader thread stalls a key
         self.switch_mode("overview")
         if self.start_loading:        # after the first paint: the reader's imports would hold the GIL
             self.call_after_refresh(self.run_worker, self.loader.run, thread=True, exit_on_error=False,
                                     group="loader")
+
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, (events.Key, events.MouseDown, events.MouseScrollDown, events.MouseScrollUp)):
+            self.loader.defer()       # the loader steps aside while the UI answers
+        await super().on_event(event)
 
     def on_snapshot_posted(self, message: SnapshotPosted) -> None:
         self.snapshot = message.snapshot

@@ -25,8 +25,8 @@ RING_PACKETS = 200_000          # rows kept of a stream (live capture, stdin, gz
 class _Grow:
     """An append-only numpy column, doubling its store (amortised O(1) per chunk)."""
 
-    def __init__(self, dtype, fill=0):
-        self.a, self.n, self.fill = np.full(1 << 16, fill, dtype), 0, fill
+    def __init__(self, dtype):
+        self.a, self.n = np.empty(1 << 16, dtype), 0
 
     def extend(self, values) -> None:
         values = np.asarray(values)
@@ -37,8 +37,11 @@ class _Grow:
         self.n = need
 
     def reserve(self, size: int) -> None:
+        """np.empty, not np.full: rows past n are always written by extend() first, and an
+        untouched page costs nothing. Filling 300 MB for 10 M rows held the GIL (and the
+        index lock) for most of a second: the UI froze on a key pressed just then."""
         if size > len(self.a):
-            bigger = np.full(size, self.fill, self.a.dtype)
+            bigger = np.empty(size, self.a.dtype)
             bigger[: self.n] = self.a[: self.n]
             self.a = bigger
 
@@ -83,7 +86,7 @@ class PacketIndex:
         self.file, self.linktype = _Grow(np.uint16), _Grow(np.uint16)
         self.off, self.ts = _Grow(np.int64), _Grow(np.int64)
         self.cap, self.wire = _Grow(np.uint32), _Grow(np.uint32)
-        self.flow = _Grow(np.int32, -1)
+        self.flow = _Grow(np.int32)        # -1 until the analysis names the row's flow
         self.ring: list[tuple[int, RecordChunk | None, Batch]] = []   # (first row, chunk, batch)
         self.ring_rows = 0
         self.rows = 0                      # every row seen, kept or not

@@ -19,6 +19,7 @@ SNAPSHOT_EVERY = 0.3            # seconds between snapshots at least...
 SNAPSHOT_COST_FACTOR = 5        # ...and at least 5x what building the last one took
 FINDINGS_EVERY = 2.0            # the diagnoser runs on snapshots less often
 YIELD_S = 0.002                 # per chunk of 64 k packets: ~0.3 s over 10 M packets
+UI_FIRST_S = 0.15               # after a key or a click the loader waits this long (see defer())
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,31 @@ class Loader:
         self._read: dict[int, int] = {}     # file number -> offset of the last record read
         self._findings_at = 0.0
         self._findings: list[dict] = []
+        self._prepared: bool | BaseException = False
+        self._defer_until = 0.0
+
+    def prepare(self) -> None:
+        """The analysis' imports (pandas among them) and the listing of the files. The app runs
+        it before its first frame: imports hold the GIL, and on the loader thread they froze a
+        key pressed in the first half second for 0.1-0.2 s (10 M packets, quiet machine). An
+        error is kept for run() to show."""
+        if self._prepared is False:
+            try:
+                self._prepare()
+                self._prepared = True
+            except Exception as exc:   # noqa: BLE001  run() reports it on the screen
+                self._prepared = exc
+
+    def defer(self, seconds: float = UI_FIRST_S) -> None:
+        """The user pressed a key or clicked: the loader waits `seconds` before its next chunk,
+        so the UI thread has the GIL to itself while it answers (sharing it with the loader
+        doubled the time of a screen switch, to 100-200 ms). Loading slows only while the user
+        types; called from the UI thread."""
+        self._defer_until = time.monotonic() + seconds
+
+    def _wait_for_ui(self) -> None:
+        while not self.stop.is_set() and (wait := self._defer_until - time.monotonic()) > 0:
+            self.stop.wait(wait)
 
     def request_stop(self) -> None:
         """Stop loading; a live source with a stop() (roceview live's batches) ends its capture,
@@ -83,7 +109,9 @@ class Loader:
         from roceview.errors import RoceviewError
 
         try:
-            self._prepare()
+            self.prepare()
+            if isinstance(self._prepared, BaseException):
+                raise self._prepared
             self._start = time.monotonic()
             self._post(self.analyzer.snapshot(self._files(), self.warnings), 0.0, done=False)
             last = 0.0
@@ -94,6 +122,7 @@ class Loader:
                 if batch is None:
                     self._on_silence()
                     continue
+                self._wait_for_ui()
                 self._feed(batch)
                 time.sleep(YIELD_S)            # hand the GIL to the UI thread between chunks
                 now = time.monotonic()

@@ -1,0 +1,68 @@
+"""The UI comes first: the loader's imports run before the first frame, and after a key or a
+click the loader steps aside (Loader.defer) so the UI thread answers without sharing the GIL."""
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+from roceview.tui.loader import Loader
+
+from tui_helpers import app_for, loaded
+
+
+class _Counted:
+    """A live-like source: batches of a sample, counting how many were taken."""
+
+    def __init__(self, batches):
+        self.batches, self.taken = batches, 0
+
+    def __iter__(self):
+        for b in self.batches:
+            self.taken += 1
+            yield b
+
+
+def _sample_batches():
+    from roceview.packets import iter_chunks
+    from tui_helpers import SAMPLES
+
+    return [b for _, b in iter_chunks([str(SAMPLES / "network-loss-receiver-side.pcap")], chunk_packets=64)]
+
+
+def test_a_deferred_loader_feeds_nothing_until_the_ui_has_had_its_time():
+    source = _Counted(_sample_batches())
+    loader = Loader(source)
+    loader.prepare()
+    loader.defer(0.6)
+    worker = threading.Thread(target=loader.run)
+    worker.start()
+    time.sleep(0.3)
+    assert loader.analyzer.rows_seen == 0, "the loader fed batches while it was told to wait"
+    worker.join(30)
+    assert loader.latest is not None and loader.latest.done
+    assert loader.latest.packets == sum(b.n for b in source.batches)
+
+
+def test_prepare_keeps_an_error_for_the_screen(tmp_path):
+    from roceview.tui.loader import Options
+    from tui_helpers import SAMPLES
+
+    loader = Loader([str(SAMPLES / "network-loss-receiver-side.pcap")],
+                    Options(config=str(tmp_path / "missing.toml")))
+    loader.prepare()                              # on the UI thread: must not raise
+    assert isinstance(loader._prepared, BaseException)
+    loader.run()
+    assert loader.latest.done and "missing.toml" in loader.latest.error
+
+
+def test_the_app_prepares_before_its_first_frame_and_a_key_defers_the_loader():
+    async def run():
+        app = app_for("network-loss-receiver-side.pcap")
+        async with app.run_test(size=(80, 24)) as pilot:
+            assert app.loader._prepared is True       # on_mount ran it, before any frame
+            await loaded(pilot)
+            before = time.monotonic()
+            await pilot.press("2")
+            assert app.loader._defer_until > before
+    asyncio.run(run())
