@@ -142,6 +142,8 @@ def write_and_report(result, args, env) -> ExitStatus:
     """--csv DIR, --json FILE (or -), the report (on stderr when stdout holds the JSON) and the
     --fail-on exit status: shared with `roceview live` (args needs csv, json, fail_on and,
     optionally, max_qps and wide)."""
+    if args.json and args.json != "-" and _is_stdout(args.json, env.stdout):
+        args.json = "-"        # --json /dev/stdout (or /proc/self/fd/1): as '-', the report to stderr
     _write_outputs(result, args, env)
     from roceview.render.report import make_console, print_report
 
@@ -163,6 +165,19 @@ def _write_outputs(result, args, env) -> None:
         from roceview.render.export import write_json
 
         write_json(result, args.json, env.stdout)
+
+
+def _is_stdout(path: str, stdout) -> bool:
+    """Whether `path` names the file our stdout is (a terminal, a pipe or a redirected file).
+    Replaced like any regular output, a redirected stdout would lose the report, and on a pipe
+    or terminal the report would run into the JSON."""
+    import os
+
+    try:
+        a, b = os.stat(path), os.fstat(stdout.fileno())
+    except (OSError, AttributeError, ValueError):      # a new path; a stdout with no descriptor
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
 def _after_imports(bar):
