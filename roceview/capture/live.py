@@ -164,11 +164,12 @@ class SaveFile:
         from roceview.capture.writer import OutputFile
 
         self.out = OutputFile(path)
-        self.fh = self.out.open("wb", 1 << 20)
         self.saved = 0
-        if self.out.tmp is not None:          # the hook decides: keep or remove
-            interrupt.forget(self.out.tmp)
-            interrupt.on_interrupt(self._on_interrupt)
+        with interrupt.deferred():            # a Ctrl-C between forget and the hook left the file
+            self.fh = self.out.open("wb", 1 << 20)
+            if self.out.tmp is not None:      # the hook decides: keep or remove
+                interrupt.forget(self.out.tmp)
+                interrupt.on_interrupt(self._on_interrupt)
 
     def write(self, data) -> None:
         self.fh.write(data)
