@@ -98,15 +98,19 @@ class Timeline:
         return np.repeat(np.arange(width, dtype=np.int64), counts)
 
     def _merged(self, factor: int = 1) -> tuple[np.ndarray, ...]:
-        """All parts as one: (bucket, flow) sums, buckets first divided by `factor`."""
-        bucket, flow, *vals = (np.concatenate(c) for c in zip(*self._parts))
-        bucket = bucket // factor
+        """All parts as one: (bucket, flow) sums, buckets first divided by `factor`. A column at
+        a time: all six concatenated and reordered at once were 4 copies of the parts (100 k
+        queue pairs: 2 M rows, 380 MB)."""
+        columns = list(zip(*self._parts))
+        bucket = np.concatenate(columns[0]) // factor
+        flow = np.concatenate(columns[1])
         order = _by_bucket_and_flow(bucket, flow)
-        bucket, flow, vals = bucket[order], flow[order], [v[order] for v in vals]
+        bucket, flow = bucket[order], flow[order]
         new = np.ones(len(bucket), dtype=bool)
         new[1:] = (bucket[1:] != bucket[:-1]) | (flow[1:] != flow[:-1])
         starts = np.flatnonzero(new)
-        return (bucket[starts], flow[starts], *[np.add.reduceat(v, starts) for v in vals])
+        sums = [np.add.reduceat(np.concatenate(c)[order], starts) for c in columns[2:]]
+        return (bucket[starts], flow[starts], *sums)
 
     def _bound(self) -> None:
         merged = self._merged()
@@ -118,7 +122,9 @@ class Timeline:
     def table(self, flow_names: list[str]) -> Table:
         if not self._parts:
             return Table.empty(TIMELINE_COLUMNS)
-        bucket, flow, *sums = self._merged()
+        merged = self._merged()
+        self._parts = [merged]     # the same sums, held once (_rows unchanged: _bound as before)
+        bucket, flow, *sums = merged
         data = {"bucket_start": bucket * self.bucket_ns, "flow": Coded(flow, flow_names)}
         data.update(zip(_FIELDS, sums))
         data["gbps"] = data["bytes"] * 8.0 / self.bucket_ns
