@@ -53,8 +53,6 @@ class FlowFacts:
     bad_icrc: int = 0
     bad_requests: list = field(default_factory=list)   # [(ts, psn)] last packet of each request class with bad ICRCs
     response_last: list = field(default_factory=list)   # [(ts, psn)] last packet of each response class
-    src_macs: set = field(default_factory=set)
-    dst_macs: set = field(default_factory=set)
     protos: set = field(default_factory=set)
     request_arc: list = field(default_factory=list)    # [(first psn, last psn)]
     response_arc: list = field(default_factory=list)
@@ -249,10 +247,6 @@ _EMPTY = Events(np.zeros(0, np.int64), np.zeros(0, np.int64), [])
 
 def _add_class(ff: FlowFacts, c) -> None:
     ff.protos.add(c.proto)
-    if c.src_mac >= 0:
-        ff.src_macs.add(c.src_mac)
-    if c.dst_mac >= 0:
-        ff.dst_macs.add(c.dst_mac)
     ff.bad_icrc += c.bad_icrc
     if c.opclass == CNP:
         ff.cnp_priorities[(c.pcp, c.dscp)] += c.packets
