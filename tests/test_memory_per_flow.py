@@ -87,17 +87,12 @@ def test_a_flow_cycling_its_ring_keeps_at_most_one_ring_of_pages():
 def test_csv_files_are_written_a_block_at_a_time(tmp_path, monkeypatch):
     """write_files takes an iterable of bytes and writes it as it comes; the CSV writer gives
     one (a 100 k-queue-pair timeline.csv is 140 MB: it was held whole, then joined)."""
-    from roceview.analysis.tables import TIMELINE_COLUMNS, Table
     from roceview.capture.writer import write_files
     from roceview.render import export
 
     monkeypatch.setattr(export, "C_BLOCK_ROWS", 1000)
     n = 4500
-    table = Table(TIMELINE_COLUMNS, {"bucket_start": np.arange(n, dtype=np.int64) * 1_000_000,
-                                     "flow": [f"10.0.0.{i % 7}>10.0.0.9:0x{i:06x}" for i in range(n)],
-                                     "bytes": np.arange(n, dtype=np.int64), "gbps": np.arange(n) / 7.0,
-                                     "ecn_ce": np.zeros(n, np.int64), "cnp_packets": np.ones(n, np.int64),
-                                     "retransmitted_packets": np.arange(n, dtype=np.int64) % 3})
+    table = _timeline_table(n)
     pieces = list(export.table_csv_chunks(table))
     assert len(pieces) == 1 + 5                             # the header, then 5 blocks of rows
     assert b"".join(pieces) == export.table_csv_bytes(table)
@@ -111,6 +106,16 @@ def test_csv_files_are_written_a_block_at_a_time(tmp_path, monkeypatch):
 
     write_files([(tmp_path / "t.csv", made)])
     assert (tmp_path / "t.csv").read_bytes() == b"".join(pieces) and len(seen) == len(pieces)
+
+
+def _timeline_table(n: int):
+    from roceview.analysis.tables import TIMELINE_COLUMNS, Table
+
+    return Table(TIMELINE_COLUMNS, {"bucket_start": np.arange(n, dtype=np.int64) * 1_000_000,
+                                     "flow": [f"10.0.0.{i % 7}>10.0.0.9:0x{i:06x}" for i in range(n)],
+                                     "bytes": np.arange(n, dtype=np.int64), "gbps": np.arange(n) / 7.0,
+                                     "ecn_ce": np.zeros(n, np.int64), "cnp_packets": np.ones(n, np.int64),
+                                     "retransmitted_packets": np.arange(n, dtype=np.int64) % 3})
 
 
 def _sample_result(name: str = "incast.pcap"):
@@ -172,3 +177,31 @@ def test_the_timeline_table_holds_its_sums_once_and_feeding_after_it_changes_not
     for c in a.columns:
         assert np.array_equal(np.asarray(a.data[c]), np.asarray(b.data[c])) if c != "flow" \
             else list(a.data[c]) == list(b.data[c])
+
+
+def test_the_json_document_is_written_a_block_at_a_time(tmp_path, monkeypatch):
+    """100 k queue pairs' --json document is 470 MB: built whole and joined, it peaked at 2.2 GB."""
+    import io
+    import json
+
+    from roceview.render import cells, export, json_export
+
+    result = _sample_result()
+    whole = json_export.document_json(result)
+    monkeypatch.setattr(json_export, "BLOCK_BYTES", 4096)      # a few rows a piece
+    monkeypatch.setattr(cells, "BLOCK_BYTES", 4096)
+    pieces = list(json_export.document_json_chunks(result))
+    assert len(pieces) >= 2 + 3 * len(json_export.TABLES)
+    assert b"".join(pieces) == whole and json.loads(whole)["summary"] == result.summary
+    export.write_json(result, tmp_path / "r.json")
+    out = io.BytesIO()
+    stdout = io.TextIOWrapper(out, encoding="ascii")          # its .buffer gets the bytes
+    export.write_json(result, "-", stdout)
+    assert (tmp_path / "r.json").read_bytes() == out.getvalue() == whole + b"\n"
+    text = io.StringIO()                                       # a text stream without a buffer
+    export.write_json(result, "-", text)
+    assert text.getvalue().encode() == whole + b"\n"
+    table = _timeline_table(2000)
+    rows = list(json_export.table_json_chunks(table))
+    assert len(rows) == 1 + 8 + 1 and b"".join(rows) == json_export.table_json(table)   # 256 rows a block
+    assert json.loads(b"".join(rows)) == json.loads(json.dumps(table.records()))

@@ -204,15 +204,19 @@ def result_document(result) -> dict:
 
 
 def write_json(result, path, stdout=None) -> None:
-    """The --json document into `path`; '-' is `stdout` (a binary stream, or a text one)."""
-    from roceview.capture.writer import write_files
-    from roceview.render.json_export import document_json  # json only with --json
+    """The --json document into `path`; '-' is `stdout` (a binary stream, or a text one).
+    Written a piece at a time (json_export.document_json_chunks): never whole in memory."""
+    import itertools
 
+    from roceview.capture.writer import write_files
+    from roceview.render.json_export import document_json_chunks  # json only with --json
+
+    pieces = lambda: itertools.chain(document_json_chunks(result), [b"\n"])   # noqa: E731
     if str(path) == "-":
-        data = document_json(result) + b"\n"
         buffer = getattr(stdout, "buffer", None)
         stdout.flush()
-        buffer.write(data) if buffer is not None else stdout.write(data.decode("ascii"))
+        for data in pieces():
+            buffer.write(data) if buffer is not None else stdout.write(data.decode("ascii"))
         stdout.flush()
         return
-    write_files([(path, lambda: document_json(result) + b"\n")])
+    write_files([(path, pieces)])
