@@ -18,14 +18,15 @@ Issue 18 asks for <= 1 GiB over 100 k queue pairs. Build the files with make_cap
     python benchmarks/make_capture.py /tmp/base.pcap --packets 2000000 --snaplen 128 --flows 128
     python benchmarks/bench_live.py qps /tmp/100k.pcap /tmp/base.pcap
     (and 6 M packets over 65,536 flows against 6 M over 128: --packets 6000000 --flows 65536)
-Measured (2 shared cores, load ~3-4), before -> after the per-flow memory work (branch mem100k):
-2 M packets over 100 k QPs, analyze 1381 -> 659 MiB (11.9 k -> 4.3 k bytes per flow over the
-baseline), live -r - 1630 -> 677 MiB (16.0 k -> 6.1 k); 6 M packets over 65,536 QPs, analyze
-1130 -> 703 MiB (14.0 k -> 7.2 k), live 1085 -> 645 MiB (14.9 k -> 8.0 k). What the kilobytes
-were: a dense 256-PSN ring of first sends per flow (6 kB; now 16-slot pages, analysis/sends.py),
-CSV and JSON files held whole and joined (now written a block at a time), a dict per flow and
-write-only sets in the diagnoser's context. The timeline (2 M rows at most, ~100 MB) is bounded,
-not per flow.
+Measured (2 shared cores, load ~3.5-4.5), before -> after the per-flow memory work (branch
+mem100k): 2 M packets over 100 k QPs, analyze 1381-1382 -> 656-657 MiB (11.9 k -> 4.3 k bytes
+per flow over the baseline), live -r - 1630-1634 -> 652-679 MiB (16.0 k -> 5.7-6.2 k); 6 M
+packets over 65,536 QPs, analyze 1130 -> 626 MiB (14.0 k -> 5.9 k), live 1085 -> 571 MiB
+(14.9 k -> 7.0 k). What the kilobytes were: a dense 256-PSN ring of first sends per flow (6 kB;
+now 16-slot pages, analysis/sends.py), the CSV and JSON files held whole and joined (now written
+a block at a time: --json over 100 k QPs peaked at 2.2 GB), the timeline merge holding its parts
+beside four copies, a dict per flow and write-only sets in the diagnoser's context. The timeline
+(2 M rows at most, ~100 MB) is bounded, not per flow.
 """
 from __future__ import annotations
 
