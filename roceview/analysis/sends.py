@@ -53,8 +53,8 @@ class FirstSends:
             new = np.sort(flow[missing].astype(np.int64) * PAGES + ring_page[missing])
             new = new[np.r_[True, new[1:] != new[:-1]]]         # (np.unique imports numpy.ma)
             self._reserve(self.n_pages + len(new))
-            self.page[new // PAGES, new % PAGES] = np.arange(self.n_pages, self.n_pages + len(new), dtype=np.int32)
-            self.n_pages += len(new)
+            first, self.n_pages = self.n_pages, self.n_pages + len(new)
+            self.page[new // PAGES, new % PAGES] = np.arange(first, self.n_pages, dtype=np.int32)
             pid = self.page[flow, ring_page]
         return pid
 

@@ -137,8 +137,8 @@ def atomic_output(path: str | os.PathLike, mode: str = "wb"):
 def write_files(items) -> None:
     """Write several outputs, all or none of the replaced ones: `items` are (path, make_bytes)
     pairs (make_bytes() gives bytes, or an iterable of bytes written as they come: a big CSV is
-    never whole in memory). Every temporary file is complete before the first is renamed into place; the
-    direct ones (devices, FIFOs) are written last. OSError as WriteError."""
+    never whole in memory). Every temporary file is complete before the first is renamed into
+    place; the direct ones (devices, FIFOs) are written last. OSError as WriteError."""
     outputs = [(OutputFile(path), make) for path, make in items]
     current = None
     try:

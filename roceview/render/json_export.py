@@ -15,7 +15,8 @@ from json.encoder import encode_basestring_ascii
 import numpy as np
 
 from roceview.analysis.tables import KINDS
-from roceview.render.cells import BLOCK_BYTES, assemble, column_parts, const_cells, numeric_array, string_cells, text_matrix
+from roceview.render.cells import (BLOCK_BYTES, assemble, column_parts, const_cells, numeric_array, string_cells,
+                                   text_matrix)
 
 TABLES = (("flows", "flows_table"), ("pfc", "pfc_table"), ("findings", "findings_table"),
           ("events", "events_table"), ("timeline", "timeline_table"))
