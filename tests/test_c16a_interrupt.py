@@ -169,7 +169,7 @@ class Result: pass
 result = Result()
 for _, attr in export.CSV_FILES:
     setattr(result, attr, attr)
-export.table_csv_bytes = lambda name: make(name)()
+export.table_csv_chunks = lambda name: make(name)()
 if sys.argv[3] == "csv":
     export.write_csv_dir(result, sys.argv[1])
 else:

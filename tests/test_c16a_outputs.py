@@ -255,15 +255,15 @@ def test_a_failed_csv_write_removes_the_folders_it_created(tmp_path):
     for _, attr in export.CSV_FILES:
         setattr(result, attr, None)
     out = tmp_path / "a" / "b"
-    original = export.table_csv_bytes
+    original = export.table_csv_chunks
 
     def failing(table):
         raise OSError(28, "No space left on device")
 
-    export.table_csv_bytes = failing
+    export.table_csv_chunks = failing
     try:
         with pytest.raises(WriteError, match="No space left"):
             export.write_csv_dir(result, out)
     finally:
-        export.table_csv_bytes = original
+        export.table_csv_chunks = original
     assert list(tmp_path.iterdir()) == []

@@ -129,7 +129,9 @@ class Analyzer:
             from roceview.analysis.packet_flags import packet_columns
 
             packets = to_dataframe(Batch.concat(self._kept) if self._kept else None, packet_columns())
-        return build_result(self, list(files), list(warnings), packets)
+        result = build_result(self, list(files), list(warnings), packets)
+        self.sends = FirstSends()       # read only while feeding: not held through the diagnoser
+        return result
 
     def snapshot(self, files=(), warnings=()):
         """The result so far, for a view that updates while reading (the TUI): built like

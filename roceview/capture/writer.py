@@ -136,27 +136,36 @@ def atomic_output(path: str | os.PathLike, mode: str = "wb"):
 
 def write_files(items) -> None:
     """Write several outputs, all or none of the replaced ones: `items` are (path, make_bytes)
-    pairs. Every temporary file is complete before the first is renamed into place; the
-    direct ones (devices, FIFOs) are written last. OSError as WriteError."""
+    pairs (make_bytes() gives bytes, or an iterable of bytes written as they come: a big CSV is
+    never whole in memory). Every temporary file is complete before the first is renamed into
+    place; the direct ones (devices, FIFOs) are written last. OSError as WriteError."""
     outputs = [(OutputFile(path), make) for path, make in items]
     current = None
     try:
         for current, make in outputs:
             if not current.direct:
                 with current.open("wb") as fh:
-                    fh.write(make())
+                    _write(fh, make())
         with interrupt.deferred():
             for current, _ in outputs:
                 current.commit()
         for current, make in outputs:
             if current.direct:
                 with current.open("wb") as fh:
-                    fh.write(make())
+                    _write(fh, make())
     except OSError as exc:
         raise WriteError(f"cannot write {current.path}: {exc.strerror or exc}") from None
     finally:
         for out, _ in outputs:
             out.abort()
+
+
+def _write(fh, data) -> None:
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        fh.write(data)
+        return
+    for part in data:
+        fh.write(part)
 
 
 def pcap_records(frames: np.ndarray, lengths: np.ndarray, ts_ns: np.ndarray,

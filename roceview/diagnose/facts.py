@@ -36,7 +36,7 @@ for _b in (0x00, 0x40, 0xA0):
     _STARTS_RESPONSE[_b | 0x0D] = _STARTS_RESPONSE[_b | 0x10] = True
 
 
-@dataclass
+@dataclass(slots=True)       # no __dict__ per class (about two per flow: 100 k queue pairs, 200 k)
 class Klass:
     """One class of RoCE packets: same flow, priority, ECN, opcode class, MACs."""
     src: tuple

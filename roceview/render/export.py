@@ -32,13 +32,29 @@ def table_csv(table) -> str:
 def table_csv_bytes(table) -> bytes:
     """The CSV file of a Table: the same bytes as csv.writer (`\\n` line ends) writing its
     text rows (`slow_text`), built in C (render/_celltext.c) or vectorised (render/cells.py)."""
-    head = (",".join(map(_quoted, table.columns)) + "\n").encode("utf-8")
+    return b"".join(table_csv_chunks(table))
+
+
+def table_csv_chunks(table):
+    """table_csv_bytes in pieces of a few MB, made as they are asked for: --csv writes them as
+    they come (100 k queue pairs' 140 MB timeline.csv, held whole and joined, was 280 MB)."""
+    yield (",".join(map(_quoted, table.columns)) + "\n").encode("utf-8")
     n = len(table)
     if not n or not table.columns:
-        return head
-    body = _c_rows(table)
-    if body is not None:
-        return head + body
+        return
+    c_rows = _c_rows(table)
+    python_rows = None
+    for lo in range(0, n, C_BLOCK_ROWS):
+        hi = min(n, lo + C_BLOCK_ROWS)
+        text = c_rows(lo, hi) if c_rows is not None else None
+        if text is None:                     # not plain columns, or no C formatter: vectorised
+            python_rows = python_rows or _python_rows(table)
+            text = python_rows(lo, hi)
+        yield text
+
+
+def _python_rows(table):
+    """(lo, hi) -> the CSV rows lo..hi by the vectorised cells (render/cells.py)."""
     columns = [_Column(table.data[name], name) for name in table.columns]
 
     def block(lo: int, hi: int) -> list:
@@ -47,7 +63,8 @@ def table_csv_bytes(table) -> bytes:
             parts += [const_cells(hi - lo, b",")] + c.parts(lo, hi)
         return parts + [const_cells(hi - lo, b"\n")]
 
-    return head + assemble(n, sum(c.width + 1 for c in columns), block)
+    row_bytes = sum(c.width + 1 for c in columns)
+    return lambda lo, hi: assemble(hi - lo, row_bytes, lambda a, b: block(lo + a, lo + b))
 
 
 class _Column:
@@ -77,9 +94,10 @@ C_KINDS = {"int": 0, "nint": 1, "ts": 2, "qp": 3, "float": 4, "str": 5}     # _c
 C_BLOCK_ROWS = 1 << 17          # rows formatted per call: the output buffer stays a few MB
 
 
-def _c_rows(table) -> bytes | None:
-    """The CSV rows by the C formatter; None where it is not built or a column is not plain
-    (a list holding None, ints past int64, more than 9 decimals): cells.py formats those."""
+def _c_rows(table):
+    """(lo, hi) -> the CSV rows lo..hi by the C formatter (None: not formatted there); None
+    where it is not built or a column is not plain (a list holding None, ints past int64, more
+    than 9 decimals): cells.py formats those."""
     from roceview.capture import kernels
 
     if kernels.format_rows is None:
@@ -94,18 +112,14 @@ def _c_rows(table) -> bytes | None:
         decimals.append(places)
         for out, part in zip((ints, floats, offsets, texts), column):
             out.append(part)
-    n, parts = len(table), []
     # a row's most bytes: 24 a number (20 digits, sign, point), the longest text of a str column
     row_bytes = sum(int(np.diff(o).max(initial=0)) + 1 if o is not None else 25 for o in offsets)
-    for lo in range(0, n, C_BLOCK_ROWS):
-        hi = min(n, lo + C_BLOCK_ROWS)
+
+    def rows(lo: int, hi: int) -> bytes | None:
         block = [[None if a is None else a[lo:hi] for a in group] for group in (ints, floats)]
-        cap = (hi - lo) * row_bytes + 4096
-        text = kernels.format_rows(kinds, decimals, *block, offsets, texts, cap)
-        if text is None:
-            return None
-        parts.append(text)
-    return b"".join(parts)
+        return kernels.format_rows(kinds, decimals, *block, offsets, texts, (hi - lo) * row_bytes + 4096)
+
+    return rows
 
 
 def _c_column(values, kind: str):
@@ -178,7 +192,7 @@ def _remove_created(folders: list[Path]) -> None:
 
 
 def _csv_maker(result, attr: str):
-    return lambda: table_csv_bytes(getattr(result, attr))
+    return lambda: table_csv_chunks(getattr(result, attr))
 
 
 def result_document(result) -> dict:
@@ -190,15 +204,19 @@ def result_document(result) -> dict:
 
 
 def write_json(result, path, stdout=None) -> None:
-    """The --json document into `path`; '-' is `stdout` (a binary stream, or a text one)."""
-    from roceview.capture.writer import write_files
-    from roceview.render.json_export import document_json  # json only with --json
+    """The --json document into `path`; '-' is `stdout` (a binary stream, or a text one).
+    Written a piece at a time (json_export.document_json_chunks): never whole in memory."""
+    import itertools
 
+    from roceview.capture.writer import write_files
+    from roceview.render.json_export import document_json_chunks  # json only with --json
+
+    pieces = lambda: itertools.chain(document_json_chunks(result), [b"\n"])   # noqa: E731
     if str(path) == "-":
-        data = document_json(result) + b"\n"
         buffer = getattr(stdout, "buffer", None)
         stdout.flush()
-        buffer.write(data) if buffer is not None else stdout.write(data.decode("ascii"))
+        for data in pieces():
+            buffer.write(data) if buffer is not None else stdout.write(data.decode("ascii"))
         stdout.flush()
         return
-    write_files([(path, lambda: document_json(result) + b"\n")])
+    write_files([(path, pieces)])
