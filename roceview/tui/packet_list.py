@@ -2,6 +2,7 @@
 of BLOCK rows, a few blocks cached) and drawn; 10 M rows scroll at once."""
 from __future__ import annotations
 
+import re
 from collections import OrderedDict
 
 import numpy as np
@@ -12,31 +13,57 @@ from roceview.tui.virtual import VirtualList
 BLOCK = 128              # rows decoded together
 CACHED_BLOCKS = 32
 HEADER = "  Frame         Time Source → Destination Protocol Length Info"
+# a `dissect` line up to its Info: frame, time, source → destination, protocol, length
+# (render/lines.packet_lines; addresses and protocol labels have no spaces)
+BEFORE_INFO = re.compile(r"\s*\S+\s+\S+ \S+ → \S+ \S+ \S+")
 
 
-def summary_lines(batch, first_ts: int | None) -> list[str]:
-    """`dissect`'s one-line summaries, with the analysis flags in front when the packets table
-    has a `flags` column (the packet-analysis issue adds it)."""
-    from roceview.render.lines import packet_lines
+def _table(batch):
+    """The packets table of decoded rows, with the analysis columns the packet index adds."""
     from roceview.table import to_dataframe
 
-    df = to_dataframe(batch)
-    lines = packet_lines(df, first_ts)
     if "flags" in batch.cols:
-        flags = [_flag_text(f) for f in batch.cols["flags"].tolist()]
-        lines = [f"{f:<10} {line}" for f, line in zip(flags, lines)]
+        from roceview.analysis.packet_flags import packet_columns
+
+        return to_dataframe(batch, packet_columns())
+    return to_dataframe(batch)
+
+
+def dissect_lines(batch, first_ts: int | None, gbps: float = 100.0) -> list[str]:
+    """`dissect`'s one-line summaries of decoded rows, the flags' tags at the end, e.g.
+    `[Retransmission of frame 41]` (the tree's root, as `dissect -V`'s)."""
+    from roceview.render.lines import packet_lines
+
+    return packet_lines(_table(batch), first_ts, gbps)
+
+
+def summary_lines(batch, first_ts: int | None, gbps: float = 100.0) -> list[str]:
+    """The list's lines: `dissect`'s, with the flags' tags (its words: render.flag_text.tag_text)
+    moved to the front of Info, where Wireshark shows its expert info: on an 80-column screen
+    they are seen; a line without flags is `dissect`'s as it is."""
+    from roceview.render.flag_text import TAGGED, tag_text
+    from roceview.render.lines import packet_lines, packet_rows
+
+    df = _table(batch)
+    lines = packet_lines(df, first_ts, gbps)
+    if "flags" not in batch.cols:
+        return lines
+    tagged = np.flatnonzero(batch.cols["flags"] & TAGGED)
+    for i, (row, quanta) in zip(tagged.tolist(), packet_rows(df.iloc[tagged])):
+        lines[i] = tags_first(lines[i], tag_text(row, quanta, gbps))
     return lines
 
 
-def _flag_text(value) -> str:
-    """A flags bitmask as the names of its bits (roceview.flags.Flag), else as it is."""
-    try:
-        from roceview.flags import Flag
-
-        bits = int(value)
-    except (ImportError, ValueError, TypeError):
-        return "" if value is None else str(value)
-    return ",".join(f.name.lower() for f in Flag if f & bits) if bits else ""
+def tags_first(line: str, tags: str) -> str:
+    """A `dissect` line ending in its tags, with them at the start of its Info instead."""
+    if not tags or not line.endswith(" " + tags):
+        return line
+    body = line[: -len(tags) - 1]
+    head = BEFORE_INFO.match(body)
+    if head is None:
+        return line
+    info = body[head.end():].strip()
+    return f"{body[: head.end()]} {tags}" + (f" {info}" if info else "")
 
 
 def _rows(rows):
@@ -50,6 +77,7 @@ class PacketList(VirtualList):
         super().__init__(**kwargs)
         self.index = index
         self.first_ts: int | None = None
+        self.gbps = 100.0                    # link speed of the pause tags (tui --link-speed)
         self._blocks: OrderedDict[int, list[str]] = OrderedDict()
 
     def set_rows(self, rows, keep_cursor: bool = True) -> None:
@@ -85,7 +113,7 @@ class PacketList(VirtualList):
         if lines is None:
             rows = self.rows[block * BLOCK: (block + 1) * BLOCK]
             try:
-                lines = summary_lines(self.index.decode(rows), self.first_ts)
+                lines = summary_lines(self.index.decode(rows), self.first_ts, self.gbps)
             except Exception as exc:   # noqa: BLE001  one bad block is shown, the list goes on
                 lines = [f"{int(r) + 1:>7} (cannot decode: {exc})" for r in rows]
             self._blocks[block] = lines

@@ -48,8 +48,12 @@ class VirtualList(ScrollView, can_focus=True):
     def current_row(self):
         return self.rows[self.cursor] if 0 <= self.cursor < len(self.rows) else None
 
+    def _rows_shown(self) -> int:
+        """Rows on screen: the widget's height less the horizontal scrollbar's (lines are WIDE)."""
+        return max(self.scrollable_content_region.height, 1)
+
     def watch_cursor(self, cursor: int) -> None:
-        top, height = int(self.scroll_offset.y), max(self.size.height, 1)
+        top, height = int(self.scroll_offset.y), self._rows_shown()
         if cursor < top:
             self.scroll_to(y=cursor, animate=False)
         elif cursor >= top + height:
@@ -61,7 +65,7 @@ class VirtualList(ScrollView, can_focus=True):
         self.cursor = int(np.clip(self.cursor + step, 0, max(len(self.rows) - 1, 0)))
 
     def action_page(self, direction: int) -> None:
-        self.action_move(direction * max(self.size.height - 1, 1))
+        self.action_move(direction * max(self._rows_shown() - 1, 1))
 
     def action_jump(self, where: int) -> None:
         self.cursor = max(len(self.rows) - 1, 0) if where < 0 else 0
