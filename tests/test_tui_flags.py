@@ -14,7 +14,8 @@ import pytest
 from roceview.packets import analysed_pairs, iter_batches
 from roceview.tui.index import FLAG_DTYPE
 from roceview.tui.loader import Loader
-from roceview.tui.packet_list import dissect_lines, summary_lines, tags_first
+from roceview.render.lines import packet_lines
+from roceview.tui.packet_list import summary_lines, table, tags_first
 from roceview.tui.packets import PacketsScreen
 from tui_helpers import SAMPLES, app_for, loaded
 from test_r18_tui_merge import _split
@@ -68,7 +69,7 @@ def test_list_lines_are_dissects_lines_with_the_tags_in_front_of_info():
     out = subprocess.run([sys.executable, "-m", "roceview", "dissect", str(path)], capture_output=True, text=True,
                          check=True).stdout.splitlines()
     first_ts = int(batch.cols["ts_ns"][0])
-    assert dissect_lines(batch, first_ts) == out
+    assert packet_lines(table(batch), first_ts) == out
     listed = summary_lines(batch, first_ts)
     tagged = [i for i, line in enumerate(out) if line.endswith("]")]
     assert len(tagged) > 20

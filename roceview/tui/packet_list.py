@@ -18,7 +18,7 @@ HEADER = "  Frame         Time Source → Destination Protocol Length Info"
 BEFORE_INFO = re.compile(r"\s*\S+\s+\S+ \S+ → \S+ \S+ \S+")
 
 
-def _table(batch):
+def table(batch):
     """The packets table of decoded rows, with the analysis columns the packet index adds."""
     from roceview.table import to_dataframe
 
@@ -29,28 +29,20 @@ def _table(batch):
     return to_dataframe(batch)
 
 
-def dissect_lines(batch, first_ts: int | None, gbps: float = 100.0) -> list[str]:
-    """`dissect`'s one-line summaries of decoded rows, the flags' tags at the end, e.g.
-    `[Retransmission of frame 41]` (the tree's root, as `dissect -V`'s)."""
-    from roceview.render.lines import packet_lines
-
-    return packet_lines(_table(batch), first_ts, gbps)
-
-
-def summary_lines(batch, first_ts: int | None, gbps: float = 100.0) -> list[str]:
+def summary_lines(batch, first_ts: int | None, gbps: float = 100.0, df=None) -> list[str]:
     """The list's lines: `dissect`'s, with the flags' tags (its words: render.flag_text.tag_text)
     moved to the front of Info, where Wireshark shows its expert info: on an 80-column screen
     they are seen; a line without flags is `dissect`'s as it is."""
     from roceview.render.flag_text import TAGGED, tag_text
     from roceview.render.lines import packet_lines, packet_rows
 
-    df = _table(batch)
+    df = table(batch) if df is None else df
     lines = packet_lines(df, first_ts, gbps)
-    if "flags" not in batch.cols:
-        return lines
-    tagged = np.flatnonzero(batch.cols["flags"] & TAGGED)
-    for i, (row, quanta) in zip(tagged.tolist(), packet_rows(df.iloc[tagged])):
-        lines[i] = tags_first(lines[i], tag_text(row, quanta, gbps))
+    tagged = set(np.flatnonzero(batch.cols["flags"] & TAGGED).tolist()) if "flags" in batch.cols else ()
+    if tagged:
+        for i, (row, quanta) in enumerate(packet_rows(df)):
+            if i in tagged:
+                lines[i] = tags_first(lines[i], tag_text(row, quanta, gbps))
     return lines
 
 

@@ -135,12 +135,13 @@ class PacketsScreen(RoceScreen):
             return
         index = self.app.index
         batch = index.decode(np.array([event.row]))
-        from roceview.tui.packet_list import dissect_lines
+        from roceview.render.lines import packet_lines
+        from roceview.tui.packet_list import table
 
-        proto = _proto(batch)
-        gbps = self.plist.gbps
-        tree.root.set_label(Text(f"Frame {dissect_lines(batch, self.plist.first_ts, gbps)[0].strip()}"))
-        for label, children in nodes_for(index, event.row, proto) + analysis_nodes(batch, gbps):
+        df, gbps = table(batch), self.plist.gbps
+        line = packet_lines(df, self.plist.first_ts, gbps)[0] if batch.n else f"{event.row + 1}"
+        tree.root.set_label(Text(f"Frame {line.strip()}"))        # dissect -V's root: tags at the end
+        for label, children in nodes_for(index, event.row, _proto(batch)) + analysis_nodes(df, gbps):
             branch = tree.root.add(Text(label), expand=True)
             for child, _ in children:
                 branch.add_leaf(Text(child))

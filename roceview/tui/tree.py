@@ -68,17 +68,15 @@ def nodes_for(index, row: int, proto: str) -> list[Node]:
     return scapy_nodes(frame, linktype)
 
 
-def analysis_nodes(batch, gbps: float = 100.0) -> list[Node]:
-    """`dissect -V`'s Analysis subtree of a decoded packet (its first row) with flags:
-    render.detail's own, collected as plain-text nodes."""
-    if not batch.n or "flags" not in batch.cols or not int(batch.cols["flags"][0]):
+def analysis_nodes(df, gbps: float = 100.0) -> list[Node]:
+    """`dissect -V`'s Analysis subtree of a packet with flags (the first row of a packets
+    table with the analysis columns): render.detail's own, collected as plain-text nodes."""
+    if not len(df) or "flags" not in df.columns or not int(df["flags"].iloc[0]):
         return []
-    from roceview.analysis.packet_flags import packet_columns
     from roceview.render.detail import _analysis_node
     from roceview.render.lines import packet_rows
-    from roceview.table import to_dataframe
 
-    row, quanta = next(packet_rows(to_dataframe(batch.select(np.arange(1)), packet_columns())))
+    row, quanta = next(packet_rows(df))
     tree = _Collected("")
     _analysis_node(tree, row, quanta, gbps)
     return [child.node() for child in tree.children]
