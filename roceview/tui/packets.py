@@ -1,8 +1,8 @@
-"""Screen 3, Packets: the virtual packet list with the analysis flags column, the detail tree
-of the selected packet (`dissect -V`'s with its Analysis subtree, scapy's for non-RoCE frames)
-and its hex bytes. The display filter sees the flags (`roceview.retransmission`): the index
-decodes rows with them. A display filter is applied by scanning the listed rows on a worker thread, block by
-block (each decoded again, masked, dropped), so it never holds the packets table either."""
+"""Screen 3, Packets: the virtual packet list (`dissect`'s lines, the analysis flags' tags at
+the front of Info), the detail tree of the selected packet (`dissect -V`'s with its Analysis
+subtree, scapy's for non-RoCE frames) and its hex bytes. A display filter is applied by
+scanning the listed rows on a worker thread, block by block (each decoded again, with its
+flags: `roceview.retransmission` works; masked, dropped), so it never holds the packets table."""
 from __future__ import annotations
 
 import numpy as np
