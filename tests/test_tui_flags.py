@@ -152,6 +152,12 @@ async def test_the_packets_screen_shows_a_retransmission_on_its_row_and_in_its_t
         assert " 78 [Retransmission] RC_RDMA_READ_REQUEST " in screen.plist.line(44)
         assert " 66 [NAK PSN sequence error, gap at frame 38] RC_ACKNOWLEDGE " in screen.plist.line(43)
         assert "[" not in screen.plist.line(42)          # frame 43: no flags
+        from rich.style import Style
+
+        error = screen.plist.get_component_rich_style("packet-list--error", partial=True).color
+        coloured = {seg.text: seg.style.color for seg in screen.plist.segments(43, Style())}
+        assert error is not None and coloured["[NAK PSN sequence error, gap at frame 38]"] == error
+        assert "".join(seg.text for seg in screen.plist.segments(43, Style())) == screen.plist.line(43)
         tree = screen.query_one("#packet-tree")
         assert str(tree.root.label).endswith("[Retransmission of frame 38]")
         analysis = [n for n in tree.root.children if str(n.label).startswith("Analysis")]

@@ -42,6 +42,10 @@ class VirtualList(ScrollView, can_focus=True):
         """The text of the i-th listed row (subclasses)."""
         return ""
 
+    def segments(self, i: int, style) -> list[Segment]:
+        """The i-th row as styled segments (subclasses may colour parts of it)."""
+        return [Segment(self.line(i), style)]
+
     def resized(self) -> None:
         self.virtual_size = Size(max(self.size.width, WIDE), len(self.rows))
 
@@ -88,5 +92,7 @@ class VirtualList(ScrollView, can_focus=True):
         if i >= len(self.rows):
             return Strip.blank(width, self.rich_style)
         style = self.get_component_rich_style("virtual-list--cursor") if i == self.cursor else self.rich_style
-        strip = Strip([Segment(self.line(i).ljust(scroll_x + width), style)])
+        segments = self.segments(i, style)
+        filled = sum(len(s.text) for s in segments)
+        strip = Strip(segments + [Segment(" " * max(scroll_x + width - filled, 0), style)])
         return strip.crop(scroll_x, scroll_x + width)
