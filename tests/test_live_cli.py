@@ -275,8 +275,8 @@ def test_stdin_a_terminal_is_refused():
 
 def test_the_tui_gets_batches_and_live_stats(tmp_path, monkeypatch):
     """The contract with roceview/tui: run_app(source, *, title, options: tui.Options,
-    live_stats) where source yields roceview Batches; after it returns, --csv is written from
-    what it consumed."""
+    live_stats) where source yields roceview Batches, not analysed: the consumer feeds each to
+    source.analysis (the session's one analysis); after it returns, --csv is written from that."""
     import io
     import types
 
@@ -287,7 +287,11 @@ def test_the_tui_gets_batches_and_live_stats(tmp_path, monkeypatch):
     seen = {}
 
     def run_app(source, *, title, options, live_stats):
-        seen["rows"] = sum(batch.n for batch in source if isinstance(batch, Batch))
+        seen["rows"] = 0
+        for batch in source:
+            assert isinstance(batch, Batch)
+            source.analysis.feed(batch)
+            seen["rows"] += batch.n
         seen["title"], seen["stats"], seen["options"] = title, live_stats(), options
 
     import roceview

@@ -21,8 +21,8 @@ def test_the_overview_says_the_stream_ended_not_capturing(monkeypatch, tmp_path)
 
     def run_app(source, *, title, options, live_stats):
         seen["during"] = live_stats()["capture"]
-        for _ in source:
-            pass
+        for batch in source:
+            source.analysis.feed(batch)
         seen["after"] = live_stats()["capture"]
 
     fake = types.SimpleNamespace(run_app=run_app, Options=Options)

@@ -107,25 +107,6 @@ def test_scapy_dissects_what_roceview_does_not():
     assert any("pdst = '10.0.0.9'" in field for field, _ in nodes[1][1])
 
 
-def test_the_flags_column_is_shown_in_front_when_the_packets_table_has_one():
-    from roceview.tui.packet_list import summary_lines
-
-    batch = next(iter_batches([str(SAMPLES / "network-loss.pcap")], prefetch=False))
-    first = batch.select(np.arange(2))
-    plain = summary_lines(first, None)
-    first.cols["flags"] = np.array(["retx", ""], dtype=object)
-    flagged = summary_lines(first, None)
-    assert flagged == [f"{'retx':<10} {plain[0]}", f"{'':<10} {plain[1]}"]
-
-
-def test_a_flags_bitmask_is_shown_by_its_names():
-    flags = pytest.importorskip("roceview.flags", reason="roceview.flags (issue 17) is not on this branch")
-    from roceview.tui.packet_list import _flag_text
-
-    both = int(flags.Flag.GAP | flags.Flag.RETRANSMISSION)
-    assert _flag_text(both) == "gap,retransmission" and _flag_text(0) == ""
-
-
 def test_rows_held_back_until_the_end_still_get_their_flow(tmp_path):
     """A READ request with no later path-MTU evidence is held by the Analyzer until finish():
     its rows are analysed there, and the index must learn their flow then."""

@@ -24,9 +24,10 @@ def _after(*keys):
     ("network-loss.pcap", ("2",)),                      # 2 Queue pairs
     ("network-loss.pcap", ("2", "enter")),              # QP detail: counters, ladder, sparklines
     ("network-loss.pcap", ("3", "down", "down")),       # 3 Packets: list, tree, hex
+    ("network-loss-receiver-side.pcap", ("3",) + ("pagedown",) * 5 + ("down",) * 5),   # flags: frame 46
     ("pfc-storm.pcap", ("4",)),                         # 4 PFC
     ("pfc-storm.pcap", ("question_mark",)),             # ? help
-], ids=["overview", "queue-pairs", "qp-detail", "packets", "pfc", "help"])
+], ids=["overview", "queue-pairs", "qp-detail", "packets", "packets-flags", "pfc", "help"])
 def test_screen(snap_compare, name, keys):
     assert snap_compare(app_for(name), terminal_size=SIZE, run_before=_after(*keys))
 

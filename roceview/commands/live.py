@@ -4,7 +4,9 @@ a pcap/pcapng stream on stdin), then write the same report, --csv and --json as 
 Ctrl-C, --duration and --count stop it cleanly: tcpdump is asked to stop (SIGINT: it flushes
 and exits) and its pipe read to the end, or stdin is left after the last whole record; then
 the -w file is closed (cut after that record), the outputs written. Memory stays flat: the
-analysis keeps per-flow aggregates and bounded events/timeline, and batches are not kept.
+analysis keeps per-flow aggregates and bounded events/timeline, and batches are not kept (the
+TUI keeps a bounded ring of them). With the TUI, its loader feeds the session's analysis (each
+packet analysed once); the result it shows at the end is the one written.
 """
 from __future__ import annotations
 
@@ -47,7 +49,7 @@ def run(args, env) -> ExitStatus:
             raise BadInput("the TUI is not available in this build; use --no-tui") from None
     from roceview.live import LiveSession
 
-    session = LiveSession(args, env.warn)
+    session = LiveSession(args, env.warn, packet_flags=tui is not None)     # the TUI's packet list shows them
     with session:
         if tui is not None:
             if args.read == "-":             # the stream holds its own fd of the pipe

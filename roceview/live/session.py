@@ -2,7 +2,9 @@
 analysis fed as chunks arrive, the stops (Ctrl-C, --duration, --count) and the live counters.
 
 The analysis is the one `analyze` runs (Analyzer + FactCollector, the diagnoser at the end), so
-`live -r -` on a capture writes the same tables as `analyze` on the file. Reading and decoding
+`live -r -` on a capture writes the same tables as `analyze` on the file. It is made once: with
+the TUI, the TUI's loader feeds it (StoppableBatches.analysis, on the loader's thread, with
+per-packet flags for the packet list) and shows its final result, the one --csv/--json get. Reading and decoding
 run on a worker thread (packets._Prefetched, two batches ahead); when the analysis falls
 behind, the pipe fills and the kernel ring drops, which the capture tool counts.
 """
@@ -28,7 +30,7 @@ STATS_EVERY_S = 0.9          # tcpdump is asked for its counters (SIGUSR1) at mo
 
 
 class LiveSession:
-    def __init__(self, args, warn):
+    def __init__(self, args, warn, packet_flags: bool = False):
         from roceview.api import _check_options, _config
 
         _check_options(args.pmtu, args.link_speed, args.bucket)
@@ -48,7 +50,7 @@ class LiveSession:
             raise
         self.records = capture.LiveRecords(self.stream, self.name, CHUNK_PACKETS, self._on_warning)
         self.title = f"roceview live {self.name}"
-        self._analysis_setup()
+        self._analysis_setup(packet_flags)
         self.started = time.monotonic()
         self._asked = 0.0
         self._timer = self._previous_sigint = None
@@ -67,15 +69,18 @@ class LiveSession:
             raise BadInput(f"{args.read}: cannot open ({exc.strerror or exc})") from None
         return capture.LiveStream(fd, self.save), args.read
 
-    def _analysis_setup(self) -> None:
+    def _analysis_setup(self, packet_flags: bool) -> None:
         from roceview.analysis import Analyzer
         from roceview.analysis.events import EVENT_KINDS
         from roceview.decode import port_table
         from roceview.diagnose import FactCollector
 
         a = self.args
-        self.analyzer = Analyzer(pmtu=a.pmtu, link_speed_gbps=a.link_speed, bucket_ms=a.bucket)
+        self.analyzer = Analyzer(pmtu=a.pmtu, link_speed_gbps=a.link_speed, bucket_ms=a.bucket,
+                                 packet_flags=packet_flags)
         self.facts = FactCollector()
+        self._result = None
+        self._lock = threading.Lock()        # feed and finish: the TUI's loader thread, then the command
         self.ports = port_table(a.roce_port)
         self.event_kinds = EVENT_KINDS
 
@@ -141,23 +146,28 @@ class LiveSession:
         """The TUI's source: every column, and a stop() the TUI calls on quit (q)."""
         return StoppableBatches(self)
 
-    def batches(self, full: bool = False):
-        """Each batch as it is analyzed (full: every column, for the TUI's packet list)."""
+    def batches(self, full: bool = False, analyse: bool = True):
+        """Each batch as it is analyzed (full: every column, for the TUI's packet list; not
+        `analyse`: the consumer feeds each to feed(), the TUI's loader on its own thread)."""
         from roceview.packets import _Prefetched
 
         source = _Prefetched(self._decoded(None if full else "analysis"))
+        given = 0
         try:
             for batch, ends in source:
-                left = self.args.count - self.packets if self.args.count else None
+                left = self.args.count - given if self.args.count else None
                 if left is not None and batch.n >= left:
                     if batch.n > left:
                         batch = batch.select(np.arange(left))
                     self.cut_at = int(ends[left - 1])
-                    self._feed(batch)
+                    if analyse:
+                        self.feed(batch)
                     yield batch
                     self.stop("count")
                     return
-                self._feed(batch)
+                given += batch.n
+                if analyse:
+                    self.feed(batch)
                 yield batch
             self.ended = True
         except BadInput:
@@ -170,11 +180,13 @@ class LiveSession:
         finally:
             source.close()
 
-    def _feed(self, batch) -> None:
-        self.analyzer.feed(batch)
-        self.facts.feed(batch, self.analyzer.flow_ids(batch))
-        self.analyzer.rtt.keep_newest(RTT_SAMPLES)
-        self.packets += batch.n
+    def feed(self, batch) -> None:
+        """Analyse one batch, with the live bounds (RTT_SAMPLES)."""
+        with self._lock:
+            self.analyzer.feed(batch)
+            self.facts.feed(batch, self.analyzer.flow_ids(batch))
+            self.analyzer.rtt.keep_newest(RTT_SAMPLES)
+            self.packets += batch.n
 
     # ---- counters and the result -------------------------------------------------------------------
     def stats(self) -> dict:
@@ -202,12 +214,22 @@ class LiveSession:
             return 0
         return max(0, self.tool.stats.get("captured", self.read_packets) - self.read_packets)
 
-    def result(self):
+    def finish(self, files=None, warnings=None):
+        """The analysis' result with its findings, made once (the TUI's loader asks at the end
+        of its input, the command after the capture stopped); files and warnings: the session's."""
         from roceview.diagnose import find
 
-        result = self.analyzer.finish(files=[self.name], warnings=self.warnings)
-        result.facts = self.facts.finish()
-        result.set_findings(find(result, self.settings))
+        with self._lock:
+            if self._result is None:
+                result = self.analyzer.finish(files=[self.name], warnings=self.warnings)
+                result.facts = self.facts.finish()
+                result.set_findings(find(result, self.settings))
+                self._result = result
+            return self._result
+
+    def result(self):
+        """finish()'s result with the live summary as it is now (the capture tool's last counters)."""
+        result = self.finish()
         result.summary["live"] = self.live_summary()
         return result
 
@@ -238,15 +260,17 @@ class LiveSession:
 
 
 class StoppableBatches:
-    """session.batches(full=True) for the TUI, with stop(): quitting ends the capture (tcpdump
-    is stopped, a stream ends at its next read), so the TUI's loader thread, waiting for the
-    next packet of a quiet interface, returns and the app can exit (it hung after q)."""
+    """session.batches(full=True) for the TUI, not analysed: the TUI's loader feeds each batch
+    to `analysis` (the session) on its own thread, so each packet is analysed once and the
+    loader's snapshots never race a feed. stop(): quitting ends the capture (tcpdump is
+    stopped, a stream ends at its next read), so the TUI's loader thread, waiting for the next
+    packet of a quiet interface, returns and the app can exit (it hung after q)."""
 
     def __init__(self, session: LiveSession):
-        self.session = session
+        self.session = self.analysis = session
 
     def __iter__(self):
-        return self.session.batches(full=True)
+        return self.session.batches(full=True, analyse=False)
 
     def stop(self) -> None:
         self.session.stop("quit")

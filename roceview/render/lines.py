@@ -41,7 +41,8 @@ def packet_rows(df: pd.DataFrame):
     flags = df["flags"].to_numpy(np.int64)
     tagged = np.flatnonzero(flags & TAGGED)         # the other analysis columns: read only there
     names = [n for n in ANALYSIS_NAMES[1:] if n in df.columns]
-    values = [_col(df.iloc[tagged], n) for n in names]
+    picked = df[names].iloc[tagged]                 # (not the whole table: wide, slow to copy)
+    values = [_col(picked, n) for n in names]
     extra = {int(i): dict(zip(names, v)) for i, v in zip(tagged.tolist(), zip(*values))}
     flags = flags.tolist()
     for i, values in enumerate(zip(*cols)):

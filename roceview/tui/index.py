@@ -1,8 +1,10 @@
 """The packet list's store: frame -> where its bytes are, decoded again only when shown.
 
 A capture file read through a memory map keeps, per packet, its file, record offset, lengths,
-timestamp and link type (26 bytes a packet: 10 M packets = 260 MB) and its flow id (4 more);
-the packets table itself is never kept. Rows are decoded on demand (decode.decode_chunk over
+timestamp and link type (26 bytes a packet: 10 M packets = 260 MB), its flow id (4 more) and
+its analysis flags (roceview.flags bits, FLAG_DTYPE: 2 more); the flag values a packet's tags
+name (PSNs missing, the related frame, the RTT) are kept only for the packets that have them
+(28 bytes each); the packets table itself is never kept. Rows are decoded on demand (decode.decode_chunk over
 the rows asked for) from a memory map of our own. A stream (stdin, gzip, a live capture) cannot
 be read again: a bounded ring of its most recent batches (with their record chunks when the
 source gives them) is kept instead, and the UI says so.
@@ -18,8 +20,12 @@ import numpy as np
 
 from roceview.batch import Batch
 from roceview.capture.readers import RecordChunk
+from roceview.flags import Flag
 
 RING_PACKETS = 200_000          # rows kept of a stream (live capture, stdin, gzip)
+# the narrowest unsigned type holding every flag bit (14 bits: uint16; a 17th bit widens it)
+FLAG_DTYPE = np.min_scalar_type(2 * max(int(f) for f in Flag) - 1)
+GAP = int(Flag.GAP)
 
 
 class _Grow:
@@ -87,6 +93,11 @@ class PacketIndex:
         self.off, self.ts = _Grow(np.int64), _Grow(np.int64)
         self.cap, self.wire = _Grow(np.uint32), _Grow(np.uint32)
         self.flow = _Grow(np.int32)        # -1 until the analysis names the row's flow
+        self.flag = _Grow(FLAG_DTYPE)
+        # rows with a tag value (packet_flags.FlagSink), in row order: PSNs missing, related
+        # frame (0: none), RTT (-1: none)
+        self.xrow, self.xmiss = _Grow(np.int64), _Grow(np.int32)
+        self.xrel, self.xrtt = _Grow(np.int64), _Grow(np.int64)
         self.ring: list[tuple[int, RecordChunk | None, Batch]] = []   # (first row, chunk, batch)
         self.ring_rows = 0
         self.rows = 0                      # every row seen, kept or not
@@ -105,6 +116,7 @@ class PacketIndex:
             for name in ("file", "off", "cap", "wire", "ts", "linktype"):
                 getattr(self, name).extend(places[name])
             self.flow.extend(np.full(n, -1, np.int32))
+            self.flag.extend(np.zeros(n, FLAG_DTYPE))
             self.rows += n
 
     def add_stream(self, batch: Batch, chunk: RecordChunk | None = None) -> None:
@@ -124,6 +136,26 @@ class PacketIndex:
         keep = at < self.flow.n
         self.flow.a[at[keep]] = fids[keep]
 
+    def set_flags(self, first: int, analysed: Batch) -> None:
+        """The analysis columns (packet_flags.ANALYSIS_COLUMNS) of rows first.. (a batch of
+        Analyzer.take_analysed): into the flag store for files, onto the ring's batches for a
+        stream (the batch analysed is the ring's own unless the Analyzer held several back)."""
+        if self.ring:
+            with self.lock:
+                _onto_ring(self.ring, first, analysed)
+            return
+        with self.lock:
+            n = max(0, min(analysed.n, self.flag.n - first))
+            flags = analysed.cols["flags"][:n]
+            self.flag.a[first: first + n] = flags
+            rel, rtt = analysed.cols["rel_frame"][:n], analysed.cols["rtt_ns"][:n]
+            has = np.flatnonzero((flags & GAP != 0) | analysed.valid["rel_frame"][:n] | (rtt >= 0))
+            if len(has):
+                self.xrow.extend(has + first)
+                self.xmiss.extend(analysed.cols["missing_psns"][has])
+                self.xrel.extend(np.where(analysed.valid["rel_frame"][has], rel[has], 0))
+                self.xrtt.extend(rtt[has])
+
     # ---- read by the UI -----------------------------------------------------------------
     def visible_rows(self) -> RowRange:
         """Every row that can be shown: all of a file, the ring of a stream."""
@@ -134,7 +166,7 @@ class PacketIndex:
         """Room for about this many rows at once (from the file size): no doubling copies, no
         doubled peak memory, while the UI thread waits on the lock."""
         with self.lock:
-            for col in (self.file, self.linktype, self.off, self.ts, self.cap, self.wire, self.flow):
+            for col in (self.file, self.linktype, self.off, self.ts, self.cap, self.wire, self.flow, self.flag):
                 col.reserve(rows)
 
     def flow_rows(self, fids) -> np.ndarray:
@@ -152,9 +184,25 @@ class PacketIndex:
     def decode(self, rows: np.ndarray) -> Batch:
         """Every column of these rows (in this order), `frame` = row + 1."""
         rows = np.asarray(rows, np.int64)
-        parts = [self._decode_ring(rows)] if self.ring else self._decode_mapped(rows)
+        if self.ring:
+            return self._decode_ring(rows)
+        parts = self._decode_mapped(rows)
         batch = Batch.concat([p for p in parts if p.n]) if parts else Batch(0)
+        self._add_flags(batch)
         return batch
+
+    def _add_flags(self, batch: Batch) -> None:
+        """The analysis columns of decoded rows of files, as packet_flags.FlagSink.attach writes them."""
+        rows = batch.cols["frame"] - 1 if batch.n else np.zeros(0, np.int64)
+        with self.lock:
+            flags = self.flag.a[rows].astype(np.uint32)
+            xrow = self.xrow.view()
+            at = np.minimum(np.searchsorted(xrow, rows), max(len(xrow) - 1, 0))
+            hit = np.flatnonzero(xrow[at] == rows) if len(xrow) else np.zeros(0, np.int64)
+            got = {name: col.a[at[hit]] for name, col in (("m", self.xmiss), ("r", self.xrel), ("t", self.xrtt))}
+        missing, rel, rtt = np.zeros(batch.n, np.int64), np.zeros(batch.n, np.int64), np.full(batch.n, -1, np.int64)
+        missing[hit], rel[hit], rtt[hit] = got["m"], got["r"], got["t"]
+        _put(batch, flags, missing, rel, rtt)
 
     def frame_bytes(self, row: int) -> tuple[bytes, int] | None:
         """(the frame's bytes, its link type), or None when they were not kept."""
@@ -214,6 +262,11 @@ class PacketIndex:
             else:
                 part = batch.select(at)
             part.cols["frame"] = mine + 1
+            if "flags" in batch.cols:
+                _put(part, *(batch.cols[c][at] for c in ("flags", "missing_psns", "rel_frame", "rtt_ns")))
+            else:                              # not analysed yet (held back for path-MTU evidence)
+                _put(part, np.zeros(len(at), np.uint32), np.zeros(len(at), np.int64), np.zeros(len(at), np.int64),
+                     np.full(len(at), -1, np.int64))
             parts.append(part)
         return Batch.concat(parts)
 
@@ -224,3 +277,26 @@ class PacketIndex:
                 buf = np.frombuffer(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ), np.uint8)
             self._maps[file_no] = buf
         return buf
+
+
+def _put(batch: Batch, flags, missing, rel, rtt) -> None:
+    """The analysis columns onto a batch, valid where packet_flags.FlagSink.attach has them."""
+    flags = np.asarray(flags, np.uint32)
+    batch.cols.update(flags=flags, missing_psns=missing, rel_frame=rel, rtt_ns=rtt)
+    batch.valid.update(missing_psns=flags & GAP != 0, rel_frame=rel > 0, rtt_ns=rtt >= 0)
+
+
+def _onto_ring(ring: list, first: int, analysed: Batch) -> None:
+    """The analysed rows' columns onto the kept batches they belong to (dropped ones are gone)."""
+    for start, _, kept in ring:
+        lo, hi = max(first, start), min(first + analysed.n, start + kept.n)
+        if lo >= hi or kept is analysed:
+            continue
+        if "flags" not in kept.cols:
+            _put(kept, np.zeros(kept.n, np.uint32), np.zeros(kept.n, np.int64), np.zeros(kept.n, np.int64),
+                 np.full(kept.n, -1, np.int64))
+        src, dst = slice(lo - first, hi - first), slice(lo - start, hi - start)
+        for name in ("flags", "missing_psns", "rel_frame", "rtt_ns"):
+            kept.cols[name][dst] = analysed.cols[name][src]
+            if name != "flags":
+                kept.valid[name][dst] = analysed.valid[name][src]

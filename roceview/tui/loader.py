@@ -47,9 +47,40 @@ class Options:
     chunk_packets: int = 1 << 16
 
 
+class Analysis:
+    """The analysis `analyze` runs (Analyzer with per-packet flags, FactCollector, the
+    diagnoser at the end). A live source brings its own (`source.analysis`: roceview live's
+    session, with its live bounds), so each packet is analysed once, and the result the TUI
+    shows at the end is the one `live` writes to --csv/--json."""
+
+    def __init__(self, options: Options, settings):
+        from roceview.analysis import Analyzer
+        from roceview.diagnose import FactCollector
+
+        self.analyzer = Analyzer(pmtu=options.pmtu, link_speed_gbps=options.link_speed,
+                                 bucket_ms=options.bucket_ms, packet_flags=True)
+        self.facts = FactCollector()
+        self.settings = settings
+
+    def feed(self, batch) -> None:
+        self.analyzer.feed(batch)
+        self.facts.feed(batch, self.analyzer.flow_ids(batch))
+
+    def finish(self, files, warnings):
+        """The final result, findings included (Analyzer.finish: call once)."""
+        from roceview.diagnose import find
+
+        result = self.analyzer.finish(files=files, warnings=warnings)
+        result.facts = self.facts.finish()
+        result.set_findings(find(result, self.settings))
+        return result
+
+
 class Loader:
-    """Owns the Analyzer; `run()` is the worker thread's body. `source`: capture paths, or an
-    iterable of Batch (or (RecordChunk, Batch)) items of a live stream."""
+    """Runs the analysis; `run()` is the worker thread's body. `source`: capture paths, or an
+    iterable of Batch (or (RecordChunk, Batch)) items of a live stream; such a source may carry
+    its own `analysis` (an Analysis-like object: analyzer, facts, feed(batch), finish(files,
+    warnings)) which the loader feeds instead of making one."""
 
     def __init__(self, source, options: Options | None = None,
                  live_stats: Callable[[], dict] | None = None,
@@ -57,11 +88,13 @@ class Loader:
         self.options = options or Options()
         self.source, self.live_stats, self.on_snapshot = source, live_stats, on_snapshot
         self.index = PacketIndex()
-        self.analyzer = None       # made on the worker thread: its imports would delay the first paint
+        self.analysis = getattr(source, "analysis", None)
+        # made on the worker thread: its imports would delay the first paint
+        self.analyzer = getattr(self.analysis, "analyzer", None)
+        self._flagged = 0                   # rows whose analysis columns the index has
         self.warnings: list[str] = []
         self.latest: Snapshot | None = None
         self.stop = threading.Event()
-        self._facts = None
         self._settings = None
         self._start = time.monotonic()
         self._total_bytes = 0
@@ -151,17 +184,15 @@ class Loader:
         self._post(self.analyzer.snapshot(), 0.0, done=True, error=message)
 
     def _prepare(self) -> None:
-        from roceview.analysis import Analyzer
         from roceview.api import _config
         from roceview.decode import port_table
-        from roceview.diagnose import FactCollector
 
-        o = self.options
-        self.index.ports = port_table(o.roce_ports)
-        self.analyzer = Analyzer(pmtu=o.pmtu, link_speed_gbps=o.link_speed, bucket_ms=o.bucket_ms)
-        self._facts = FactCollector()
-        import roceview.render.lines  # noqa: F401  (pandas: here, not on the UI thread's first packet list)
+        self.index.ports = port_table(self.options.roce_ports)
         self._settings = _config(self.options.config)
+        if self.analysis is None:
+            self.analysis = Analysis(self.options, self._settings)
+        self.analyzer = self.analysis.analyzer
+        import roceview.render.lines  # noqa: F401  (pandas: here, not on the UI thread's first packet list)
         if self._is_paths():
             from roceview.capture.source import expand_paths
             from roceview.packets import _time_ordered
@@ -217,12 +248,19 @@ class Loader:
                 self._read[file_no] = int(chunk.off[-1])
         else:
             self.index.add_stream(batch, chunk)
-        self.analyzer.feed(batch)
-        self._facts.feed(batch, self.analyzer.flow_ids(batch))
+        self.analysis.feed(batch)
+        self._take_analysed()
+
+    def _take_analysed(self) -> None:
+        """Flow ids and flags of the rows the Analyzer analysed (it may hold rows back for
+        path-MTU evidence, and analyse them later together)."""
         rows = self.analyzer.last_rows
         if rows is not None:
             self.analyzer.last_rows = None
             self.index.set_flows(*rows)
+        for done in self.analyzer.take_analysed():
+            self.index.set_flags(self._flagged, done)
+            self._flagged += done.n
 
     def _index_places(self, places: dict) -> None:
         if self.index.off.n == 0 and len(places["off"]) > 1:
@@ -243,17 +281,14 @@ class Loader:
         now = time.monotonic()
         if now - self._findings_at >= FINDINGS_EVERY:
             self._findings_at = now
-            self._findings = self._diagnose(result, self._facts.finish())
+            self._findings = self._diagnose(result, self.analysis.facts.finish())
             self._findings_rows = self.analyzer.rows_seen
         result.set_findings(self._findings)
         self._post(result, now - self._start, done=done)
 
     def _finish(self) -> None:
-        result = self.analyzer.finish(files=self._files(), warnings=self.warnings)
-        if self.analyzer.last_rows is not None:      # rows held back for path-MTU evidence till now
-            self.index.set_flows(*self.analyzer.last_rows)
-        result.facts = self._facts.finish()
-        result.set_findings(self._diagnose(result, result.facts))
+        result = self.analysis.finish(self._files(), self.warnings)
+        self._take_analysed()                        # rows held back for path-MTU evidence till now
         self._post(result, time.monotonic() - self._start, done=True)
 
     def _diagnose(self, result, facts) -> list[dict]:

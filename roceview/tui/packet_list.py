@@ -2,6 +2,7 @@
 of BLOCK rows, a few blocks cached) and drawn; 10 M rows scroll at once."""
 from __future__ import annotations
 
+import re
 from collections import OrderedDict
 
 import numpy as np
@@ -12,31 +13,58 @@ from roceview.tui.virtual import VirtualList
 BLOCK = 128              # rows decoded together
 CACHED_BLOCKS = 32
 HEADER = "  Frame         Time Source → Destination Protocol Length Info"
+# a `dissect` line up to its Info: frame, time, source → destination, protocol, length
+# (render/lines.packet_lines; addresses and protocol labels have no spaces)
+BEFORE_INFO = re.compile(r"\s*\S+\s+\S+ \S+ → \S+ \S+ \S+")
 
 
-def summary_lines(batch, first_ts: int | None) -> list[str]:
-    """`dissect`'s one-line summaries, with the analysis flags in front when the packets table
-    has a `flags` column (the packet-analysis issue adds it)."""
-    from roceview.render.lines import packet_lines
+def table(batch):
+    """The packets table of decoded rows, with the analysis columns the packet index adds."""
     from roceview.table import to_dataframe
 
-    df = to_dataframe(batch)
-    lines = packet_lines(df, first_ts)
     if "flags" in batch.cols:
-        flags = [_flag_text(f) for f in batch.cols["flags"].tolist()]
-        lines = [f"{f:<10} {line}" for f, line in zip(flags, lines)]
-    return lines
+        from roceview.analysis.packet_flags import packet_columns
+
+        return to_dataframe(batch, packet_columns())
+    return to_dataframe(batch)
 
 
-def _flag_text(value) -> str:
-    """A flags bitmask as the names of its bits (roceview.flags.Flag), else as it is."""
-    try:
-        from roceview.flags import Flag
+def summary_lines(batch, first_ts: int | None, gbps: float = 100.0) -> list[str]:
+    """The list's lines: `dissect`'s, with the flags' tags (its words: render.flag_text.tags)
+    moved to the front of Info, where Wireshark shows its expert info: on an 80-column screen
+    they are seen; a line without flags is `dissect`'s as it is."""
+    return marked_lines(batch, first_ts, gbps)[0]
 
-        bits = int(value)
-    except (ImportError, ValueError, TypeError):
-        return "" if value is None else str(value)
-    return ",".join(f.name.lower() for f in Flag if f & bits) if bits else ""
+
+def marked_lines(batch, first_ts: int | None, gbps: float = 100.0) -> tuple[list[str], dict]:
+    """summary_lines, and for each line with tags its marks: [(start, end, severity)], one a
+    tag (severity: error, warn, note; coloured as `dissect` colours them on a terminal)."""
+    from roceview.render.flag_text import TAGGED, tag_text, tags
+    from roceview.render.lines import packet_lines, packet_rows
+
+    df = table(batch)
+    lines, marks = packet_lines(df, first_ts, gbps), {}
+    tagged = set(np.flatnonzero(batch.cols["flags"] & TAGGED).tolist()) if "flags" in batch.cols else ()
+    for i, (row, quanta) in enumerate(packet_rows(df) if tagged else ()):
+        moved = tags_first(lines[i], tag_text(row, quanta, gbps)) if i in tagged else lines[i]
+        if moved != lines[i]:
+            lines[i], at, marks[i] = moved, BEFORE_INFO.match(moved).end() + 1, []
+            for text, severity in tags(row, quanta, gbps):     # tag_text's: "[text]" joined by spaces
+                marks[i].append((at, at + len(text) + 2, severity))
+                at += len(text) + 3
+    return lines, marks
+
+
+def tags_first(line: str, tags: str) -> str:
+    """A `dissect` line ending in its tags, with them at the start of its Info instead."""
+    if not tags or not line.endswith(" " + tags):
+        return line
+    body = line[: -len(tags) - 1]
+    head = BEFORE_INFO.match(body)
+    if head is None:
+        return line
+    info = body[head.end():].strip()
+    return f"{body[: head.end()]} {tags}" + (f" {info}" if info else "")
 
 
 def _rows(rows):
@@ -45,12 +73,19 @@ def _rows(rows):
 
 class PacketList(VirtualList):
     """The packet list: `rows` are index rows, their lines decoded in blocks when drawn."""
+    COMPONENT_CLASSES = {"packet-list--error", "packet-list--warn", "packet-list--note"}
+    DEFAULT_CSS = """
+    PacketList > .packet-list--error { color: $error; }
+    PacketList > .packet-list--warn { color: $warning; }
+    PacketList > .packet-list--note { color: $secondary; }
+    """
 
     def __init__(self, index, **kwargs):
         super().__init__(**kwargs)
         self.index = index
         self.first_ts: int | None = None
-        self._blocks: OrderedDict[int, list[str]] = OrderedDict()
+        self.gbps = 100.0                    # link speed of the pause tags (tui --link-speed)
+        self._blocks: OrderedDict[int, tuple[list[str], dict]] = OrderedDict()
 
     def set_rows(self, rows, keep_cursor: bool = True) -> None:
         """The rows listed (index rows); the cursor stays on its packet when it is still listed."""
@@ -80,18 +115,36 @@ class PacketList(VirtualList):
         self.cursor = min(position(self.rows, row), max(len(self.rows) - 1, 0))
 
     def line(self, i: int) -> str:
+        lines, _ = self._block(i)
+        k = i % BLOCK
+        return lines[k] if k < len(lines) else ""
+
+    def segments(self, i: int, style) -> list:
+        """The line, its tags coloured by severity (theme colours: $error, $warning, $secondary)."""
+        from rich.segment import Segment
+
+        lines, marks = self._block(i)
+        k = i % BLOCK
+        text = lines[k] if k < len(lines) else ""
+        out, at = [], 0
+        for start, end, severity in marks.get(k, ()):
+            colour = self.get_component_rich_style(f"packet-list--{severity}", partial=True)
+            out += [Segment(text[at:start], style), Segment(text[start:end], style + colour)]
+            at = end
+        return out + [Segment(text[at:], style)]
+
+    def _block(self, i: int) -> tuple[list[str], dict]:
         block = i // BLOCK
-        lines = self._blocks.get(block)
-        if lines is None:
+        got = self._blocks.get(block)
+        if got is None:
             rows = self.rows[block * BLOCK: (block + 1) * BLOCK]
             try:
-                lines = summary_lines(self.index.decode(rows), self.first_ts)
+                got = marked_lines(self.index.decode(rows), self.first_ts, self.gbps)
             except Exception as exc:   # noqa: BLE001  one bad block is shown, the list goes on
-                lines = [f"{int(r) + 1:>7} (cannot decode: {exc})" for r in rows]
-            self._blocks[block] = lines
+                got = [f"{int(r) + 1:>7} (cannot decode: {exc})" for r in rows], {}
+            self._blocks[block] = got
             while len(self._blocks) > CACHED_BLOCKS:
                 self._blocks.popitem(last=False)
         else:
             self._blocks.move_to_end(block)
-        k = i - block * BLOCK
-        return lines[k] if k < len(lines) else ""
+        return got

@@ -1,7 +1,8 @@
-"""Screen 3, Packets: the virtual packet list (with the flags column when there is one), the
-detail tree of the selected packet (`dissect -V`'s, scapy's for non-RoCE frames) and its hex
-bytes. A display filter is applied by scanning the listed rows on a worker thread, block by
-block (each decoded again, masked, dropped), so it never holds the packets table either."""
+"""Screen 3, Packets: the virtual packet list (`dissect`'s lines, the analysis flags' tags at
+the front of Info), the detail tree of the selected packet (`dissect -V`'s with its Analysis
+subtree, scapy's for non-RoCE frames) and its hex bytes. A display filter is applied by
+scanning the listed rows on a worker thread, block by block (each decoded again, with its
+flags: `roceview.retransmission` works; masked, dropped), so it never holds the packets table."""
 from __future__ import annotations
 
 import numpy as np
@@ -15,7 +16,7 @@ from textual.widgets import Static, Tree
 from roceview.tui.base import RoceScreen
 from roceview.tui.packet_list import HEADER, PacketList
 from roceview.tui.text import hexdump
-from roceview.tui.tree import nodes_for
+from roceview.tui.tree import analysis_nodes, nodes_for
 
 SCAN_BLOCK = 1 << 16
 
@@ -44,6 +45,9 @@ class PacketsScreen(RoceScreen):
     @property
     def plist(self) -> PacketList:
         return self.query_one(PacketList)
+
+    def on_mount(self) -> None:
+        self.plist.gbps = self.app.loader.options.link_speed
 
     def restrict(self, rows, label: str, at_row: int | None = None) -> None:
         self.base_rows, self.label = (None if rows is None else np.asarray(rows, np.int64)), label
@@ -131,11 +135,13 @@ class PacketsScreen(RoceScreen):
             return
         index = self.app.index
         batch = index.decode(np.array([event.row]))
-        from roceview.tui.packet_list import summary_lines
+        from roceview.render.lines import packet_lines
+        from roceview.tui.packet_list import table
 
-        proto = _proto(batch)
-        tree.root.set_label(Text(f"Frame {summary_lines(batch, self.plist.first_ts)[0].strip()}"))
-        for label, children in nodes_for(index, event.row, proto):
+        df, gbps = table(batch), self.plist.gbps
+        line = packet_lines(df, self.plist.first_ts, gbps)[0] if batch.n else f"{event.row + 1}"
+        tree.root.set_label(Text(f"Frame {line.strip()}"))        # dissect -V's root: tags at the end
+        for label, children in nodes_for(index, event.row, _proto(batch)) + analysis_nodes(df, gbps):
             branch = tree.root.add(Text(label), expand=True)
             for child, _ in children:
                 branch.add_leaf(Text(child))

@@ -68,6 +68,37 @@ def nodes_for(index, row: int, proto: str) -> list[Node]:
     return scapy_nodes(frame, linktype)
 
 
+def analysis_nodes(df, gbps: float = 100.0) -> list[Node]:
+    """`dissect -V`'s Analysis subtree of a packet with flags (the first row of a packets
+    table with the analysis columns): render.detail's own, collected as plain-text nodes."""
+    if not len(df) or "flags" not in df.columns or not int(df["flags"].iloc[0]):
+        return []
+    from roceview.render.detail import _analysis_node
+    from roceview.render.lines import packet_rows
+
+    row, quanta = next(packet_rows(df))
+    tree = _Collected("")
+    _analysis_node(tree, row, quanta, gbps)
+    return [child.node() for child in tree.children]
+
+
+class _Collected:
+    """What a rich Tree's add() is given (markup, wrapped lines), kept as a plain-text node."""
+
+    def __init__(self, label: str):
+        from rich.text import Text
+
+        self.label = Text.from_markup(label).plain.replace("\n", " ") if label else ""
+        self.children: list[_Collected] = []
+
+    def add(self, label: str) -> "_Collected":
+        self.children.append(_Collected(label))
+        return self.children[-1]
+
+    def node(self) -> Node:
+        return self.label, [child.node() for child in self.children]
+
+
 def _one_record(frame: bytes, linktype: int):
     from roceview.capture.readers import RecordChunk
 

@@ -42,14 +42,22 @@ class VirtualList(ScrollView, can_focus=True):
         """The text of the i-th listed row (subclasses)."""
         return ""
 
+    def segments(self, i: int, style) -> list[Segment]:
+        """The i-th row as styled segments (subclasses may colour parts of it)."""
+        return [Segment(self.line(i), style)]
+
     def resized(self) -> None:
         self.virtual_size = Size(max(self.size.width, WIDE), len(self.rows))
 
     def current_row(self):
         return self.rows[self.cursor] if 0 <= self.cursor < len(self.rows) else None
 
+    def _rows_shown(self) -> int:
+        """Rows on screen: the widget's height less the horizontal scrollbar's (lines are WIDE)."""
+        return max(self.scrollable_content_region.height, 1)
+
     def watch_cursor(self, cursor: int) -> None:
-        top, height = int(self.scroll_offset.y), max(self.size.height, 1)
+        top, height = int(self.scroll_offset.y), self._rows_shown()
         if cursor < top:
             self.scroll_to(y=cursor, animate=False)
         elif cursor >= top + height:
@@ -61,7 +69,7 @@ class VirtualList(ScrollView, can_focus=True):
         self.cursor = int(np.clip(self.cursor + step, 0, max(len(self.rows) - 1, 0)))
 
     def action_page(self, direction: int) -> None:
-        self.action_move(direction * max(self.size.height - 1, 1))
+        self.action_move(direction * max(self._rows_shown() - 1, 1))
 
     def action_jump(self, where: int) -> None:
         self.cursor = max(len(self.rows) - 1, 0) if where < 0 else 0
@@ -84,5 +92,7 @@ class VirtualList(ScrollView, can_focus=True):
         if i >= len(self.rows):
             return Strip.blank(width, self.rich_style)
         style = self.get_component_rich_style("virtual-list--cursor") if i == self.cursor else self.rich_style
-        strip = Strip([Segment(self.line(i).ljust(scroll_x + width), style)])
+        segments = self.segments(i, style)
+        filled = sum(len(s.text) for s in segments)
+        strip = Strip(segments + [Segment(" " * max(scroll_x + width - filled, 0), style)])
         return strip.crop(scroll_x, scroll_x + width)
