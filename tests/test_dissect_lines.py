@@ -16,7 +16,7 @@ from roceview.analysis.packet_flags import packet_columns
 from roceview.generate import generate, write_capture
 from roceview.render.cells import cells_text
 from roceview.render.line_parts import seconds
-from roceview.render.lines import packet_lines, packet_rows, packet_text
+from roceview.render.lines import batch_text, packet_lines, packet_rows, packet_text
 from roceview.table import to_dataframe
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -87,14 +87,17 @@ def test_lines_without_the_analysis_columns(captures):
 
 
 def test_large_blocks_and_text_bytes(captures, monkeypatch):
-    """Several blocks of rows per call (BLOCK_ROWS), and the bytes dissect writes."""
+    """Several blocks of rows per call (BLOCK_ROWS), from a DataFrame and from a Batch (dissect)."""
     import roceview.render.lines as lines
 
     monkeypatch.setattr(lines, "BLOCK_ROWS", 7)
-    df = next(_frames(captures[1:2]))
-    expected = _reference(df, 5)
-    assert packet_text(df, 5).decode("utf-8") == "".join(line + "\n" for line in expected)
-    assert packet_text(df.iloc[:0], None) == b""
+    for batch in P.analysed(P.iter_batches(captures[0])):
+        df = to_dataframe(batch, packet_columns())
+        expected = "".join(line + "\n" for line in _reference(df, 5, 40.0))
+        assert packet_text(df, 5, 40.0).decode("utf-8") == expected
+        assert batch_text(batch, 5, 40.0).decode("utf-8") == expected
+        assert batch_text(batch, None) == packet_text(df, None)
+    assert packet_text(df.iloc[:0], None) == b"" and batch_text(batch.select(np.arange(0)), None) == b""
 
 
 def test_relative_times_round_as_python_formats_the_float():

@@ -106,11 +106,16 @@ def _limited(packets, count):
 
 def _write_text(args, chunk, batch, rows, first_ts, out) -> None:
     from roceview.analysis.packet_flags import packet_columns
-    from roceview.render.lines import packet_lines, packet_text
+    from roceview.render.lines import packet_lines
     from roceview.table import to_dataframe
 
-    df = to_dataframe(batch, packet_columns() if "flags" in batch.cols else None)
     colour = _is_terminal(out)
+    if not (args.jsonl or args.verbose or args.hex):
+        from roceview.render.lines import batch_text    # the default: lines from the numpy columns
+
+        _write_bytes(out, batch_text(batch, first_ts, args.link_speed, colour))
+        return
+    df = to_dataframe(batch, packet_columns() if "flags" in batch.cols else None)
     if args.jsonl:
         _write_jsonl(df, out)
     elif args.verbose:
@@ -121,8 +126,6 @@ def _write_text(args, chunk, batch, rows, first_ts, out) -> None:
         picked = range(batch.n) if rows is None else rows
         for line, k in zip(packet_lines(df, first_ts, args.link_speed, colour), picked):
             out.write(line + "\n\n" + hex_dump(chunk.frame(k)) + "\n")
-    else:                                       # one write per chunk, built column-wise
-        _write_bytes(out, packet_text(df, first_ts, args.link_speed, colour))
 
 
 def _write_bytes(out, data: bytes) -> None:

@@ -56,6 +56,35 @@ class Columns:
         return codes.astype(np.int64), list(names)
 
 
+class BatchColumns(Columns):
+    """The same read straight from a Batch (dissect's chunks: no DataFrame of ~80 columns
+    built per chunk); its strings as table.to_dataframe makes them (addresses formatted once
+    per distinct value)."""
+
+    def __init__(self, batch):
+        self.batch, self.n, self._strings = batch, batch.n, None
+
+    def has(self, name: str) -> bool:
+        return name in self.batch.cols
+
+    def num(self, name: str, dtype=np.int64) -> tuple[np.ndarray, np.ndarray]:
+        values = self.batch.cols.get(name)
+        if values is None:
+            return np.zeros(self.n, dtype), np.zeros(self.n, bool)
+        valid = self.batch.valid.get(name)
+        if valid is None:
+            return values.astype(dtype, copy=False), np.ones(self.n, bool)
+        return np.where(valid, values, 0).astype(dtype, copy=False), valid
+
+    def cat(self, name: str) -> tuple[np.ndarray, list]:
+        if self._strings is None:
+            from roceview.table import _strings      # the DataFrame's own string columns
+
+            self._strings = _strings(self.batch)
+        column = self._strings[name]
+        return column.codes.astype(np.int64), list(column.categories)
+
+
 def lit(n: int, text: str, shown: np.ndarray | None = None):
     return const_cells(n, text.encode("utf-8"), shown)
 
@@ -93,10 +122,23 @@ def mapped(values: np.ndarray, valid: np.ndarray, shown: np.ndarray, fmt) -> lis
 
 
 def gather(index: np.ndarray, texts: list[str], shown: np.ndarray):
-    """texts[index] of each shown row, as one part."""
-    mat, mask = text_matrix(texts)
+    """texts[index] of each shown row, as one part as wide as the longest text shown (a chunk
+    of RoCE packets need not be as wide as a MAC address or the longest opcode name)."""
     index = np.where(shown, index, 0)
-    return mat[index], mask[index] & shown[:, None]
+    used = np.flatnonzero(np.bincount(index[shown], minlength=len(texts)))
+    at = np.zeros(len(texts), np.int64)
+    at[used] = np.arange(len(used))
+    mat, mask = text_matrix([texts[i] for i in used.tolist()] or [""])
+    return _take_rows(mat, at[index]), _take_rows(mask, at[index]) & shown[:, None]
+
+
+def _take_rows(mat: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """mat[index] for a narrow byte matrix: its rows padded to 8-byte words and taken as uint64
+    (np.take of words is ~3x faster than fancy indexing of short byte rows)."""
+    width = mat.shape[1]
+    words = np.zeros((len(mat), -(-width // 8) * 8), mat.dtype)
+    words[:, :width] = mat
+    return np.take(words.view(np.uint64), index, axis=0).view(mat.dtype)[:, :width]
 
 
 def seconds(ns: np.ndarray, width: int):
@@ -156,6 +198,9 @@ def text_block(parts: list) -> bytes:
     priority ends in "enable=0x00 ") and ended by a newline, as one bytes object."""
     n = len(parts[0][0])
     mat, mask = join_cells(parts + [const_cells(n, b"\n")])
+    data = mat[mask].tobytes()
+    if b" \n" not in data:                     # nearly always: no row to strip
+        return data
     body_mask = mask[:, :-1]
     width = body_mask.shape[1]
     rows = np.arange(n)
