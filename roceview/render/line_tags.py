@@ -43,10 +43,17 @@ class _Tags:
 
 
 def tag_parts(c: Columns, gbps: float, colour: bool) -> list:
-    """The parts of ` [tag] [tag]` (flag_text.tag_text with a leading space)."""
+    """The parts of ` [tag] [tag]` (flag_text.tag_text with a leading space), in bit order."""
     t = _Tags(c, colour)
     if not t.flags.any():
         return []
+    _transport_tags(t, c)
+    _congestion_tags(t, c, gbps)
+    return t.parts
+
+
+def _transport_tags(t: _Tags, c: Columns) -> None:
+    """PSN gap, retransmission, PSN reuse, duplicate, NAK, RNR NAK."""
     code, code_ok = c.num("aeth_code")
     missing, missing_ok = c.num("missing_psns")
     gap = t.rows(GAP)
@@ -61,21 +68,23 @@ def tag_parts(c: Columns, gbps: float, colour: bool) -> list:
     rnr = t.rows(RNR_NAK)
     t.tag(rnr, "error", mapped(code, code_ok, rnr,
                                lambda v: f"RNR NAK: retry in {RNR_TIMER_MS[v]:g} ms" if v is not None else "RNR NAK"))
+
+
+def _congestion_tags(t: _Tags, c: Columns, gbps: float) -> None:
+    """ECN CE, CNP, PFC pause and resume, RTT sample (the costly pieces only when shown)."""
     t.tag(t.rows(ECN_CE), "warn", "ECN CE")
     cnp = t.rows(CNP)
     t.tag(cnp, "warn", "CNP", t.frame(cnp, " for CE "))
-    pause, resume = t.rows(PFC_PAUSE), t.rows(PFC_RESUME)
-    if pause.any():                                         # (the pieces are costly: only when shown)
+    pause, resume, rtt = t.rows(PFC_PAUSE), t.rows(PFC_RESUME), t.rows(RTT_ACK)
+    if pause.any():
         t.tag(pause, "warn", "Pause", _paused(c, pause, gbps))
     if resume.any():
         t.tag(resume, "note", "Resume", _resumed(c, resume))
-    rtt = t.rows(RTT_ACK)
-    ns, ns_ok = c.num("rtt_ns")
-    sample = rtt & ns_ok & t.has_rel
     if rtt.any():
+        ns, ns_ok = c.num("rtt_ns")
+        sample = rtt & ns_ok & t.has_rel
         t.tag(rtt, "note", [lit(c.n, "RTT ", sample)] + decimals(ns / 1000, 3, sample),
               [lit(c.n, " µs to ", sample)], t.frame(sample, ""), [lit(c.n, "RTT sample", rtt & ~sample)])
-    return t.parts
 
 
 def _us(quanta: np.ndarray, gbps: float) -> np.ndarray:

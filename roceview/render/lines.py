@@ -120,29 +120,32 @@ def _info_parts(c: Columns) -> list:
     """What the packet carries, each piece with its leading space (shown on its rows only):
     RoCE/IB headers, else PFC, PAUSE, LLDP or the EtherType; then CE, VLAN, mirror, checks."""
     op, op_names = c.cat("opcode_name")
-    roce = op != NONE
-    proto, names = c.cat("proto")
-    is_proto = lambda p: proto == names.index(p) if p in names else np.zeros(c.n, bool)  # noqa: E731
-    en, en_ok = c.num("pfc_enable")
-    pfc = ~roce & is_proto("pfc") & en_ok
-    pq, pq_ok = c.num("pause_quanta")
-    pause = ~roce & ~pfc & is_proto("pause") & pq_ok
-    lldp_en, lldp_ok = c.num("lldp_pfc_enable")
-    lldp = ~roce & ~pfc & ~pause & is_proto("lldp") & lldp_ok
-    etype, etype_ok = c.num("ethertype")
-    other = ~roce & ~pfc & ~pause & ~lldp & etype_ok
+    roce, pfc, pause, lldp, other = _kinds(c, op != NONE)
     parts = []                                  # a kind no row of the block has costs nothing
     if roce.any():
         parts += _roce_parts(c, roce, op, op_names)
     if pfc.any():
-        parts += _pfc_parts(c, pfc, en)
+        parts += _pfc_parts(c, pfc, c.num("pfc_enable")[0])
     if pause.any():
+        pq, _ = c.num("pause_quanta")
         parts += [lit(c.n, " quanta=", pause)] + digits(pq, pause) + [lit(c.n, " (XON)", pause & (pq == 0))]
     if lldp.any():
-        parts += mapped(lldp_en, lldp_ok, lldp, lambda v: f" DCBX PFC enable=0x{v:02x}")
+        parts += mapped(*c.num("lldp_pfc_enable"), lldp, lambda v: f" DCBX PFC enable=0x{v:02x}")
     if other.any():
-        parts += mapped(etype, etype_ok, other, lambda v: f" ethertype=0x{v:04x}")
+        parts += mapped(*c.num("ethertype"), other, lambda v: f" ethertype=0x{v:04x}")
     return [p for p in parts + _tail_parts(c) if p[1].any()]      # parts no row shows: no width
+
+
+def _kinds(c: Columns, roce: np.ndarray) -> tuple:
+    """The rows of each kind of info, first that applies: RoCE/IB, PFC, PAUSE, LLDP (each with
+    its field read), else any frame with an EtherType."""
+    proto, names = c.cat("proto")
+    is_proto = lambda p: proto == names.index(p) if p in names else np.zeros(c.n, bool)  # noqa: E731
+    pfc = ~roce & is_proto("pfc") & c.num("pfc_enable")[1]
+    pause = ~roce & ~pfc & is_proto("pause") & c.num("pause_quanta")[1]
+    lldp = ~roce & ~pfc & ~pause & is_proto("lldp") & c.num("lldp_pfc_enable")[1]
+    other = ~roce & ~pfc & ~pause & ~lldp & c.num("ethertype")[1]
+    return roce, pfc, pause, lldp, other
 
 
 def _roce_parts(c: Columns, roce: np.ndarray, op: np.ndarray, op_names: list) -> list:
