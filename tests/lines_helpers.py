@@ -62,7 +62,8 @@ def _other_frames() -> list[bytes]:
     ctl = {"dst": "01:80:c2:00:00:01", "src": MACS["src"]}
     return [bytes(Ether(**ctl) / PFC(class_enable=0b10001001, quanta0=0xFFFF, quanta7=3)),
             bytes(Ether(**ctl) / PFC(class_enable=0x08)),                          # all quanta 0
-            bytes(Ether(**ctl) / Dot1Q(vlan=5, prio=7) / PFC(class_enable=0xFF, **{f"quanta{p}": p * 300 for p in range(8)})),
+            bytes(Ether(**ctl) / Dot1Q(vlan=5, prio=7)
+                  / PFC(class_enable=0xFF, **{f"quanta{p}": p * 300 for p in range(8)})),
             bytes(Ether(**ctl) / Dot1Q(vlan=5, prio=7) / PFC(class_enable=0)),     # "enable=0x00 " + VLAN
             bytes(Ether(**ctl) / PAUSE(quanta=0xFFFF)), bytes(Ether(**ctl) / PAUSE(quanta=0)),
             bytes(Ether(**ctl) / PFC(class_enable=0)),                              # ends in a space: stripped

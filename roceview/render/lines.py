@@ -7,8 +7,8 @@ import pandas as pd
 from dissectors.ib import NAK_CODES
 from roceview.render.cells import column_parts
 from roceview.render.flag_text import ANALYSIS_NAMES, TAGGED
-from roceview.render.line_parts import (NONE, BatchColumns, Columns, digits, gather, lit, mapped, or_none, right_aligned,
-                                        seconds, text_block)
+from roceview.render.line_parts import (NONE, BatchColumns, Columns, digits, gather, lit, mapped, or_none,
+                                        right_aligned, seconds, text_block)
 from roceview.render.line_tags import tag_parts
 
 PROTO_LABEL = {"roce_v1": "RoCEv1", "roce_v2": "RoCEv2", "ib": "IB", "pfc": "PFC", "pause": "PAUSE",
