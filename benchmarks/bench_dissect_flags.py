@@ -6,7 +6,8 @@ Uses the captures of bench_decode.py (built once into benchmarks/data/, make_cap
 each file, whole processes writing to /dev/null: `roceview dissect FILE` (one line per packet,
 the analysis run alongside: flags in brackets) and `tshark -r FILE` (its one-line summary); and,
 in-process, in CPU time (a busy machine stretches wall times, not CPU times), reading the
-packets table with and without the analysis columns (packets.analysed): what the flags cost.
+packets table with and without the analysis columns (packets.analysed): what the flags cost;
+and building the lines of all packets (render/lines.py batch_text, column-wise): what the text costs.
 """
 from __future__ import annotations
 
@@ -31,7 +32,14 @@ def run(flags):
     return time.process_time() - t, n
 plain = min(run(False)[0] for _ in range(repeat))
 flagged = min(run(True)[0] for _ in range(repeat))
-print(json.dumps({"plain": plain, "flags": flagged, "n": sum(b.n for b in batches)}))
+from roceview.render.lines import batch_text
+done = list(P.analysed(iter(batches)))
+def text():
+    t = time.process_time()
+    size = sum(len(batch_text(b, int(done[0].cols["ts_ns"][0]))) for b in done)
+    return time.process_time() - t, size
+lines, size = min(text() for _ in range(repeat))
+print(json.dumps({"plain": plain, "flags": flagged, "lines": lines, "bytes": size, "n": sum(b.n for b in batches)}))
 """
 
 
@@ -46,6 +54,8 @@ def bench(path: Path, repeat: int, with_tshark: bool, n: int) -> None:
                                   capture_output=True, text=True, check=True).stdout)
     print(f"  in-process CPU: the analysis for the flags {r['flags'] - r['plain']:.3f} s "
           f"({r['n'] / max(r['flags'] - r['plain'], 1e-9) / 1e6:.1f} M pkt/s) over {r['n']:,} decoded packets")
+    print(f"  in-process CPU: the lines  {r['lines']:.3f} s ({r['n'] / max(r['lines'], 1e-9) / 1e6:.1f} M pkt/s, "
+          f"{r['bytes'] / 1e6:.0f} MB of text)")
 
 
 def main() -> None:

@@ -2,6 +2,7 @@
 filter, -T fields -e FIELD, -x hex dump (tshark's options, roceview/filter and render/field_text)."""
 from __future__ import annotations
 
+import codecs
 import json
 
 import numpy as np
@@ -108,8 +109,13 @@ def _write_text(args, chunk, batch, rows, first_ts, out) -> None:
     from roceview.render.lines import packet_lines
     from roceview.table import to_dataframe
 
-    df = to_dataframe(batch, packet_columns() if "flags" in batch.cols else None)
     colour = _is_terminal(out)
+    if not (args.jsonl or args.verbose or args.hex):
+        from roceview.render.lines import batch_text    # the default: lines from the numpy columns
+
+        _write_bytes(out, batch_text(batch, first_ts, args.link_speed, colour))
+        return
+    df = to_dataframe(batch, packet_columns() if "flags" in batch.cols else None)
     if args.jsonl:
         _write_jsonl(df, out)
     elif args.verbose:
@@ -120,8 +126,17 @@ def _write_text(args, chunk, batch, rows, first_ts, out) -> None:
         picked = range(batch.n) if rows is None else rows
         for line, k in zip(packet_lines(df, first_ts, args.link_speed, colour), picked):
             out.write(line + "\n\n" + hex_dump(chunk.frame(k)) + "\n")
-    else:
-        out.write("".join(line + "\n" for line in packet_lines(df, first_ts, args.link_speed, colour)))
+
+
+def _write_bytes(out, data: bytes) -> None:
+    """UTF-8 lines straight into the byte buffer under a UTF-8 text stream (no decode and
+    re-encode of ~100 MB per M packets); other streams (StringIO, another encoding) take text."""
+    buffer = getattr(out, "buffer", None)
+    if buffer is None or codecs.lookup(getattr(out, "encoding", None) or "ascii").name != "utf-8":
+        out.write(data.decode("utf-8"))
+        return
+    out.flush()                                 # what was written as text goes first
+    buffer.write(data)
 
 
 def _is_terminal(out) -> bool:

@@ -5,10 +5,15 @@ import numpy as np
 import pandas as pd
 
 from dissectors.ib import NAK_CODES
-from roceview.render.flag_text import ANALYSIS_NAMES, TAGGED, tag_text
+from roceview.render.cells import column_parts
+from roceview.render.flag_text import ANALYSIS_NAMES, TAGGED
+from roceview.render.line_parts import (NONE, BatchColumns, Columns, digits, gather, lit, mapped, or_none,
+                                        right_aligned, seconds, text_block)
+from roceview.render.line_tags import tag_parts
 
 PROTO_LABEL = {"roce_v1": "RoCEv1", "roce_v2": "RoCEv2", "ib": "IB", "pfc": "PFC", "pause": "PAUSE",
                "lldp": "LLDP", "other": "Eth"}
+BLOCK_ROWS = 1 << 16     # rows built together: the numpy calls per block (~200) amortised, ~20 MB of matrices
 
 
 def _col(df: pd.DataFrame, name: str) -> list:
@@ -30,8 +35,9 @@ _NAMES = ("frame", "proto", "src_ip", "dst_ip", "src_mac", "dst_mac", "opcode_na
 
 
 def packet_rows(df: pd.DataFrame):
-    """(row dict, PFC quanta per priority) of each packet: the columns the lines read, and
-    with the analysis columns `flags`, and the others (render/flag_text.py) where it is set."""
+    """(row dict, PFC quanta per priority) of each packet, for `-V`'s flag sentences (a few
+    rows: the lines themselves are built column-wise): the columns a line shows, and with the
+    analysis columns `flags`, and the others (render/flag_text.py) where it is set."""
     cols = [_col(df, name) for name in _NAMES]
     quanta = list(zip(*[_col(df, f"pfc_quanta{p}") for p in range(8)]))
     if "flags" not in df.columns:
@@ -56,49 +62,136 @@ def packet_rows(df: pd.DataFrame):
 def packet_lines(df: pd.DataFrame, first_ts: int | None, gbps: float = 100.0, colour: bool = False) -> list[str]:
     """One line per packet; with the analysis columns, its flags in brackets at the end
     (ANSI-coloured with `colour`; pause times at `gbps`)."""
-    if len(df) == 0:
-        return []
-    first_ts = int(df["ts_ns"].iloc[0]) if first_ts is None else first_ts
-    rel = ((df["ts_ns"].to_numpy(np.int64) - first_ts) / 1e9).tolist()
-    lines = []
-    for i, (row, quanta) in enumerate(packet_rows(df)):
-        src = row["src_ip"] or row["src_mac"] or "?"
-        dst = row["dst_ip"] or row["dst_mac"] or "?"
-        label = PROTO_LABEL.get(row["proto"], row["proto"])
-        info = _info(row, quanta)
-        if row.get("flags") and row["flags"] & TAGGED:
-            info = f"{info} {tag_text(row, quanta, gbps, colour)}"
-        lines.append(f"{row['frame']:>7} {rel[i]:12.6f} {src} → {dst} {label} {row['wire_len']} {info}".rstrip())
-    return lines
+    return packet_text(df, first_ts, gbps, colour).decode("utf-8").split("\n")[:-1]
 
 
-def _info(row: dict, quanta: list) -> str:
-    parts = []
-    if row["opcode_name"] is not None:
-        parts += [row["opcode_name"], f"QP=0x{row['dest_qp']:06x}", f"PSN={row['psn']}"]
-        parts += [flag for flag, key in (("AckReq", "ackreq"), ("SE", "se"), ("FECN", "fecn"), ("BECN", "becn"))
-                  if row[key]]
-        if row["aeth_kind"] == "NAK":
-            parts.append(f"NAK({NAK_CODES.get(row['aeth_code'], row['aeth_code'])})")
-        elif row["aeth_kind"] == "RNR_NAK":
-            parts.append(f"RNR_NAK(timer={row['aeth_code']})")
-    elif row["proto"] == "pfc" and row["pfc_enable"] is not None:
-        en = row["pfc_enable"]
-        parts.append(f"enable=0x{en:02x} " + " ".join(f"P{p}={quanta[p]}" for p in range(8) if en >> p & 1))
-    elif row["proto"] == "pause" and row["pause_quanta"] is not None:
-        parts.append(f"quanta={row['pause_quanta']}" + (" (XON)" if row["pause_quanta"] == 0 else ""))
-    elif row["proto"] == "lldp" and row["lldp_pfc_enable"] is not None:
-        parts.append(f"DCBX PFC enable=0x{row['lldp_pfc_enable']:02x}")
-    elif row["ethertype"] is not None:
-        parts.append(f"ethertype=0x{row['ethertype']:04x}")
-    if row["ecn"] == 3:
-        parts.append("CE")
-    if row["vlan_id"] is not None:
-        parts.append(f"VLAN={row['vlan_id']} PCP={row['pcp']}")
-    if row["mirror_session"] is not None:
-        parts.append(f"mirror={row['mirror_session']}")
-    if row["icrc_ok"] is False:
-        parts.append("[bad ICRC]")
-    if row["truncated"]:
-        parts.append("[truncated]")
-    return " ".join(parts)
+def packet_text(df: pd.DataFrame, first_ts: int | None, gbps: float = 100.0, colour: bool = False) -> bytes:
+    """The lines of packet_lines as UTF-8 bytes, each ended by a newline: built column-wise
+    (render/line_parts.py), a block of rows at a time so that the matrices stay bounded."""
+    blocks = (Columns(df.iloc[lo:lo + BLOCK_ROWS] if len(df) > BLOCK_ROWS else df)
+              for lo in range(0, len(df), BLOCK_ROWS))
+    return _text(blocks, first_ts, gbps, colour)
+
+
+def batch_text(batch, first_ts: int | None, gbps: float = 100.0, colour: bool = False) -> bytes:
+    """packet_text of a Batch (the packets table's numpy columns), without a DataFrame."""
+    blocks = (BatchColumns(batch.select(slice(lo, lo + BLOCK_ROWS)) if batch.n > BLOCK_ROWS else batch)
+              for lo in range(0, batch.n, BLOCK_ROWS))
+    return _text(blocks, first_ts, gbps, colour)
+
+
+def _text(blocks, first_ts: int | None, gbps: float, colour: bool) -> bytes:
+    out = []
+    for cols in blocks:
+        if first_ts is None:                    # times relative to the first row
+            first_ts = int(cols.num("ts_ns")[0][0])
+        parts = _head_parts(cols, first_ts) + _info_parts(cols)
+        if cols.has("flags"):
+            parts += tag_parts(cols, gbps, colour)
+        out.append(text_block(parts))
+    return b"".join(out)
+
+
+def _head_parts(c: Columns, first_ts: int) -> list:
+    """`{frame:>7} {time:12.6f} {src} → {dst} {protocol} {wire_len}`."""
+    n = c.n
+    frame, _ = c.num("frame")
+    ts, _ = c.num("ts_ns")
+    every = np.ones(n, bool)
+    proto, names = c.cat("proto")
+    labels = [str(PROTO_LABEL.get(p, p)) for p in names] + ["None"]
+    wire, wire_ok = c.num("wire_len")
+    return [right_aligned(digits(frame, every), 7), lit(n, " "), *seconds(ts - first_ts, 12),
+            lit(n, " "), _address(c, "src"), lit(n, " → "), _address(c, "dst"), lit(n, " "),
+            gather(np.where(proto == NONE, len(names), proto), labels, every), lit(n, " ")] \
+        + or_none(wire, wire_ok, every)
+
+
+def _address(c: Columns, side: str):
+    """`row[ip] or row[mac] or "?"`: one table of texts, the IPs', the MACs' and "?"."""
+    ip, ips = c.cat(f"{side}_ip")
+    mac, macs = c.cat(f"{side}_mac")
+    ip_ok = np.array([bool(t) for t in ips] + [False])[ip]        # a null's code (-1) reads the False
+    mac_ok = np.array([bool(t) for t in macs] + [False])[mac]
+    index = np.where(ip_ok, ip, np.where(mac_ok, len(ips) + mac, len(ips) + len(macs)))
+    return gather(index, [str(t) for t in ips] + [str(t) for t in macs] + ["?"], np.ones(c.n, bool))
+
+
+def _info_parts(c: Columns) -> list:
+    """What the packet carries, each piece with its leading space (shown on its rows only):
+    RoCE/IB headers, else PFC, PAUSE, LLDP or the EtherType; then CE, VLAN, mirror, checks."""
+    op, op_names = c.cat("opcode_name")
+    roce, pfc, pause, lldp, other = _kinds(c, op != NONE)
+    parts = []                                  # a kind no row of the block has costs nothing
+    if roce.any():
+        parts += _roce_parts(c, roce, op, op_names)
+    if pfc.any():
+        parts += _pfc_parts(c, pfc, c.num("pfc_enable")[0])
+    if pause.any():
+        pq, _ = c.num("pause_quanta")
+        parts += [lit(c.n, " quanta=", pause)] + digits(pq, pause) + [lit(c.n, " (XON)", pause & (pq == 0))]
+    if lldp.any():
+        parts += mapped(*c.num("lldp_pfc_enable"), lldp, lambda v: f" DCBX PFC enable=0x{v:02x}")
+    if other.any():
+        parts += mapped(*c.num("ethertype"), other, lambda v: f" ethertype=0x{v:04x}")
+    return [p for p in parts + _tail_parts(c) if p[1].any()]      # parts no row shows: no width
+
+
+def _kinds(c: Columns, roce: np.ndarray) -> tuple:
+    """The rows of each kind of info, first that applies: RoCE/IB, PFC, PAUSE, LLDP (each with
+    its field read), else any frame with an EtherType."""
+    proto, names = c.cat("proto")
+    is_proto = lambda p: proto == names.index(p) if p in names else np.zeros(c.n, bool)  # noqa: E731
+    pfc = ~roce & is_proto("pfc") & c.num("pfc_enable")[1]
+    pause = ~roce & ~pfc & is_proto("pause") & c.num("pause_quanta")[1]
+    lldp = ~roce & ~pfc & ~pause & is_proto("lldp") & c.num("lldp_pfc_enable")[1]
+    other = ~roce & ~pfc & ~pause & ~lldp & c.num("ethertype")[1]
+    return roce, pfc, pause, lldp, other
+
+
+def _roce_parts(c: Columns, roce: np.ndarray, op: np.ndarray, op_names: list) -> list:
+    n = c.n
+    qp, qp_ok = c.num("dest_qp")
+    psn, psn_ok = c.num("psn")
+    parts = [lit(n, " ", roce), gather(op, [str(t) for t in op_names], roce)]
+    parts += [lit(n, " QP=0x", roce), _hex6(qp, roce & qp_ok), lit(n, " PSN=", roce)] + or_none(psn, psn_ok, roce)
+    for text, name in ((" AckReq", "ackreq"), (" SE", "se"), (" FECN", "fecn"), (" BECN", "becn")):
+        parts.append(lit(n, text, roce & c.true(name)))
+    kind, kinds = c.cat("aeth_kind")
+    code, code_ok = c.num("aeth_code")
+    nak = roce & (kind == kinds.index("NAK")) if "NAK" in kinds else np.zeros(n, bool)
+    rnr = roce & (kind == kinds.index("RNR_NAK")) if "RNR_NAK" in kinds else np.zeros(n, bool)
+    parts += mapped(code, code_ok, nak, lambda v: f" NAK({NAK_CODES.get(v, v)})")
+    parts += mapped(code, code_ok, rnr, lambda v: f" RNR_NAK(timer={v})")
+    return parts
+
+
+def _hex6(qp: np.ndarray, shown: np.ndarray):
+    """The 6+ lowercase hex digits of f"{qp:06x}" (a QPN is 24 bits: 6 digits)."""
+    (mat, mask), = column_parts(np.where(shown, qp, 0), "qp")[1:]
+    return mat, mask & shown[:, None]
+
+
+def _pfc_parts(c: Columns, pfc: np.ndarray, en: np.ndarray) -> list:
+    """`enable=0x89 P0=65535 P3=0 P7=3`: the enabled priorities' quanta (a space after the
+    enable vector even when none is enabled, as the per-packet code wrote it)."""
+    n = c.n
+    parts = mapped(en, pfc, pfc, lambda v: f" enable=0x{v:02x} ")
+    for p in range(8):
+        on = pfc & (en >> p & 1).astype(bool)
+        quanta, ok = c.num(f"pfc_quanta{p}")
+        parts += [lit(n, " ", on & (en & ((1 << p) - 1) != 0)), lit(n, f"P{p}=", on)] + or_none(quanta, ok, on)
+    return parts
+
+
+def _tail_parts(c: Columns) -> list:
+    n = c.n
+    ecn, ecn_ok = c.num("ecn")
+    vlan, vlan_ok = c.num("vlan_id")
+    pcp, pcp_ok = c.num("pcp")
+    mirror, mirror_ok = c.num("mirror_session")
+    icrc_ok, icrc_known = c.num("icrc_ok", bool)
+    parts = [lit(n, " CE", ecn_ok & (ecn == 3))]
+    parts += mapped(vlan, vlan_ok, vlan_ok, lambda v: f" VLAN={v} PCP=") + mapped(pcp, pcp_ok, vlan_ok, str)
+    parts += mapped(mirror, mirror_ok, mirror_ok, lambda v: f" mirror={v}")
+    return parts + [lit(n, " [bad ICRC]", icrc_known & ~icrc_ok), lit(n, " [truncated]", c.true("truncated"))]
