@@ -79,6 +79,17 @@ def connect(scheduler: str | None):
     return client, None
 
 
+def result_of(future, path: str):
+    """A task's result; a lost worker or a closed connection as one line (BadInput)."""
+    try:
+        return future.result()
+    except BadInput:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a lost worker, a closed connection: one line
+        raise BadInput(f"the Dask run could not complete (decoding {path}: {type(exc).__name__}: "
+                       f"{_one_line(exc)}); no result was written") from None
+
+
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
@@ -87,10 +98,10 @@ class DaskBatches:
     """The merged batches of `files`, decoded on the cluster; iterate once, then close()."""
 
     def __init__(self, files: list[str], scheduler: str | None, roce_ports: tuple, chunk_packets: int,
-                 warn: Callable[[str], None], projection: str | None = "analysis"):
+                 warn: Callable[[str], None], projection: str | None = "analysis", connection=None):
         if "-" in files:
             raise BadInput("--engine dask reads files (on storage its workers share), not stdin")
-        self.client, self.cluster = connect(scheduler)
+        self.client, self.cluster = connection or connect(scheduler)
         self.files, self.args = files, (tuple(roce_ports), chunk_packets, projection)
         self.chunk_packets, self.warn = chunk_packets, warn
         workers = len(self.client.scheduler_info().get("workers", {})) or 1
@@ -187,15 +198,7 @@ class DaskBatches:
         for message in result["warnings"]:
             self.warn(message)
 
-    @staticmethod
-    def _result(future, path: str) -> dict:
-        try:
-            return future.result()
-        except BadInput:
-            raise
-        except Exception as exc:  # noqa: BLE001 - a lost worker, a closed connection: one line
-            raise BadInput(f"the Dask run could not complete (decoding {path}: {type(exc).__name__}: "
-                           f"{_one_line(exc)}); no result was written") from None
+    _result = staticmethod(lambda future, path: result_of(future, path))
 
     def close(self) -> None:
         if self._iter is not None:
