@@ -1,80 +1,99 @@
 """`analyze --engine dask`, partitioned: the tasks the workers run (dask_run.py drives them).
 
-1. decode: a file's packets (the analysis projection), kept on the worker; only its timestamps
-   travel to the driver, which replays the local engine's merge on them (dask_run.Plan) to
-   learn every row's frame number and the chunk the local engine analyses it in.
-2. split: the file's rows cut into partitions by the unordered pair of endpoints (RoCE v1 GIDs
-   or v2 addresses, as path MTUs are kept: pmtu._path_keys), so both directions of a
-   connection, their QP pairing, CM handshake and path MTU stay in one partition; PFC and
-   PAUSE frames in one partition of their own. Rows that only count (other protocols) are
-   summed here. Each row keeps its frame (`_gidx`) and its chunk of the whole capture (`_chunk`).
-3. analyse: a partition's rows in frame order, fed chunk by chunk as the local engine's chunks
+1. read: a file decoded (the analysis projection) and its rows cut at once into partitions by
+   the unordered pair of endpoints (RoCE v1 GIDs or v2 addresses, as path MTUs are kept:
+   pmtu._path_keys), so both directions of a connection, their QP pairing, CM handshake and
+   path MTU stay in one partition; PFC and PAUSE frames in one partition of their own; rows
+   of other protocols only counted. The parts stay on the worker; to the driver go the
+   timestamps (it replays the local engine's merge on them, dask_plan.Plan, to learn every
+   row's frame and the chunk the local engine analyses it in) and small per-file summaries.
+2. analyse: a partition's rows in frame order, fed chunk by chunk as the local engine's chunks
    restricted to the partition, to the unchanged Analyzer and FactCollector: a flow's rows in
    a chunk are the same rows as locally, so its per-flow state evolves the same. The one
    decision that reads every flow (whether a chunk may still pair QPs: Analyzer.pairing_open)
-   is computed by the driver from the split's flow summaries and handed in per chunk.
+   is computed by the driver from the files' flow summaries and handed in per chunk.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from roceview.analysis.pmtu import _path_keys
 from roceview.batch import PROTO_CODE, PROTO_NAMES, Batch
+from roceview.columns_wire import pack, unpack
 
 _ROCE = np.zeros(len(PROTO_NAMES), dtype=bool)
 _ROCE[[PROTO_CODE["roce_v1"], PROTO_CODE["roce_v2"], PROTO_CODE["ib"]]] = True
 _PFC = np.zeros(len(PROTO_NAMES), dtype=bool)
 _PFC[[PROTO_CODE["pfc"], PROTO_CODE["pause"]]] = True
-_IDX_BITS = 40                        # (PSN space, frame) packed in one int64: frames < 2^40
+UNUSED = ("frame", "interface")     # read by neither the Analyzer nor the FactCollector: not carried
 
 
-def decode(path: str, roce_ports: tuple, chunk_packets: int, projection: str | None) -> dict:
-    """A whole file decoded (one Batch) and the warnings its reading gave (dask_engine.decode_file
-    without the packing for a trip: these rows stay on the worker)."""
+def read(path: str, roce_ports: tuple, chunk_packets: int, projection: str | None, partitions: int) -> dict:
+    """File `path` decoded and cut: {"parts": the rows of each partition (with `_row`, the row's
+    number in the file), "meta": what the driver needs (read by `meta`)}."""
     from roceview.capture.readers import read_records
     from roceview.decode import decode_chunk, port_table
+    from roceview.merge import FileSpans
 
     warnings: list[str] = []
-    ports = port_table(roce_ports)
-    chunks = [decode_chunk(chunk, ports, 1, projection)
-              for chunk in read_records(path, chunk_packets, warnings.append, release_lag=0)]
-    return {"batch": Batch.concat(chunks), "warnings": warnings}
+    ports, spans, flows = port_table(roce_ports), FileSpans(1), _FlowFirsts()
+    pieces: list[list[Batch]] = [[] for _ in range(partitions + 1)]
+    ts, analysed, stats, row0 = [], [], _Stats(), 0
+    for chunk in read_records(path, chunk_packets, warnings.append, release_lag=0):
+        batch = decode_chunk(chunk, ports, 1, projection)
+        spans.observe(0, batch)                  # the local engine's parts while the file is open alone
+        for name in UNUSED:
+            batch.cols.pop(name, None)
+            batch.valid.pop(name, None)
+        batch.cols["_row"] = np.arange(row0, row0 + batch.n, dtype=np.uint32)
+        proto = batch.cols["_proto"]
+        roce = _ROCE[proto]
+        name = "opcode" if "opcode" in batch.cols else "_opcode"
+        sel = roce & batch.mask(name) & batch.mask("dest_qp") if name in batch.cols else np.zeros(batch.n, bool)
+        stats.feed(batch, proto)
+        flows.feed(batch, name, np.flatnonzero(sel))
+        rows = np.flatnonzero(roce)
+        part = partition_of(_path_keys(_words(batch, "_src_addr")[rows], _words(batch, "_dst_addr")[rows]), partitions)
+        order = np.argsort(part, kind="stable")
+        bounds = np.searchsorted(part[order], np.arange(partitions + 1, dtype=np.uint64)).tolist()
+        for p in range(partitions):
+            pieces[p].append(batch.select(rows[order[bounds[p]:bounds[p + 1]]]))
+        pieces[partitions].append(batch.select(np.flatnonzero(_PFC[proto])))
+        ts.append(batch.cols["ts_ns"])
+        analysed.append(sel)
+        row0 += batch.n
+    meta = {"ts": np.concatenate(ts) if ts else np.zeros(0, np.int64), "warnings": warnings,
+            "stats": stats.out(), "flows": flows.out(),
+            "analysed": np.packbits(np.concatenate(analysed)) if analysed else np.zeros(0, np.uint8),
+            "spans": (int(spans.first[0]), int(spans.last[0]), spans._folded() if spans.parts else None)}
+    return {"parts": [pack([b for b in p if b.n]) for p in pieces], "meta": meta}
 
 
-def timestamps(decoded: dict) -> dict:
-    """What the driver needs to replay the merge: the timestamps, and the warnings."""
-    return {"ts": decoded["batch"].cols.get("ts_ns", np.zeros(0, np.int64)), "warnings": decoded["warnings"]}
+def meta(read_result: dict) -> dict:
+    return read_result["meta"]
+
+
+def part(read_result: dict, p: int) -> dict:
+    """Partition p's rows of the file, packed (columns_wire) for the trip to its worker."""
+    return read_result["parts"][p]
+
+
+def spans(parts: list[Batch], rows: int, n: int):
+    """A file's merge.FileSpans (as file 0) observed in parts of `rows` rows (the local engine
+    reads a file opened beside others in smaller chunks), from its RoCE rows: only they carry PSNs."""
+    from roceview.merge import FileSpans
+
+    batch = Batch.concat([b for p in parts for b in unpack(p)])
+    batch = batch.select(np.argsort(batch.cols["_row"], kind="stable")) if batch.n else batch
+    at = np.searchsorted(batch.cols["_row"], np.arange(0, n + rows, rows)) if batch.n else []
+    fs = FileSpans(1)
+    for lo, hi in zip(at[:-1], at[1:]):
+        fs.observe(0, batch.select(slice(int(lo), int(hi))))
+    return int(fs.first[0]), int(fs.last[0]), fs._folded() if fs.parts else None
 
 
 def _words(batch: Batch, name: str) -> np.ndarray:
     return np.ascontiguousarray(batch.cols[name], dtype=np.uint8).view("<u8").reshape(batch.n, 2)
-
-
-def split(decoded: dict, k: int, gidx, chunk_starts: np.ndarray, span_rows: int | None, n_files: int,
-          partitions: int) -> dict:
-    """File k's rows cut into `partitions` RoCE partitions and one PFC partition, with what the
-    driver sums from every row. gidx: the frame index (from 0) of each row, or of the first when
-    the file's rows follow each other in the merged capture."""
-    from roceview.analysis.pmtu import _path_keys
-
-    batch = Batch(decoded["batch"].n, dict(decoded["batch"].cols), decoded["batch"].valid)
-    n = batch.n
-    g = np.arange(gidx, gidx + n, dtype=np.int64) if np.isscalar(gidx) else np.asarray(gidx, np.int64)
-    batch.cols["_gidx"] = g
-    batch.cols["frame"] = g + 1
-    chunk = np.searchsorted(chunk_starts, g, side="right") - 1
-    proto = batch.cols["_proto"]
-    roce = _ROCE[proto]
-    out = {"stats": _stats(batch, proto), "spans": _spans(batch, k, span_rows, n_files),
-           "flows": _flows(batch, roce, chunk)}
-    del batch.cols["frame"]                  # the partition numbers its rows from _gidx
-    rows = np.flatnonzero(roce)
-    part = partition_of(_path_keys(_words(batch, "_src_addr")[rows], _words(batch, "_dst_addr")[rows]), partitions)
-    order = np.argsort(part, kind="stable")
-    bounds = np.searchsorted(part[order], np.arange(partitions + 1, dtype=np.uint64))
-    parts = [batch.select(rows[order[bounds[p]:bounds[p + 1]]]) for p in range(partitions)]
-    parts.append(batch.select(np.flatnonzero(_PFC[proto])))
-    out["parts"] = parts
-    return out
 
 
 def partition_of(path_keys: np.ndarray, partitions: int) -> np.ndarray:
@@ -85,75 +104,91 @@ def partition_of(path_keys: np.ndarray, partitions: int) -> np.ndarray:
     return mixed % np.uint64(partitions)
 
 
-def _stats(batch: Batch, proto: np.ndarray) -> dict:
+class _Stats:
     """Counted over every row, as the Analyzer and FactCollector count them (protocols, time
-    span, truncated frames, LLDP PFC configuration)."""
-    ts = batch.cols["ts_ns"]
-    stats = {"protocols": np.bincount(proto, minlength=len(PROTO_NAMES))[:len(PROTO_NAMES)],
-             "first_ts": int(ts.min()) if batch.n else None, "last_ts": int(ts.max()) if batch.n else None,
-             "truncated": 0, "truncated_first": [], "lldp": []}
-    if "truncated" in batch.cols and batch.n:
-        cut = batch.cols["truncated"]
-        if "truncated" in batch.valid or cut.dtype != bool:
-            cut = cut & batch.mask("truncated")
-        stats["truncated"] = int(np.count_nonzero(cut))
-        stats["truncated_first"] = batch.cols["frame"][np.flatnonzero(cut)[:5]].tolist()
-    if "lldp_pfc_enable" in batch.cols and batch.n:
-        r = np.flatnonzero(batch.mask("lldp_pfc_enable") & (proto == PROTO_CODE["lldp"]))
-        stats["lldp"] = list(zip(batch.cols["frame"][r].tolist(), batch.cols["_src_mac"][r].tolist(),
-                                 batch.cols["lldp_pfc_enable"][r].tolist()))
-    return stats
+    span, truncated frames, LLDP PFC configuration); rows by their number in the file."""
+
+    def __init__(self):
+        self.protocols = np.zeros(len(PROTO_NAMES), np.int64)
+        self.first_ts = self.last_ts = None
+        self.truncated, self.truncated_first, self.lldp = 0, [], []
+
+    def feed(self, batch: Batch, proto: np.ndarray) -> None:
+        if not batch.n:
+            return
+        self.protocols += np.bincount(proto, minlength=len(PROTO_NAMES))[:len(PROTO_NAMES)]
+        ts = batch.cols["ts_ns"]
+        lo, hi = int(ts.min()), int(ts.max())
+        self.first_ts = lo if self.first_ts is None else min(self.first_ts, lo)
+        self.last_ts = hi if self.last_ts is None else max(self.last_ts, hi)
+        if "truncated" in batch.cols:
+            cut = batch.cols["truncated"]
+            if "truncated" in batch.valid or cut.dtype != bool:
+                cut = cut & batch.mask("truncated")
+            self.truncated += int(np.count_nonzero(cut))
+            if len(self.truncated_first) < 5:
+                self.truncated_first += batch.cols["_row"][np.flatnonzero(cut)[:5]].tolist()
+        if "lldp_pfc_enable" in batch.cols:
+            r = np.flatnonzero(batch.mask("lldp_pfc_enable") & (proto == PROTO_CODE["lldp"]))
+            self.lldp += zip(batch.cols["_row"][r].tolist(), batch.cols["_src_mac"][r].tolist(),
+                             batch.cols["lldp_pfc_enable"][r].tolist())
+
+    def out(self) -> dict:
+        return {"protocols": self.protocols, "first_ts": self.first_ts, "last_ts": self.last_ts,
+                "truncated": self.truncated, "truncated_first": self.truncated_first[:5], "lldp": self.lldp}
 
 
-def _spans(batch: Batch, k: int, rows: int | None, n_files: int):
-    """merge.FileSpans of file k observed in the parts the local engine cuts it into."""
-    if rows is None:
-        return None
-    from roceview.merge import FileSpans
-
-    spans = FileSpans(n_files)
-    for lo in range(0, batch.n, rows):
-        spans.observe(k, batch.select(slice(lo, lo + rows)))
-    return spans.first[k], spans.last[k], spans._folded() if spans.parts else None
-
-
-def _flows(batch: Batch, roce: np.ndarray, chunk: np.ndarray) -> dict:
+class _FlowFirsts:
     """Per flow of the file (the rows the Analyzer analyses: RoCE with an opcode and a dest QP):
-    its key, its first frame, and in the first chunk it is in, its first row in (PSN space,
-    frame) order (chunk_counts.transport's first_idx); per chunk its last analysed frame."""
-    from roceview.analysis import opcodes as op
-    from roceview.analysis.flows import new_registry
+    its key, its first row and its first row in each PSN space (request, response, none). The
+    driver finds from them, once it knows the frames and chunks, chunk_counts.transport's
+    first_idx: a new flow's first row in (PSN space, frame) order within its first chunk."""
 
-    name = "opcode" if "opcode" in batch.cols else "_opcode"
-    sel = roce & batch.mask(name) & batch.mask("dest_qp") if name in batch.cols else np.zeros(batch.n, bool)
-    rows = np.flatnonzero(sel)
-    src, dst = _words(batch, "_src_addr")[rows], _words(batch, "_dst_addr")[rows]
-    qp = batch.cols["dest_qp"][rows].astype(np.uint32) if len(rows) else np.zeros(0, np.uint32)
-    reg = new_registry()
-    fid, _ = reg.lookup(src, dst, qp) if len(rows) else (np.zeros(0, np.int64), 0)
-    g, chunk = batch.cols["_gidx"][rows], chunk[rows]
-    flags = op.FLAGS.take(batch.cols[name][rows].astype(np.uint8)) if len(rows) else np.zeros(0, np.int64)
-    in_psn = (flags & (op.F_REQUEST_SPACE | op.F_RESPONSE_SPACE)) != 0
-    if "psn" in batch.cols:
-        in_psn &= batch.mask("psn")[rows]
-    else:
-        in_psn[:] = False
-    space = np.where(in_psn, ((flags & op.F_RESPONSE_SPACE) != 0).astype(np.int64), 2)
-    n_flows = reg.n
-    first = np.flatnonzero(fid > np.maximum.accumulate(np.r_[-1, fid[:-1]]))   # ids by first appearance
-    first_chunk = chunk[first]
-    in_first = np.flatnonzero(chunk == first_chunk[fid])
-    key = np.full(n_flows, np.iinfo(np.int64).max, np.int64)
-    np.minimum.at(key, fid[in_first], (space[in_first] << _IDX_BITS) | g[in_first])
-    last = np.flatnonzero(np.r_[chunk[1:] != chunk[:-1], True]) if len(rows) else np.zeros(0, np.int64)
-    return {"src": np.asarray(reg.src).copy(), "dst": np.asarray(reg.dst).copy(), "qp": np.asarray(reg.qp).copy(),
-            "first_frame": g[first], "first_chunk": first_chunk, "first_key": key,
-            "chunk_last": (chunk[last], g[last])}
+    def __init__(self):
+        from roceview.analysis.flows import new_registry
+
+        self.registry = new_registry()
+        self.first = np.zeros((4, 0), np.int64)
+
+    def feed(self, batch: Batch, name: str, rows: np.ndarray) -> None:
+        from roceview.analysis import opcodes as op
+
+        if not len(rows):
+            return
+        src, dst = _words(batch, "_src_addr")[rows], _words(batch, "_dst_addr")[rows]
+        fid, before = self.registry.lookup(src, dst, batch.cols["dest_qp"][rows].astype(np.uint32))
+        if self.registry.n > self.first.shape[1]:
+            grown = np.full((4, self.registry.n), -1, np.int64)
+            grown[:, :self.first.shape[1]] = self.first
+            self.first = grown
+        flags = op.FLAGS.take(batch.cols[name][rows].astype(np.uint8))
+        in_psn = (flags & (op.F_REQUEST_SPACE | op.F_RESPONSE_SPACE)) != 0
+        in_psn &= batch.mask("psn")[rows] if "psn" in batch.cols else False
+        space = np.where(in_psn, ((flags & op.F_RESPONSE_SPACE) != 0).astype(np.int64), 2)
+        at = batch.cols["_row"][rows]
+        for k, sel in ((0, None), (1, space == 0), (2, space == 1), (3, space == 2)):
+            f, r = (fid, at) if sel is None else (fid[sel], at[sel])
+            todo = np.flatnonzero(self.first[k][f] < 0)      # flows without one yet: few after the start
+            if len(todo):
+                flows, first = np.unique(f[todo], return_index=True)
+                self.first[k][flows] = r[todo][first]
+
+    def out(self) -> dict:
+        reg = self.registry
+        return {"src": np.asarray(reg.src).copy(), "dst": np.asarray(reg.dst).copy(),
+                "qp": np.asarray(reg.qp).copy(), "first": self.first[:, :reg.n]}
 
 
-def analyse(parts: list[Batch], chunk_starts: np.ndarray, gates: np.ndarray, pmtu, link_speed: float,
+def analyse(parts: list[dict], gidx: list, chunk_starts: np.ndarray, gates: np.ndarray, pmtu, link_speed: float,
             bucket_ms: float, facts: bool) -> dict:
-    """A partition's rows (its part of every file) analysed in the local engine's chunks."""
+    """A partition's rows (its part of every file) analysed in the local engine's chunks; gidx:
+    per file the frame index (from 0) of each row, or of its first when they follow each other."""
     from roceview.dask_partition_run import run_partition
 
-    return run_partition(parts, chunk_starts, gates, pmtu, link_speed, bucket_ms, facts)
+    pieces = []
+    for packed, g in zip(parts, gidx):
+        for b in unpack(packed):
+            rows = b.cols.pop("_row").astype(np.int64)
+            b.cols["_gidx"] = rows + g if np.isscalar(g) else np.asarray(g)[rows]
+            pieces.append(b)
+    return run_partition(pieces, chunk_starts, gates, pmtu, link_speed, bucket_ms, facts)

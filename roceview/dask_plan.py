@@ -12,7 +12,6 @@ import numpy as np
 
 from roceview.batch import Batch
 
-_IDX_MASK = (1 << 40) - 1
 
 
 class Plan:
@@ -89,35 +88,57 @@ def _backwards(ts: np.ndarray) -> tuple[int, int, list]:
     return len(back), int((ts[back - 1] - ts[back]).max()), (back[:5] + 1).tolist()
 
 
-def gates(flows: list[dict], n_chunks: int) -> tuple[np.ndarray, list[str]]:
+def frames(gidx, rows) -> np.ndarray:
+    """Frame indexes (from 0) of a file's rows, given its Plan.gidx entry."""
+    rows = np.asarray(rows, np.int64)
+    return rows + gidx if np.isscalar(gidx) else np.asarray(gidx)[rows]
+
+
+def last_analysed(plan: "Plan", analysed: list[np.ndarray]) -> np.ndarray:
+    """Per chunk the frame index of its last analysed row (-2^62 where none), from each file's
+    bit per row (RoCE with an opcode and a dest QP: engine._roce_rows)."""
+    seen = np.zeros(sum(plan.n), bool)
+    for k, bits in enumerate(analysed):
+        seen[frames(plan.gidx[k], np.flatnonzero(np.unpackbits(bits, count=plan.n[k])))] = True
+    at = np.flatnonzero(seen)
+    ends = np.r_[plan.chunk_starts[1:], len(seen)] if plan.n_chunks else np.zeros(0, np.int64)
+    pos = np.searchsorted(at, ends) - 1
+    last = np.where(pos >= 0, at[np.maximum(pos, 0)] if len(at) else 0, -(1 << 62))
+    return np.where(last >= plan.chunk_starts[:len(last)], last, -(1 << 62))
+
+
+def gates(plan: "Plan", flows: list[dict], analysed: list[np.ndarray]) -> tuple[np.ndarray, list[str]]:
     """(per chunk whether the local Analyzer pairs QPs in it, the flow names in qps.csv order)
-    from the split's per-file flow summaries (dask_partition._flows)."""
+    from the files' flow summaries (dask_partition._FlowFirsts)."""
     from roceview.analysis.chunk_psn import PAIRING_HORIZON
 
-    flows = [f for f in flows if len(f["qp"])]
-    last = np.full(max(n_chunks, 1), -(1 << 62), np.int64)
-    if not flows:
-        return np.zeros(max(n_chunks, 1), bool), []
-    for f in flows:
-        np.maximum.at(last, *f["chunk_last"])
-    cat = {k: np.concatenate([f[k] for f in flows]) for k in ("first_frame", "first_chunk", "first_key", "qp")}
-    src, dst = (np.concatenate([f[k] for f in flows]).astype(np.uint64) for k in ("src", "dst"))
-    key = np.ascontiguousarray(np.column_stack([src, dst, cat["qp"].astype(np.uint64)]))
-    _, first, inv = np.unique(key.view(np.dtype((np.void, 40))).ravel(), return_index=True, return_inverse=True)
+    n_chunks = max(plan.n_chunks, 1)
+    last = np.full(n_chunks, -(1 << 62), np.int64)
+    last[:plan.n_chunks] = last_analysed(plan, analysed)
+    have = [k for k, f in enumerate(flows) if len(f["qp"])]
+    if not have:
+        return np.zeros(n_chunks, bool), []
+    src, dst = (np.concatenate([flows[k][c] for k in have]).astype(np.uint64) for c in ("src", "dst"))
+    qp = np.concatenate([flows[k]["qp"] for k in have]).astype(np.uint64)
+    first = np.concatenate([np.where(flows[k]["first"] >= 0, frames(plan.gidx[k], np.maximum(flows[k]["first"], 0)),
+                                     np.iinfo(np.int64).max) for k in have], axis=1)
+    key = np.ascontiguousarray(np.column_stack([src, dst, qp]))
+    _, one, inv = np.unique(key.view(np.dtype((np.void, 40))).ravel(), return_index=True, return_inverse=True)
     inv = inv.reshape(-1)
-    m = len(first)
-    first_frame = np.full(m, np.iinfo(np.int64).max, np.int64)
-    np.minimum.at(first_frame, inv, cat["first_frame"])
-    first_chunk = np.full(m, np.iinfo(np.int64).max, np.int64)
-    np.minimum.at(first_chunk, inv, cat["first_chunk"])
-    there = cat["first_chunk"] == first_chunk[inv]            # the file's rows in the flow's first chunk
-    first_key = np.full(m, np.iinfo(np.int64).max, np.int64)
-    np.minimum.at(first_key, inv[there], cat["first_key"][there])
-    newest = np.full(max(n_chunks, 1), -PAIRING_HORIZON, np.int64)    # Analyzer.last_new_flow_idx
-    np.maximum.at(newest, first_chunk, first_key & _IDX_MASK)
+    best = np.full((4, len(one)), np.iinfo(np.int64).max, np.int64)
+    for k in range(4):
+        np.minimum.at(best[k], inv, first[k])
+    chunk = np.searchsorted(plan.chunk_starts, best, side="right") - 1
+    # first_idx: the flow's first row in (PSN space, frame) order within its first chunk
+    first_idx = np.full(len(one), np.iinfo(np.int64).max, np.int64)
+    for space in (3, 2, 1):
+        in_first = (best[space] != np.iinfo(np.int64).max) & (chunk[space] == chunk[0])
+        first_idx = np.where(in_first, best[space], first_idx)
+    newest = np.full(n_chunks, -PAIRING_HORIZON, np.int64)     # Analyzer.last_new_flow_idx
+    np.maximum.at(newest, chunk[0], first_idx)
     newest = np.maximum.accumulate(newest)
-    order = np.argsort(first_frame, kind="stable")
-    return last - newest < PAIRING_HORIZON, _names(key[first[order]])
+    order = np.argsort(best[0], kind="stable")
+    return last - newest < PAIRING_HORIZON, _names(key[one[order]])
 
 
 def _names(keys: np.ndarray) -> list[str]:

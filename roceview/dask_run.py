@@ -1,25 +1,18 @@
 """`analyze --engine dask` with the analysis on the workers, partitioned by connection.
 
-    decode (per file) -> timestamps -> Plan (driver: frames, chunks) -> split (per file)
-        -> gates (driver: the cross-flow decision per chunk) -> analyse (per partition)
+    read (per file: decode, cut into partitions) -> Plan (driver, on timestamps: frames, chunks)
+        -> gates (driver: the one cross-flow decision per chunk) -> analyse (per partition)
         -> merge (driver: partition_merge) -> the diagnoser, once (api.py)
 
-Only timestamps, per-file flow summaries and the partitions' result tables travel to the
-driver; the packets go from the worker that decoded them to the worker analysing their
-partition. When a partitioned run cannot promise the local engine's result (partition_merge.
-exact), `analyze` returns None and the caller runs the exact driver-side path (dask_engine).
+Only timestamps, per-file summaries and the partitions' result tables travel to the driver;
+the packets go, packed (columns_wire), from the worker that read them to the worker analysing
+their partition. When a partitioned run cannot promise the local engine's result
+(partition_merge.exact), `partitioned` returns None and the caller runs the exact
+driver-side path (dask_engine.DaskBatches) on the same cluster.
 """
 from __future__ import annotations
 
 from roceview.dask_engine import RETRIES, connect, result_of
-
-
-def _info(split_result: dict) -> dict:
-    return {k: v for k, v in split_result.items() if k != "parts"}
-
-
-def _part(split_result: dict, p: int):
-    return split_result["parts"][p]
 
 
 def partitioned(files: list[str], scheduler, warn, **options):
@@ -57,55 +50,68 @@ def analyze(files: list[str], *, client, roce_ports=(), chunk_packets: int, pmtu
             bucket_ms: float, facts: bool):
     """(AnalysisResult with result.facts, the warnings to tell), or (None, why) when the
     partitions cannot give the local result."""
-    from roceview.dask_partition import analyse, decode, split, timestamps
+    from roceview.dask_partition import analyse, meta, part, read, spans
     from roceview.dask_plan import Plan, gates
     from roceview.packets import _time_ordered
-    from roceview.partition_merge import exact, merge, merge_facts
+    from roceview.partition_merge import exact, merge
 
-    submit, gather = client.submit, _gather
+    submit = client.submit
     order, starts = _time_ordered(files) if len(files) > 1 else (files, [None])
     workers = sorted(client.scheduler_info().get("workers", {})) or [None]
-    decoded = [submit(decode, path, tuple(roce_ports), chunk_packets, "analysis", pure=False, retries=RETRIES)
-               for path in order]
-    meta = gather([submit(timestamps, d, pure=False, retries=RETRIES) for d in decoded], order)
-    told: list[str] = []
-    plan = Plan(order, starts, [m["ts"] for m in meta], [m["warnings"] for m in meta], chunk_packets, told.append)
-    del meta
     n_part = len(workers)
-    splits = [submit(split, d, k, plan.gidx[k], plan.chunk_starts, plan.span_rows[k] if len(order) > 1 else None,
-                     len(order), n_part, pure=False, retries=RETRIES) for k, d in enumerate(decoded)]
-    del decoded
-    infos = gather([submit(_info, s, pure=False) for s in splits], order)
-    gate, names = gates([i["flows"] for i in infos], plan.n_chunks)
-    results = []
-    for p in range(n_part + 1):
-        parts = [submit(_part, s, p, pure=False) for s in splits]
-        where = [workers[p % len(workers)]] if workers[0] is not None else None
-        results.append(submit(analyse, parts, plan.chunk_starts, gate, pmtu, link_speed, bucket_ms, facts, pure=False,
-                              retries=RETRIES, workers=where, allow_other_workers=True))
-    del splits
-    parts = gather(results, order)
-    why, bucket_ns = exact(parts, max(1, int(round(bucket_ms * 1_000_000))), plan.n_chunks)
+    reads = [submit(read, path, tuple(roce_ports), chunk_packets, "analysis", n_part, pure=False, retries=RETRIES)
+             for path in order]
+    metas = _gather([submit(meta, r, pure=False) for r in reads], order)
+    told: list[str] = []
+    plan = Plan(order, starts, [m["ts"] for m in metas], [m["warnings"] for m in metas], chunk_packets, told.append)
+    parts = [[submit(part, r, p, pure=False) for r in reads] for p in range(n_part + 1)]
+    again = [k for k in range(len(order)) if len(order) > 1 and plan.span_rows[k] != chunk_packets]
+    respans = dict(zip(again, _gather([submit(spans, [parts[p][k] for p in range(n_part)], plan.span_rows[k],
+                                               plan.n[k], pure=False) for k in again], order)))
+    gate, names = gates(plan, [m["flows"] for m in metas], [m["analysed"] for m in metas])
+    results = [submit(analyse, parts[p], plan.gidx, plan.chunk_starts, gate, pmtu, link_speed, bucket_ms, facts,
+                      pure=False, retries=RETRIES, allow_other_workers=True,
+                      workers=None if workers[0] is None else [workers[p % n_part]]) for p in range(n_part + 1)]
+    del reads, parts
+    done = _gather(results, order)
+    why, bucket_ns = exact(done, max(1, int(round(bucket_ms * 1_000_000))), plan.n_chunks)
     if why is not None:
         return None, why
-    told += _disagreements(order, [i["spans"] for i in infos]) if len(order) > 1 else []
-    stats = [i["stats"] for i in infos]
-    result = merge(parts, names, stats, {"pmtu": pmtu, "link_speed": link_speed, "bucket_ms": bucket_ms},
+    if len(order) > 1:
+        told += _disagreements(order, [respans.get(k, m["spans"]) for k, m in enumerate(metas)])
+    stats = [_in_frames(m["stats"], g) for m, g in zip(metas, plan.gidx)]
+    result = merge(done, names, stats, {"pmtu": pmtu, "link_speed": link_speed, "bucket_ms": bucket_ms},
                    files, told, bucket_ns)
     if facts:
-        result.facts = merge_facts(parts, stats, plan.ts_backwards)
+        from roceview.partition_merge import merge_facts
+
+        result.facts = merge_facts(done, stats, plan.ts_backwards)
     return result, told
+
+
+def _in_frames(stats: dict, gidx) -> dict:
+    """A file's stats with its row numbers as frame numbers."""
+    from roceview.dask_plan import frames
+
+    out = dict(stats)
+    out["truncated_first"] = (frames(gidx, stats["truncated_first"]) + 1).tolist()
+    lldp = stats["lldp"]
+    at = frames(gidx, [r for r, _, _ in lldp]) + 1
+    out["lldp"] = [(int(f), mac, bits) for f, (_, mac, bits) in zip(at.tolist(), lldp)]
+    return out
 
 
 def _disagreements(order: list[str], spans: list) -> list[str]:
     """merge.FileSpans' warnings from the files' spans, observed on the workers."""
+    import numpy as np
+
     from roceview.merge import FileSpans
 
     fs = FileSpans(len(order))
     for k, (first, last, folded) in enumerate(spans):
         fs.first[k], fs.last[k] = first, last
-        if folded is not None:
-            fs.parts.append(folded)
+        if folded is not None:                   # observed as file 0 on the worker
+            fs.parts.append((np.full(len(folded[0]), k, np.int64), *folded[1:]))
     return fs.disagreements(order)
 
 

@@ -248,7 +248,7 @@ def test_a_lost_worker_whose_retries_ran_out_fails_the_run(cluster, ring, tmp_pa
     import roceview.dask_partition as partition
 
     monkeypatch.setattr(engine, "decode_file", _dies)
-    monkeypatch.setattr(partition, "decode", _dies_partitioned)
+    monkeypatch.setattr(partition, "read", _dies_partitioned)
     code, _, err = run([str(ring), "--engine", "dask", "--scheduler", cluster.scheduler_address,
                         "--csv", str(tmp_path / "out")])
     assert code == 2
@@ -271,6 +271,6 @@ def _dies_partitioned(path, *args):
 
     if path.endswith("00002.pcap"):
         os._exit(1)
-    from roceview.dask_partition import decode
+    from roceview.dask_partition import read
 
-    return decode(path, *args)
+    return read(path, *args)
