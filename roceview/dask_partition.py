@@ -19,7 +19,6 @@ import numpy as np
 
 from roceview.analysis.pmtu import _path_keys
 from roceview.batch import PROTO_CODE, PROTO_NAMES, Batch
-from roceview.columns_wire import pack, unpack
 
 _ROCE = np.zeros(len(PROTO_NAMES), dtype=bool)
 _ROCE[[PROTO_CODE["roce_v1"], PROTO_CODE["roce_v2"], PROTO_CODE["ib"]]] = True
@@ -66,15 +65,16 @@ def read(path: str, roce_ports: tuple, chunk_packets: int, projection: str | Non
             "stats": stats.out(), "flows": flows.out(),
             "analysed": np.packbits(np.concatenate(analysed)) if analysed else np.zeros(0, np.uint8),
             "spans": (int(spans.first[0]), int(spans.last[0]), spans._folded() if spans.parts else None)}
-    return {"parts": [pack([b for b in p if b.n]) for p in pieces], "meta": meta}
+    return {"parts": [[b for b in p if b.n] for p in pieces], "meta": meta}
 
 
 def meta(read_result: dict) -> dict:
     return read_result["meta"]
 
 
-def part(read_result: dict, p: int) -> dict:
-    """Partition p's rows of the file, packed (columns_wire) for the trip to its worker."""
+def part(read_result: dict, p: int) -> list[Batch]:
+    """Partition p's rows of the file (in pieces, one per chunk read; Dask sends numpy arrays as
+    they are: packing them, columns_wire, cost more CPU than it saved on one machine)."""
     return read_result["parts"][p]
 
 
@@ -83,7 +83,7 @@ def spans(parts: list[Batch], rows: int, n: int):
     reads a file opened beside others in smaller chunks), from its RoCE rows: only they carry PSNs."""
     from roceview.merge import FileSpans
 
-    batch = Batch.concat([b for p in parts for b in unpack(p)])
+    batch = Batch.concat([b for p in parts for b in p])
     batch = batch.select(np.argsort(batch.cols["_row"], kind="stable")) if batch.n else batch
     at = np.searchsorted(batch.cols["_row"], np.arange(0, n + rows, rows)) if batch.n else []
     fs = FileSpans(1)
@@ -186,8 +186,8 @@ def analyse(parts: list[dict], gidx: list, chunk_starts: np.ndarray, gates: np.n
     from roceview.dask_partition_run import run_partition
 
     pieces = []
-    for packed, g in zip(parts, gidx):
-        for b in unpack(packed):
+    for file_parts, g in zip(parts, gidx):
+        for b in file_parts:
             rows = b.cols.pop("_row").astype(np.int64)
             b.cols["_gidx"] = rows + g if np.isscalar(g) else np.asarray(g)[rows]
             pieces.append(b)

@@ -55,21 +55,23 @@ class RecordingTimeline(Timeline):
         if len(ts) == 0:
             return out
         if len(self._parts) == parts + 1 and self.bucket_ns == self.requested_ns and self._rows > rows:
-            bucket, fl = self._parts[-1][:2]
+            bucket, fl = self._parts[-1][:2]              # the chunk's distinct (bucket, flow) rows
         else:                                   # this chunk's rows were merged: from the rows
             bucket, fl = _distinct(ts // self.requested_ns, np.asarray(flow, np.int64))
+        fl = np.asarray(fl, np.int64)
         if self._last.shape[1] < n_flows:
             grown = np.full((LEVELS, n_flows), np.iinfo(np.int64).min, np.int64)
             grown[:, :self._last.shape[1]] = self._last
             self._last = grown
+        order = np.argsort(fl, kind="stable")           # (flow, bucket) order: one sort for every level
+        bucket, fl = bucket[order], fl[order]
         counts = np.zeros((2, LEVELS), np.int64)
-        low, high, flows = int(bucket.min()), int(bucket.max()), None
+        new_flow = np.r_[True, fl[1:] != fl[:-1]]
         for level in range(LEVELS):
-            if low >> level == high >> level:             # one bucket: a row per flow
-                flows = np.unique(fl) if flows is None else flows
-                b, f = np.full(len(flows), low >> level, np.int64), flows
-            else:
-                b, f = _distinct(bucket >> level, fl) if level else (bucket, fl)
+            b = bucket >> level
+            first = new_flow.copy()
+            first[1:] |= b[1:] != b[:-1]
+            b, f = b[first], fl[first]
             last = self._last[level]
             self.unsure |= bool((b < last[f]).any())        # out of time order: cannot tell
             counts[:, level] = len(b), int(np.count_nonzero(b > last[f]))

@@ -34,7 +34,7 @@ def exact(parts: list[dict], bucket_ns: int, n_chunks: int) -> tuple[str | None,
     return None, bucket_ns << level
 
 
-def _timeline_level(parts: list[dict], n_chunks: int) -> int | None:
+def _timeline_level(parts: list[dict], n_chunks: int, max_rows: int = MAX_ROWS) -> int | None:
     """How often the local Timeline doubles its buckets (Timeline.feed/_bound replayed on the
     partitions' per-chunk row counts: a chunk's rows are the sum of its partitions')."""
     from roceview.dask_partition_run import LEVELS
@@ -49,9 +49,9 @@ def _timeline_level(parts: list[dict], n_chunks: int) -> int | None:
     for added, new in counts.tolist():
         distinct += new
         rows += added[level]
-        if rows > MAX_ROWS:
+        if rows > max_rows:
             merged = distinct[level]
-            while merged > MAX_ROWS // 2:
+            while merged > max_rows // 2:
                 level += 1
                 if level == LEVELS:
                     return None
