@@ -52,7 +52,7 @@ def read(path: str, roce_ports: tuple, chunk_packets: int, projection: str | Non
         stats.feed(batch, proto)
         flows.feed(batch, name, np.flatnonzero(sel))
         rows = np.flatnonzero(roce)
-        part = partition_of(_path_keys(_words(batch, "_src_addr")[rows], _words(batch, "_dst_addr")[rows]), partitions)
+        part = partition_of(_path_keys(_words(batch, "_src_addr", rows), _words(batch, "_dst_addr", rows)), partitions)
         order = np.argsort(part, kind="stable")
         bounds = np.searchsorted(part[order], np.arange(partitions + 1, dtype=np.uint64)).tolist()
         for p in range(partitions):
@@ -92,8 +92,10 @@ def spans(parts: list[Batch], rows: int, n: int):
     return int(fs.first[0]), int(fs.last[0]), fs._folded() if fs.parts else None
 
 
-def _words(batch: Batch, name: str) -> np.ndarray:
-    return np.ascontiguousarray(batch.cols[name], dtype=np.uint8).view("<u8").reshape(batch.n, 2)
+def _words(batch: Batch, name: str, rows: np.ndarray) -> np.ndarray:
+    """An address column as (n, 2) uint64 words at `rows` (a view when they are every row)."""
+    words = np.ascontiguousarray(batch.cols[name], dtype=np.uint8).view("<u8").reshape(batch.n, 2)
+    return words if len(rows) == batch.n else words[rows]
 
 
 def partition_of(path_keys: np.ndarray, partitions: int) -> np.ndarray:
@@ -149,29 +151,34 @@ class _FlowFirsts:
 
         self.registry = new_registry()
         self.first = np.zeros((4, 0), np.int64)
+        self.has = np.zeros(0, bool)                 # (flow, space) pairs with their first row found
 
     def feed(self, batch: Batch, name: str, rows: np.ndarray) -> None:
         from roceview.analysis import opcodes as op
 
         if not len(rows):
             return
-        src, dst = _words(batch, "_src_addr")[rows], _words(batch, "_dst_addr")[rows]
+        src, dst = _words(batch, "_src_addr", rows), _words(batch, "_dst_addr", rows)
         fid, before = self.registry.lookup(src, dst, batch.cols["dest_qp"][rows].astype(np.uint32))
-        if self.registry.n > self.first.shape[1]:
-            grown = np.full((4, self.registry.n), -1, np.int64)
+        n = self.registry.n
+        if n > self.first.shape[1]:
+            grown = np.full((4, n), -1, np.int64)
             grown[:, :self.first.shape[1]] = self.first
-            self.first = grown
+            self.first, self.has = grown, np.r_[self.has, np.zeros(3 * n - len(self.has), bool)]
+        at = batch.cols["_row"][rows]
+        if n > before:                               # new flows: their first rows
+            new = np.flatnonzero(fid >= before)
+            flows, first = np.unique(fid[new], return_index=True)
+            self.first[0][flows] = at[new[first]]
         flags = op.FLAGS.take(batch.cols[name][rows].astype(np.uint8))
         in_psn = (flags & (op.F_REQUEST_SPACE | op.F_RESPONSE_SPACE)) != 0
         in_psn &= batch.mask("psn")[rows] if "psn" in batch.cols else False
-        space = np.where(in_psn, ((flags & op.F_RESPONSE_SPACE) != 0).astype(np.int64), 2)
-        at = batch.cols["_row"][rows]
-        for k, sel in ((0, None), (1, space == 0), (2, space == 1), (3, space == 2)):
-            f, r = (fid, at) if sel is None else (fid[sel], at[sel])
-            todo = np.flatnonzero(self.first[k][f] < 0)      # flows without one yet: few after the start
-            if len(todo):
-                flows, first = np.unique(f[todo], return_index=True)
-                self.first[k][flows] = r[todo][first]
+        key = fid * 3 + np.where(in_psn, ((flags & op.F_RESPONSE_SPACE) != 0).astype(np.int64), 2)
+        todo = np.flatnonzero(~self.has.take(key))   # (flow, space) pairs not seen yet: few after the start
+        if len(todo):
+            pairs, first = np.unique(key[todo], return_index=True)
+            self.has[pairs] = True
+            self.first[1 + pairs % 3, pairs // 3] = at[todo[first]]
 
     def out(self) -> dict:
         reg = self.registry
