@@ -34,6 +34,7 @@ def read(path: str, roce_ports: tuple, chunk_packets: int, projection: str | Non
     from roceview.decode import decode_chunk, port_table
     from roceview.merge import FileSpans
 
+    _keep_freed_memory()
     warnings: list[str] = []
     ports, spans, flows = port_table(roce_ports), FileSpans(1), _FlowFirsts()
     pieces: list[list[Batch]] = [[] for _ in range(partitions + 1)]
@@ -66,6 +67,16 @@ def read(path: str, roce_ports: tuple, chunk_packets: int, projection: str | Non
             "analysed": np.packbits(np.concatenate(analysed)) if analysed else np.zeros(0, np.uint8),
             "spans": (int(spans.first[0]), int(spans.last[0]), spans._folded() if spans.parts else None)}
     return {"parts": [[b for b in p if b.n] for p in pieces], "meta": meta}
+
+
+def _keep_freed_memory() -> None:
+    """Dask starts its workers with MALLOC_TRIM_THRESHOLD_=65536 (distributed.nanny.pre-spawn-
+    environ), so glibc hands every freed chunk buffer back to the kernel and faults it in again:
+    the tasks ran 2-4x slower than the same code in a plain process. The worker's glibc keeps
+    freed blocks instead, as the CLI's own process does (capture.memory.keep_freed_memory)."""
+    from roceview.capture.memory import keep_freed_memory
+
+    keep_freed_memory()
 
 
 def meta(read_result: dict) -> dict:
@@ -192,6 +203,7 @@ def analyse(parts: list[dict], gidx: list, chunk_starts: np.ndarray, gates: np.n
     per file the frame index (from 0) of each row, or of its first when they follow each other."""
     from roceview.dask_partition_run import run_partition
 
+    _keep_freed_memory()
     pieces = []
     for file_parts, g in zip(parts, gidx):
         for b in file_parts:
