@@ -1,13 +1,14 @@
-"""`analyze --engine dask`: capture files decoded on a Dask cluster, analysed exactly as locally.
+"""`analyze --engine dask`: the connection, errors, and the exact driver-side path.
 
-Workers read and decode whole files (the analysis projection's columns, decode.decode_chunk)
-in parallel; this process merges the decoded chunks in time order with the local engine's own
-merge (roceview.merge, as packets._merged does: same file order, interface numbers, chunk
-sizes, frame numbers) and feeds them to the unchanged Analyzer and FactCollector; the
-diagnoser runs once. Path-MTU inference, the pairing horizon, flow ids, the event caps and the
-frame numbers couple every flow of the capture, so the analysis itself is not partitioned:
-the results are the local engine's byte for byte, and what scales is the decode (README,
-"Running on a Dask cluster", has the measured split). Needs `pip install 'roceview[dask]'`.
+The usual run analyses on the workers, partitioned by connection (dask_run.py). This module
+holds what both paths share (connect, result_of, decode_file) and `DaskBatches`, the path
+taken when a partitioned run cannot promise the local result (partition_merge.exact: an event
+budget reached, rows held back for path-MTU evidence, a timeline that cannot be told; and for
+a Parquet dataset, packets=True or a display filter): workers decode whole files (the analysis
+projection's columns, decode.decode_chunk) in parallel; this process merges the decoded chunks
+in time order with the local engine's own merge (roceview.merge, as packets._merged does: same
+file order, interface numbers, chunk sizes, frame numbers) and feeds them to the unchanged
+Analyzer and FactCollector; the diagnoser runs once. Needs `pip install 'roceview[dask]'`.
 """
 from __future__ import annotations
 

@@ -25,6 +25,9 @@ _ROCE[[PROTO_CODE["roce_v1"], PROTO_CODE["roce_v2"], PROTO_CODE["ib"]]] = True
 _PFC = np.zeros(len(PROTO_NAMES), dtype=bool)
 _PFC[[PROTO_CODE["pfc"], PROTO_CODE["pause"]]] = True
 UNUSED = ("frame", "interface")     # read by neither the Analyzer nor the FactCollector: not carried
+# Read only from PFC, PAUSE and LLDP frames (Analyzer._pfc_rows, FactCollector._lldp), which
+# are not in the RoCE partitions: 30 of their ~190 bytes a row, not carried there.
+PFC_ONLY = ("pfc_enable", "pause_quanta", "lldp_pfc_enable") + tuple(f"pfc_quanta{p}" for p in range(8))
 
 
 def read(path: str, roce_ports: tuple, chunk_packets: int, projection: str | None, partitions: int) -> dict:
@@ -56,8 +59,10 @@ def read(path: str, roce_ports: tuple, chunk_packets: int, projection: str | Non
         part = partition_of(_path_keys(_words(batch, "_src_addr", rows), _words(batch, "_dst_addr", rows)), partitions)
         order = np.argsort(part, kind="stable")
         bounds = np.searchsorted(part[order], np.arange(partitions + 1, dtype=np.uint64)).tolist()
+        roce_cols = Batch(batch.n, {k: v for k, v in batch.cols.items() if k not in PFC_ONLY},
+                          {k: v for k, v in batch.valid.items() if k not in PFC_ONLY})
         for p in range(partitions):
-            pieces[p].append(batch.select(rows[order[bounds[p]:bounds[p + 1]]]))
+            pieces[p].append(roce_cols.select(rows[order[bounds[p]:bounds[p + 1]]]))
         pieces[partitions].append(batch.select(np.flatnonzero(_PFC[proto])))
         ts.append(batch.cols["ts_ns"])
         analysed.append(sel)
