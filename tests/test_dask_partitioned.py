@@ -195,3 +195,17 @@ def test_a_run_that_cannot_be_exact_falls_back_to_the_same_result(cluster, fabri
         dask = roceview.analyze(fabric, engine="dask", scheduler=cluster.scheduler_address)
     assert len(made) == 1 and made[0] is not None            # on the partitioned run's connection
     assert csvs(dask, tmp_path / "d") == csvs(local, tmp_path / "l")
+
+
+def test_real_captures_partitioned_identical_to_local(cluster, real_capture, tmp_path, monkeypatch):
+    """Each real capture (RoCE v1 and v2, native IB, CM, bad ICRCs, cut frames, PAUSE, LLDP,
+    mixed LAN traffic): the partitioned run, not the fallback, gives the local CSVs."""
+    import roceview.dask_engine as engine
+
+    def fallback(*args, **kwargs):
+        raise AssertionError("fell back to the driver-side analysis")
+    monkeypatch.setattr(engine, "DaskBatches", fallback)
+    local = roceview.analyze(real_capture, warn=lambda m: None)
+    dask = roceview.analyze(real_capture, engine="dask", scheduler=cluster.scheduler_address, warn=lambda m: None)
+    assert csvs(dask, tmp_path / "d") == csvs(local, tmp_path / "l")
+    assert dask.summary == local.summary
