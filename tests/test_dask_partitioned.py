@@ -13,7 +13,7 @@ from roceview.analysis import Analyzer
 from roceview.analysis.timeline import Timeline
 from roceview.capture.writer import write_pcap
 from roceview.generate import generate
-from roceview.render.export import CSV_FILES, write_csv_dir
+from roceview.render.export import CSV_FILES, write_csv_dir, write_json
 
 REPO = Path(__file__).resolve().parents[1]
 CSVS = [name for name, _ in CSV_FILES]
@@ -166,6 +166,9 @@ def test_flows_in_several_partitions_identical_to_local(cluster, fabric, tmp_pat
     dask = roceview.analyze(fabric, engine="dask", scheduler=cluster.scheduler_address)
     assert csvs(dask, tmp_path / "d") == csvs(local, tmp_path / "l")
     assert dask.summary == local.summary
+    write_json(dask, tmp_path / "d.json")
+    write_json(local, tmp_path / "l.json")
+    assert (tmp_path / "d.json").read_bytes() == (tmp_path / "l.json").read_bytes()
     assert "incast" in set(local.findings["kind"].astype(str))
     pairs = {tuple(sorted(p)) for p in zip(local.flows["src_ip"].astype(str), local.flows["dst_ip"].astype(str))}
     assert {int(partition_of(_path_keys(_words(a), _words(b)), 2)[0]) for a, b in pairs} == {0, 1}
