@@ -62,7 +62,10 @@ def read(path: str, roce_ports: tuple, chunk_packets: int, projection: str | Non
         roce_cols = Batch(batch.n, {k: v for k, v in batch.cols.items() if k not in PFC_ONLY},
                           {k: v for k, v in batch.valid.items() if k not in PFC_ONLY})
         for p in range(partitions):
-            pieces[p].append(roce_cols.select(rows[order[bounds[p]:bounds[p + 1]]]))
+            if bounds[p + 1] - bounds[p] == batch.n:             # every row in one partition: no copy
+                pieces[p].append(roce_cols)
+            else:
+                pieces[p].append(roce_cols.select(rows[order[bounds[p]:bounds[p + 1]]]))
         pieces[partitions].append(batch.select(np.flatnonzero(_PFC[proto])))
         ts.append(batch.cols["ts_ns"])
         analysed.append(sel)
@@ -211,8 +214,9 @@ def analyse(parts: list[dict], gidx: list, chunk_starts: np.ndarray, gates: np.n
     _keep_freed_memory()
     pieces = []
     for file_parts, g in zip(parts, gidx):
-        for b in file_parts:
-            rows = b.cols.pop("_row").astype(np.int64)
-            b.cols["_gidx"] = rows + g if np.isscalar(g) else np.asarray(g)[rows]
-            pieces.append(b)
+        for b in file_parts:                         # new Batches: the read task's stay as they were
+            cols = {k: v for k, v in b.cols.items() if k != "_row"}
+            rows = b.cols["_row"].astype(np.int64)
+            cols["_gidx"] = rows + g if np.isscalar(g) else np.asarray(g)[rows]
+            pieces.append(Batch(b.n, cols, b.valid))
     return run_partition(pieces, chunk_starts, gates, pmtu, link_speed, bucket_ms, facts)
