@@ -56,10 +56,18 @@ def analyze(paths, *, pmtu: int | None = None, link_speed: float = 100.0, bucket
     if engine == "dask" and not packets and display is None:     # the analysis on the workers
         from roceview.dask_run import partitioned
 
+        if on_batch is not None:          # no batch passes here: the callback sees an empty one
+            import numpy as np
+
+            from roceview.batch import Batch
+
+            on_batch(Batch(0, {"cap_len": np.zeros(0, np.uint32)}))
         result, connection = partitioned(files, scheduler, on_warning, roce_ports=roce_ports,
                                          chunk_packets=chunk_packets, pmtu=pmtu, link_speed=link_speed,
                                          bucket_ms=bucket_ms, facts=diagnose)
         if result is not None:
+            if progress is not None:
+                progress(result.summary["packets"])
             return _diagnosed(result, settings, diagnose)
     # Reading starts now, on its own thread: the analysis modules import meanwhile. The
     # analysis reads 22 of the declared columns: the kernel extracts only those, unless the
