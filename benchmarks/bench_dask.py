@@ -135,6 +135,8 @@ def _cpu_s() -> float:
 def _warm() -> None:
     import roceview.columns_wire  # noqa: F401
     import roceview.dask_engine  # noqa: F401
+    import roceview.dask_partition  # noqa: F401
+    import roceview.dask_partition_run  # noqa: F401  (the Analyzer, the FactCollector)
     import roceview.decode  # noqa: F401
     import roceview.table  # noqa: F401
 

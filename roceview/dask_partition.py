@@ -19,6 +19,7 @@ import numpy as np
 
 from roceview.analysis.pmtu import _path_keys
 from roceview.batch import PROTO_CODE, PROTO_NAMES, Batch
+from roceview.columns_wire import pack, unpack
 
 _ROCE = np.zeros(len(PROTO_NAMES), dtype=bool)
 _ROCE[[PROTO_CODE["roce_v1"], PROTO_CODE["roce_v2"], PROTO_CODE["ib"]]] = True
@@ -74,7 +75,7 @@ def read(path: str, roce_ports: tuple, chunk_packets: int, projection: str | Non
             "stats": stats.out(), "flows": flows.out(),
             "analysed": np.packbits(np.concatenate(analysed)) if analysed else np.zeros(0, np.uint8),
             "spans": (int(spans.first[0]), int(spans.last[0]), spans._folded() if spans.parts else None)}
-    return {"parts": [[b for b in p if b.n] for p in pieces], "meta": meta}
+    return {"parts": [[pack([b], coded=()) for b in p if b.n] for p in pieces], "meta": meta}
 
 
 def _keep_freed_memory() -> None:
@@ -91,9 +92,10 @@ def meta(read_result: dict) -> dict:
     return read_result["meta"]
 
 
-def part(read_result: dict, p: int) -> list[Batch]:
-    """Partition p's rows of the file (in pieces, one per chunk read; Dask sends numpy arrays as
-    they are: packing them, columns_wire, cost more CPU than it saved on one machine)."""
+def part(read_result: dict, p: int) -> list[dict]:
+    """Partition p's rows of the file, in pieces (one per chunk read), each packed for the trip
+    to its partition's worker (columns_wire: validity as bits, columns without a value as
+    nothing; addresses not coded, which cost more CPU than it saved between two processes)."""
     return read_result["parts"][p]
 
 
@@ -102,7 +104,7 @@ def spans(parts: list[Batch], rows: int, n: int):
     reads a file opened beside others in smaller chunks), from its RoCE rows: only they carry PSNs."""
     from roceview.merge import FileSpans
 
-    batch = Batch.concat([b for p in parts for b in p])
+    batch = Batch.concat([b for p in parts for packed in p for b in unpack(packed)])
     batch = batch.select(np.argsort(batch.cols["_row"], kind="stable")) if batch.n else batch
     at = np.searchsorted(batch.cols["_row"], np.arange(0, n + rows, rows)) if batch.n else []
     fs = FileSpans(1)
@@ -214,7 +216,7 @@ def analyse(parts: list[dict], gidx: list, chunk_starts: np.ndarray, gates: np.n
     _keep_freed_memory()
     pieces = []
     for file_parts, g in zip(parts, gidx):
-        for b in file_parts:                         # new Batches: the read task's stay as they were
+        for b in (b for packed in file_parts for b in unpack(packed)):
             cols = {k: v for k, v in b.cols.items() if k != "_row"}
             rows = b.cols["_row"].astype(np.int64)
             cols["_gidx"] = rows + g if np.isscalar(g) else np.asarray(g)[rows]
