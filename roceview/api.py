@@ -52,11 +52,29 @@ def analyze(paths, *, pmtu: int | None = None, link_speed: float = 100.0, bucket
     display = _display_filter(display_filter)
     files = expand_paths(paths) if engine != "dask" else _dask_inputs(paths)
     settings = _config(config) if diagnose else None
+    connection = None
+    if engine == "dask" and not packets and display is None:     # the analysis on the workers
+        from roceview.dask_run import partitioned
+
+        if on_batch is not None:          # no batch passes here: the callback sees an empty one
+            import numpy as np
+
+            from roceview.batch import Batch
+
+            on_batch(Batch(0, {"cap_len": np.zeros(0, np.uint32)}))
+        result, connection = partitioned(files, scheduler, on_warning, roce_ports=roce_ports,
+                                         chunk_packets=chunk_packets, pmtu=pmtu, link_speed=link_speed,
+                                         bucket_ms=bucket_ms, facts=diagnose)
+        if result is not None:
+            if progress is not None:
+                progress(result.summary["packets"])
+            return _diagnosed(result, settings, diagnose)
     # Reading starts now, on its own thread: the analysis modules import meanwhile. The
     # analysis reads 22 of the declared columns: the kernel extracts only those, unless the
     # caller asked for the packets table as well.
     batches = _batches(engine, scheduler, files, roce_ports=roce_ports, chunk_packets=chunk_packets,
-                       warn=on_warning, projection=None if packets else _projection(display), display_filter=display)
+                       warn=on_warning, projection=None if packets else _projection(display), display_filter=display,
+                       connection=connection)
     from roceview.analysis import Analyzer
 
     analyzer = Analyzer(pmtu=pmtu, link_speed_gbps=link_speed, bucket_ms=bucket_ms, keep_packets=packets)
@@ -75,6 +93,11 @@ def analyze(paths, *, pmtu: int | None = None, link_speed: float = 100.0, bucket
     result = analyzer.finish(files=files, warnings=warnings)
     if facts is not None:
         result.facts = facts.finish()
+    return _diagnosed(result, settings, diagnose)
+
+
+def _diagnosed(result, settings, diagnose: bool):
+    if diagnose:
         from roceview.diagnose import find
 
         result.set_findings(find(result, settings))
@@ -102,10 +125,11 @@ def _batches(engine: str, scheduler: str | None, files, display_filter=None, **o
     only the rows `display_filter` matches."""
     from roceview.errors import BadInput
 
+    connection = options.pop("connection", None)
     if engine == "dask":
         from roceview.dask_engine import DaskBatches
 
-        batches = DaskBatches(files, scheduler, **options)
+        batches = DaskBatches(files, scheduler, connection=connection, **options)
         return batches if display_filter is None else _selected(batches, display_filter)
     if engine != "local":
         raise BadInput(f"--engine must be local or dask (got {engine!r})")

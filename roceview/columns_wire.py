@@ -18,12 +18,14 @@ CODED = ("_src_mac", "_dst_mac", "_src_addr", "_dst_addr")
 UNSENT = ("frame",)
 
 
-def pack(batches: list[Batch], unsent=UNSENT) -> dict:
+def pack(batches: list[Batch], unsent=UNSENT, coded=CODED) -> dict:
+    """coded: the columns sent as codes into their distinct values (() for none: cheaper to
+    pack when the trip is short, dask_partition)."""
     lengths = [b.n for b in batches]
     if not batches or not sum(lengths):
         return {"lengths": [], "cols": {}, "valid": {}}
     first = batches[0]
-    cols = {name: _pack_values(name, _joined([b.cols[name] for b in batches]), unsent) for name in first.cols}
+    cols = {name: _pack_values(name, _joined([b.cols[name] for b in batches]), unsent, coded) for name in first.cols}
     valid = {name: _pack_mask(_joined([b.mask(name) for b in batches])) for name in first.valid}
     return {"lengths": lengths, "cols": cols, "valid": valid}
 
@@ -32,10 +34,10 @@ def _joined(parts: list[np.ndarray]) -> np.ndarray:
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
-def _pack_values(name: str, values: np.ndarray, unsent):
+def _pack_values(name: str, values: np.ndarray, unsent, coded=CODED):
     if name in unsent or not values.any():
         return ("zeros", values.dtype.str, values.shape)
-    if name in CODED:
+    if name in coded:
         from roceview.table import _factorize
 
         codes, first = _factorize(values)

@@ -1,13 +1,14 @@
-"""`analyze --engine dask`: capture files decoded on a Dask cluster, analysed exactly as locally.
+"""`analyze --engine dask`: the connection, errors, and the exact driver-side path.
 
-Workers read and decode whole files (the analysis projection's columns, decode.decode_chunk)
-in parallel; this process merges the decoded chunks in time order with the local engine's own
-merge (roceview.merge, as packets._merged does: same file order, interface numbers, chunk
-sizes, frame numbers) and feeds them to the unchanged Analyzer and FactCollector; the
-diagnoser runs once. Path-MTU inference, the pairing horizon, flow ids, the event caps and the
-frame numbers couple every flow of the capture, so the analysis itself is not partitioned:
-the results are the local engine's byte for byte, and what scales is the decode (README,
-"Running on a Dask cluster", has the measured split). Needs `pip install 'roceview[dask]'`.
+The usual run analyses on the workers, partitioned by connection (dask_run.py). This module
+holds what both paths share (connect, result_of, decode_file) and `DaskBatches`, the path
+taken when a partitioned run cannot promise the local result (partition_merge.exact: an event
+budget reached, rows held back for path-MTU evidence, a timeline that cannot be told; and for
+a Parquet dataset, packets=True or a display filter): workers decode whole files (the analysis
+projection's columns, decode.decode_chunk) in parallel; this process merges the decoded chunks
+in time order with the local engine's own merge (roceview.merge, as packets._merged does: same
+file order, interface numbers, chunk sizes, frame numbers) and feeds them to the unchanged
+Analyzer and FactCollector; the diagnoser runs once. Needs `pip install 'roceview[dask]'`.
 """
 from __future__ import annotations
 
@@ -79,6 +80,17 @@ def connect(scheduler: str | None):
     return client, None
 
 
+def result_of(future, path: str):
+    """A task's result; a lost worker or a closed connection as one line (BadInput)."""
+    try:
+        return future.result()
+    except BadInput:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a lost worker, a closed connection: one line
+        raise BadInput(f"the Dask run could not complete (decoding {path}: {type(exc).__name__}: "
+                       f"{_one_line(exc)}); no result was written") from None
+
+
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
@@ -87,10 +99,10 @@ class DaskBatches:
     """The merged batches of `files`, decoded on the cluster; iterate once, then close()."""
 
     def __init__(self, files: list[str], scheduler: str | None, roce_ports: tuple, chunk_packets: int,
-                 warn: Callable[[str], None], projection: str | None = "analysis"):
+                 warn: Callable[[str], None], projection: str | None = "analysis", connection=None):
         if "-" in files:
             raise BadInput("--engine dask reads files (on storage its workers share), not stdin")
-        self.client, self.cluster = connect(scheduler)
+        self.client, self.cluster = connection or connect(scheduler)
         self.files, self.args = files, (tuple(roce_ports), chunk_packets, projection)
         self.chunk_packets, self.warn = chunk_packets, warn
         workers = len(self.client.scheduler_info().get("workers", {})) or 1
@@ -187,15 +199,7 @@ class DaskBatches:
         for message in result["warnings"]:
             self.warn(message)
 
-    @staticmethod
-    def _result(future, path: str) -> dict:
-        try:
-            return future.result()
-        except BadInput:
-            raise
-        except Exception as exc:  # noqa: BLE001 - a lost worker, a closed connection: one line
-            raise BadInput(f"the Dask run could not complete (decoding {path}: {type(exc).__name__}: "
-                           f"{_one_line(exc)}); no result was written") from None
+    _result = staticmethod(lambda future, path: result_of(future, path))
 
     def close(self) -> None:
         if self._iter is not None:

@@ -27,6 +27,16 @@ def cluster():
         yield c
 
 
+@pytest.fixture
+def partitioned(monkeypatch):
+    """The run must take the partitioned path (dask_run), not the driver-side fallback."""
+    import roceview.dask_engine as engine
+
+    def fallback(*args, **kwargs):
+        raise AssertionError("the partitioned run fell back to the driver-side analysis")
+    monkeypatch.setattr(engine, "DaskBatches", fallback)
+
+
 def cut(cap, cuts, directory, stem, pcapng=False):
     """Write frames [cuts[i], cuts[i+1]) of `cap` as one ring-buffer file each."""
     ends = np.cumsum(cap.lengths)
@@ -77,7 +87,7 @@ def csv_bytes(result, directory):
     return {name: (directory / name).read_bytes() for name in CSVS}
 
 
-def test_five_csvs_identical_to_the_local_engine(cluster, ring, tmp_path):
+def test_five_csvs_identical_to_the_local_engine(cluster, ring, tmp_path, partitioned):
     local_result = roceview.analyze(ring)
     dask_result = roceview.analyze(ring, engine="dask", scheduler=cluster.scheduler_address)
     local, dask = csv_bytes(local_result, tmp_path / "local"), csv_bytes(dask_result, tmp_path / "dask")
@@ -88,7 +98,7 @@ def test_five_csvs_identical_to_the_local_engine(cluster, ring, tmp_path):
     assert local["pfc.csv"].count(b"\n") > 1 and local["findings.csv"].count(b"\n") > 1
 
 
-def test_fifteen_scenarios_overlapping_in_time(cluster, tmp_path):
+def test_fifteen_scenarios_overlapping_in_time(cluster, tmp_path, partitioned):
     """captures/: every scenario's capture starts at the same instant, so all files are open
     together in the merge (interleaved, chunks split beside the others)."""
     captures = Path(__file__).resolve().parents[1] / "captures"
@@ -99,7 +109,7 @@ def test_fifteen_scenarios_overlapping_in_time(cluster, tmp_path):
         assert dask[name] == local[name], name
 
 
-def test_a_damaged_file_warns_as_locally(cluster, ring, tmp_path):
+def test_a_damaged_file_warns_as_locally(cluster, ring, tmp_path, partitioned):
     """A file cut mid-record (a ring buffer's file being written): the worker's warning reaches
     the summary and the decode_warnings finding exactly as the local reader's does."""
     import shutil
@@ -115,7 +125,7 @@ def test_a_damaged_file_warns_as_locally(cluster, ring, tmp_path):
     assert csv_bytes(dask_result, tmp_path / "d") == csv_bytes(local_result, tmp_path / "l")
 
 
-def test_merge_warnings_as_locally(cluster, ring):
+def test_merge_warnings_as_locally(cluster, ring, partitioned):
     """The merge's own warnings (a file given twice; files that disagree) come out of the Dask
     engine too: it merges with its own copy of the local open_file, which once skipped them."""
     first = str(sorted(ring.iterdir())[0])
@@ -126,7 +136,7 @@ def test_merge_warnings_as_locally(cluster, ring):
     assert any("is given twice" in m for m in local) and dask == local
 
 
-def test_small_chunks_and_one_file(cluster, ring, tmp_path):
+def test_small_chunks_and_one_file(cluster, ring, tmp_path, partitioned):
     """Chunks smaller than a file (several per file, split again beside other files) and a
     single file (numbered as iter_chunks numbers it)."""
     opts = dict(chunk_packets=1000)
@@ -179,7 +189,7 @@ def run(argv, command="analyze"):
     return code, out.getvalue(), err.getvalue()
 
 
-def test_cli_engine_dask_writes_the_same_csvs(cluster, ring, tmp_path):
+def test_cli_engine_dask_writes_the_same_csvs(cluster, ring, tmp_path, partitioned):
     code, _, err = run([str(ring), "--engine", "dask", "--scheduler", cluster.scheduler_address,
                         "--csv", str(tmp_path / "dask")])
     assert code == 0 and err.startswith("roceview: wrote qps.csv") and err.count("\n") == 1, err
@@ -235,8 +245,10 @@ def test_a_lost_worker_whose_retries_ran_out_fails_the_run(cluster, ring, tmp_pa
     """A task whose workers keep dying (KilledWorker after Dask's retries): one line, exit 2,
     no CSV written."""
     import roceview.dask_engine as engine
+    import roceview.dask_partition as partition
 
     monkeypatch.setattr(engine, "decode_file", _dies)
+    monkeypatch.setattr(partition, "read", _dies_partitioned)
     code, _, err = run([str(ring), "--engine", "dask", "--scheduler", cluster.scheduler_address,
                         "--csv", str(tmp_path / "out")])
     assert code == 2
@@ -252,3 +264,13 @@ def _dies(path, *args):
     from roceview.dask_engine import decode_file
 
     return decode_file(path, *args)
+
+
+def _dies_partitioned(path, *args):
+    import os
+
+    if path.endswith("00002.pcap"):
+        os._exit(1)
+    from roceview.dask_partition import read
+
+    return read(path, *args)

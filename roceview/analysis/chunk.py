@@ -79,8 +79,9 @@ class ChunkRows:
         return r if self.rows is None else self.rows.take(r)
 
     def idx(self, r: np.ndarray) -> np.ndarray:
-        """Capture-wide row index of RoCE rows `r`."""
-        return self.batch_rows(r).astype(np.int64) + self.idx0
+        """Capture-wide row index of RoCE rows `r` (a partition's batches carry theirs: `_gidx`)."""
+        at = self.batch.cols.get("_gidx")
+        return self.batch_rows(r).astype(np.int64) + self.idx0 if at is None else at.take(self.batch_rows(r))
 
     def psn_at(self, r: np.ndarray) -> np.ndarray:
         return self.values_at("psn", r) & (PSN_MOD - 1)

@@ -139,6 +139,11 @@ class Analyzer:
         pairings and CM handshakes are settled only by finish()."""
         return build_result(self, list(files), list(warnings), None)
 
+    def pairing_open(self, last_idx: int) -> bool:
+        """Whether a chunk ending at row `last_idx` may still pair QPs: a flow appeared within
+        PAIRING_HORIZON rows (dask_partition: a partition is told the whole capture's answer)."""
+        return last_idx - self.last_new_flow_idx < PAIRING_HORIZON
+
     # ---- one chunk ---------------------------------------------------------------------------
     def _process(self, batch: Batch) -> None:
         if not self.packet_flags:
@@ -222,8 +227,9 @@ class Analyzer:
         ts = batch.cols["ts_ns"][rows]
         self.pfc.feed(mac, slot, quanta, ts)
         pause = quanta > 0
-        self.events.add("pfc_pause", ts[pause], rows[pause] + idx0, mac[pause], None, slot[pause], quanta[pause])
-        self.events.add("pfc_resume", ts[~pause], rows[~pause] + idx0, mac[~pause], None, slot[~pause], quanta[~pause])
+        idx = rows + idx0 if "_gidx" not in batch.cols else batch.cols["_gidx"][rows]
+        self.events.add("pfc_pause", ts[pause], idx[pause], mac[pause], None, slot[pause], quanta[pause])
+        self.events.add("pfc_resume", ts[~pause], idx[~pause], mac[~pause], None, slot[~pause], quanta[~pause])
 
 
 class ChunkAnalysis:
@@ -239,12 +245,12 @@ class ChunkAnalysis:
 
     def run(self) -> None:
         an, ch = self.an, self.ch
-        last_idx = ch.idx0 + (ch.n - 1 if ch.rows is None else int(ch.rows[-1]))
+        last_idx = int(ch.idx(np.array([ch.n - 1]))[0])
         chunk_counts.transport(an, ch)
         counted = chunk_counts.counters(an, ch)
         part = chunk_psn.spaces(an, ch, chunk_psn.spans(an, ch, counted.nak))
         an.rtt.forget(an.cm.apply(an.registry, an.pairing))
-        if last_idx - an.last_new_flow_idx < PAIRING_HORIZON:
+        if an.pairing_open(last_idx):
             an.rtt.forget(an.pairing.update(*chunk_psn.pairing_evidence(an, ch, part)))
         gaps = related.request_gaps(ch, part)
         related.nak_events(an, ch, counted, gaps)

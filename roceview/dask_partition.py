@@ -1,0 +1,224 @@
+"""`analyze --engine dask`, partitioned: the tasks the workers run (dask_run.py drives them).
+
+1. read: a file decoded (the analysis projection) and its rows cut at once into partitions by
+   the unordered pair of endpoints (RoCE v1 GIDs or v2 addresses, as path MTUs are kept:
+   pmtu._path_keys), so both directions of a connection, their QP pairing, CM handshake and
+   path MTU stay in one partition; PFC and PAUSE frames in one partition of their own; rows
+   of other protocols only counted. The parts stay on the worker; to the driver go the
+   timestamps (it replays the local engine's merge on them, dask_plan.Plan, to learn every
+   row's frame and the chunk the local engine analyses it in) and small per-file summaries.
+2. analyse: a partition's rows in frame order, fed chunk by chunk as the local engine's chunks
+   restricted to the partition, to the unchanged Analyzer and FactCollector: a flow's rows in
+   a chunk are the same rows as locally, so its per-flow state evolves the same. The one
+   decision that reads every flow (whether a chunk may still pair QPs: Analyzer.pairing_open)
+   is computed by the driver from the files' flow summaries and handed in per chunk.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from roceview.analysis.pmtu import _path_keys
+from roceview.batch import PROTO_CODE, PROTO_NAMES, Batch
+from roceview.columns_wire import pack, unpack
+
+_ROCE = np.zeros(len(PROTO_NAMES), dtype=bool)
+_ROCE[[PROTO_CODE["roce_v1"], PROTO_CODE["roce_v2"], PROTO_CODE["ib"]]] = True
+_PFC = np.zeros(len(PROTO_NAMES), dtype=bool)
+_PFC[[PROTO_CODE["pfc"], PROTO_CODE["pause"]]] = True
+UNUSED = ("frame", "interface")     # read by neither the Analyzer nor the FactCollector: not carried
+# Read only from PFC, PAUSE and LLDP frames (Analyzer._pfc_rows, FactCollector._lldp), which
+# are not in the RoCE partitions: 30 of their ~190 bytes a row, not carried there.
+PFC_ONLY = ("pfc_enable", "pause_quanta", "lldp_pfc_enable") + tuple(f"pfc_quanta{p}" for p in range(8))
+
+
+def read(path: str, roce_ports: tuple, chunk_packets: int, projection: str | None, partitions: int) -> dict:
+    """File `path` decoded and cut: {"parts": the rows of each partition (with `_row`, the row's
+    number in the file), "meta": what the driver needs (read by `meta`)}."""
+    from roceview.capture.readers import read_records
+    from roceview.decode import decode_chunk, port_table
+    from roceview.merge import FileSpans
+
+    _keep_freed_memory()
+    warnings: list[str] = []
+    ports, spans, flows = port_table(roce_ports), FileSpans(1), _FlowFirsts()
+    pieces: list[list[Batch]] = [[] for _ in range(partitions + 1)]
+    ts, analysed, stats, row0 = [], [], _Stats(), 0
+    for chunk in read_records(path, chunk_packets, warnings.append, release_lag=0):
+        batch = decode_chunk(chunk, ports, 1, projection)
+        spans.observe(0, batch)                  # the local engine's parts while the file is open alone
+        for name in UNUSED:
+            batch.cols.pop(name, None)
+            batch.valid.pop(name, None)
+        batch.cols["_row"] = np.arange(row0, row0 + batch.n, dtype=np.uint32)
+        proto = batch.cols["_proto"]
+        roce = _ROCE[proto]
+        name = "opcode" if "opcode" in batch.cols else "_opcode"
+        sel = roce & batch.mask(name) & batch.mask("dest_qp") if name in batch.cols else np.zeros(batch.n, bool)
+        stats.feed(batch, proto)
+        flows.feed(batch, name, np.flatnonzero(sel))
+        rows = np.flatnonzero(roce)
+        part = partition_of(_path_keys(_words(batch, "_src_addr", rows), _words(batch, "_dst_addr", rows)), partitions)
+        order = np.argsort(part, kind="stable")
+        bounds = np.searchsorted(part[order], np.arange(partitions + 1, dtype=np.uint64)).tolist()
+        roce_cols = Batch(batch.n, {k: v for k, v in batch.cols.items() if k not in PFC_ONLY},
+                          {k: v for k, v in batch.valid.items() if k not in PFC_ONLY})
+        for p in range(partitions):
+            if bounds[p + 1] - bounds[p] == batch.n:             # every row in one partition: no copy
+                pieces[p].append(roce_cols)
+            else:
+                pieces[p].append(roce_cols.select(rows[order[bounds[p]:bounds[p + 1]]]))
+        pieces[partitions].append(batch.select(np.flatnonzero(_PFC[proto])))
+        ts.append(batch.cols["ts_ns"])
+        analysed.append(sel)
+        row0 += batch.n
+    meta = {"ts": np.concatenate(ts) if ts else np.zeros(0, np.int64), "warnings": warnings,
+            "stats": stats.out(), "flows": flows.out(),
+            "analysed": np.packbits(np.concatenate(analysed)) if analysed else np.zeros(0, np.uint8),
+            "spans": (int(spans.first[0]), int(spans.last[0]), spans._folded() if spans.parts else None)}
+    return {"parts": [[pack([b], coded=()) for b in p if b.n] for p in pieces], "meta": meta}
+
+
+def _keep_freed_memory() -> None:
+    """Dask starts its workers with MALLOC_TRIM_THRESHOLD_=65536 (distributed.nanny.pre-spawn-
+    environ), so glibc hands every freed chunk buffer back to the kernel and faults it in again:
+    the tasks ran 2-4x slower than the same code in a plain process. The worker's glibc keeps
+    freed blocks instead, as the CLI's own process does (capture.memory.keep_freed_memory)."""
+    from roceview.capture.memory import keep_freed_memory
+
+    keep_freed_memory()
+
+
+def meta(read_result: dict) -> dict:
+    return read_result["meta"]
+
+
+def part(read_result: dict, p: int) -> list[dict]:
+    """Partition p's rows of the file, in pieces (one per chunk read), each packed for the trip
+    to its partition's worker (columns_wire: validity as bits, columns without a value as
+    nothing; addresses not coded, which cost more CPU than it saved between two processes)."""
+    return read_result["parts"][p]
+
+
+def spans(parts: list[Batch], rows: int, n: int):
+    """A file's merge.FileSpans (as file 0) observed in parts of `rows` rows (the local engine
+    reads a file opened beside others in smaller chunks), from its RoCE rows: only they carry PSNs."""
+    from roceview.merge import FileSpans
+
+    batch = Batch.concat([b for p in parts for packed in p for b in unpack(packed)])
+    batch = batch.select(np.argsort(batch.cols["_row"], kind="stable")) if batch.n else batch
+    at = np.searchsorted(batch.cols["_row"], np.arange(0, n + rows, rows)) if batch.n else []
+    fs = FileSpans(1)
+    for lo, hi in zip(at[:-1], at[1:]):
+        fs.observe(0, batch.select(slice(int(lo), int(hi))))
+    return int(fs.first[0]), int(fs.last[0]), fs._folded() if fs.parts else None
+
+
+def _words(batch: Batch, name: str, rows: np.ndarray) -> np.ndarray:
+    """An address column as (n, 2) uint64 words at `rows` (a view when they are every row)."""
+    words = np.ascontiguousarray(batch.cols[name], dtype=np.uint8).view("<u8").reshape(batch.n, 2)
+    return words if len(rows) == batch.n else words[rows]
+
+
+def partition_of(path_keys: np.ndarray, partitions: int) -> np.ndarray:
+    """The partition of each path key: its top bits after one more multiply (the keys' low bits
+    are poorly mixed for IPv4 addresses, whose first word is zero)."""
+    with np.errstate(over="ignore"):
+        mixed = (path_keys * np.uint64(0xD6E8FEB86659FD93)) >> np.uint64(32)
+    return mixed % np.uint64(partitions)
+
+
+class _Stats:
+    """Counted over every row, as the Analyzer and FactCollector count them (protocols, time
+    span, truncated frames, LLDP PFC configuration); rows by their number in the file."""
+
+    def __init__(self):
+        self.protocols = np.zeros(len(PROTO_NAMES), np.int64)
+        self.first_ts = self.last_ts = None
+        self.truncated, self.truncated_first, self.lldp = 0, [], []
+
+    def feed(self, batch: Batch, proto: np.ndarray) -> None:
+        if not batch.n:
+            return
+        self.protocols += np.bincount(proto, minlength=len(PROTO_NAMES))[:len(PROTO_NAMES)]
+        ts = batch.cols["ts_ns"]
+        lo, hi = int(ts.min()), int(ts.max())
+        self.first_ts = lo if self.first_ts is None else min(self.first_ts, lo)
+        self.last_ts = hi if self.last_ts is None else max(self.last_ts, hi)
+        if "truncated" in batch.cols:
+            cut = batch.cols["truncated"]
+            if "truncated" in batch.valid or cut.dtype != bool:
+                cut = cut & batch.mask("truncated")
+            self.truncated += int(np.count_nonzero(cut))
+            if len(self.truncated_first) < 5:
+                self.truncated_first += batch.cols["_row"][np.flatnonzero(cut)[:5]].tolist()
+        if "lldp_pfc_enable" in batch.cols:
+            r = np.flatnonzero(batch.mask("lldp_pfc_enable") & (proto == PROTO_CODE["lldp"]))
+            self.lldp += zip(batch.cols["_row"][r].tolist(), batch.cols["_src_mac"][r].tolist(),
+                             batch.cols["lldp_pfc_enable"][r].tolist())
+
+    def out(self) -> dict:
+        return {"protocols": self.protocols, "first_ts": self.first_ts, "last_ts": self.last_ts,
+                "truncated": self.truncated, "truncated_first": self.truncated_first[:5], "lldp": self.lldp}
+
+
+class _FlowFirsts:
+    """Per flow of the file (the rows the Analyzer analyses: RoCE with an opcode and a dest QP):
+    its key, its first row and its first row in each PSN space (request, response, none). The
+    driver finds from them, once it knows the frames and chunks, chunk_counts.transport's
+    first_idx: a new flow's first row in (PSN space, frame) order within its first chunk."""
+
+    def __init__(self):
+        from roceview.analysis.flows import new_registry
+
+        self.registry = new_registry()
+        self.first = np.zeros((4, 0), np.int64)
+        self.has = np.zeros(0, bool)                 # (flow, space) pairs with their first row found
+
+    def feed(self, batch: Batch, name: str, rows: np.ndarray) -> None:
+        from roceview.analysis import opcodes as op
+
+        if not len(rows):
+            return
+        src, dst = _words(batch, "_src_addr", rows), _words(batch, "_dst_addr", rows)
+        fid, before = self.registry.lookup(src, dst, batch.cols["dest_qp"][rows].astype(np.uint32))
+        n = self.registry.n
+        if n > self.first.shape[1]:
+            grown = np.full((4, n), -1, np.int64)
+            grown[:, :self.first.shape[1]] = self.first
+            self.first, self.has = grown, np.r_[self.has, np.zeros(3 * n - len(self.has), bool)]
+        at = batch.cols["_row"][rows]
+        if n > before:                               # new flows: their first rows
+            new = np.flatnonzero(fid >= before)
+            flows, first = np.unique(fid[new], return_index=True)
+            self.first[0][flows] = at[new[first]]
+        flags = op.FLAGS.take(batch.cols[name][rows].astype(np.uint8))
+        in_psn = (flags & (op.F_REQUEST_SPACE | op.F_RESPONSE_SPACE)) != 0
+        in_psn &= batch.mask("psn")[rows] if "psn" in batch.cols else False
+        key = fid * 3 + np.where(in_psn, ((flags & op.F_RESPONSE_SPACE) != 0).astype(np.int64), 2)
+        todo = np.flatnonzero(~self.has.take(key))   # (flow, space) pairs not seen yet: few after the start
+        if len(todo):
+            pairs, first = np.unique(key[todo], return_index=True)
+            self.has[pairs] = True
+            self.first[1 + pairs % 3, pairs // 3] = at[todo[first]]
+
+    def out(self) -> dict:
+        reg = self.registry
+        return {"src": np.asarray(reg.src).copy(), "dst": np.asarray(reg.dst).copy(),
+                "qp": np.asarray(reg.qp).copy(), "first": self.first[:, :reg.n]}
+
+
+def analyse(parts: list[dict], gidx: list, chunk_starts: np.ndarray, gates: np.ndarray, pmtu, link_speed: float,
+            bucket_ms: float, facts: bool) -> dict:
+    """A partition's rows (its part of every file) analysed in the local engine's chunks; gidx:
+    per file the frame index (from 0) of each row, or of its first when they follow each other."""
+    from roceview.dask_partition_run import run_partition
+
+    _keep_freed_memory()
+    pieces = []
+    for file_parts, g in zip(parts, gidx):
+        for b in (b for packed in file_parts for b in unpack(packed)):
+            cols = {k: v for k, v in b.cols.items() if k != "_row"}
+            rows = b.cols["_row"].astype(np.int64)
+            cols["_gidx"] = rows + g if np.isscalar(g) else np.asarray(g)[rows]
+            pieces.append(Batch(b.n, cols, b.valid))
+    return run_partition(pieces, chunk_starts, gates, pmtu, link_speed, bucket_ms, facts)

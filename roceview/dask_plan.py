@@ -1,0 +1,155 @@
+"""What the partitioned Dask run needs to know of the whole capture before it analyses parts.
+
+`Plan` replays the local engine's merge (packets._merged / iter_chunks, then _coalesced) on the
+files' timestamps alone, with its own code (merge.merge_in_time), so every row gets the frame
+number the local engine gives it and the chunk the local Analyzer sees it in. `gates` combines
+the split's per-file flow summaries into the local Analyzer's one cross-flow decision per chunk
+(engine.ChunkAnalysis: may this chunk still pair QPs?) and the flows' order in qps.csv.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from roceview.batch import Batch
+
+
+
+class Plan:
+    """files: in the local engine's order (packets._time_ordered) with their first timestamps;
+    ts: each file's timestamps; warnings: each file's reading warnings, told (as the local
+    engine tells them) once its last row is merged."""
+
+    def __init__(self, files: list[str], starts: list, ts: list[np.ndarray], warnings: list[list[str]],
+                 chunk_packets: int, warn):
+        from roceview.packets import MIN_MERGE_CHUNK, _coalesced
+
+        self.n = [len(t) for t in ts]
+        self.span_rows: list[int | None] = [None] * len(files)
+        sizes, files_in, rows_in, ts_in = [], [], [], []
+
+        def open_file(k: int, beside: int):
+            rows = max(min(MIN_MERGE_CHUNK, chunk_packets), chunk_packets // (beside + 1))
+            self.span_rows[k] = rows
+            yield from _parts(ts[k], k, rows)
+            for message in warnings[k]:
+                warn(message)
+
+        if len(files) == 1:
+            merged = _parts(ts[0], 0, chunk_packets)
+        else:
+            from roceview.merge import merge_in_time
+
+            never = -(1 << 62)
+            merged = merge_in_time([never if s is None else s for s in starts], open_file, chunk_packets)
+        for batch in _coalesced(merged, chunk_packets):
+            sizes.append(batch.n)
+            files_in.append(batch.cols["_file"])
+            rows_in.append(batch.cols["_row"])
+            ts_in.append(batch.cols["ts_ns"])
+        if len(files) == 1:
+            for message in warnings[0]:
+                warn(message)
+        self.chunk_starts = np.cumsum([0] + sizes[:-1]).astype(np.int64) if sizes else np.zeros(1, np.int64)
+        self.n_chunks = len(sizes)
+        self.gidx = self._positions(files_in, rows_in)
+        self.ts_backwards = _backwards(np.concatenate(ts_in) if ts_in else np.zeros(0, np.int64))
+
+    def _positions(self, files_in, rows_in) -> list:
+        """Per file the frame index (from 0) of each row, or of its first when they follow each
+        other (a ring buffer's files)."""
+        if not files_in:
+            return [0] * len(self.n)
+        f, r = np.concatenate(files_in), np.concatenate(rows_in)
+        pos = np.arange(len(f), dtype=np.int64)
+        out = []
+        for k, n in enumerate(self.n):
+            at = np.flatnonzero(f == k)
+            g = np.empty(n, np.int64)
+            g[r[at]] = pos[at]
+            out.append(int(g[0]) if n and g[-1] - g[0] == n - 1 else g if n else 0)
+        return out
+
+
+def _parts(ts: np.ndarray, k: int, rows: int):
+    """File k's timestamps in the reader's chunks of `rows` (with the file and row of each)."""
+    for lo in range(0, len(ts), rows):
+        part = ts[lo:lo + rows]
+        yield Batch(len(part), {"ts_ns": part, "_file": np.full(len(part), k, np.uint16),
+                                "_row": np.arange(lo, lo + len(part), dtype=np.int64)})
+
+
+def _backwards(ts: np.ndarray) -> tuple[int, int, list]:
+    """FactCollector._timestamps over the merged capture: rows stamped before the row before."""
+    if len(ts) < 2:
+        return 0, 0, []
+    back = np.flatnonzero(ts[1:] < ts[:-1]) + 1
+    if not len(back):
+        return 0, 0, []
+    return len(back), int((ts[back - 1] - ts[back]).max()), (back[:5] + 1).tolist()
+
+
+def frames(gidx, rows) -> np.ndarray:
+    """Frame indexes (from 0) of a file's rows, given its Plan.gidx entry."""
+    rows = np.asarray(rows, np.int64)
+    return rows + gidx if np.isscalar(gidx) else np.asarray(gidx)[rows]
+
+
+def last_analysed(plan: "Plan", analysed: list[np.ndarray]) -> np.ndarray:
+    """Per chunk the frame index of its last analysed row (-2^62 where none), from each file's
+    bit per row (RoCE with an opcode and a dest QP: engine._roce_rows)."""
+    seen = np.zeros(sum(plan.n), bool)
+    for k, bits in enumerate(analysed):
+        seen[frames(plan.gidx[k], np.flatnonzero(np.unpackbits(bits, count=plan.n[k])))] = True
+    at = np.flatnonzero(seen)
+    ends = np.r_[plan.chunk_starts[1:], len(seen)] if plan.n_chunks else np.zeros(0, np.int64)
+    pos = np.searchsorted(at, ends) - 1
+    last = np.where(pos >= 0, at[np.maximum(pos, 0)] if len(at) else 0, -(1 << 62))
+    return np.where(last >= plan.chunk_starts[:len(last)], last, -(1 << 62))
+
+
+def gates(plan: "Plan", flows: list[dict], analysed: list[np.ndarray]) -> tuple[np.ndarray, list[str]]:
+    """(per chunk whether the local Analyzer pairs QPs in it, the flow names in qps.csv order)
+    from the files' flow summaries (dask_partition._FlowFirsts)."""
+    from roceview.analysis.chunk_psn import PAIRING_HORIZON
+
+    n_chunks = max(plan.n_chunks, 1)
+    last = np.full(n_chunks, -(1 << 62), np.int64)
+    last[:plan.n_chunks] = last_analysed(plan, analysed)
+    have = [k for k, f in enumerate(flows) if len(f["qp"])]
+    if not have:
+        return np.zeros(n_chunks, bool), []
+    src, dst = (np.concatenate([flows[k][c] for k in have]).astype(np.uint64) for c in ("src", "dst"))
+    qp = np.concatenate([flows[k]["qp"] for k in have]).astype(np.uint64)
+    first = np.concatenate([np.where(flows[k]["first"] >= 0, frames(plan.gidx[k], np.maximum(flows[k]["first"], 0)),
+                                     np.iinfo(np.int64).max) for k in have], axis=1)
+    key = np.ascontiguousarray(np.column_stack([src, dst, qp]))
+    _, one, inv = np.unique(key.view(np.dtype((np.void, 40))).ravel(), return_index=True, return_inverse=True)
+    inv = inv.reshape(-1)
+    best = np.full((4, len(one)), np.iinfo(np.int64).max, np.int64)
+    for k in range(4):
+        np.minimum.at(best[k], inv, first[k])
+    chunk = np.searchsorted(plan.chunk_starts, best, side="right") - 1
+    # first_idx: the flow's first row in (PSN space, frame) order within its first chunk
+    first_idx = np.full(len(one), np.iinfo(np.int64).max, np.int64)
+    for space in (3, 2, 1):
+        in_first = (best[space] != np.iinfo(np.int64).max) & (chunk[space] == chunk[0])
+        first_idx = np.where(in_first, best[space], first_idx)
+    newest = np.full(n_chunks, -PAIRING_HORIZON, np.int64)     # Analyzer.last_new_flow_idx
+    np.maximum.at(newest, chunk[0], first_idx)
+    newest = np.maximum.accumulate(newest)
+    order = np.argsort(best[0], kind="stable")
+    return last - newest < PAIRING_HORIZON, _names(key[one[order]])
+
+
+def _names(keys: np.ndarray) -> list[str]:
+    """build.flow_names for flows given as (src 2 words, dst 2 words, qp) rows."""
+    from roceview.analysis.flows import format_address
+
+    cache: dict = {}
+
+    def name(words) -> str:
+        t = tuple(words.tolist())
+        if t not in cache:
+            cache[t] = format_address(words)
+        return cache[t]
+    return [f"{name(k[0:2])}>{name(k[2:4])}:0x{int(k[4]):06x}" for k in keys]

@@ -1,0 +1,119 @@
+"""`analyze --engine dask` with the analysis on the workers, partitioned by connection.
+
+    read (per file: decode, cut into partitions) -> Plan (driver, on timestamps: frames, chunks)
+        -> gates (driver: the one cross-flow decision per chunk) -> analyse (per partition)
+        -> merge (driver: partition_merge) -> the diagnoser, once (api.py)
+
+Only timestamps, per-file summaries and the partitions' result tables travel to the driver;
+the packets go, packed (columns_wire), from the worker that read them to the worker analysing
+their partition. When a partitioned run cannot promise the local engine's result
+(partition_merge.exact), `partitioned` returns None and the caller runs the exact
+driver-side path (dask_engine.DaskBatches) on the same cluster.
+"""
+from __future__ import annotations
+
+from roceview.dask_engine import RETRIES, connect, result_of
+
+
+def partitioned(files: list[str], scheduler, warn, **options):
+    """The AnalysisResult (with result.facts) of the partitioned run, its warnings told; or
+    None, with the cluster connection kept in `connection` for the exact driver-side run."""
+    from roceview.parquet_dataset import is_dataset
+
+    if "-" in files or (len(files) == 1 and is_dataset(files[0])):
+        return None, None
+    connection = connect(scheduler)
+    try:
+        result, told = analyze(files, client=connection[0], **options)
+    except BaseException:
+        _close(connection)
+        raise
+    if result is None:
+        return None, connection
+    _close(connection)
+    for message in told:
+        warn(message)
+    return result, None
+
+
+def _close(connection) -> None:
+    client, cluster = connection
+    try:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+    except Exception:  # noqa: BLE001 - shutting down a broken connection: nothing left to do
+        pass
+
+
+def analyze(files: list[str], *, client, roce_ports=(), chunk_packets: int, pmtu, link_speed: float,
+            bucket_ms: float, facts: bool):
+    """(AnalysisResult with result.facts, the warnings to tell), or (None, why) when the
+    partitions cannot give the local result."""
+    from roceview.dask_partition import analyse, meta, part, read, spans
+    from roceview.dask_plan import Plan, gates
+    from roceview.packets import _time_ordered
+    from roceview.partition_merge import exact, merge
+
+    submit = client.submit
+    order, starts = _time_ordered(files) if len(files) > 1 else (files, [None])
+    workers = sorted(client.scheduler_info().get("workers", {})) or [None]
+    n_part = len(workers)
+    reads = [submit(read, path, tuple(roce_ports), chunk_packets, "analysis", n_part, pure=False, retries=RETRIES)
+             for path in order]
+    metas = _gather([submit(meta, r, pure=False) for r in reads], order)
+    told: list[str] = []
+    plan = Plan(order, starts, [m["ts"] for m in metas], [m["warnings"] for m in metas], chunk_packets, told.append)
+    parts = [[submit(part, r, p, pure=False) for r in reads] for p in range(n_part + 1)]
+    again = [k for k in range(len(order)) if len(order) > 1 and plan.span_rows[k] != chunk_packets]
+    respans = dict(zip(again, _gather([submit(spans, [parts[p][k] for p in range(n_part)], plan.span_rows[k],
+                                               plan.n[k], pure=False) for k in again], order)))
+    gate, names = gates(plan, [m["flows"] for m in metas], [m["analysed"] for m in metas])
+    results = [submit(analyse, parts[p], plan.gidx, plan.chunk_starts, gate, pmtu, link_speed, bucket_ms, facts,
+                      pure=False, retries=RETRIES, allow_other_workers=True,
+                      workers=None if workers[0] is None else [workers[p % n_part]]) for p in range(n_part + 1)]
+    del reads, parts
+    done = _gather(results, order)
+    why, bucket_ns = exact(done, max(1, int(round(bucket_ms * 1_000_000))), plan.n_chunks)
+    if why is not None:
+        return None, why
+    if len(order) > 1:
+        told += _disagreements(order, [respans.get(k, m["spans"]) for k, m in enumerate(metas)])
+    stats = [_in_frames(m["stats"], g) for m, g in zip(metas, plan.gidx)]
+    result = merge(done, names, stats, {"pmtu": pmtu, "link_speed": link_speed, "bucket_ms": bucket_ms},
+                   files, told, bucket_ns)
+    if facts:
+        from roceview.partition_merge import merge_facts
+
+        result.facts = merge_facts(done, stats, plan.ts_backwards)
+    return result, told
+
+
+def _in_frames(stats: dict, gidx) -> dict:
+    """A file's stats with its row numbers as frame numbers."""
+    from roceview.dask_plan import frames
+
+    out = dict(stats)
+    out["truncated_first"] = (frames(gidx, stats["truncated_first"]) + 1).tolist()
+    lldp = stats["lldp"]
+    at = frames(gidx, [r for r, _, _ in lldp]) + 1
+    out["lldp"] = [(int(f), mac, bits) for f, (_, mac, bits) in zip(at.tolist(), lldp)]
+    return out
+
+
+def _disagreements(order: list[str], spans: list) -> list[str]:
+    """merge.FileSpans' warnings from the files' spans, observed on the workers."""
+    import numpy as np
+
+    from roceview.merge import FileSpans
+
+    fs = FileSpans(len(order))
+    for k, (first, last, folded) in enumerate(spans):
+        fs.first[k], fs.last[k] = first, last
+        if folded is not None:                   # observed as file 0 on the worker
+            fs.parts.append((np.full(len(folded[0]), k, np.int64), *folded[1:]))
+    return fs.disagreements(order)
+
+
+def _gather(futures: list, order: list[str]) -> list:
+    return [result_of(f, order[min(i, len(order) - 1)]) for i, f in enumerate(futures)]

@@ -1,0 +1,214 @@
+"""The partitioned Dask run (dask_run): the driver's replay of the local engine's decisions
+(chunks, frames, QP-pairing gate, flow order, timeline bucket doubling) against the local
+engine's own, and the whole run on a LocalCluster on a capture whose flows fall in several
+partitions (incast: six senders to one receiver) beside many QPs between one pair of hosts."""
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import roceview
+from roceview.analysis import Analyzer
+from roceview.analysis.timeline import Timeline
+from roceview.capture.writer import write_pcap
+from roceview.generate import generate
+from roceview.render.export import CSV_FILES, write_csv_dir, write_json
+
+REPO = Path(__file__).resolve().parents[1]
+CSVS = [name for name, _ in CSV_FILES]
+
+
+def write_cut(cap, pieces: int, directory: Path, stem: str, shift: int = 0) -> None:
+    bounds = np.linspace(0, len(cap), pieces + 1).astype(int)
+    ends = np.cumsum(cap.lengths)
+    starts = ends - cap.lengths
+    for i, (a, b) in enumerate(zip(bounds, bounds[1:])):
+        write_pcap(directory / f"{stem}_{i:05d}.pcap", cap.frames[starts[a]:ends[b - 1]], cap.lengths[a:b],
+                   cap.ts_ns[a:b] + shift)
+
+
+@pytest.fixture(scope="module")
+def fabric(tmp_path_factory):
+    """150 k packets of 16 QPs between one pair of hosts (benchmarks/make_capture.py: every
+    flow starts at once, so chunks past PAIRING_HORIZON rows may no longer pair QPs), cut in
+    3 files; then an incast (six senders, one receiver: new flows, so pairing opens again)
+    in 2 files, after it in time."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import make_capture
+
+    d = tmp_path_factory.mktemp("fabric")
+    whole = tmp_path_factory.mktemp("whole") / "qps.pcap"
+    make_capture.write(whole, 150_000, 128, 1024, flows=16)
+    from roceview.capture.readers import read_records
+
+    chunks = list(read_records(str(whole), 1 << 20, lambda m: None))
+    last_ts = int(chunks[-1].ts[-1])
+    whole.replace(d / "a_00000.pcap")
+    incast = generate("incast", seed=2, scale=2)
+    write_cut(incast, 2, d, "b", shift=last_ts + 1_000_000 - int(incast.ts_ns[0]))
+    return d
+
+
+def replay(paths, chunk: int):
+    """The driver's Plan and gates, the files read in this process (no cluster)."""
+    from roceview.capture.source import expand_paths
+    from roceview.dask_partition import read
+    from roceview.dask_plan import Plan, gates
+    from roceview.packets import _time_ordered
+
+    order, starts = _time_ordered(expand_paths(paths))
+    metas = [read(f, (), chunk, "analysis", 2)["meta"] for f in order]
+    plan = Plan(order, starts, [m["ts"] for m in metas], [m["warnings"] for m in metas], chunk, lambda m: None)
+    gate, names = gates(plan, [m["flows"] for m in metas], [m["analysed"] for m in metas])
+    return plan, gate, names
+
+
+class Recording(Analyzer):
+    """The local Analyzer, noting each chunk's start and its pairing decision."""
+
+    def __init__(self):
+        super().__init__()
+        self.decisions: list[tuple[int, bool]] = []
+
+    def pairing_open(self, last_idx: int) -> bool:
+        ok = super().pairing_open(last_idx)
+        self.decisions.append((self.last_rows[0], ok))
+        return ok
+
+
+@pytest.mark.parametrize("chunk", [1 << 16, 5000])
+def test_replayed_chunks_gates_and_flow_order_are_the_local_engines(fabric, chunk):
+    from roceview.packets import iter_batches
+
+    plan, gate, names = replay(fabric, chunk)
+    an = Recording()
+    for batch in iter_batches(fabric, chunk_packets=chunk, projection="analysis"):
+        an.feed(batch)
+    result = an.finish()
+    starts = [s for s, _ in an.decisions]
+    assert set(starts) <= set(plan.chunk_starts.tolist())                  # the same chunks
+    chunk_of = np.searchsorted(plan.chunk_starts, starts, side="right") - 1
+    assert [ok for _, ok in an.decisions] == gate[chunk_of].tolist()
+    assert {ok for _, ok in an.decisions} == {True, False}                   # the gate flips
+    assert names == list(result.flows["flow"].astype(str))
+
+
+def test_timeline_doubling_replayed_from_partitions():
+    """Two partitions' RecordingTimelines (flows apart) tell when one Timeline over every flow
+    doubles its buckets (a small row bound here), and their rows merge into its table."""
+    from roceview.dask_partition_run import RecordingTimeline
+    from roceview.partition_merge import _timeline, _timeline_level
+
+    rng = np.random.default_rng(7)
+    whole = Timeline(1000, max_rows=600)
+    parts = [RecordingTimeline(Timeline(1000, max_rows=10**9)) for _ in range(2)]
+    t0 = 0
+    for chunk in range(40):
+        n = 300
+        ts = np.sort(t0 + rng.integers(0, 20_000, n))
+        flow = rng.integers(0, 12, n)
+        t0 += 20_000
+        values = {"bytes": rng.integers(60, 1500, n), "ecn_ce": None, "cnp_packets": None,
+                  "retransmitted_packets": None}
+        whole.feed(ts, flow, values, 12, True)
+        for p, part in enumerate(parts):
+            mine = flow % 2 == p
+            part.chunk = chunk
+            part.feed(ts[mine], flow[mine] // 2, {k: v if v is None else v[mine] for k, v in values.items()}, 6,
+                      True)
+    records = [{"timeline_record": p.record, "timeline_unsure": p.unsure} for p in parts]
+    level = _timeline_level(records, 40, max_rows=600)
+    assert whole.bucket_ns > 1000 and whole.bucket_ns == 1000 << level
+    names = [f"f{i}" for i in range(12)]
+    merged = _timeline([{"timeline": p.table([f"f{2 * i + k}" for i in range(6)])} for k, p in enumerate(parts)],
+                       {n: i for i, n in enumerate(names)}, names, whole.bucket_ns)
+    expect = whole.table(names)
+    for c in expect.columns:
+        assert list(merged.data[c]) == list(expect.data[c]), c
+
+
+def test_an_event_budget_reached_is_not_exact():
+    from roceview.analysis.events import MAX_PER_KIND
+    from roceview.partition_merge import exact
+
+    part = {"held": False, "timeline_record": [], "timeline_unsure": False, "bucket_ns": 10**6,
+            "event_counts": {"ecn_ce": MAX_PER_KIND // 2 + 1}}
+    assert exact([part], 10**6, 1) == (None, 10**6)
+    assert "budget" in exact([part, part], 10**6, 1)[0]
+    assert "held back" in exact([dict(part, held=True)], 10**6, 1)[0]
+
+
+distributed = pytest.importorskip("dask.distributed")
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=":0") as c:
+        yield c
+
+
+def csvs(result, directory):
+    write_csv_dir(result, directory)
+    return {name: (directory / name).read_bytes() for name in CSVS}
+
+
+def test_flows_in_several_partitions_identical_to_local(cluster, fabric, tmp_path, monkeypatch):
+    import roceview.dask_engine as engine
+    from roceview.analysis.pmtu import _path_keys
+    from roceview.dask_partition import partition_of
+
+    def fallback(*args, **kwargs):
+        raise AssertionError("fell back to the driver-side analysis")
+    monkeypatch.setattr(engine, "DaskBatches", fallback)
+    local = roceview.analyze(fabric)
+    dask = roceview.analyze(fabric, engine="dask", scheduler=cluster.scheduler_address)
+    assert csvs(dask, tmp_path / "d") == csvs(local, tmp_path / "l")
+    assert dask.summary == local.summary
+    write_json(dask, tmp_path / "d.json")
+    write_json(local, tmp_path / "l.json")
+    assert (tmp_path / "d.json").read_bytes() == (tmp_path / "l.json").read_bytes()
+    assert "incast" in set(local.findings["kind"].astype(str))
+    pairs = {tuple(sorted(p)) for p in zip(local.flows["src_ip"].astype(str), local.flows["dst_ip"].astype(str))}
+    assert {int(partition_of(_path_keys(_words(a), _words(b)), 2)[0]) for a, b in pairs} == {0, 1}
+
+
+def _words(ip: str) -> np.ndarray:
+    from ipaddress import IPv6Address
+
+    return np.frombuffer(IPv6Address("::ffff:" + ip).packed, "<u8").reshape(1, 2)
+
+
+def test_a_run_that_cannot_be_exact_falls_back_to_the_same_result(cluster, fabric, tmp_path, monkeypatch):
+    """partition_merge.exact saying no (an event budget reached, a hold for path-MTU evidence):
+    the driver-side path on the same cluster, the same CSVs."""
+    import roceview.dask_engine as engine
+    import roceview.partition_merge as merge
+
+    made, original = [], engine.DaskBatches
+
+    def driver_side(*args, **kwargs):
+        made.append(kwargs.get("connection"))
+        return original(*args, **kwargs)
+    monkeypatch.setattr(merge, "exact", lambda parts, bucket_ns, n: ("a test says so", bucket_ns))
+    local = roceview.analyze(fabric)
+    with monkeypatch.context() as m:
+        m.setattr(engine, "DaskBatches", driver_side)
+        dask = roceview.analyze(fabric, engine="dask", scheduler=cluster.scheduler_address)
+    assert len(made) == 1 and made[0] is not None            # on the partitioned run's connection
+    assert csvs(dask, tmp_path / "d") == csvs(local, tmp_path / "l")
+
+
+def test_real_captures_partitioned_identical_to_local(cluster, real_capture, tmp_path, monkeypatch):
+    """Each real capture (RoCE v1 and v2, native IB, CM, bad ICRCs, cut frames, PAUSE, LLDP,
+    mixed LAN traffic): the partitioned run, not the fallback, gives the local CSVs."""
+    import roceview.dask_engine as engine
+
+    def fallback(*args, **kwargs):
+        raise AssertionError("fell back to the driver-side analysis")
+    monkeypatch.setattr(engine, "DaskBatches", fallback)
+    local = roceview.analyze(real_capture, warn=lambda m: None)
+    dask = roceview.analyze(real_capture, engine="dask", scheduler=cluster.scheduler_address, warn=lambda m: None)
+    assert csvs(dask, tmp_path / "d") == csvs(local, tmp_path / "l")
+    assert dask.summary == local.summary
