@@ -66,3 +66,29 @@ def test_the_app_prepares_before_its_first_frame_and_a_key_defers_the_loader():
             await pilot.press("2")
             assert app.loader._defer_until > before
     asyncio.run(run())
+
+
+def test_a_key_held_down_slows_loading_but_never_stops_it():
+    """Auto-repeat (a key held down, a wheel spun) defers the loader every 20-30 ms, each time
+    for UI_FIRST_S: the loader must still take a chunk now and then, or loading never ends."""
+    source = _Counted(_sample_batches())
+    loader = Loader(source)
+    loader.prepare()
+    held = threading.Event()
+
+    def hold_a_key():
+        while not held.is_set():
+            loader.defer()
+            time.sleep(0.02)
+
+    keys = threading.Thread(target=hold_a_key, daemon=True)
+    keys.start()
+    worker = threading.Thread(target=loader.run, daemon=True)
+    worker.start()
+    worker.join(20)                  # 4 chunks: well under a second unless starved
+    finished = not worker.is_alive()
+    held.set()
+    loader.request_stop()
+    worker.join(10)
+    assert finished, "loading stalled while a key was held down"
+    assert loader.latest.done and loader.latest.packets == sum(b.n for b in source.batches)
