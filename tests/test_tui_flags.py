@@ -100,7 +100,7 @@ def test_flags_of_files_merged_in_time_are_dissects(tmp_path, name, parts):
     _same(_index_columns(loader.index), _dissect_columns(files))
 
 
-def _reads_first(tmp_path):
+def _reads_first(tmp_path, copies: int = 20):
     """network-loss-receiver-side.pcap after 20 copies of its first frame, a READ request:
     read in chunks of 16, the Analyzer holds the first chunk back (no path-MTU evidence yet)
     and analyses it with the next."""
@@ -109,9 +109,9 @@ def _reads_first(tmp_path):
     loader = Loader([str(SAMPLES / "network-loss-receiver-side.pcap")])
     loader.run()
     index = loader.index
-    rows = [0] * 20 + list(range(index.rows))
+    rows = [0] * copies + list(range(index.rows))
     path = tmp_path / "reads-first.pcapng"
-    write_pcapng(path, [index.frame_bytes(r)[0] for r in rows], [int(index.ts.a[0]) - 1000 + k for k in range(20)]
+    write_pcapng(path, [index.frame_bytes(r)[0] for r in rows], [int(index.ts.a[0]) - 1000 + k for k in range(copies)]
                  + [int(t) for t in index.ts.view()])
     return path
 
@@ -198,3 +198,39 @@ async def test_the_cursor_stays_on_screen_above_the_horizontal_scrollbar():
         assert shown < plist.size.height                       # the scrollbar's row
         assert top <= plist.cursor < top + shown
         assert str(app.screen.query_one("#packet-tree").root.label).startswith(f"Frame {plist.cursor + 1} ")
+
+
+@pytest.mark.asyncio
+async def test_rows_listed_before_they_were_analysed_show_their_flags_once_they_are(tmp_path):
+    """Rows the Analyzer held back (path-MTU evidence) are listed, and drawn, before they have
+    flags; once analysed their lines (and the tree of the row under the cursor) show the tags.
+    The list kept its decoded blocks and, the row count unchanged, never drew them again."""
+    from roceview.tui import Options, make_app
+
+    path = _reads_first(tmp_path, copies=200)         # more than a block of the list (BLOCK)
+    app = make_app([str(path)], options=Options(chunk_packets=16), start=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        loader = app.loader
+        loader.prepare()
+        items = iter(loader._items())
+        for _ in range(10):
+            loader._feed(next(items))                  # held back: listed, not analysed
+        assert loader._flagged == 0 and loader.index.rows == 160
+        loader._snapshot(done=False)
+        await pilot.press("3")
+        await pilot.pause()
+        plist = app.screen.plist
+        assert len(plist.rows) == 160 and "[" not in plist.line(1)
+        plist.cursor = 1
+        await pilot.pause()
+        tree = app.screen.query_one("#packet-tree")
+        assert not str(tree.root.label).endswith("]")
+        for item in items:
+            loader._feed(item)
+        loader._finish()
+        await pilot.pause()
+        await pilot.pause()
+        expected = summary_lines(loader.index.decode(np.arange(16)), plist.first_ts)
+        assert "[Duplicate frame]" in expected[1]
+        assert [plist.line(i) for i in range(16)] == expected
+        assert str(tree.root.label).endswith("[Duplicate frame]")

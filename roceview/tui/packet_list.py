@@ -86,12 +86,14 @@ class PacketList(VirtualList):
         self.first_ts: int | None = None
         self.gbps = 100.0                    # link speed of the pause tags (tui --link-speed)
         self._blocks: OrderedDict[int, tuple[list[str], dict]] = OrderedDict()
+        self._unflagged: dict[int, int] = {}     # block -> its last row, drawn before it had flags
 
     def set_rows(self, rows, keep_cursor: bool = True) -> None:
         """The rows listed (index rows); the cursor stays on its packet when it is still listed."""
         old = self.current_row() if keep_cursor else None
         self.rows = _rows(rows)
         self._blocks.clear()
+        self._unflagged.clear()
         self.resized()
         at = position(self.rows, old) if old is not None and len(self.rows) else 0
         self.cursor = min(at, max(len(self.rows) - 1, 0))
@@ -106,6 +108,19 @@ class PacketList(VirtualList):
         if n == 0 and len(self.rows):
             self.cursor = 0                  # the first packet's tree and hex
         self.refresh()
+
+    def flags_arrived(self) -> None:
+        """Draw again the blocks drawn before their rows were analysed (the Analyzer holds rows
+        back for path-MTU evidence; the loader lists rows before it analyses them), and the
+        tree of the row under the cursor when its block was one: the row count may not change."""
+        stale = [block for block, last in self._unflagged.items() if last < self.index.flagged]
+        for block in stale:
+            del self._unflagged[block]
+            self._blocks.pop(block, None)
+        if stale:
+            self.refresh()
+            if self.cursor // BLOCK in stale:
+                self.post_message(self.Moved(self, self.current_row()))
 
     def current_row(self) -> int | None:
         return int(self.rows[self.cursor]) if 0 <= self.cursor < len(self.rows) else None
@@ -138,6 +153,8 @@ class PacketList(VirtualList):
         got = self._blocks.get(block)
         if got is None:
             rows = self.rows[block * BLOCK: (block + 1) * BLOCK]
+            if len(rows) and int(np.max(rows)) >= self.index.flagged:
+                self._unflagged[block] = int(np.max(rows))
             try:
                 got = marked_lines(self.index.decode(rows), self.first_ts, self.gbps)
             except Exception as exc:   # noqa: BLE001  one bad block is shown, the list goes on
