@@ -234,3 +234,34 @@ async def test_rows_listed_before_they_were_analysed_show_their_flags_once_they_
         assert "[Duplicate frame]" in expected[1]
         assert [plist.line(i) for i in range(16)] == expected
         assert str(tree.root.label).endswith("[Duplicate frame]")
+
+
+def _contrast(a, b) -> float:
+    """WCAG 2 contrast ratio of two textual.color.Color."""
+    def luminance(c):
+        ch = [v / 255 for v in (c.r, c.g, c.b)]
+        ch = [v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4 for v in ch]
+        return 0.2126 * ch[0] + 0.7152 * ch[1] + 0.0722 * ch[2]
+    hi, lo = sorted((luminance(a), luminance(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("light", [False, True])
+async def test_the_tags_colours_are_readable_on_the_lists_background(light):
+    """$warning on the light theme's background is 1.5:1 and $secondary on the dark one's
+    1.9:1: a [Duplicate frame] or a pause tag was hard to read; Textual's $text-* colours are
+    made for text on the background (3.3:1 or more in both themes)."""
+    from textual.color import Color
+
+    app = app_for("network-loss-receiver-side.pcap", light=light)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await loaded(pilot)
+        await pilot.press("3")
+        await pilot.pause()
+        plist = app.screen.plist
+        background = plist.background_colors[1]
+        for severity in ("error", "warn", "note"):
+            colour = Color.from_rich_color(plist.get_component_rich_style(f"packet-list--{severity}",
+                                                                          partial=True).color)
+            assert _contrast(colour, background) >= 3.0, (severity, colour.hex, background.hex)

@@ -75,10 +75,10 @@ class PacketList(VirtualList):
     """The packet list: `rows` are index rows, their lines decoded in blocks when drawn."""
     COMPONENT_CLASSES = {"packet-list--error", "packet-list--warn", "packet-list--note"}
     DEFAULT_CSS = """
-    PacketList > .packet-list--error { color: $error; }
-    PacketList > .packet-list--warn { color: $warning; }
-    PacketList > .packet-list--note { color: $secondary; }
-    """
+    PacketList > .packet-list--error { color: $text-error; }
+    PacketList > .packet-list--warn { color: $text-warning; }
+    PacketList > .packet-list--note { color: $text-secondary; }
+    """                 # $text-*: text on the background ($warning: 1.5:1 on the light theme's)
 
     def __init__(self, index, **kwargs):
         super().__init__(**kwargs)
@@ -135,7 +135,7 @@ class PacketList(VirtualList):
         return lines[k] if k < len(lines) else ""
 
     def segments(self, i: int, style) -> list:
-        """The line, its tags coloured by severity (theme colours: $error, $warning, $secondary)."""
+        """The line, its tags coloured by severity (theme colours: $text-error, -warning, -secondary)."""
         from rich.segment import Segment
 
         lines, marks = self._block(i)
