@@ -265,3 +265,18 @@ async def test_the_tags_colours_are_readable_on_the_lists_background(light):
             colour = Color.from_rich_color(plist.get_component_rich_style(f"packet-list--{severity}",
                                                                           partial=True).color)
             assert _contrast(colour, background) >= 3.0, (severity, colour.hex, background.hex)
+
+
+def test_a_ring_batch_being_given_its_flags_decodes_as_not_yet_analysed():
+    """The Analyzer writes the analysis columns onto the ring's own batch one by one
+    (FlagSink.attach, on the loader thread) while the UI may decode it: between 'flags' and
+    'rtt_ns' a decode raised KeyError (the tree's handler does not catch it: the app died)."""
+    loader = Loader(iter_batches([str(SAMPLES / "network-loss-receiver-side.pcap")], chunk_packets=64,
+                                 prefetch=False))
+    loader.run()
+    kept = loader.index.ring[-1][2]
+    for name in ("missing_psns", "rel_frame", "rtt_ns"):      # attach wrote 'flags' only, so far
+        del kept.cols[name]
+    rows = np.arange(loader.index.ring[-1][0], loader.index.rows)
+    batch = loader.index.decode(rows)
+    assert batch.n == len(rows) and not batch.cols["flags"].any() and (batch.cols["rtt_ns"] == -1).all()

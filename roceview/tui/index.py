@@ -265,9 +265,11 @@ class PacketIndex:
             else:
                 part = batch.select(at)
             part.cols["frame"] = mine + 1
-            if "flags" in batch.cols:
-                _put(part, *(batch.cols[c][at] for c in ("flags", "missing_psns", "rel_frame", "rtt_ns")))
-            else:                              # not analysed yet (held back for path-MTU evidence)
+            # each column read once: the loader thread may be writing them (FlagSink.attach)
+            got = [batch.cols.get(c) for c in ("flags", "missing_psns", "rel_frame", "rtt_ns")]
+            if all(col is not None for col in got):
+                _put(part, *(col[at] for col in got))
+            else:                              # not analysed yet (held back, or being analysed)
                 _put(part, np.zeros(len(at), np.uint32), np.zeros(len(at), np.int64), np.zeros(len(at), np.int64),
                      np.full(len(at), -1, np.int64))
             parts.append(part)
