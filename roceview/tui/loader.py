@@ -167,7 +167,8 @@ class Loader:
                     self._snapshot(done=False)
                     last = time.monotonic()
                     cost = last - now
-            self._finish()
+            if not self.stop.is_set():     # quitting: the app waits for this thread (a live
+                self._finish()             # session is finished by `roceview live` after it)
         except RoceviewError as exc:
             self._failed(str(exc))
         except Exception as exc:   # noqa: BLE001  the UI shows it; it never takes the screen down
