@@ -100,7 +100,7 @@ def test_flags_of_files_merged_in_time_are_dissects(tmp_path, name, parts):
     _same(_index_columns(loader.index), _dissect_columns(files))
 
 
-def _reads_first(tmp_path):
+def _reads_first(tmp_path, copies: int = 20):
     """network-loss-receiver-side.pcap after 20 copies of its first frame, a READ request:
     read in chunks of 16, the Analyzer holds the first chunk back (no path-MTU evidence yet)
     and analyses it with the next."""
@@ -109,9 +109,9 @@ def _reads_first(tmp_path):
     loader = Loader([str(SAMPLES / "network-loss-receiver-side.pcap")])
     loader.run()
     index = loader.index
-    rows = [0] * 20 + list(range(index.rows))
+    rows = [0] * copies + list(range(index.rows))
     path = tmp_path / "reads-first.pcapng"
-    write_pcapng(path, [index.frame_bytes(r)[0] for r in rows], [int(index.ts.a[0]) - 1000 + k for k in range(20)]
+    write_pcapng(path, [index.frame_bytes(r)[0] for r in rows], [int(index.ts.a[0]) - 1000 + k for k in range(copies)]
                  + [int(t) for t in index.ts.view()])
     return path
 
@@ -198,3 +198,85 @@ async def test_the_cursor_stays_on_screen_above_the_horizontal_scrollbar():
         assert shown < plist.size.height                       # the scrollbar's row
         assert top <= plist.cursor < top + shown
         assert str(app.screen.query_one("#packet-tree").root.label).startswith(f"Frame {plist.cursor + 1} ")
+
+
+@pytest.mark.asyncio
+async def test_rows_listed_before_they_were_analysed_show_their_flags_once_they_are(tmp_path):
+    """Rows the Analyzer held back (path-MTU evidence) are listed, and drawn, before they have
+    flags; once analysed their lines (and the tree of the row under the cursor) show the tags.
+    The list kept its decoded blocks and, the row count unchanged, never drew them again."""
+    from roceview.tui import Options, make_app
+
+    path = _reads_first(tmp_path, copies=200)         # more than a block of the list (BLOCK)
+    app = make_app([str(path)], options=Options(chunk_packets=16), start=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        loader = app.loader
+        loader.prepare()
+        items = iter(loader._items())
+        for _ in range(10):
+            loader._feed(next(items))                  # held back: listed, not analysed
+        assert loader._flagged == 0 and loader.index.rows == 160
+        loader._snapshot(done=False)
+        await pilot.press("3")
+        await pilot.pause()
+        plist = app.screen.plist
+        assert len(plist.rows) == 160 and "[" not in plist.line(1)
+        plist.cursor = 1
+        await pilot.pause()
+        tree = app.screen.query_one("#packet-tree")
+        assert not str(tree.root.label).endswith("]")
+        for item in items:
+            loader._feed(item)
+        loader._finish()
+        await pilot.pause()
+        await pilot.pause()
+        expected = summary_lines(loader.index.decode(np.arange(16)), plist.first_ts)
+        assert "[Duplicate frame]" in expected[1]
+        assert [plist.line(i) for i in range(16)] == expected
+        assert str(tree.root.label).endswith("[Duplicate frame]")
+
+
+def _contrast(a, b) -> float:
+    """WCAG 2 contrast ratio of two textual.color.Color."""
+    def luminance(c):
+        ch = [v / 255 for v in (c.r, c.g, c.b)]
+        ch = [v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4 for v in ch]
+        return 0.2126 * ch[0] + 0.7152 * ch[1] + 0.0722 * ch[2]
+    hi, lo = sorted((luminance(a), luminance(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("light", [False, True])
+async def test_the_tags_colours_are_readable_on_the_lists_background(light):
+    """$warning on the light theme's background is 1.5:1 and $secondary on the dark one's
+    1.9:1: a [Duplicate frame] or a pause tag was hard to read; Textual's $text-* colours are
+    made for text on the background (3.3:1 or more in both themes)."""
+    from textual.color import Color
+
+    app = app_for("network-loss-receiver-side.pcap", light=light)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await loaded(pilot)
+        await pilot.press("3")
+        await pilot.pause()
+        plist = app.screen.plist
+        background = plist.background_colors[1]
+        for severity in ("error", "warn", "note"):
+            colour = Color.from_rich_color(plist.get_component_rich_style(f"packet-list--{severity}",
+                                                                          partial=True).color)
+            assert _contrast(colour, background) >= 3.0, (severity, colour.hex, background.hex)
+
+
+def test_a_ring_batch_being_given_its_flags_decodes_as_not_yet_analysed():
+    """The Analyzer writes the analysis columns onto the ring's own batch one by one
+    (FlagSink.attach, on the loader thread) while the UI may decode it: between 'flags' and
+    'rtt_ns' a decode raised KeyError (the tree's handler does not catch it: the app died)."""
+    loader = Loader(iter_batches([str(SAMPLES / "network-loss-receiver-side.pcap")], chunk_packets=64,
+                                 prefetch=False))
+    loader.run()
+    kept = loader.index.ring[-1][2]
+    for name in ("missing_psns", "rel_frame", "rtt_ns"):      # attach wrote 'flags' only, so far
+        del kept.cols[name]
+    rows = np.arange(loader.index.ring[-1][0], loader.index.rows)
+    batch = loader.index.decode(rows)
+    assert batch.n == len(rows) and not batch.cols["flags"].any() and (batch.cols["rtt_ns"] == -1).all()

@@ -27,7 +27,7 @@ def _pilot_instead_of_a_terminal(monkeypatch, seen: dict) -> None:
                 await pilot.press("3")
                 await pilot.pause()
                 seen["line"] = app.screen.plist.line(45)
-                seen["result"] = app.snapshot.result
+                seen["result"], seen["error"] = app.snapshot.result, app.snapshot.error
                 seen["rtt_samples"] = sum(len(f) for f in app.loader.analyzer.rtt.sample_flow)
                 await pilot.press("q")
         asyncio.run(drive())
@@ -73,3 +73,17 @@ def _recorded(method, into: list):
         into.append(result)
         return result
     return wrapper
+
+
+def test_a_live_tui_on_a_stream_that_is_not_a_capture_exits_2_as_without_the_tui(tmp_path, monkeypatch):
+    """The loader shows the source's error on the screen; after q the command exited 0 with
+    empty CSVs, while `--no-tui` says what is wrong and exits 2."""
+    bad = tmp_path / "bad.pcap"
+    bad.write_text("garbage garbage garbage garbage garbage\n")
+    seen = {}
+    _pilot_instead_of_a_terminal(monkeypatch, seen)
+    err = io.StringIO()
+    code = main(["live", "-r", str(bad), "--csv", str(tmp_path / "csv")], Environment(stdout=Terminal(), stderr=err))
+    assert "not a pcap or pcapng capture" in seen["error"]             # shown on the screen
+    assert code == 2 and "not a pcap or pcapng capture" in err.getvalue()
+    assert not (tmp_path / "csv").exists()

@@ -68,15 +68,21 @@ class _LiveBuffer(_Buffer):
     def __init__(self, stream: LiveStream, name: str):
         super().__init__(stream, name)
         self.base = 0
+        self._at_refill = -1                       # `consumed` at the last refill
 
     def refill(self) -> None:
+        # wait for the writer only when nothing was walked since the last refill: a burst
+        # read at once (a 1 MB pipe) is walked first, not left until the writer's next bytes
+        wait = self.consumed == self._at_refill
         while True:
             self.base += self.pos                  # the unread tail moves to store[0]
-            self.stream.waiting = True
+            self.stream.waiting = wait
             super().refill()
             self.eof = self.stream.ended
             if self.eof or self.filled - self.pos >= MIN_RECORD_HEAD:
-                return
+                break
+            wait = True
+        self._at_refill = self.consumed
 
     def take(self, count: int) -> bytes:
         while self.filled - self.pos < count and not self.eof:

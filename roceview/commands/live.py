@@ -60,6 +60,8 @@ def run(args, env) -> ExitStatus:
                 os.close(keys_from_tty())
             tui.run_app(session.stoppable_batches(), title=session.title, options=_tui_options(tui, args),
                         live_stats=lambda: _tui_stats(session.stats()))
+            if session.failed is not None:   # shown on the screen; exit 2 as --no-tui does
+                raise session.failed
         else:
             with _StatusLine(session, env.stderr):
                 for _ in session.batches():

@@ -39,6 +39,7 @@ class LiveSession:
         self.warnings: list[str] = []
         self.stop_reason: str | None = None
         self.ended = False                   # the source ran out (end of stream, the tool exited)
+        self.failed: BadInput | None = None  # the source's error (not a capture, the tool failed)
         self.packets = self.read_packets = 0
         self.cut_at: int | None = None
         self.tool = None
@@ -170,13 +171,14 @@ class LiveSession:
                     self.feed(batch)
                 yield batch
             self.ended = True
-        except BadInput:
+        except BadInput as exc:
             if self.stop_reason is not None and self.stream.bytes_read == 0:
                 return                  # stopped before the first byte (Ctrl-C at once): no packets
             if self.tool is not None and self.stream.bytes_read == 0:
                 self.tool.finish()
-                raise self.tool.failure() from None
-            raise
+                exc = self.tool.failure()
+            self.failed = exc           # the TUI's loader shows it; the command raises it after q
+            raise exc from None
         finally:
             source.close()
 

@@ -101,6 +101,7 @@ class PacketIndex:
         self.ring: list[tuple[int, RecordChunk | None, Batch]] = []   # (first row, chunk, batch)
         self.ring_rows = 0
         self.rows = 0                      # every row seen, kept or not
+        self.flagged = 0                   # rows 0..flagged-1 have their analysis columns
         self.lock = threading.Lock()
 
     # ---- filled by the loader thread ----------------------------------------------------
@@ -143,6 +144,7 @@ class PacketIndex:
         if self.ring:
             with self.lock:
                 _onto_ring(self.ring, first, analysed)
+                self.flagged = first + analysed.n
             return
         with self.lock:
             n = max(0, min(analysed.n, self.flag.n - first))
@@ -155,6 +157,7 @@ class PacketIndex:
                 self.xmiss.extend(analysed.cols["missing_psns"][has])
                 self.xrel.extend(np.where(analysed.valid["rel_frame"][has], rel[has], 0))
                 self.xrtt.extend(rtt[has])
+            self.flagged = first + analysed.n
 
     # ---- read by the UI -----------------------------------------------------------------
     def visible_rows(self) -> RowRange:
@@ -262,9 +265,11 @@ class PacketIndex:
             else:
                 part = batch.select(at)
             part.cols["frame"] = mine + 1
-            if "flags" in batch.cols:
-                _put(part, *(batch.cols[c][at] for c in ("flags", "missing_psns", "rel_frame", "rtt_ns")))
-            else:                              # not analysed yet (held back for path-MTU evidence)
+            # each column read once: the loader thread may be writing them (FlagSink.attach)
+            got = [batch.cols.get(c) for c in ("flags", "missing_psns", "rel_frame", "rtt_ns")]
+            if all(col is not None for col in got):
+                _put(part, *(col[at] for col in got))
+            else:                              # not analysed yet (held back, or being analysed)
                 _put(part, np.zeros(len(at), np.uint32), np.zeros(len(at), np.int64), np.zeros(len(at), np.int64),
                      np.full(len(at), -1, np.int64))
             parts.append(part)

@@ -122,11 +122,15 @@ class Loader:
         """The user pressed a key or clicked: the loader waits `seconds` before its next chunk,
         so the UI thread has the GIL to itself while it answers (sharing it with the loader
         doubled the time of a screen switch, to 100-200 ms). Loading slows only while the user
-        types; called from the UI thread."""
+        types (a chunk per deferral at worst: _wait_for_ui); called from the UI thread."""
         self._defer_until = time.monotonic() + seconds
 
     def _wait_for_ui(self) -> None:
-        while not self.stop.is_set() and (wait := self._defer_until - time.monotonic()) > 0:
+        """Until the deadline set when the wait began, not a later one: a key held down
+        (auto-repeat every 20-30 ms) deferred again before each wait ended, and loading
+        stalled until the key was let go; now a chunk goes through per deferral at worst."""
+        until = self._defer_until
+        while not self.stop.is_set() and (wait := until - time.monotonic()) > 0:
             self.stop.wait(wait)
 
     def request_stop(self) -> None:
@@ -163,7 +167,8 @@ class Loader:
                     self._snapshot(done=False)
                     last = time.monotonic()
                     cost = last - now
-            self._finish()
+            if not self.stop.is_set():     # quitting: the app waits for this thread (a live
+                self._finish()             # session is finished by `roceview live` after it)
         except RoceviewError as exc:
             self._failed(str(exc))
         except Exception as exc:   # noqa: BLE001  the UI shows it; it never takes the screen down

@@ -75,10 +75,10 @@ class PacketList(VirtualList):
     """The packet list: `rows` are index rows, their lines decoded in blocks when drawn."""
     COMPONENT_CLASSES = {"packet-list--error", "packet-list--warn", "packet-list--note"}
     DEFAULT_CSS = """
-    PacketList > .packet-list--error { color: $error; }
-    PacketList > .packet-list--warn { color: $warning; }
-    PacketList > .packet-list--note { color: $secondary; }
-    """
+    PacketList > .packet-list--error { color: $text-error; }
+    PacketList > .packet-list--warn { color: $text-warning; }
+    PacketList > .packet-list--note { color: $text-secondary; }
+    """                 # $text-*: text on the background ($warning: 1.5:1 on the light theme's)
 
     def __init__(self, index, **kwargs):
         super().__init__(**kwargs)
@@ -86,12 +86,14 @@ class PacketList(VirtualList):
         self.first_ts: int | None = None
         self.gbps = 100.0                    # link speed of the pause tags (tui --link-speed)
         self._blocks: OrderedDict[int, tuple[list[str], dict]] = OrderedDict()
+        self._unflagged: dict[int, int] = {}     # block -> its last row, drawn before it had flags
 
     def set_rows(self, rows, keep_cursor: bool = True) -> None:
         """The rows listed (index rows); the cursor stays on its packet when it is still listed."""
         old = self.current_row() if keep_cursor else None
         self.rows = _rows(rows)
         self._blocks.clear()
+        self._unflagged.clear()
         self.resized()
         at = position(self.rows, old) if old is not None and len(self.rows) else 0
         self.cursor = min(at, max(len(self.rows) - 1, 0))
@@ -107,6 +109,19 @@ class PacketList(VirtualList):
             self.cursor = 0                  # the first packet's tree and hex
         self.refresh()
 
+    def flags_arrived(self) -> None:
+        """Draw again the blocks drawn before their rows were analysed (the Analyzer holds rows
+        back for path-MTU evidence; the loader lists rows before it analyses them), and the
+        tree of the row under the cursor when its block was one: the row count may not change."""
+        stale = [block for block, last in self._unflagged.items() if last < self.index.flagged]
+        for block in stale:
+            del self._unflagged[block]
+            self._blocks.pop(block, None)
+        if stale:
+            self.refresh()
+            if self.cursor // BLOCK in stale:
+                self.post_message(self.Moved(self, self.current_row()))
+
     def current_row(self) -> int | None:
         return int(self.rows[self.cursor]) if 0 <= self.cursor < len(self.rows) else None
 
@@ -120,7 +135,7 @@ class PacketList(VirtualList):
         return lines[k] if k < len(lines) else ""
 
     def segments(self, i: int, style) -> list:
-        """The line, its tags coloured by severity (theme colours: $error, $warning, $secondary)."""
+        """The line, its tags coloured by severity (theme colours: $text-error, -warning, -secondary)."""
         from rich.segment import Segment
 
         lines, marks = self._block(i)
@@ -138,6 +153,8 @@ class PacketList(VirtualList):
         got = self._blocks.get(block)
         if got is None:
             rows = self.rows[block * BLOCK: (block + 1) * BLOCK]
+            if len(rows) and int(np.max(rows)) >= self.index.flagged:
+                self._unflagged[block] = int(np.max(rows))
             try:
                 got = marked_lines(self.index.decode(rows), self.first_ts, self.gbps)
             except Exception as exc:   # noqa: BLE001  one bad block is shown, the list goes on

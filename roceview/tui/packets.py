@@ -77,6 +77,7 @@ class PacketsScreen(RoceScreen):
         index = self.app.index
         if self.plist.first_ts is None and (index.ts.n or index.ring):
             self.plist.first_ts = int(index.ts.a[0]) if index.ts.n else int(index.ring[0][2].cols["ts_ns"][0])
+        self.plist.flags_arrived()
         if self.base_rows is None and self.app.display_filter is None:
             rows = index.visible_rows()
             if index.ring:
