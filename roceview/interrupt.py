@@ -1,6 +1,6 @@
 """Ctrl-C in the command line: exit 130 at once, leaving no temporary file behind.
 
-The CLI installs `on_sigint` as the SIGINT (and SIGTERM) handler before it imports anything else
+The CLI installs `on_sigint` as the SIGINT (and SIGTERM, SIGHUP) handler before it imports anything else
 (`roceview/__main__.py`, `cli.entry`). The handler removes what the writers registered
 (temporary files, a --csv folder they created) and ends the process with `os._exit(130)`:
 no KeyboardInterrupt is raised, so none can surface as a traceback, as numpy's "importing
@@ -25,10 +25,11 @@ _hooks: list = []               # called first: e.g. the progress bar shows the 
 
 def install() -> None:
     """SIGINT ends the process quietly (exit 130) after removing the registered paths; SIGTERM
-    (`timeout`, `kill`) the same way with 143. A signal the parent set to be ignored stays
+    (`timeout`, `kill`) the same way with 143, SIGHUP (the terminal or the ssh session closed)
+    with 129: `live -w` keeps what it captured, no .part file stays. A signal the parent set to be ignored stays
     ignored, as CPython does for SIGINT (a shell script's `roceview ... &` runs with SIGINT
     ignored: a Ctrl-C meant for the script's foreground job must not end it)."""
-    for signum in (signal.SIGINT, signal.SIGTERM):
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         if signal.getsignal(signum) is not signal.SIG_IGN:
             signal.signal(signum, on_sigint)
 

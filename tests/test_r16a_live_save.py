@@ -89,3 +89,21 @@ def test_ctrl_c_before_the_capture_starts_leaves_no_file(tmp_path):
         else:
             assert [(p.name, p.stat().st_size) for p in tmp_path.iterdir()] == [(out.name, 0)]
             out.unlink()
+
+
+def test_a_closed_terminal_keeps_what_was_captured_and_leaves_no_part_file(tmp_path):
+    """SIGHUP (the terminal or ssh session gone) during `live -w`: exit 129, the records read
+    are in the file, no `.out.pcap.*.part` is left (it was: SIGHUP had no handler)."""
+    data = CAPTURE.read_bytes()
+    out = tmp_path / "out.pcap"
+    proc = live(tmp_path, "-r", "-", "-w", out, stdin=subprocess.PIPE)
+    os.write(proc.stdin.fileno(), data)
+    line = proc.stderr.readline()                # the first status line: the stream is being read
+    assert line.startswith("live "), line
+    proc.send_signal(signal.SIGHUP)
+    rest = proc.stderr.read()
+    code = proc.wait(120)
+    proc.stdin.close()
+    assert code == 129 and "Traceback" not in rest, (code, rest)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.pcap"]
+    assert out.read_bytes() == data
