@@ -16,7 +16,7 @@ from tui_helpers import app_for, loaded  # noqa: E402
 
 SHOTS = (("tui-overview.svg", "network-loss.pcap", ()), ("tui-queue-pairs.svg", "incast.pcap", ("2",)),
          ("tui-qp-detail.svg", "network-loss.pcap", ("2", "enter")),
-         ("tui-packets.svg", "network-loss.pcap", ("3", "down", "down")), ("tui-pfc.svg", "pfc-storm.pcap", ("4",)))
+         ("tui-packets.svg", "network-loss.pcap", ("3",) + ("pagedown",) * 3 + ("down",) * 8), ("tui-pfc.svg", "pfc-storm.pcap", ("4",)))
 
 
 async def shoot(filename: str, capture: str, keys) -> None:
