@@ -121,3 +121,29 @@ def test_snapshots_while_feeding_change_no_result(tmp_path):
     assert plain[0] > 10_000 and b"timeout_retransmit" in plain[4]     # bounded; timeouts found
     assert _outputs(capture, 1) == plain
     assert _outputs(capture, 3) == plain
+
+
+def test_more_flows_than_the_timeline_budget_end_in_one_bucket_not_a_loop(monkeypatch):
+    """Doubling the bucket merges rows of one flow only: once every row is in one bucket, more
+    flows than max_rows // 2 keep a row each. The bound doubled forever then (1 M queue pairs
+    under the default 2 M rows; counted here, so the old code fails rather than hangs)."""
+    import numpy as np
+
+    from roceview.analysis.timeline import Timeline
+
+    merges = []
+    original = Timeline._merged
+
+    def counted(self, factor=1):
+        merges.append(factor)
+        assert len(merges) < 200, "the bound keeps doubling the bucket"
+        return original(self, factor)
+
+    monkeypatch.setattr(Timeline, "_merged", counted)
+    timeline, n = Timeline(1000, max_rows=10), 20
+    values = {"bytes": np.full(n, 100.0), "ecn_ce": None, "cnp_packets": None, "retransmitted_packets": None}
+    for start in (0, 5_000):                    # 20 flows in one 1 us bucket, then in the next
+        timeline.feed(np.arange(start, start + n, dtype=np.int64), np.arange(n, dtype=np.int64), values, n, True)
+    table = timeline.table([f"f{i}" for i in range(n)])
+    assert len(table) == n and set(np.asarray(table.data["bytes"]).tolist()) == {200}
+    assert len(set(np.asarray(table.data["bucket_start"]).tolist())) == 1
