@@ -127,7 +127,9 @@ class Timeline:
 
     def _bound(self) -> None:
         self._parts = [self._merged()]          # (no other reference: _merged lets each go)
-        while len(self._parts[0][0]) > self.max_rows // 2:
+        # doubling merges a flow's rows only: once all rows share one bucket (more flows than
+        # max_rows // 2), it can merge no more and the flows keep a row each
+        while len(self._parts[0][0]) > self.max_rows // 2 and self._parts[0][0][0] != self._parts[0][0][-1]:
             self.bucket_ns *= 2
             self._parts = [self._merged(2)]
         self._rows = len(self._parts[0][0])
