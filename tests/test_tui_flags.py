@@ -280,3 +280,48 @@ def test_a_ring_batch_being_given_its_flags_decodes_as_not_yet_analysed():
     rows = np.arange(loader.index.ring[-1][0], loader.index.rows)
     batch = loader.index.decode(rows)
     assert batch.n == len(rows) and not batch.cols["flags"].any() and (batch.cols["rtt_ns"] == -1).all()
+
+
+@pytest.mark.asyncio
+async def test_a_filter_set_while_loading_takes_in_the_rows_analysed_after():
+    """The filter scanned only the rows there when it was set, judging rows not yet analysed
+    as flagless, and never looked again: a stream stopped half-way lists the first half's
+    matches only; once the rest arrives, the list equals `dissect -Y` on the whole capture."""
+    import threading
+
+    from roceview.packets import iter_chunks
+    from roceview.tui import make_app
+
+    path = SAMPLES / "network-loss-receiver-side.pcap"
+    text = "roceview.retransmission || roceview.gap > 2"
+    out = subprocess.run([sys.executable, "-m", "roceview", "dissect", "-Y", text, str(path)], capture_output=True,
+                         text=True, check=True).stdout.splitlines()
+    expected = [int(line.split()[0]) - 1 for line in out]
+    batches = [b for _, b in iter_chunks([str(path)], chunk_packets=16)]
+    gate = threading.Event()
+
+    def source():
+        for k, b in enumerate(batches):
+            if k == 2:
+                gate.wait(60)
+            yield b
+
+    app = make_app(source(), title="half")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("3")
+        while app.index.flagged < 32:
+            await pilot.pause(0.05)
+        await pilot.press("slash", *text, "enter")
+        screen = app.screen
+        for _ in range(100):
+            await pilot.pause(0.05)
+            if not screen.scanning and screen.filtered is not None:
+                break
+        assert screen.plist.rows.tolist() == [r for r in expected if r < 32]
+        gate.set()
+        for _ in range(400):
+            await pilot.pause(0.05)
+            if app.snapshot is not None and app.snapshot.done and not screen.scanning \
+                    and screen.plist.rows.tolist() == expected:
+                break
+        assert len(expected) > 5 and screen.plist.rows.tolist() == expected

@@ -14,6 +14,7 @@ from textual.containers import Horizontal
 from textual.widgets import Static, Tree
 
 from roceview.tui.base import RoceScreen
+from roceview.tui.index import RowRange, position
 from roceview.tui.packet_list import HEADER, PacketList
 from roceview.tui.text import hexdump
 from roceview.tui.tree import analysis_nodes, nodes_for
@@ -41,6 +42,7 @@ class PacketsScreen(RoceScreen):
         self.filtered: np.ndarray | None = None
         self.scanning = False
         self._scan_generation = 0
+        self._scanned_to = 0             # with a filter on every row: rows below were scanned
 
     @property
     def plist(self) -> PacketList:
@@ -60,9 +62,14 @@ class PacketsScreen(RoceScreen):
     def filter_changed(self, at_row: int | None = None) -> None:
         self.filtered = None
         self._scan_generation += 1
+        self.scanning = False
         if self.app.display_filter is not None:
             self.plist.set_rows(np.zeros(0, np.int64), keep_cursor=False)
-            self._scan(self._base(), self.app.display_filter, self._scan_generation)
+            rows = self._base()
+            if self.base_rows is None:   # while loading: the analysed rows now, the rest as they come
+                self._scanned_to = self.app.index.flagged
+                rows = _upto(rows, self._scanned_to)
+            self._start_scan(rows, None)
         else:
             self.plist.set_rows(self._base(), keep_cursor=at_row is None)
             if at_row is not None:
@@ -78,6 +85,7 @@ class PacketsScreen(RoceScreen):
         if self.plist.first_ts is None and (index.ts.n or index.ring):
             self.plist.first_ts = int(index.ts.a[0]) if index.ts.n else int(index.ring[0][2].cols["ts_ns"][0])
         self.plist.flags_arrived()
+        self._scan_new_rows()
         if self.base_rows is None and self.app.display_filter is None:
             rows = index.visible_rows()
             if index.ring:
@@ -98,11 +106,31 @@ class PacketsScreen(RoceScreen):
                          f"{index.rows:,} packets are kept")
         self.query_one("#packets-status", Static).update(Text("; ".join(parts)))
 
+    def _scan_new_rows(self) -> None:
+        """A filter over every row, set while loading: scan the rows analysed since (their
+        flags known), after what was found. Without this the list kept the rows of the moment
+        the filter was set, and rows not yet analysed were judged as having no flags."""
+        index = self.app.index
+        if self.app.display_filter is None or self.base_rows is not None or self.scanning \
+                or index.flagged <= self._scanned_to:
+            return
+        visible = index.visible_rows()
+        rows = RowRange(max(self._scanned_to, visible.first), min(index.flagged, visible.stop))
+        self._scanned_to = index.flagged
+        prior = self.filtered
+        if prior is not None and index.ring:          # rows the ring has let go are not listed
+            prior = prior[prior >= visible.first]
+        self._start_scan(rows, prior)
+
+    def _start_scan(self, rows, prior: np.ndarray | None) -> None:
+        self.scanning = True             # till _found(done): one scan at a time
+        self._scan(rows, self.app.display_filter, self._scan_generation, prior)
+
     @work(thread=True, exclusive=True, group="filter-scan")
-    def _scan(self, rows: np.ndarray, display_filter, generation: int) -> None:
-        """Decode the rows block by block on a thread, keep those the filter matches."""
-        self.scanning = True
-        found = []
+    def _scan(self, rows: np.ndarray, display_filter, generation: int, prior: np.ndarray | None = None) -> None:
+        """Decode the rows block by block on a thread, keep those the filter matches (after
+        `prior`, the rows found before)."""
+        found = [] if prior is None or not len(prior) else [prior]
         try:
             for at in range(0, len(rows), SCAN_BLOCK):
                 if generation != self._scan_generation:
@@ -113,13 +141,12 @@ class PacketsScreen(RoceScreen):
                 self.app.call_from_thread(self._found, np.concatenate(found), generation, False)
         except Exception as exc:   # noqa: BLE001  a filter failing on data is shown, not raised
             self.app.call_from_thread(self.notify, f"filter stopped: {exc}", severity="error")
-        finally:
-            self.scanning = False
         self.app.call_from_thread(self._found, np.concatenate(found) if found else np.zeros(0, np.int64),
                                   generation, True)
 
     def _found(self, rows: np.ndarray, generation: int, done: bool) -> None:
         if generation == self._scan_generation:
+            self.scanning = not done
             self.filtered = rows
             self.plist.grow(rows) if len(self.plist.rows) else self.plist.set_rows(rows, keep_cursor=False)
             self._status()
@@ -155,3 +182,10 @@ def _proto(batch) -> str:
     from roceview.batch import PROTO_NAMES
 
     return PROTO_NAMES[int(batch.cols["_proto"][0])] if batch.n else "other"
+
+
+def _upto(rows, stop: int):
+    """The listed rows below `stop` (a RowRange stays one: no array of 10 M rows)."""
+    if isinstance(rows, RowRange):
+        return RowRange(rows.first, min(rows.stop, stop))
+    return rows[: position(rows, stop)]
