@@ -69,7 +69,8 @@ def analyze(files: list[str], *, client, roce_ports=(), chunk_packets: int, pmtu
     respans = dict(zip(again, _gather([submit(spans, [parts[p][k] for p in range(n_part)], plan.span_rows[k],
                                                plan.n[k], pure=False) for k in again], order)))
     gate, names = gates(plan, [m["flows"] for m in metas], [m["analysed"] for m in metas])
-    results = [submit(analyse, parts[p], plan.gidx, plan.chunk_starts, gate, pmtu, link_speed, bucket_ms, facts,
+    gidx = _scattered(client, plan.gidx)
+    results = [submit(analyse, parts[p], gidx, plan.chunk_starts, gate, pmtu, link_speed, bucket_ms, facts,
                       pure=False, retries=RETRIES, allow_other_workers=True,
                       workers=None if workers[0] is None else [workers[p % n_part]]) for p in range(n_part + 1)]
     del reads, parts
@@ -87,6 +88,20 @@ def analyze(files: list[str], *, client, roce_ports=(), chunk_packets: int, pmtu
 
         result.facts = merge_facts(done, stats, plan.ts_backwards)
     return result, told
+
+
+def _scattered(client, gidx: list) -> list:
+    """Plan.gidx with its arrays (files overlapping in time: 8 bytes a row) sent to every worker
+    once: every partition task reads all of them, and carried in the task graph they crossed
+    the scheduler once per task (Dask warning on stderr of a large graph). Broadcast, so that
+    losing a worker loses no copy that cannot be recomputed."""
+    at = [k for k, g in enumerate(gidx) if not isinstance(g, int)]
+    if not at:
+        return gidx
+    out = list(gidx)
+    for k, future in zip(at, client.scatter([gidx[k] for k in at], broadcast=True, hash=False)):
+        out[k] = future
+    return out
 
 
 def _in_frames(stats: dict, gidx) -> dict:

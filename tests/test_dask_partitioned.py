@@ -212,3 +212,33 @@ def test_real_captures_partitioned_identical_to_local(cluster, real_capture, tmp
     dask = roceview.analyze(real_capture, engine="dask", scheduler=cluster.scheduler_address, warn=lambda m: None)
     assert csvs(dask, tmp_path / "d") == csvs(local, tmp_path / "l")
     assert dask.summary == local.summary
+
+
+def test_files_overlapping_in_time_send_no_large_graph(cluster, tmp_path, monkeypatch):
+    """Two mirror ports' files interleaved in time: every row's frame number is an array per
+    file (Plan.gidx, 8 bytes a packet), which the partition tasks must fetch, not carry in
+    the task graph (each of them would ship it through the scheduler, and Dask warns on
+    stderr of a large graph)."""
+    import warnings
+
+    import dask
+
+    import roceview.dask_engine as engine
+
+    cap = generate("incast", seed=2, scale=40)
+    ends = np.cumsum(cap.lengths)
+    for side in (0, 1):
+        rows = np.arange(side, len(cap), 2)
+        keep = np.concatenate([np.arange(ends[r] - cap.lengths[r], ends[r]) for r in rows])
+        write_pcap(tmp_path / f"port{side}.pcap", cap.frames[keep], cap.lengths[rows], cap.ts_ns[rows])
+
+    def fallback(*args, **kwargs):
+        raise AssertionError("fell back to the driver-side analysis")
+    monkeypatch.setattr(engine, "DaskBatches", fallback)
+    local = roceview.analyze(tmp_path)
+    with dask.config.set({"distributed.admin.large-graph-warning-threshold": "40kB"}), \
+            warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        dask_result = roceview.analyze(tmp_path, engine="dask", scheduler=cluster.scheduler_address)
+    assert [str(w.message) for w in caught if "large graph" in str(w.message)] == []
+    assert csvs(dask_result, tmp_path / "d") == csvs(local, tmp_path / "l")
