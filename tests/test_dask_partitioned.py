@@ -242,3 +242,32 @@ def test_files_overlapping_in_time_send_no_large_graph(cluster, tmp_path, monkey
         dask_result = roceview.analyze(tmp_path, engine="dask", scheduler=cluster.scheduler_address)
     assert [str(w.message) for w in caught if "large graph" in str(w.message)] == []
     assert csvs(dask_result, tmp_path / "d") == csvs(local, tmp_path / "l")
+
+
+def test_timestamps_out_of_order_stay_partitioned_below_the_timeline_bound(cluster, tmp_path, monkeypatch):
+    """Packets stamped out of time order within a flow (neighbours swapped, one 5 ms back):
+    the timeline's new rows cannot be replayed, but far below its row bound it never doubles
+    its buckets, so the partitioned run is exact and must not redo the capture driver-side."""
+    import roceview.dask_engine as engine
+    from roceview.partition_merge import _timeline_level
+
+    cap = generate("network-loss", seed=3)
+    ts = cap.ts_ns.copy()
+    at = np.random.default_rng(0).choice(len(ts) - 1, 10, replace=False)
+    ts[at], ts[at + 1] = ts[at + 1].copy(), ts[at].copy()
+    ts[len(ts) // 2] -= 5_000_000
+    write_pcap(tmp_path / "back.pcap", cap.frames, cap.lengths, ts)
+
+    def fallback(*args, **kwargs):
+        raise AssertionError("fell back to the driver-side analysis")
+    monkeypatch.setattr(engine, "DaskBatches", fallback)
+    local = roceview.analyze(tmp_path / "back.pcap", chunk_packets=64)    # rows back across chunks
+    dask_result = roceview.analyze(tmp_path / "back.pcap", engine="dask", scheduler=cluster.scheduler_address,
+                                   chunk_packets=64)
+    assert local.facts.ts_backwards > 0
+    assert csvs(dask_result, tmp_path / "d") == csvs(local, tmp_path / "l")
+    counts = np.zeros((2, 12), np.int64)
+    counts[:, 0] = 5
+    unsure = {"timeline_record": [(0, counts)], "timeline_unsure": True}
+    assert _timeline_level([unsure], 1, max_rows=5) == 0
+    assert _timeline_level([unsure], 1, max_rows=4) is None          # past the bound: cannot tell
