@@ -79,7 +79,7 @@ def analyze(files: list[str], *, client, roce_ports=(), chunk_packets: int, pmtu
     if why is not None:
         return None, why
     if len(order) > 1:
-        told += _disagreements(order, [respans.get(k, m["spans"]) for k, m in enumerate(metas)])
+        told += _disagreements(order, [_spans(m["spans"], respans.get(k)) for k, m in enumerate(metas)])
     stats = [_in_frames(m["stats"], g) for m, g in zip(metas, plan.gidx)]
     result = merge(done, names, stats, {"pmtu": pmtu, "link_speed": link_speed, "bucket_ms": bucket_ms},
                    files, told, bucket_ns)
@@ -114,6 +114,12 @@ def _in_frames(stats: dict, gidx) -> dict:
     at = frames(gidx, [r for r, _, _ in lldp]) + 1
     out["lldp"] = [(int(f), mac, bits) for f, (_, mac, bits) in zip(at.tolist(), lldp)]
     return out
+
+
+def _spans(whole: tuple, again) -> tuple:
+    """A file's spans: its time span from every frame (as read whole), its PSN spans observed
+    again in the chunks the local engine reads it in (`again`, from its RoCE rows) if it did."""
+    return whole if again is None else (whole[0], whole[1], again[2])
 
 
 def _disagreements(order: list[str], spans: list) -> list[str]:

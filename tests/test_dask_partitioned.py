@@ -271,3 +271,27 @@ def test_timestamps_out_of_order_stay_partitioned_below_the_timeline_bound(clust
     unsure = {"timeline_record": [(0, counts)], "timeline_unsure": True}
     assert _timeline_level([unsure], 1, max_rows=5) == 0
     assert _timeline_level([unsure], 1, max_rows=4) is None          # past the bound: cannot tell
+
+
+def test_a_file_of_pfc_frames_bridging_two_captures_warns_as_locally(cluster, tmp_path):
+    """Files opened beside others are read in smaller chunks, so their PSN spans are observed
+    again on the workers from their RoCE rows; their time spans must still count every frame:
+    a file holding only PFC frames, from 2023 to 2029, bridges a 2023 capture and a 2029 one
+    (no 'years apart' warning locally)."""
+    year = 365 * 86_400 * 10**9
+    a = generate("clean", seed=1)
+    write_pcap(tmp_path / "a.pcap", a.frames, a.lengths, a.ts_ns)
+    write_pcap(tmp_path / "c.pcap", a.frames, a.lengths, a.ts_ns + 6 * year)
+    storm = generate("pfc-storm", seed=1)
+    ends = np.cumsum(storm.lengths)
+    pfc = [r for r in range(len(storm)) if storm.frames[ends[r] - storm.lengths[r] + 12:][:2].tobytes() == b"\x88\x08"]
+    keep = np.concatenate([np.arange(ends[r] - storm.lengths[r], ends[r]) for r in pfc[:2]])
+    write_pcap(tmp_path / "b.pcap", storm.frames[keep], storm.lengths[pfc[:2]],
+               np.array([a.ts_ns[0] + 1000, a.ts_ns[0] + 6 * year + 1000], np.int64))
+    told = {"local": [], "dask": []}
+    local = roceview.analyze(tmp_path, warn=told["local"].append)
+    dask_result = roceview.analyze(tmp_path, engine="dask", scheduler=cluster.scheduler_address,
+                                   warn=told["dask"].append)
+    assert local.summary["protocols"].get("pfc", 0) == 2
+    assert told["dask"] == told["local"]
+    assert csvs(dask_result, tmp_path / "d") == csvs(local, tmp_path / "l")
