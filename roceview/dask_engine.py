@@ -80,14 +80,15 @@ def connect(scheduler: str | None):
     return client, None
 
 
-def result_of(future, path: str):
-    """A task's result; a lost worker or a closed connection as one line (BadInput)."""
+def result_of(future, path: str, doing: str | None = None):
+    """A task's result; a lost worker or a closed connection as one line (BadInput) saying
+    what the task did (`doing`; default: decoding `path`)."""
     try:
         return future.result()
     except BadInput:
         raise
     except Exception as exc:  # noqa: BLE001 - a lost worker, a closed connection: one line
-        raise BadInput(f"the Dask run could not complete (decoding {path}: {type(exc).__name__}: "
+        raise BadInput(f"the Dask run could not complete ({doing or 'decoding ' + path}: {type(exc).__name__}: "
                        f"{_one_line(exc)}); no result was written") from None
 
 

@@ -61,20 +61,21 @@ def analyze(files: list[str], *, client, roce_ports=(), chunk_packets: int, pmtu
     n_part = len(workers)
     reads = [submit(read, path, tuple(roce_ports), chunk_packets, "analysis", n_part, pure=False, retries=RETRIES)
              for path in order]
-    metas = _gather([submit(meta, r, pure=False) for r in reads], order)
+    metas = _gather([submit(meta, r, pure=False) for r in reads], [f"decoding {f}" for f in order])
     told: list[str] = []
     plan = Plan(order, starts, [m["ts"] for m in metas], [m["warnings"] for m in metas], chunk_packets, told.append)
     parts = [[submit(part, r, p, pure=False) for r in reads] for p in range(n_part + 1)]
     again = [k for k in range(len(order)) if len(order) > 1 and plan.span_rows[k] != chunk_packets]
     respans = dict(zip(again, _gather([submit(spans, [parts[p][k] for p in range(n_part)], plan.span_rows[k],
-                                               plan.n[k], pure=False) for k in again], order)))
+                                               plan.n[k], pure=False) for k in again],
+                                       [f"decoding {order[k]}" for k in again])))
     gate, names = gates(plan, [m["flows"] for m in metas], [m["analysed"] for m in metas])
     gidx = _scattered(client, plan.gidx)
     results = [submit(analyse, parts[p], gidx, plan.chunk_starts, gate, pmtu, link_speed, bucket_ms, facts,
                       pure=False, retries=RETRIES, allow_other_workers=True,
                       workers=None if workers[0] is None else [workers[p % n_part]]) for p in range(n_part + 1)]
     del reads, parts
-    done = _gather(results, order)
+    done = _gather(results, [f"analysing partition {p + 1} of {n_part + 1}" for p in range(n_part + 1)])
     why, bucket_ns = exact(done, max(1, int(round(bucket_ms * 1_000_000))), plan.n_chunks)
     if why is not None:
         return None, why
@@ -136,5 +137,5 @@ def _disagreements(order: list[str], spans: list) -> list[str]:
     return fs.disagreements(order)
 
 
-def _gather(futures: list, order: list[str]) -> list:
-    return [result_of(f, order[min(i, len(order) - 1)]) for i, f in enumerate(futures)]
+def _gather(futures: list, doing: list[str]) -> list:
+    return [result_of(f, "", what) for f, what in zip(futures, doing)]
