@@ -57,7 +57,7 @@ def analyze(files: list[str], *, client, roce_ports=(), chunk_packets: int, pmtu
 
     submit = client.submit
     order, starts = _time_ordered(files) if len(files) > 1 else (files, [None])
-    workers = sorted(client.scheduler_info().get("workers", {})) or [None]
+    workers = sorted(client.nthreads()) or [None]     # scheduler_info() listed only 5 in distributed 2025.x
     n_part = len(workers)
     reads = [submit(read, path, tuple(roce_ports), chunk_packets, "analysis", n_part, pure=False, retries=RETRIES)
              for path in order]

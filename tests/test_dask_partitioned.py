@@ -295,3 +295,29 @@ def test_a_file_of_pfc_frames_bridging_two_captures_warns_as_locally(cluster, tm
     assert local.summary["protocols"].get("pfc", 0) == 2
     assert told["dask"] == told["local"]
     assert csvs(dask_result, tmp_path / "d") == csvs(local, tmp_path / "l")
+
+
+def test_a_partition_per_worker_past_five_workers(tmp_path, monkeypatch):
+    """distributed 2025.x's Client.scheduler_info() listed at most 5 workers by default
+    (dask/distributed#9045, undone by #9308; pyproject allows both): the partitions (one per
+    worker, plus PFC) must count every worker of a 6-worker cluster, as the Client reports them."""
+    import roceview.partition_merge as merge
+
+    original, sizes = distributed.Client.scheduler_info, []
+
+    def first_five(self, *args, **kwargs):                 # as distributed 2025.x answered
+        info = original(self, *args, **kwargs)
+        return dict(info, workers=dict(list(info.get("workers", {}).items())[:5]))
+    exact = merge.exact
+
+    def counting(parts, *args):
+        sizes.append(len(parts))
+        return exact(parts, *args)
+    monkeypatch.setattr(distributed.Client, "scheduler_info", first_five)
+    monkeypatch.setattr(merge, "exact", counting)
+    cap = generate("incast", seed=2)
+    write_pcap(tmp_path / "incast.pcap", cap.frames, cap.lengths, cap.ts_ns)
+    with distributed.LocalCluster(n_workers=6, threads_per_worker=1, processes=False, dashboard_address=":0") as c:
+        dask_result = roceview.analyze(tmp_path, engine="dask", scheduler=c.scheduler_address)
+    assert sizes == [7]
+    assert csvs(dask_result, tmp_path / "d") == csvs(roceview.analyze(tmp_path), tmp_path / "l")
