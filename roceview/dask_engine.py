@@ -80,14 +80,15 @@ def connect(scheduler: str | None):
     return client, None
 
 
-def result_of(future, path: str):
-    """A task's result; a lost worker or a closed connection as one line (BadInput)."""
+def result_of(future, path: str, doing: str | None = None):
+    """A task's result; a lost worker or a closed connection as one line (BadInput) saying
+    what the task did (`doing`; default: decoding `path`)."""
     try:
         return future.result()
     except BadInput:
         raise
     except Exception as exc:  # noqa: BLE001 - a lost worker, a closed connection: one line
-        raise BadInput(f"the Dask run could not complete (decoding {path}: {type(exc).__name__}: "
+        raise BadInput(f"the Dask run could not complete ({doing or 'decoding ' + path}: {type(exc).__name__}: "
                        f"{_one_line(exc)}); no result was written") from None
 
 
@@ -105,7 +106,7 @@ class DaskBatches:
         self.client, self.cluster = connection or connect(scheduler)
         self.files, self.args = files, (tuple(roce_ports), chunk_packets, projection)
         self.chunk_packets, self.warn = chunk_packets, warn
-        workers = len(self.client.scheduler_info().get("workers", {})) or 1
+        workers = len(self.client.nthreads()) or 1     # scheduler_info() listed only 5 in distributed 2025.x
         self.ahead = 2 * workers + 1             # files decoded ahead of the merge (memory bound)
         self.futures: dict[int, object] = {}
         self.run = uuid.uuid4().hex              # task keys of this run only

@@ -25,7 +25,10 @@ class PartitionAnalyzer(Analyzer):
 class OrderedFacts(FactCollector):
     """A FactCollector that notes where each class was first seen: the local collector numbers
     the classes new in a chunk by their last row in it (facts_kernels.distinct_rank), so the
-    whole capture's order is (chunk, frame of that row)."""
+    whole capture's order is (chunk, frame of that row); except that distinct() numbers a class
+    whose hash shares a table slot with another of the chunk's classes after the others, which
+    the whole chunk decides and a partition does not see (the diagnoser reads classes per
+    flow: its findings do not depend on their order)."""
 
     chunk = 0
 

@@ -57,28 +57,30 @@ def analyze(files: list[str], *, client, roce_ports=(), chunk_packets: int, pmtu
 
     submit = client.submit
     order, starts = _time_ordered(files) if len(files) > 1 else (files, [None])
-    workers = sorted(client.scheduler_info().get("workers", {})) or [None]
+    workers = sorted(client.nthreads()) or [None]     # scheduler_info() listed only 5 in distributed 2025.x
     n_part = len(workers)
     reads = [submit(read, path, tuple(roce_ports), chunk_packets, "analysis", n_part, pure=False, retries=RETRIES)
              for path in order]
-    metas = _gather([submit(meta, r, pure=False) for r in reads], order)
+    metas = _gather([submit(meta, r, pure=False) for r in reads], [f"decoding {f}" for f in order])
     told: list[str] = []
     plan = Plan(order, starts, [m["ts"] for m in metas], [m["warnings"] for m in metas], chunk_packets, told.append)
     parts = [[submit(part, r, p, pure=False) for r in reads] for p in range(n_part + 1)]
     again = [k for k in range(len(order)) if len(order) > 1 and plan.span_rows[k] != chunk_packets]
     respans = dict(zip(again, _gather([submit(spans, [parts[p][k] for p in range(n_part)], plan.span_rows[k],
-                                               plan.n[k], pure=False) for k in again], order)))
+                                               plan.n[k], pure=False) for k in again],
+                                       [f"decoding {order[k]}" for k in again])))
     gate, names = gates(plan, [m["flows"] for m in metas], [m["analysed"] for m in metas])
-    results = [submit(analyse, parts[p], plan.gidx, plan.chunk_starts, gate, pmtu, link_speed, bucket_ms, facts,
+    gidx = _scattered(client, plan.gidx)
+    results = [submit(analyse, parts[p], gidx, plan.chunk_starts, gate, pmtu, link_speed, bucket_ms, facts,
                       pure=False, retries=RETRIES, allow_other_workers=True,
                       workers=None if workers[0] is None else [workers[p % n_part]]) for p in range(n_part + 1)]
     del reads, parts
-    done = _gather(results, order)
+    done = _gather(results, [f"analysing partition {p + 1} of {n_part + 1}" for p in range(n_part + 1)])
     why, bucket_ns = exact(done, max(1, int(round(bucket_ms * 1_000_000))), plan.n_chunks)
     if why is not None:
         return None, why
     if len(order) > 1:
-        told += _disagreements(order, [respans.get(k, m["spans"]) for k, m in enumerate(metas)])
+        told += _disagreements(order, [_spans(m["spans"], respans.get(k)) for k, m in enumerate(metas)])
     stats = [_in_frames(m["stats"], g) for m, g in zip(metas, plan.gidx)]
     result = merge(done, names, stats, {"pmtu": pmtu, "link_speed": link_speed, "bucket_ms": bucket_ms},
                    files, told, bucket_ns)
@@ -87,6 +89,20 @@ def analyze(files: list[str], *, client, roce_ports=(), chunk_packets: int, pmtu
 
         result.facts = merge_facts(done, stats, plan.ts_backwards)
     return result, told
+
+
+def _scattered(client, gidx: list) -> list:
+    """Plan.gidx with its arrays (files overlapping in time: 8 bytes a row) sent to every worker
+    once: every partition task reads all of them, and carried in the task graph they crossed
+    the scheduler once per task (Dask warning on stderr of a large graph). Broadcast, so that
+    losing a worker loses no copy that cannot be recomputed."""
+    at = [k for k, g in enumerate(gidx) if not isinstance(g, int)]
+    if not at:
+        return gidx
+    out = list(gidx)
+    for k, future in zip(at, client.scatter([gidx[k] for k in at], broadcast=True, hash=False)):
+        out[k] = future
+    return out
 
 
 def _in_frames(stats: dict, gidx) -> dict:
@@ -99,6 +115,12 @@ def _in_frames(stats: dict, gidx) -> dict:
     at = frames(gidx, [r for r, _, _ in lldp]) + 1
     out["lldp"] = [(int(f), mac, bits) for f, (_, mac, bits) in zip(at.tolist(), lldp)]
     return out
+
+
+def _spans(whole: tuple, again) -> tuple:
+    """A file's spans: its time span from every frame (as read whole), its PSN spans observed
+    again in the chunks the local engine reads it in (`again`, from its RoCE rows) if it did."""
+    return whole if again is None else (whole[0], whole[1], again[2])
 
 
 def _disagreements(order: list[str], spans: list) -> list[str]:
@@ -115,5 +137,5 @@ def _disagreements(order: list[str], spans: list) -> list[str]:
     return fs.disagreements(order)
 
 
-def _gather(futures: list, order: list[str]) -> list:
-    return [result_of(f, order[min(i, len(order) - 1)]) for i, f in enumerate(futures)]
+def _gather(futures: list, doing: list[str]) -> list:
+    return [result_of(f, "", what) for f, what in zip(futures, doing)]

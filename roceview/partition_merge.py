@@ -39,12 +39,14 @@ def _timeline_level(parts: list[dict], n_chunks: int, max_rows: int = MAX_ROWS) 
     partitions' per-chunk row counts: a chunk's rows are the sum of its partitions')."""
     from roceview.dask_partition_run import LEVELS
 
-    if any(p["timeline_unsure"] for p in parts):
-        return None
     counts = np.zeros((max(n_chunks, 1), 2, LEVELS), np.int64)
     for p in parts:
         for chunk, c in p["timeline_record"]:
             counts[chunk] += c
+    # rows stamped out of time order within a flow: the new rows cannot be told, but they
+    # are needed only once the rows added (told exactly, whatever the order) pass the bound
+    if any(p["timeline_unsure"] for p in parts) and counts[:, 0, 0].sum() > max_rows:
+        return None
     level, rows, distinct = 0, 0, np.zeros(LEVELS, np.int64)
     for added, new in counts.tolist():
         distinct += new

@@ -274,3 +274,22 @@ def _dies_partitioned(path, *args):
     from roceview.dask_partition import read
 
     return read(path, *args)
+
+
+def test_a_lost_partition_task_names_the_partition(cluster, ring, tmp_path, monkeypatch):
+    """A partition's analysis whose workers keep dying: one line, exit 2, no CSV, and the line
+    says what failed (not a file the partition task never read)."""
+    import roceview.dask_partition as partition
+
+    monkeypatch.setattr(partition, "analyse", _dies_analysing)
+    code, _, err = run([str(ring), "--engine", "dask", "--scheduler", cluster.scheduler_address,
+                        "--csv", str(tmp_path / "out")])
+    assert code == 2
+    assert err.count("\n") == 1 and "the Dask run could not complete (analysing partition 1 of " in err
+    assert not (tmp_path / "out").exists()
+
+
+def _dies_analysing(*args):
+    import os
+
+    os._exit(1)

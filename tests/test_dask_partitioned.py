@@ -212,3 +212,112 @@ def test_real_captures_partitioned_identical_to_local(cluster, real_capture, tmp
     dask = roceview.analyze(real_capture, engine="dask", scheduler=cluster.scheduler_address, warn=lambda m: None)
     assert csvs(dask, tmp_path / "d") == csvs(local, tmp_path / "l")
     assert dask.summary == local.summary
+
+
+def test_files_overlapping_in_time_send_no_large_graph(cluster, tmp_path, monkeypatch):
+    """Two mirror ports' files interleaved in time: every row's frame number is an array per
+    file (Plan.gidx, 8 bytes a packet), which the partition tasks must fetch, not carry in
+    the task graph (each of them would ship it through the scheduler, and Dask warns on
+    stderr of a large graph)."""
+    import warnings
+
+    import dask
+
+    import roceview.dask_engine as engine
+
+    cap = generate("incast", seed=2, scale=40)
+    ends = np.cumsum(cap.lengths)
+    for side in (0, 1):
+        rows = np.arange(side, len(cap), 2)
+        keep = np.concatenate([np.arange(ends[r] - cap.lengths[r], ends[r]) for r in rows])
+        write_pcap(tmp_path / f"port{side}.pcap", cap.frames[keep], cap.lengths[rows], cap.ts_ns[rows])
+
+    def fallback(*args, **kwargs):
+        raise AssertionError("fell back to the driver-side analysis")
+    monkeypatch.setattr(engine, "DaskBatches", fallback)
+    local = roceview.analyze(tmp_path)
+    with dask.config.set({"distributed.admin.large-graph-warning-threshold": "40kB"}), \
+            warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        dask_result = roceview.analyze(tmp_path, engine="dask", scheduler=cluster.scheduler_address)
+    assert [str(w.message) for w in caught if "large graph" in str(w.message)] == []
+    assert csvs(dask_result, tmp_path / "d") == csvs(local, tmp_path / "l")
+
+
+def test_timestamps_out_of_order_stay_partitioned_below_the_timeline_bound(cluster, tmp_path, monkeypatch):
+    """Packets stamped out of time order within a flow (neighbours swapped, one 5 ms back):
+    the timeline's new rows cannot be replayed, but far below its row bound it never doubles
+    its buckets, so the partitioned run is exact and must not redo the capture driver-side."""
+    import roceview.dask_engine as engine
+    from roceview.partition_merge import _timeline_level
+
+    cap = generate("network-loss", seed=3)
+    ts = cap.ts_ns.copy()
+    at = np.random.default_rng(0).choice(len(ts) - 1, 10, replace=False)
+    ts[at], ts[at + 1] = ts[at + 1].copy(), ts[at].copy()
+    ts[len(ts) // 2] -= 5_000_000
+    write_pcap(tmp_path / "back.pcap", cap.frames, cap.lengths, ts)
+
+    def fallback(*args, **kwargs):
+        raise AssertionError("fell back to the driver-side analysis")
+    monkeypatch.setattr(engine, "DaskBatches", fallback)
+    local = roceview.analyze(tmp_path / "back.pcap", chunk_packets=64)    # rows back across chunks
+    dask_result = roceview.analyze(tmp_path / "back.pcap", engine="dask", scheduler=cluster.scheduler_address,
+                                   chunk_packets=64)
+    assert local.facts.ts_backwards > 0
+    assert csvs(dask_result, tmp_path / "d") == csvs(local, tmp_path / "l")
+    counts = np.zeros((2, 12), np.int64)
+    counts[:, 0] = 5
+    unsure = {"timeline_record": [(0, counts)], "timeline_unsure": True}
+    assert _timeline_level([unsure], 1, max_rows=5) == 0
+    assert _timeline_level([unsure], 1, max_rows=4) is None          # past the bound: cannot tell
+
+
+def test_a_file_of_pfc_frames_bridging_two_captures_warns_as_locally(cluster, tmp_path):
+    """Files opened beside others are read in smaller chunks, so their PSN spans are observed
+    again on the workers from their RoCE rows; their time spans must still count every frame:
+    a file holding only PFC frames, from 2023 to 2029, bridges a 2023 capture and a 2029 one
+    (no 'years apart' warning locally)."""
+    year = 365 * 86_400 * 10**9
+    a = generate("clean", seed=1)
+    write_pcap(tmp_path / "a.pcap", a.frames, a.lengths, a.ts_ns)
+    write_pcap(tmp_path / "c.pcap", a.frames, a.lengths, a.ts_ns + 6 * year)
+    storm = generate("pfc-storm", seed=1)
+    ends = np.cumsum(storm.lengths)
+    pfc = [r for r in range(len(storm)) if storm.frames[ends[r] - storm.lengths[r] + 12:][:2].tobytes() == b"\x88\x08"]
+    keep = np.concatenate([np.arange(ends[r] - storm.lengths[r], ends[r]) for r in pfc[:2]])
+    write_pcap(tmp_path / "b.pcap", storm.frames[keep], storm.lengths[pfc[:2]],
+               np.array([a.ts_ns[0] + 1000, a.ts_ns[0] + 6 * year + 1000], np.int64))
+    told = {"local": [], "dask": []}
+    local = roceview.analyze(tmp_path, warn=told["local"].append)
+    dask_result = roceview.analyze(tmp_path, engine="dask", scheduler=cluster.scheduler_address,
+                                   warn=told["dask"].append)
+    assert local.summary["protocols"].get("pfc", 0) == 2
+    assert told["dask"] == told["local"]
+    assert csvs(dask_result, tmp_path / "d") == csvs(local, tmp_path / "l")
+
+
+def test_a_partition_per_worker_past_five_workers(tmp_path, monkeypatch):
+    """distributed 2025.x's Client.scheduler_info() listed at most 5 workers by default
+    (dask/distributed#9045, undone by #9308; pyproject allows both): the partitions (one per
+    worker, plus PFC) must count every worker of a 6-worker cluster, as the Client reports them."""
+    import roceview.partition_merge as merge
+
+    original, sizes = distributed.Client.scheduler_info, []
+
+    def first_five(self, *args, **kwargs):                 # as distributed 2025.x answered
+        info = original(self, *args, **kwargs)
+        return dict(info, workers=dict(list(info.get("workers", {}).items())[:5]))
+    exact = merge.exact
+
+    def counting(parts, *args):
+        sizes.append(len(parts))
+        return exact(parts, *args)
+    monkeypatch.setattr(distributed.Client, "scheduler_info", first_five)
+    monkeypatch.setattr(merge, "exact", counting)
+    cap = generate("incast", seed=2)
+    write_pcap(tmp_path / "incast.pcap", cap.frames, cap.lengths, cap.ts_ns)
+    with distributed.LocalCluster(n_workers=6, threads_per_worker=1, processes=False, dashboard_address=":0") as c:
+        dask_result = roceview.analyze(tmp_path, engine="dask", scheduler=c.scheduler_address)
+    assert sizes == [7]
+    assert csvs(dask_result, tmp_path / "d") == csvs(roceview.analyze(tmp_path), tmp_path / "l")
