@@ -79,3 +79,27 @@ def test_a_cm_pairing_that_overrides_a_pair_from_traffic_drops_its_rtt_samples()
     assert b1["peer_qp"] == "0x0000a1"
     assert (b1["rtt_p50_us"], b1["rtt_p99_us"]) == ("0.300", "0.300")
     assert flow_row(res, flow_id(B, A, 0xA2))["peer_qp"] == ""
+
+
+def test_two_host_pairs_using_one_comm_id_are_both_paired():
+    """A CM communication id is unique per node only: hosts C and D may pick the id A picked.
+    The REQs were kept by comm id alone, so C's REQ replaced A's and A's REP found no REQ of
+    its hosts: A and B's queue pairs went unpaired (the Dask engine, one host pair per
+    partition, paired them: the engines could disagree)."""
+    C, D = "10.0.0.3", "10.0.0.4"
+    rows = [req(T0, 0, opcode=UD_SEND_ONLY, qp=1, payload=232),                      # REQ A -> B, id 77
+            req(T0 + US, 0, opcode=UD_SEND_ONLY, src=C, dst=D, qp=1, payload=232),   # REQ C -> D, id 77
+            req(T0 + 2 * US, 0, opcode=UD_SEND_ONLY, src=B, dst=A, qp=1, payload=232),   # REP B -> A
+            req(T0 + 3 * US, 0, opcode=UD_SEND_ONLY, src=D, dst=C, qp=1, payload=232)]   # REP D -> C
+    # two QPs each way between each pair of hosts, no ACKs: only the CM can pair them
+    for hosts in ((A, B), (C, D)):
+        for i, (src, dst, qp) in enumerate(((0, 1, 0xB1), (0, 1, 0xB2), (1, 0, 0xA1), (1, 0, 0xA2))):
+            rows.append(req(T0 + (10 + len(rows) + i) * US, 100 + i, opcode=SEND_ONLY, src=hosts[src],
+                            dst=hosts[dst], qp=qp))
+    batch = _with_cm(rows, {0: (0x0010, 77, None, 0xA2), 1: (0x0010, 77, None, 0xA1),
+                            2: (0x0013, 99, 77, 0xB1), 3: (0x0013, 98, 77, 0xB2)})
+    res = analyze_batches([batch])
+    assert flow_row(res, flow_id(A, B, 0xB1))["peer_qp"] == "0x0000a2"
+    assert flow_row(res, flow_id(B, A, 0xA2))["peer_qp"] == "0x0000b1"
+    assert flow_row(res, flow_id(C, D, 0xB2))["peer_qp"] == "0x0000a1"
+    assert flow_row(res, flow_id(D, C, 0xA1))["peer_qp"] == "0x0000b2"

@@ -200,7 +200,9 @@ class CmPairs:
     dest QP is the REQ's QPN. CM pairs are authoritative: they override pairs from traffic."""
 
     def __init__(self):
-        self._req: dict[int, tuple] = {}     # local comm id -> (src words, dst words, QPN)
+        # (local comm id, src words, dst words) -> QPN: a comm id is unique per CM node only,
+        # so two host pairs may both use one (a REP matched to another pair's REQ was lost)
+        self._req: dict[tuple, int] = {}
         self.pairs: list[tuple] = []          # ((src, dst, qp), (src, dst, qp)) flow keys
 
     def feed(self, batch) -> None:
@@ -218,11 +220,11 @@ class CmPairs:
     def _one(self, batch, r: int, src: tuple, dst: tuple) -> None:
         attr, qpn = int(batch.cols["mad_attr_id"][r]), int(batch.cols["cm_local_qpn"][r])
         if attr == 0x0010:
-            self._req[int(batch.cols["cm_local_comm_id"][r])] = (src, dst, qpn)
+            self._req[(int(batch.cols["cm_local_comm_id"][r]), src, dst)] = qpn
         elif attr == 0x0013 and batch.mask("cm_remote_comm_id")[r]:
-            req = self._req.get(int(batch.cols["cm_remote_comm_id"][r]))
-            if req is not None and req[0] == dst and req[1] == src:
-                self.pairs.append(((req[0], req[1], qpn), (src, dst, req[2])))
+            req_qpn = self._req.get((int(batch.cols["cm_remote_comm_id"][r]), dst, src))   # the REP goes back
+            if req_qpn is not None:
+                self.pairs.append(((dst, src, qpn), (src, dst, req_qpn)))
 
     def apply(self, registry, pairing: Pairing) -> np.ndarray:
         """Pair the flows of every CM handshake whose two directions have been seen. Returns the
