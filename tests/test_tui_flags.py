@@ -325,3 +325,61 @@ async def test_a_filter_set_while_loading_takes_in_the_rows_analysed_after():
                     and screen.plist.rows.tolist() == expected:
                 break
         assert len(expected) > 5 and screen.plist.rows.tolist() == expected
+
+
+@pytest.mark.asyncio
+async def test_the_final_snapshot_arriving_during_a_scan_still_gets_its_rows_scanned():
+    """A snapshot arriving while a filter scan runs is skipped (one scan at a time); when it is
+    the final one no later snapshot comes, so the scan's end must take in the rows analysed
+    meanwhile, or the list misses the capture's tail for good."""
+    import threading
+
+    from roceview.packets import iter_chunks
+    from roceview.tui import make_app
+    from roceview.tui.base import compile_filter
+
+    path = SAMPLES / "network-loss-receiver-side.pcap"
+    text = "roceview.retransmission || roceview.gap > 2"
+    out = subprocess.run([sys.executable, "-m", "roceview", "dissect", "-Y", text, str(path)], capture_output=True,
+                         text=True, check=True).stdout.splitlines()
+    expected = [int(line.split()[0]) - 1 for line in out]
+    batches = [b for _, b in iter_chunks([str(path)], chunk_packets=16)]
+    source_gate, scan_gate, in_scan = threading.Event(), threading.Event(), threading.Event()
+
+    def source():
+        for k, b in enumerate(batches):
+            if k == 2:
+                source_gate.wait(60)
+            yield b
+
+    class Held:                          # the first scan waits till the final snapshot is in
+        def __init__(self, inner):
+            self.inner = inner
+
+        def mask(self, batch):
+            in_scan.set()
+            scan_gate.wait(60)
+            return self.inner.mask(batch)
+
+    display_filter, _ = compile_filter(text)
+    app = make_app(source(), title="held")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("3")
+        while app.index.flagged < 32:
+            await pilot.pause(0.05)
+        screen = app.screen
+        app.apply_filter(text, Held(display_filter))
+        while not in_scan.is_set():
+            await pilot.pause(0.05)
+        source_gate.set()
+        for _ in range(400):
+            await pilot.pause(0.05)
+            if app.snapshot is not None and app.snapshot.done:
+                break
+        assert app.snapshot.done and screen.scanning
+        scan_gate.set()
+        for _ in range(400):
+            await pilot.pause(0.05)
+            if not screen.scanning and screen.plist.rows.tolist() == expected:
+                break
+        assert len(expected) > 5 and screen.plist.rows.tolist() == expected

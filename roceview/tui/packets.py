@@ -149,6 +149,8 @@ class PacketsScreen(RoceScreen):
             self.scanning = not done
             self.filtered = rows
             self.plist.grow(rows) if len(self.plist.rows) else self.plist.set_rows(rows, keep_cursor=False)
+            if done:                     # snapshots skipped while it ran (the final one too): their rows now
+                self._scan_new_rows()
             self._status()
 
     def on_virtual_list_moved(self, event: PacketList.Moved) -> None:
