@@ -282,6 +282,26 @@ def test_a_ring_batch_being_given_its_flags_decodes_as_not_yet_analysed():
     assert batch.n == len(rows) and not batch.cols["flags"].any() and (batch.cols["rtt_ns"] == -1).all()
 
 
+def _held_stream(gate):
+    """A filter, the rows `dissect -Y` lists for it, and a stream of the capture in 16-packet
+    batches that holds after the second until `gate` is set."""
+    from roceview.packets import iter_chunks
+
+    path = SAMPLES / "network-loss-receiver-side.pcap"
+    text = "roceview.retransmission || roceview.gap > 2"
+    out = subprocess.run([sys.executable, "-m", "roceview", "dissect", "-Y", text, str(path)], capture_output=True,
+                         text=True, check=True).stdout.splitlines()
+    batches = [b for _, b in iter_chunks([str(path)], chunk_packets=16)]
+
+    def source():
+        for k, b in enumerate(batches):
+            if k == 2:
+                gate.wait(60)
+            yield b
+
+    return text, [int(line.split()[0]) - 1 for line in out], source
+
+
 @pytest.mark.asyncio
 async def test_a_filter_set_while_loading_takes_in_the_rows_analysed_after():
     """The filter scanned only the rows there when it was set, judging rows not yet analysed
@@ -289,22 +309,10 @@ async def test_a_filter_set_while_loading_takes_in_the_rows_analysed_after():
     matches only; once the rest arrives, the list equals `dissect -Y` on the whole capture."""
     import threading
 
-    from roceview.packets import iter_chunks
     from roceview.tui import make_app
 
-    path = SAMPLES / "network-loss-receiver-side.pcap"
-    text = "roceview.retransmission || roceview.gap > 2"
-    out = subprocess.run([sys.executable, "-m", "roceview", "dissect", "-Y", text, str(path)], capture_output=True,
-                         text=True, check=True).stdout.splitlines()
-    expected = [int(line.split()[0]) - 1 for line in out]
-    batches = [b for _, b in iter_chunks([str(path)], chunk_packets=16)]
     gate = threading.Event()
-
-    def source():
-        for k, b in enumerate(batches):
-            if k == 2:
-                gate.wait(60)
-            yield b
+    text, expected, source = _held_stream(gate)
 
     app = make_app(source(), title="half")
     async with app.run_test(size=(80, 24)) as pilot:
@@ -334,23 +342,11 @@ async def test_the_final_snapshot_arriving_during_a_scan_still_gets_its_rows_sca
     meanwhile, or the list misses the capture's tail for good."""
     import threading
 
-    from roceview.packets import iter_chunks
     from roceview.tui import make_app
     from roceview.tui.base import compile_filter
 
-    path = SAMPLES / "network-loss-receiver-side.pcap"
-    text = "roceview.retransmission || roceview.gap > 2"
-    out = subprocess.run([sys.executable, "-m", "roceview", "dissect", "-Y", text, str(path)], capture_output=True,
-                         text=True, check=True).stdout.splitlines()
-    expected = [int(line.split()[0]) - 1 for line in out]
-    batches = [b for _, b in iter_chunks([str(path)], chunk_packets=16)]
     source_gate, scan_gate, in_scan = threading.Event(), threading.Event(), threading.Event()
-
-    def source():
-        for k, b in enumerate(batches):
-            if k == 2:
-                source_gate.wait(60)
-            yield b
+    text, expected, source = _held_stream(source_gate)
 
     class Held:                          # the first scan waits till the final snapshot is in
         def __init__(self, inner):
