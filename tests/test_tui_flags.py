@@ -335,6 +335,17 @@ async def test_a_filter_set_while_loading_takes_in_the_rows_analysed_after():
         assert len(expected) > 5 and screen.plist.rows.tolist() == expected
 
 
+async def _released_while_scanning(pilot, app, in_scan, source_gate) -> None:
+    """Once the scan is held: release the stream and wait for the final snapshot."""
+    while not in_scan.is_set():
+        await pilot.pause(0.05)
+    source_gate.set()
+    for _ in range(400):
+        await pilot.pause(0.05)
+        if app.snapshot is not None and app.snapshot.done:
+            break
+
+
 @pytest.mark.asyncio
 async def test_the_final_snapshot_arriving_during_a_scan_still_gets_its_rows_scanned():
     """A snapshot arriving while a filter scan runs is skipped (one scan at a time); when it is
@@ -365,13 +376,7 @@ async def test_the_final_snapshot_arriving_during_a_scan_still_gets_its_rows_sca
             await pilot.pause(0.05)
         screen = app.screen
         app.apply_filter(text, Held(display_filter))
-        while not in_scan.is_set():
-            await pilot.pause(0.05)
-        source_gate.set()
-        for _ in range(400):
-            await pilot.pause(0.05)
-            if app.snapshot is not None and app.snapshot.done:
-                break
+        await _released_while_scanning(pilot, app, in_scan, source_gate)
         assert app.snapshot.done and screen.scanning
         scan_gate.set()
         for _ in range(400):
@@ -379,3 +384,44 @@ async def test_the_final_snapshot_arriving_during_a_scan_still_gets_its_rows_sca
             if not screen.scanning and screen.plist.rows.tolist() == expected:
                 break
         assert len(expected) > 5 and screen.plist.rows.tolist() == expected
+
+
+@pytest.mark.asyncio
+async def test_a_filter_scan_survives_the_ring_letting_its_rows_go(monkeypatch):
+    """A stream's ring drops its oldest rows while a filter scan decodes them: the decoded
+    batch is then shorter than the rows asked for, and the scan judged rows by position
+    (IndexError: the filter stopped, its list cut short). The rows still kept are listed."""
+    import threading
+
+    import roceview.tui.index as index_mod
+    from roceview.tui import make_app
+
+    monkeypatch.setattr(index_mod, "RING_PACKETS", 128)
+    source_gate, scan_gate, in_scan = threading.Event(), threading.Event(), threading.Event()
+    text, expected, source = _held_stream(source_gate)
+    app = make_app(source(), title="ring")
+    notes = []
+    app.notify = lambda message, **kw: notes.append(message)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("3")
+        while app.index.flagged < 32:
+            await pilot.pause(0.05)
+        screen, decode = app.screen, app.index.decode
+
+        def held_decode(rows):         # the scan's first decode waits till the ring has moved on
+            if threading.current_thread() is not threading.main_thread() and not in_scan.is_set():
+                in_scan.set()
+                scan_gate.wait(60)
+            return decode(rows)
+
+        app.index.decode = held_decode
+        await pilot.press("slash", *text, "enter")
+        await _released_while_scanning(pilot, app, in_scan, source_gate)
+        scan_gate.set()
+        first = app.index.visible_rows().first
+        kept = [r for r in expected if r >= first]
+        for _ in range(400):
+            await pilot.pause(0.05)
+            if not screen.scanning and screen.plist.rows.tolist() == kept:
+                break
+        assert first > 0 and kept and not notes and screen.plist.rows.tolist() == kept
