@@ -282,6 +282,26 @@ def test_a_ring_batch_being_given_its_flags_decodes_as_not_yet_analysed():
     assert batch.n == len(rows) and not batch.cols["flags"].any() and (batch.cols["rtt_ns"] == -1).all()
 
 
+def _held_stream(gate):
+    """A filter, the rows `dissect -Y` lists for it, and a stream of the capture in 16-packet
+    batches that holds after the second until `gate` is set."""
+    from roceview.packets import iter_chunks
+
+    path = SAMPLES / "network-loss-receiver-side.pcap"
+    text = "roceview.retransmission || roceview.gap > 2"
+    out = subprocess.run([sys.executable, "-m", "roceview", "dissect", "-Y", text, str(path)], capture_output=True,
+                         text=True, check=True).stdout.splitlines()
+    batches = [b for _, b in iter_chunks([str(path)], chunk_packets=16)]
+
+    def source():
+        for k, b in enumerate(batches):
+            if k == 2:
+                gate.wait(60)
+            yield b
+
+    return text, [int(line.split()[0]) - 1 for line in out], source
+
+
 @pytest.mark.asyncio
 async def test_a_filter_set_while_loading_takes_in_the_rows_analysed_after():
     """The filter scanned only the rows there when it was set, judging rows not yet analysed
@@ -289,22 +309,10 @@ async def test_a_filter_set_while_loading_takes_in_the_rows_analysed_after():
     matches only; once the rest arrives, the list equals `dissect -Y` on the whole capture."""
     import threading
 
-    from roceview.packets import iter_chunks
     from roceview.tui import make_app
 
-    path = SAMPLES / "network-loss-receiver-side.pcap"
-    text = "roceview.retransmission || roceview.gap > 2"
-    out = subprocess.run([sys.executable, "-m", "roceview", "dissect", "-Y", text, str(path)], capture_output=True,
-                         text=True, check=True).stdout.splitlines()
-    expected = [int(line.split()[0]) - 1 for line in out]
-    batches = [b for _, b in iter_chunks([str(path)], chunk_packets=16)]
     gate = threading.Event()
-
-    def source():
-        for k, b in enumerate(batches):
-            if k == 2:
-                gate.wait(60)
-            yield b
+    text, expected, source = _held_stream(gate)
 
     app = make_app(source(), title="half")
     async with app.run_test(size=(80, 24)) as pilot:
@@ -325,3 +333,95 @@ async def test_a_filter_set_while_loading_takes_in_the_rows_analysed_after():
                     and screen.plist.rows.tolist() == expected:
                 break
         assert len(expected) > 5 and screen.plist.rows.tolist() == expected
+
+
+async def _released_while_scanning(pilot, app, in_scan, source_gate) -> None:
+    """Once the scan is held: release the stream and wait for the final snapshot."""
+    while not in_scan.is_set():
+        await pilot.pause(0.05)
+    source_gate.set()
+    for _ in range(400):
+        await pilot.pause(0.05)
+        if app.snapshot is not None and app.snapshot.done:
+            break
+
+
+@pytest.mark.asyncio
+async def test_the_final_snapshot_arriving_during_a_scan_still_gets_its_rows_scanned():
+    """A snapshot arriving while a filter scan runs is skipped (one scan at a time); when it is
+    the final one no later snapshot comes, so the scan's end must take in the rows analysed
+    meanwhile, or the list misses the capture's tail for good."""
+    import threading
+
+    from roceview.tui import make_app
+    from roceview.tui.base import compile_filter
+
+    source_gate, scan_gate, in_scan = threading.Event(), threading.Event(), threading.Event()
+    text, expected, source = _held_stream(source_gate)
+
+    class Held:                          # the first scan waits till the final snapshot is in
+        def __init__(self, inner):
+            self.inner = inner
+
+        def mask(self, batch):
+            in_scan.set()
+            scan_gate.wait(60)
+            return self.inner.mask(batch)
+
+    display_filter, _ = compile_filter(text)
+    app = make_app(source(), title="held")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("3")
+        while app.index.flagged < 32:
+            await pilot.pause(0.05)
+        screen = app.screen
+        app.apply_filter(text, Held(display_filter))
+        await _released_while_scanning(pilot, app, in_scan, source_gate)
+        assert app.snapshot.done and screen.scanning
+        scan_gate.set()
+        for _ in range(400):
+            await pilot.pause(0.05)
+            if not screen.scanning and screen.plist.rows.tolist() == expected:
+                break
+        assert len(expected) > 5 and screen.plist.rows.tolist() == expected
+
+
+@pytest.mark.asyncio
+async def test_a_filter_scan_survives_the_ring_letting_its_rows_go(monkeypatch):
+    """A stream's ring drops its oldest rows while a filter scan decodes them: the decoded
+    batch is then shorter than the rows asked for, and the scan judged rows by position
+    (IndexError: the filter stopped, its list cut short). The rows still kept are listed."""
+    import threading
+
+    import roceview.tui.index as index_mod
+    from roceview.tui import make_app
+
+    monkeypatch.setattr(index_mod, "RING_PACKETS", 128)
+    source_gate, scan_gate, in_scan = threading.Event(), threading.Event(), threading.Event()
+    text, expected, source = _held_stream(source_gate)
+    app = make_app(source(), title="ring")
+    notes = []
+    app.notify = lambda message, **kw: notes.append(message)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("3")
+        while app.index.flagged < 32:
+            await pilot.pause(0.05)
+        screen, decode = app.screen, app.index.decode
+
+        def held_decode(rows):         # the scan's first decode waits till the ring has moved on
+            if threading.current_thread() is not threading.main_thread() and not in_scan.is_set():
+                in_scan.set()
+                scan_gate.wait(60)
+            return decode(rows)
+
+        app.index.decode = held_decode
+        await pilot.press("slash", *text, "enter")
+        await _released_while_scanning(pilot, app, in_scan, source_gate)
+        scan_gate.set()
+        first = app.index.visible_rows().first
+        kept = [r for r in expected if r >= first]
+        for _ in range(400):
+            await pilot.pause(0.05)
+            if not screen.scanning and screen.plist.rows.tolist() == kept:
+                break
+        assert first > 0 and kept and not notes and screen.plist.rows.tolist() == kept

@@ -135,20 +135,22 @@ class PacketsScreen(RoceScreen):
             for at in range(0, len(rows), SCAN_BLOCK):
                 if generation != self._scan_generation:
                     return
-                block = rows[at: at + SCAN_BLOCK]
-                mask = np.asarray(display_filter.mask(self.app.index.decode(block)), dtype=bool)
-                found.append(block[mask])
-                self.app.call_from_thread(self._found, np.concatenate(found), generation, False)
+                batch = self.app.index.decode(rows[at: at + SCAN_BLOCK])
+                if batch.n:              # a stream's ring may have let some (or all) of them go
+                    mask = np.asarray(display_filter.mask(batch), dtype=bool)
+                    found.append(batch.cols["frame"][mask] - 1)
+                self.app.call_from_thread(self._found, _joined(found), generation, False)
         except Exception as exc:   # noqa: BLE001  a filter failing on data is shown, not raised
             self.app.call_from_thread(self.notify, f"filter stopped: {exc}", severity="error")
-        self.app.call_from_thread(self._found, np.concatenate(found) if found else np.zeros(0, np.int64),
-                                  generation, True)
+        self.app.call_from_thread(self._found, _joined(found), generation, True)
 
     def _found(self, rows: np.ndarray, generation: int, done: bool) -> None:
         if generation == self._scan_generation:
             self.scanning = not done
             self.filtered = rows
             self.plist.grow(rows) if len(self.plist.rows) else self.plist.set_rows(rows, keep_cursor=False)
+            if done:                     # snapshots skipped while it ran (the final one too): their rows now
+                self._scan_new_rows()
             self._status()
 
     def on_virtual_list_moved(self, event: PacketList.Moved) -> None:
@@ -182,6 +184,10 @@ def _proto(batch) -> str:
     from roceview.batch import PROTO_NAMES
 
     return PROTO_NAMES[int(batch.cols["_proto"][0])] if batch.n else "other"
+
+
+def _joined(found: list) -> np.ndarray:
+    return np.concatenate(found).astype(np.int64, copy=False) if found else np.zeros(0, np.int64)
 
 
 def _upto(rows, stop: int):
