@@ -75,25 +75,44 @@ def analyze(paths, *, pmtu: int | None = None, link_speed: float = 100.0, bucket
     batches = _batches(engine, scheduler, files, roce_ports=roce_ports, chunk_packets=chunk_packets,
                        warn=on_warning, projection=None if packets else _projection(display), display_filter=display,
                        connection=connection)
-    from roceview.analysis import Analyzer
-
-    analyzer = Analyzer(pmtu=pmtu, link_speed_gbps=link_speed, bucket_ms=bucket_ms, keep_packets=packets)
-    facts = _fact_collector() if diagnose else None
+    analysis = Analysis(pmtu, link_speed, bucket_ms, settings, diagnose=diagnose, keep_packets=packets)
     try:
         for batch in batches:
-            analyzer.feed(batch)
-            if facts is not None:
-                facts.feed(batch, analyzer.flow_ids(batch))
+            analysis.feed(batch)
             if progress is not None:
                 progress(batch.n)
             if on_batch is not None:
                 on_batch(batch)
     finally:
         batches.close()
-    result = analyzer.finish(files=files, warnings=warnings)
-    if facts is not None:
-        result.facts = facts.finish()
-    return _diagnosed(result, settings, diagnose)
+    return analysis.finish(files, warnings)
+
+
+class Analysis:
+    """The analysis `analyze` runs over batches fed one at a time: the Analyzer, the
+    diagnoser's FactCollector (when diagnosing) and, at the end, the findings. `roceview live`
+    and the TUI's loader run one too (packet_flags: the per-packet flags of the packet list)."""
+
+    def __init__(self, pmtu, link_speed, bucket_ms, settings, *, diagnose: bool = True,
+                 keep_packets: bool = False, packet_flags: bool = False):
+        from roceview.analysis import Analyzer
+
+        self.analyzer = Analyzer(pmtu=pmtu, link_speed_gbps=link_speed, bucket_ms=bucket_ms,
+                                 keep_packets=keep_packets, packet_flags=packet_flags)
+        self.facts = _fact_collector() if diagnose else None
+        self.settings, self.diagnose = settings, diagnose
+
+    def feed(self, batch) -> None:
+        self.analyzer.feed(batch)
+        if self.facts is not None:
+            self.facts.feed(batch, self.analyzer.flow_ids(batch))
+
+    def finish(self, files, warnings):
+        """The final result, findings included (Analyzer.finish: call once)."""
+        result = self.analyzer.finish(files=files, warnings=warnings)
+        if self.facts is not None:
+            result.facts = self.facts.finish()
+        return _diagnosed(result, self.settings, self.diagnose)
 
 
 def _diagnosed(result, settings, diagnose: bool):

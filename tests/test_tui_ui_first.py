@@ -99,10 +99,10 @@ def test_quitting_mid_load_does_not_finish_an_analysis_nobody_will_see(monkeypat
     and the diagnoser over the rows read so far (2.9 s on 1.1 M of 6 M packets, 65 k QPs:
     the quit took 5.8 s). The exit status comes from the last snapshot shown; `roceview
     live` finishes its own session's analysis after the app."""
-    from roceview.tui import loader as loader_module
+    from roceview import api
 
     finished = []
-    monkeypatch.setattr(loader_module.Analysis, "finish", lambda self, *a: finished.append(1))
+    monkeypatch.setattr(api.Analysis, "finish", lambda self, *a: finished.append(1))
     batches = _sample_batches()
     loader = Loader(_Counted(batches))
 

@@ -71,15 +71,13 @@ class LiveSession:
         return capture.LiveStream(fd, self.save), args.read
 
     def _analysis_setup(self, packet_flags: bool) -> None:
-        from roceview.analysis import Analyzer
         from roceview.analysis.events import EVENT_KINDS
+        from roceview.api import Analysis
         from roceview.decode import port_table
-        from roceview.diagnose import FactCollector
 
         a = self.args
-        self.analyzer = Analyzer(pmtu=a.pmtu, link_speed_gbps=a.link_speed, bucket_ms=a.bucket,
-                                 packet_flags=packet_flags)
-        self.facts = FactCollector()
+        self.analysis = Analysis(a.pmtu, a.link_speed, a.bucket, self.settings, packet_flags=packet_flags)
+        self.analyzer, self.facts = self.analysis.analyzer, self.analysis.facts
         self._result = None
         self._lock = threading.Lock()        # feed and finish: the TUI's loader thread, then the command
         self.ports = port_table(a.roce_port)
@@ -185,8 +183,7 @@ class LiveSession:
     def feed(self, batch) -> None:
         """Analyse one batch, with the live bounds (RTT_SAMPLES)."""
         with self._lock:
-            self.analyzer.feed(batch)
-            self.facts.feed(batch, self.analyzer.flow_ids(batch))
+            self.analysis.feed(batch)
             self.analyzer.rtt.keep_newest(RTT_SAMPLES)
             self.packets += batch.n
 
@@ -219,14 +216,9 @@ class LiveSession:
     def finish(self, files=None, warnings=None):
         """The analysis' result with its findings, made once (the TUI's loader asks at the end
         of its input, the command after the capture stopped); files and warnings: the session's."""
-        from roceview.diagnose import find
-
         with self._lock:
             if self._result is None:
-                result = self.analyzer.finish(files=[self.name], warnings=self.warnings)
-                result.facts = self.facts.finish()
-                result.set_findings(find(result, self.settings))
-                self._result = result
+                self._result = self.analysis.finish([self.name], self.warnings)
             return self._result
 
     def result(self):

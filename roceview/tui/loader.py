@@ -47,40 +47,13 @@ class Options:
     chunk_packets: int = 1 << 16
 
 
-class Analysis:
-    """The analysis `analyze` runs (Analyzer with per-packet flags, FactCollector, the
-    diagnoser at the end). A live source brings its own (`source.analysis`: roceview live's
-    session, with its live bounds), so each packet is analysed once, and the result the TUI
-    shows at the end is the one `live` writes to --csv/--json."""
-
-    def __init__(self, options: Options, settings):
-        from roceview.analysis import Analyzer
-        from roceview.diagnose import FactCollector
-
-        self.analyzer = Analyzer(pmtu=options.pmtu, link_speed_gbps=options.link_speed,
-                                 bucket_ms=options.bucket_ms, packet_flags=True)
-        self.facts = FactCollector()
-        self.settings = settings
-
-    def feed(self, batch) -> None:
-        self.analyzer.feed(batch)
-        self.facts.feed(batch, self.analyzer.flow_ids(batch))
-
-    def finish(self, files, warnings):
-        """The final result, findings included (Analyzer.finish: call once)."""
-        from roceview.diagnose import find
-
-        result = self.analyzer.finish(files=files, warnings=warnings)
-        result.facts = self.facts.finish()
-        result.set_findings(find(result, self.settings))
-        return result
-
-
 class Loader:
     """Runs the analysis; `run()` is the worker thread's body. `source`: capture paths, or an
     iterable of Batch (or (RecordChunk, Batch)) items of a live stream; such a source may carry
-    its own `analysis` (an Analysis-like object: analyzer, facts, feed(batch), finish(files,
-    warnings)) which the loader feeds instead of making one."""
+    its own `analysis` (roceview.api.Analysis's interface: analyzer, facts, feed(batch),
+    finish(files, warnings)) which the loader feeds instead of making one. Its own, made like
+    `analyze`'s, keeps each packet's flags for the packet list; a live source's brings its
+    live bounds, and each packet is analysed once."""
 
     def __init__(self, source, options: Options | None = None,
                  live_stats: Callable[[], dict] | None = None,
@@ -189,13 +162,14 @@ class Loader:
         self._post(self.analyzer.snapshot(), 0.0, done=True, error=message)
 
     def _prepare(self) -> None:
-        from roceview.api import _config
+        from roceview.api import Analysis, _config
         from roceview.decode import port_table
 
-        self.index.ports = port_table(self.options.roce_ports)
-        self._settings = _config(self.options.config)
+        o = self.options
+        self.index.ports = port_table(o.roce_ports)
+        self._settings = _config(o.config)
         if self.analysis is None:
-            self.analysis = Analysis(self.options, self._settings)
+            self.analysis = Analysis(o.pmtu, o.link_speed, o.bucket_ms, self._settings, packet_flags=True)
         self.analyzer = self.analysis.analyzer
         import roceview.render.lines  # noqa: F401  (pandas: here, not on the UI thread's first packet list)
         if self._is_paths():
