@@ -270,8 +270,7 @@ class PacketIndex:
             if all(col is not None for col in got):
                 _put(part, *(col[at] for col in got))
             else:                              # not analysed yet (held back, or being analysed)
-                _put(part, np.zeros(len(at), np.uint32), np.zeros(len(at), np.int64), np.zeros(len(at), np.int64),
-                     np.full(len(at), -1, np.int64))
+                _put_unflagged(part, len(at))
             parts.append(part)
         return Batch.concat(parts)
 
@@ -291,6 +290,11 @@ def _put(batch: Batch, flags, missing, rel, rtt) -> None:
     batch.valid.update(missing_psns=flags & GAP != 0, rel_frame=rel > 0, rtt_ns=rtt >= 0)
 
 
+def _put_unflagged(batch: Batch, n: int) -> None:
+    """No flag, no tag value on n rows (not analysed yet)."""
+    _put(batch, np.zeros(n, np.uint32), np.zeros(n, np.int64), np.zeros(n, np.int64), np.full(n, -1, np.int64))
+
+
 def _onto_ring(ring: list, first: int, analysed: Batch) -> None:
     """The analysed rows' columns onto the kept batches they belong to (dropped ones are gone)."""
     for start, _, kept in ring:
@@ -298,8 +302,7 @@ def _onto_ring(ring: list, first: int, analysed: Batch) -> None:
         if lo >= hi or kept is analysed:
             continue
         if "flags" not in kept.cols:
-            _put(kept, np.zeros(kept.n, np.uint32), np.zeros(kept.n, np.int64), np.zeros(kept.n, np.int64),
-                 np.full(kept.n, -1, np.int64))
+            _put_unflagged(kept, kept.n)
         src, dst = slice(lo - first, hi - first), slice(lo - start, hi - start)
         for name in ("flags", "missing_psns", "rel_frame", "rtt_ns"):
             kept.cols[name][dst] = analysed.cols[name][src]
