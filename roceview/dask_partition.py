@@ -19,7 +19,7 @@ import numpy as np
 
 from roceview.analysis.pmtu import _path_keys
 from roceview.batch import PROTO_CODE, PROTO_NAMES, Batch
-from roceview.columns_wire import pack, unpack
+from roceview.columns_wire import pack, unpack, unpack_column
 
 _ROCE = np.zeros(len(PROTO_NAMES), dtype=bool)
 _ROCE[[PROTO_CODE["roce_v1"], PROTO_CODE["roce_v2"], PROTO_CODE["ib"]]] = True
@@ -28,6 +28,9 @@ _PFC[[PROTO_CODE["pfc"], PROTO_CODE["pause"]]] = True
 UNUSED = ("frame", "interface")     # read by neither the Analyzer nor the FactCollector: not carried
 # Read only from PFC, PAUSE and LLDP frames (Analyzer._pfc_rows, FactCollector._lldp), which
 # are not in the RoCE partitions: 30 of their ~190 bytes a row, not carried there.
+# MACs sent as codes into their few distinct values (columns_wire; hashing them cost about
+# what sending 14 bytes a row more did); addresses and lengths are narrowed instead.
+MACS = ("_src_mac", "_dst_mac")
 PFC_ONLY = ("pfc_enable", "pause_quanta", "lldp_pfc_enable") + tuple(f"pfc_quanta{p}" for p in range(8))
 
 
@@ -42,7 +45,7 @@ def read(path: str, roce_ports: tuple, chunk_packets: int, projection: str | Non
     warnings: list[str] = []
     ports, spans, flows = port_table(roce_ports), FileSpans(1), _FlowFirsts()
     pieces: list[list[Batch]] = [[] for _ in range(partitions + 1)]
-    ts, analysed, stats, row0 = [], [], _Stats(), 0
+    ts, analysed, stats, row0, order_in = [], [], _Stats(), 0, _InOrder()
     for chunk in read_records(path, chunk_packets, warnings.append, release_lag=0):
         batch = decode_chunk(chunk, ports, 1, projection)
         spans.observe(0, batch)                  # the local engine's parts while the file is open alone
@@ -69,22 +72,63 @@ def read(path: str, roce_ports: tuple, chunk_packets: int, projection: str | Non
                 pieces[p].append(roce_cols.select(rows[order[bounds[p]:bounds[p + 1]]]))
         pieces[partitions].append(batch.select(np.flatnonzero(_PFC[proto])))
         ts.append(batch.cols["ts_ns"])
+        order_in.feed(batch.cols["ts_ns"], row0)
         analysed.append(sel)
         row0 += batch.n
-    meta = {"ts": np.concatenate(ts) if ts else np.zeros(0, np.int64), "warnings": warnings,
+    meta = {"n": row0, "chunks": order_in.chunks, "first_ts": order_in.first, "backwards": order_in.out(),
+            "warnings": warnings,
             "stats": stats.out(), "flows": flows.out(),
             "analysed": np.packbits(np.concatenate(analysed)) if analysed else np.zeros(0, np.uint8),
             "spans": (int(spans.first[0]), int(spans.last[0]), spans._folded() if spans.parts else None)}
-    return {"parts": [[pack([b], coded=()) for b in p if b.n] for p in pieces], "meta": meta}
+    return {"parts": [[pack([b], coded=MACS) for b in p if b.n] for p in pieces], "meta": meta,
+            "ts": np.concatenate(ts) if ts else np.zeros(0, np.int64)}
+
+
+class _InOrder:
+    """A file's timestamps summed up for the driver's plan (dask_plan.Plan): per chunk read its
+    rows and time range, and the rows stamped before the row before them (FactCollector.
+    _timestamps): the plan of files that follow each other in time needs no more."""
+
+    def __init__(self):
+        self.chunks: list[tuple[int, int, int]] = []
+        self.count, self.max_ns, self.rows, self.first, self.last = 0, 0, [], None, None
+
+    def feed(self, ts: np.ndarray, row0: int) -> None:
+        if not len(ts):
+            return
+        self.chunks.append((len(ts), int(ts.min()), int(ts.max())))
+        start = ts[0] if self.last is None else self.last
+        self.first = int(ts[0]) if self.first is None else self.first
+        self.last = int(ts[-1])
+        if ts[0] >= start and not (ts[1:] < ts[:-1]).any():
+            return
+        prev = np.empty_like(ts)
+        prev[1:], prev[0] = ts[:-1], start
+        back = np.flatnonzero(ts < prev)
+        self.count += len(back)
+        self.max_ns = max(self.max_ns, int((prev[back] - ts[back]).max()))
+        if len(self.rows) < 5:
+            self.rows += (back[:5] + row0).tolist()
+
+    def out(self) -> tuple[int, int, list[int]]:
+        """(rows stamped back, the largest step back in ns, the first five of those rows)."""
+        return self.count, self.max_ns, self.rows[:5]
 
 
 def _keep_freed_memory() -> None:
-    """Dask starts its workers with MALLOC_TRIM_THRESHOLD_=65536 (distributed.nanny.pre-spawn-
+    """One core per task (decode.THREADS = 1): Dask runs one task per worker thread and
+    sizes its workers' threads to the cores; a decode split over a second thread took a core
+    another task was given (two workers on two cores each read files 2x slower, no faster in
+    all than one). Dask's own OMP_NUM_THREADS=1 on its workers says the same to native code.
+
+    Dask starts its workers with MALLOC_TRIM_THRESHOLD_=65536 (distributed.nanny.pre-spawn-
     environ), so glibc hands every freed chunk buffer back to the kernel and faults it in again:
     the tasks ran 2-4x slower than the same code in a plain process. The worker's glibc keeps
     freed blocks instead, as the CLI's own process does (capture.memory.keep_freed_memory)."""
+    from roceview import decode
     from roceview.capture.memory import keep_freed_memory
 
+    decode.THREADS = 1
     keep_freed_memory()
 
 
@@ -92,10 +136,15 @@ def meta(read_result: dict) -> dict:
     return read_result["meta"]
 
 
+def times(read_result: dict) -> np.ndarray:
+    """The file's timestamps, row by row: only a plan of files overlapping in time needs them."""
+    return read_result["ts"]
+
+
 def part(read_result: dict, p: int) -> list[dict]:
     """Partition p's rows of the file, in pieces (one per chunk read), each packed for the trip
     to its partition's worker (columns_wire: validity as bits, columns without a value as
-    nothing; addresses not coded, which cost more CPU than it saved between two processes)."""
+    nothing, MACs as codes, addresses and lengths narrowed: ~55 bytes a RoCE row, was 100)."""
     return read_result["parts"][p]
 
 
@@ -207,18 +256,18 @@ class _FlowFirsts:
                 "qp": np.asarray(reg.qp).copy(), "first": self.first[:, :reg.n]}
 
 
-def analyse(parts: list[dict], gidx: list, chunk_starts: np.ndarray, gates: np.ndarray, pmtu, link_speed: float,
-            bucket_ms: float, facts: bool) -> dict:
+def analyse(parts: list[list[dict]], gidx: list, chunk_starts: np.ndarray, gates: np.ndarray, pmtu,
+            link_speed: float, bucket_ms: float, facts: bool) -> dict:
     """A partition's rows (its part of every file) analysed in the local engine's chunks; gidx:
-    per file the frame index (from 0) of each row, or of its first when they follow each other."""
+    per file the frame index (from 0) of each row, or of its first when they follow each other.
+    The pieces stay packed until their chunk is fed (dask_partition_run.chunks): unpacked, a
+    partition's rows took twice the memory they take packed."""
     from roceview.dask_partition_run import run_partition
 
     _keep_freed_memory()
     pieces = []
     for file_parts, g in zip(parts, gidx):
-        for b in (b for packed in file_parts for b in unpack(packed)):
-            cols = {k: v for k, v in b.cols.items() if k != "_row"}
-            rows = b.cols["_row"].astype(np.int64)
-            cols["_gidx"] = rows + g if np.isscalar(g) else np.asarray(g)[rows]
-            pieces.append(Batch(b.n, cols, b.valid))
+        for packed in file_parts:
+            rows = unpack_column(packed, "_row").astype(np.int64)
+            pieces.append((packed, rows + g if np.isscalar(g) else np.asarray(g)[rows]))
     return run_partition(pieces, chunk_starts, gates, pmtu, link_speed, bucket_ms, facts)

@@ -1,12 +1,16 @@
 """What the partitioned Dask run needs to know of the whole capture before it analyses parts.
 
-`Plan` replays the local engine's merge (packets._merged / iter_chunks, then _coalesced) on the
-files' timestamps alone, with its own code (merge.merge_in_time), so every row gets the frame
-number the local engine gives it and the chunk the local Analyzer sees it in. `gates` combines
+`Plan` finds every row's frame number as the local engine gives it and the chunk the local
+Analyzer sees it in: for files that follow each other in time (a ring buffer) from the sizes
+and time ranges of the chunks they were read in; for files overlapping in time by replaying
+the local engine's merge (packets._merged / iter_chunks, then _coalesced) on their timestamps
+alone, with its own code (merge.merge_in_time). `gates` combines
 the split's per-file flow summaries into the local Analyzer's one cross-flow decision per chunk
 (engine.ChunkAnalysis: may this chunk still pair QPs?) and the flows' order in qps.csv.
 """
 from __future__ import annotations
+
+from typing import Callable
 
 import numpy as np
 
@@ -16,14 +20,43 @@ from roceview.batch import Batch
 
 class Plan:
     """files: in the local engine's order (packets._time_ordered) with their first timestamps;
-    ts: each file's timestamps; warnings: each file's reading warnings, told (as the local
-    engine tells them) once its last row is merged."""
+    metas: each file's summary (dask_partition.read); times(): each file's timestamps, asked
+    for only when the files overlap in time; warnings: each file's reading warnings, told (as
+    the local engine tells them) once its last row is merged."""
 
-    def __init__(self, files: list[str], starts: list, ts: list[np.ndarray], warnings: list[list[str]],
-                 chunk_packets: int, warn):
+    def __init__(self, files: list[str], starts: list, metas: list[dict], chunk_packets: int, warn,
+                 times: Callable[[], list[np.ndarray]], replay: bool = False):
+        self.n = [m["n"] for m in metas]
+        if not replay and _one_after_another(starts, metas):
+            self._in_sequence(metas, chunk_packets, warn)
+        else:
+            self._replayed(files, starts, times(), [m["warnings"] for m in metas], chunk_packets, warn)
+
+    def _in_sequence(self, metas: list[dict], chunk_packets: int, warn) -> None:
+        """Files that follow each other in time (a ring buffer): the local engine reads each
+        alone, its chunks passing through as read, joined by packets._coalesced; frames number
+        the files' rows one file after another. Only the chunks' sizes and time ranges count."""
+        from roceview.packets import coalesce
+
+        self.span_rows = [chunk_packets] * len(metas) if len(metas) > 1 else [None]   # as _replayed
+        entries = ((n, n, lo, hi) for m in metas for n, lo, hi in m["chunks"] if n)
+        sizes = [sum(group) for group in coalesce(entries, chunk_packets)]
+        for m in metas:
+            for message in m["warnings"]:
+                warn(message)
+        self.chunk_starts = np.cumsum([0] + sizes[:-1]).astype(np.int64) if sizes else np.zeros(1, np.int64)
+        self.n_chunks = len(sizes)
+        offsets = np.cumsum([0] + self.n[:-1]).tolist()
+        self.gidx = offsets
+        back = [m["backwards"] for m in metas]
+        examples = [o + r + 1 for o, (_, _, rows) in zip(offsets, back) for r in rows][:5]
+        self.ts_backwards = (sum(b[0] for b in back), max((b[1] for b in back), default=0), examples)
+
+    def _replayed(self, files: list[str], starts: list, ts: list[np.ndarray], warnings: list[list[str]],
+                  chunk_packets: int, warn) -> None:
+        """Files overlapping in time: the local engine's merge replayed on their timestamps."""
         from roceview.packets import MIN_MERGE_CHUNK, _coalesced
 
-        self.n = [len(t) for t in ts]
         self.span_rows: list[int | None] = [None] * len(files)
         sizes, files_in, rows_in, ts_in = [], [], [], []
 
@@ -71,6 +104,19 @@ class Plan:
             g[r[at]] = at
             out.append(int(g[0]) if n and g[-1] - g[0] == n - 1 else g if n else 0)
         return out
+
+
+def _one_after_another(starts: list, metas: list[dict]) -> bool:
+    """Whether each file's first packet comes after every packet of the file before it (as the
+    workers read them: the first timestamps the driver ordered the files by are theirs): then
+    the local engine opens each file once the one before is done, alone."""
+    if not metas or any(m["n"] == 0 for m in metas):
+        return False
+    if len(metas) == 1:                          # read alone, as the local engine reads one file
+        return True
+    if any(s is None or m["first_ts"] != s for s, m in zip(starts, metas)):
+        return False
+    return all(s > max(hi for _, _, hi in m["chunks"]) for s, m in zip(starts[1:], metas))
 
 
 def _parts(ts: np.ndarray, k: int, rows: int):

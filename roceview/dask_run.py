@@ -50,7 +50,7 @@ def analyze(files: list[str], *, client, roce_ports=(), chunk_packets: int, pmtu
             bucket_ms: float, facts: bool):
     """(AnalysisResult with result.facts, the warnings to tell), or (None, why) when the
     partitions cannot give the local result."""
-    from roceview.dask_partition import analyse, meta, part, read, spans
+    from roceview.dask_partition import analyse, meta, part, read, spans, times
     from roceview.dask_plan import Plan, gates
     from roceview.packets import _time_ordered
     from roceview.partition_merge import exact, merge
@@ -63,7 +63,8 @@ def analyze(files: list[str], *, client, roce_ports=(), chunk_packets: int, pmtu
              for path in order]
     metas = _gather([submit(meta, r, pure=False) for r in reads], [f"decoding {f}" for f in order])
     told: list[str] = []
-    plan = Plan(order, starts, [m["ts"] for m in metas], [m["warnings"] for m in metas], chunk_packets, told.append)
+    plan = Plan(order, starts, metas, chunk_packets, told.append,
+                lambda: _gather([submit(times, r, pure=False) for r in reads], [f"decoding {f}" for f in order]))
     parts = [[submit(part, r, p, pure=False) for r in reads] for p in range(n_part + 1)]
     again = [k for k in range(len(order)) if len(order) > 1 and plan.span_rows[k] != chunk_packets]
     respans = dict(zip(again, _gather([submit(spans, [parts[p][k] for p in range(n_part)], plan.span_rows[k],

@@ -162,22 +162,33 @@ def _coalesced(batches: Iterator[Batch], target: int) -> Iterator[Batch]:
     Only batches that follow each other in time are joined (not across a step back in time:
     files given with stdin are read one after the other, not merged), so results do not
     depend on the chunk size."""
-    pending: list[Batch] = []
+    for group in coalesce(((batch, batch.n, *_time_range(batch)) for batch in batches), target):
+        yield Batch.concat(group) if len(group) > 1 else group[0]
+
+
+def _time_range(batch: Batch) -> tuple[int | None, int | None]:
+    ts = batch.cols.get("ts_ns")
+    return (int(ts.min()), int(ts.max())) if ts is not None and len(ts) else (None, None)
+
+
+def coalesce(entries: Iterable[tuple], target: int) -> Iterator[list]:
+    """_coalesced's rule on summaries: entries (item, rows, first ts, last ts; None without
+    timestamps) grouped as their batches are joined. The Dask plan (dask_plan.Plan) applies
+    it to the chunks' time ranges alone."""
+    pending: list = []
     total, last_ts = 0, None
-    for batch in batches:
-        ts = batch.cols.get("ts_ns")
-        first = int(ts.min()) if ts is not None and len(ts) else None
-        if pending and (total + batch.n > target or first is None or last_ts is None or first < last_ts):
-            yield Batch.concat(pending) if len(pending) > 1 else pending[0]
+    for item, n, first, last in entries:
+        if pending and (total + n > target or first is None or last_ts is None or first < last_ts):
+            yield pending
             pending, total = [], 0
-        if batch.n >= target // 2 and not pending:
-            yield batch
+        if n >= target // 2 and not pending:
+            yield [item]
             continue
-        pending.append(batch)
-        total += batch.n
-        last_ts = int(ts.max()) if first is not None else None
+        pending.append(item)
+        total += n
+        last_ts = last if first is not None else None
     if pending:
-        yield Batch.concat(pending) if len(pending) > 1 else pending[0]
+        yield pending
 
 
 _DONE = object()

@@ -78,10 +78,13 @@ def merge(parts: list[dict], names: list[str], stats: list[dict], settings: dict
     from roceview.analysis.pmtu import PathMtu
     from roceview.analysis.result import AnalysisResult
 
+    from roceview.dask_partition_run import from_wire
+
+    tables = {k: [from_wire(p[k]) for p in parts] for k in ("flows", "events", "timeline", "pfc")}
     rank = {name: i for i, name in enumerate(names)}
-    flows = concat([p["flows"] for p in parts])
+    flows = concat(tables["flows"])
     flows = flows.take(np.argsort([rank[n] for n in flows.data["flow"]], kind="stable"))
-    events = concat([p["events"] for p in parts])
+    events = concat(tables["events"])
     code = np.array([KIND_CODE[k] for k in events.data["kind"]], np.int64)
     events = events.take(np.lexsort((code, events.data["frame"], events.data["ts"])))
     path_mtu = PathMtu(settings["pmtu"])
@@ -100,28 +103,48 @@ def merge(parts: list[dict], names: list[str], stats: list[dict], settings: dict
         events=SimpleNamespace(dropped={k: 0 for k in counts}, count=counts.__getitem__),
         pfc=SimpleNamespace(st=SimpleNamespace(pause_frames=np.array([sum(p["pause_frames"] for p in parts)]),
                                                resume_frames=np.array([sum(p["resume_frames"] for p in parts)]))))
-    return AnalysisResult(flows_table=flows, pfc_table=parts[-1]["pfc"], events_table=events,
-                          timeline_table=_timeline(parts, rank, names, bucket_ns),
+    return AnalysisResult(flows_table=flows, pfc_table=tables["pfc"][-1], events_table=events,
+                          timeline_table=_timeline(tables["timeline"], rank, names, bucket_ns),
                           summary=summary(an, list(files), list(warnings), flows))
 
 
-def _timeline(parts: list[dict], rank: dict, names: list[str], bucket_ns: int) -> Table:
+def _timeline(timelines: list[Table], rank: dict, names: list[str], bucket_ns: int) -> Table:
     """The partitions' timelines in buckets of `bucket_ns` (theirs, or a power of two times)."""
-    tables = [p["timeline"] for p in parts if len(p["timeline"])]
+    tables = [t for t in timelines if len(t)]
     if not tables:
-        return parts[0]["timeline"]
+        return timelines[0]
     flow = np.concatenate([np.array([rank[n] for n in t.data["flow"].names], np.int64)[t.data["flow"].codes]
                            for t in tables])
     bucket = np.concatenate([t.data["bucket_start"] for t in tables]) // bucket_ns
-    order = np.lexsort((flow, bucket))
+    order = _by_bucket_and_flow(bucket, flow, len(names))
     bucket, flow = bucket[order], flow[order]
-    start = np.flatnonzero(np.r_[True, (bucket[1:] != bucket[:-1]) | (flow[1:] != flow[:-1])])
+    again = (bucket[1:] == bucket[:-1]) & (flow[1:] == flow[:-1])
+    if not again.any():                # partitions' buckets as long as the whole's: rows as they are
+        data = {"bucket_start": bucket * bucket_ns, "flow": Coded(flow, names)}
+        for c in tables[0].columns[2:]:
+            if c != "gbps":
+                data[c] = np.concatenate([t.data[c] for t in tables])[order]
+        data["gbps"] = data["bytes"] * 8.0 / bucket_ns
+        return Table(tables[0].columns, data)
+    start = np.flatnonzero(np.r_[True, ~again])
     data = {"bucket_start": bucket[start] * bucket_ns, "flow": Coded(flow[start], names)}
     for c in tables[0].columns[2:]:
         if c != "gbps":
             data[c] = np.add.reduceat(np.concatenate([t.data[c] for t in tables])[order], start)
     data["gbps"] = data["bytes"] * 8.0 / bucket_ns
     return Table(tables[0].columns, data)
+
+
+def _by_bucket_and_flow(bucket: np.ndarray, flow: np.ndarray, n_flows: int) -> np.ndarray:
+    """The rows' order by (bucket, flow). One key and a stable sort (timsort: each partition's
+    rows come sorted, its flows numbered in the whole capture's order, so it merges runs),
+    where the key fits in 63 bits; else a lexsort (3x slower on 2 M rows)."""
+    if not len(bucket):
+        return np.zeros(0, np.int64)
+    low, span = int(bucket.min()), int(bucket.max()) - int(bucket.min()) + 1
+    if span * max(n_flows, 1) >= 1 << 62:
+        return np.lexsort((flow, bucket))
+    return np.argsort((bucket - low) * n_flows + flow, kind="stable")
 
 
 def merge_facts(parts: list[dict], stats: list[dict], ts_backwards: tuple):

@@ -58,8 +58,9 @@ def replay(paths, chunk: int):
     from roceview.packets import _time_ordered
 
     order, starts = _time_ordered(expand_paths(paths))
-    metas = [read(f, (), chunk, "analysis", 2)["meta"] for f in order]
-    plan = Plan(order, starts, [m["ts"] for m in metas], [m["warnings"] for m in metas], chunk, lambda m: None)
+    reads = [read(f, (), chunk, "analysis", 2) for f in order]
+    metas = [r["meta"] for r in reads]
+    plan = Plan(order, starts, metas, chunk, lambda m: None, lambda: [r["ts"] for r in reads])
     gate, names = gates(plan, [m["flows"] for m in metas], [m["analysed"] for m in metas])
     return plan, gate, names
 
@@ -121,7 +122,7 @@ def test_timeline_doubling_replayed_from_partitions():
     level = _timeline_level(records, 40, max_rows=600)
     assert whole.bucket_ns > 1000 and whole.bucket_ns == 1000 << level
     names = [f"f{i}" for i in range(12)]
-    merged = _timeline([{"timeline": p.table([f"f{2 * i + k}" for i in range(6)])} for k, p in enumerate(parts)],
+    merged = _timeline([p.table([f"f{2 * i + k}" for i in range(6)]) for k, p in enumerate(parts)],
                        {n: i for i, n in enumerate(names)}, names, whole.bucket_ns)
     expect = whole.table(names)
     for c in expect.columns:
@@ -321,3 +322,78 @@ def test_a_partition_per_worker_past_five_workers(tmp_path, monkeypatch):
         dask_result = roceview.analyze(tmp_path, engine="dask", scheduler=c.scheduler_address)
     assert sizes == [7]
     assert csvs(dask_result, tmp_path / "d") == csvs(roceview.analyze(tmp_path), tmp_path / "l")
+
+
+def _plans(paths, chunk):
+    """The driver's Plan of `paths` from the files' summaries and replayed on their
+    timestamps, with whether the summaries' Plan asked for the timestamps."""
+    from roceview.capture.source import expand_paths
+    from roceview.dask_partition import read
+    from roceview.dask_plan import Plan
+    from roceview.packets import _time_ordered
+
+    files = expand_paths(paths)
+    order, starts = _time_ordered(files) if len(files) > 1 else (files, [None])
+    reads = [read(f, (), chunk, "analysis", 2) for f in order]
+    metas, asked, told = [r["meta"] for r in reads], [], ([], [])
+
+    def times():
+        asked.append(True)
+        return [r["ts"] for r in reads]
+    quick = Plan(order, starts, metas, chunk, told[0].append, times)
+    quick_asked = bool(asked)
+    return (quick, Plan(order, starts, metas, chunk, told[1].append, times, replay=True)), quick_asked, told
+
+
+def _frames(plan) -> list:
+    from roceview.dask_plan import frames
+
+    return [frames(g, np.arange(n)).tolist() for g, n in zip(plan.gidx, plan.n)]
+
+
+def _stepped_ring(directory: Path, pieces: int, shift: int = 0) -> Path:
+    """An incast cut into `pieces` files (uneven ends: small ones get joined), with rows
+    stamped back in time inside a file, `shift` ns later."""
+    cap = generate("incast", seed=3, scale=40)       # 6 k packets
+    ts = cap.ts_ns.copy()
+    ts[[40, 41]] = ts[[41, 40]]                  # 41 now stamped before 40
+    ts[[900, 902]] = ts[[902, 900]]              # 901 and 902 now stamped before the row before
+    cap.ts_ns = ts
+    directory.mkdir(parents=True, exist_ok=True)
+    write_cut(cap, pieces, directory, f"r{shift}", shift=shift)
+    return directory
+
+
+@pytest.mark.parametrize("chunk", [1 << 16, 5000, 777])
+def test_plan_of_files_in_sequence_is_the_replayed_plan(fabric, tmp_path, chunk):
+    """A ring buffer's Plan from the chunks' sizes and time ranges equals the local merge
+    replayed on every timestamp (frames, chunks, steps back in time, warnings), and does not
+    fetch the timestamps."""
+    ring = _stepped_ring(tmp_path / "ring", 9)
+    for paths in ([fabric], [ring], [sorted(fabric.iterdir())[0]], [sorted(ring.iterdir())[0]]):
+        (quick, replayed), asked, told = _plans(paths, chunk)
+        assert not asked, paths
+        assert quick.chunk_starts.tolist() == replayed.chunk_starts.tolist()
+        assert quick.n_chunks == replayed.n_chunks
+        assert _frames(quick) == _frames(replayed)
+        assert quick.ts_backwards == replayed.ts_backwards
+        assert quick.span_rows == replayed.span_rows
+        assert told[0] == told[1]
+    assert _plans([ring], chunk)[0][0].ts_backwards[0] == 3          # 41; 901 and 902
+
+
+def test_plan_of_files_overlapping_in_time_is_replayed(tmp_path):
+    """Two mirror ports of the same minutes, or a file starting at the very nanosecond the
+    one before ends: the local merge interleaves or opens files side by side, so the plan
+    fetches the timestamps and replays it."""
+    both = _stepped_ring(_stepped_ring(tmp_path / "both", 3), 3, shift=1500)
+    assert _plans([both], 5000)[1]
+    from roceview.capture.readers import read_records
+
+    ring = _stepped_ring(tmp_path / "touching", 2)
+    first, second = sorted(ring.iterdir())
+    rec = next(iter(read_records(str(first), 1 << 20, lambda m: None)))
+    cap = generate("incast", seed=3, scale=1)
+    write_pcap(second, cap.frames, cap.lengths, cap.ts_ns - int(cap.ts_ns[0]) + int(rec.ts.max()))
+    (quick, replayed), asked, _ = _plans([ring], 5000)
+    assert asked and _frames(quick) == _frames(replayed)
