@@ -68,6 +68,9 @@ def one(mode: str, workers: int, directory: str, out: str, again: bool) -> dict:
     """One configuration, in this (fresh) process; with `again`, a Dask run is timed twice on
     the same cluster (the second: workers whose heap, caches and lazy imports the first warmed,
     as on a long-lived cluster), the second reported, the first beside it."""
+    from roceview.capture.memory import keep_freed_memory
+
+    keep_freed_memory()                            # as the CLI's process does (cli.entry)
     if mode == "ceiling":
         return _ceiling(directory)
     cluster = client = None

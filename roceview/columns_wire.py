@@ -6,8 +6,8 @@ decode them. Packed, lossless: one buffer per column for the whole file (the chu
 kept, so the driver's chunks are the reader's), validity masks as bits (or nothing when every
 row or no row is valid), columns with no value and no valid row as nothing, and the MAC and
 16-byte address columns (few distinct values) as codes into their distinct values, or where
-they are not coded, addresses sharing their first 12 bytes (IPv4) as their last 4 and unsigned
-columns as the narrowest type that holds their largest value. `frame` is not sent from
+they are not coded, addresses sharing their first 12 bytes (IPv4) as their last 4 and integer
+columns without negative values as the narrowest unsigned type that holds their largest value. `frame` is not sent from
 captures: the merge numbers frames.
 """
 from __future__ import annotations
@@ -32,6 +32,33 @@ def pack(batches: list[Batch], unsent=UNSENT, coded=CODED) -> dict:
     return {"lengths": lengths, "cols": cols, "valid": valid}
 
 
+def pack_split(batch: Batch, selections: list, coded=CODED) -> list[dict]:
+    """pack([batch.select(rows)]) for each selection of rows (None: every row), each column
+    encoded once for the whole batch and then its rows taken: the rows are gathered narrowed
+    (~48 bytes a row, not ~100), and the MAC codes found once. The same encodings in every
+    pack (a column narrowed for the whole batch is narrowed in each part; codes index the
+    batch's distinct values): unpack gives the same rows."""
+    packs = [{"lengths": [batch.n if rows is None else len(rows)], "cols": {}, "valid": {}} for rows in selections]
+    for name, values in batch.cols.items():
+        encoded = _pack_values(name, values, UNSENT, coded)
+        for out, rows in zip(packs, selections):
+            out["cols"][name] = encoded if rows is None else _taken(encoded, rows)
+    for name in batch.valid:
+        mask = batch.mask(name)
+        for out, rows in zip(packs, selections):
+            out["valid"][name] = _pack_mask(mask if rows is None else mask[rows])
+    return packs
+
+
+def _taken(encoded: tuple, rows: np.ndarray) -> tuple:
+    kind = encoded[0]
+    if kind == "zeros":
+        return ("zeros", encoded[1], (len(rows),) + tuple(encoded[2][1:]))
+    if kind == "raw":
+        return ("raw", encoded[1][rows])
+    return encoded[:-1] + (encoded[-1][rows],)          # coded, narrow, tail4: the per-row part
+
+
 def _joined(parts: list[np.ndarray]) -> np.ndarray:
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
@@ -46,11 +73,21 @@ def _pack_values(name: str, values: np.ndarray, unsent, coded=CODED):
         return ("coded", values[first], codes.astype(_smallest(len(first) - 1)))
     if values.ndim == 2 and values.shape[1] == 16 and values.dtype == np.uint8:
         return _pack_address(values)
-    if values.ndim == 1 and values.dtype.kind == "u" and values.itemsize > 1:
+    if values.ndim == 1 and values.dtype.kind in "ui" and values.itemsize > 1 and \
+            (values.dtype.kind == "u" or int(values.min()) >= 0):
         small = _smallest(int(values.max()))
         if small().itemsize < values.itemsize:
             return ("narrow", values.dtype.str, values.astype(small))
     return ("raw", np.ascontiguousarray(values))
+
+
+def pack_array(values: np.ndarray):
+    """One array as pack() sends a column (zeros as nothing, narrowed), for unpack_array."""
+    return _pack_values("", values, (), ())
+
+
+def unpack_array(packed) -> np.ndarray:
+    return _unpack_values(packed)
 
 
 def _smallest(largest: int):

@@ -19,7 +19,7 @@ import numpy as np
 
 from roceview.analysis.pmtu import _path_keys
 from roceview.batch import PROTO_CODE, PROTO_NAMES, Batch
-from roceview.columns_wire import pack, unpack, unpack_column
+from roceview.columns_wire import pack, pack_split, unpack, unpack_column
 
 _ROCE = np.zeros(len(PROTO_NAMES), dtype=bool)
 _ROCE[[PROTO_CODE["roce_v1"], PROTO_CODE["roce_v2"], PROTO_CODE["ib"]]] = True
@@ -44,8 +44,8 @@ def read(path: str, roce_ports: tuple, chunk_packets: int, projection: str | Non
     _keep_freed_memory()
     warnings: list[str] = []
     ports, spans, flows = port_table(roce_ports), FileSpans(1), _FlowFirsts()
-    pieces: list[list[Batch]] = [[] for _ in range(partitions + 1)]
-    ts, analysed, stats, row0, order_in = [], [], _Stats(), 0, _InOrder()
+    pieces: list[list[dict]] = [[] for _ in range(partitions + 1)]
+    analysed, stats, row0, order_in = [], _Stats(), 0, _InOrder()
     for chunk in read_records(path, chunk_packets, warnings.append, release_lag=0):
         batch = decode_chunk(chunk, ports, 1, projection)
         spans.observe(0, batch)                  # the local engine's parts while the file is open alone
@@ -65,13 +65,14 @@ def read(path: str, roce_ports: tuple, chunk_packets: int, projection: str | Non
         bounds = np.searchsorted(part[order], np.arange(partitions + 1, dtype=np.uint64)).tolist()
         roce_cols = Batch(batch.n, {k: v for k, v in batch.cols.items() if k not in PFC_ONLY},
                           {k: v for k, v in batch.valid.items() if k not in PFC_ONLY})
-        for p in range(partitions):
-            if bounds[p + 1] - bounds[p] == batch.n:             # every row in one partition: no copy
-                pieces[p].append(roce_cols)
-            else:
-                pieces[p].append(roce_cols.select(rows[order[bounds[p]:bounds[p + 1]]]))
-        pieces[partitions].append(batch.select(np.flatnonzero(_PFC[proto])))
-        ts.append(batch.cols["ts_ns"])
+        mine = [None if bounds[p + 1] - bounds[p] == batch.n else rows[order[bounds[p]:bounds[p + 1]]]
+                for p in range(partitions)]                     # None: every row in the partition
+        for p, packed in enumerate(pack_split(roce_cols, mine, MACS)):
+            if packed["lengths"][0]:
+                pieces[p].append(packed)
+        pfc = np.flatnonzero(_PFC[proto])
+        if len(pfc):
+            pieces[partitions].append(pack([batch.select(pfc)], coded=MACS))
         order_in.feed(batch.cols["ts_ns"], row0)
         analysed.append(sel)
         row0 += batch.n
@@ -80,8 +81,7 @@ def read(path: str, roce_ports: tuple, chunk_packets: int, projection: str | Non
             "stats": stats.out(), "flows": flows.out(),
             "analysed": np.packbits(np.concatenate(analysed)) if analysed else np.zeros(0, np.uint8),
             "spans": (int(spans.first[0]), int(spans.last[0]), spans._folded() if spans.parts else None)}
-    return {"parts": [[pack([b], coded=MACS) for b in p if b.n] for p in pieces], "meta": meta,
-            "ts": np.concatenate(ts) if ts else np.zeros(0, np.int64)}
+    return {"parts": pieces, "meta": meta}
 
 
 class _InOrder:
@@ -136,9 +136,13 @@ def meta(read_result: dict) -> dict:
     return read_result["meta"]
 
 
-def times(read_result: dict) -> np.ndarray:
-    """The file's timestamps, row by row: only a plan of files overlapping in time needs them."""
-    return read_result["ts"]
+def times(path: str, chunk_packets: int) -> np.ndarray:
+    """The file's timestamps, row by row, walked again (no decode, ~20 ns a record) where a
+    plan of files overlapping in time needs them, rather than kept (8 bytes a row) for all."""
+    from roceview.capture.readers import read_records
+
+    ts = [chunk.ts for chunk in read_records(path, chunk_packets, lambda message: None, release_lag=0)]
+    return np.concatenate(ts) if ts else np.zeros(0, np.int64)
 
 
 def part(read_result: dict, p: int) -> list[dict]:
@@ -146,6 +150,12 @@ def part(read_result: dict, p: int) -> list[dict]:
     to its partition's worker (columns_wire: validity as bits, columns without a value as
     nothing, MACs as codes, addresses and lengths narrowed: ~55 bytes a RoCE row, was 100)."""
     return read_result["parts"][p]
+
+
+def arrived(pieces: list[dict]) -> list[dict]:
+    """A file's part, run on its partition's worker: the part comes over as soon as the file
+    is read, while the other files are read, not all at once when the analysis starts."""
+    return pieces
 
 
 def spans(parts: list[Batch], rows: int, n: int):

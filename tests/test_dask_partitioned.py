@@ -53,14 +53,14 @@ def fabric(tmp_path_factory):
 def replay(paths, chunk: int):
     """The driver's Plan and gates, the files read in this process (no cluster)."""
     from roceview.capture.source import expand_paths
-    from roceview.dask_partition import read
+    from roceview.dask_partition import read, times
     from roceview.dask_plan import Plan, gates
     from roceview.packets import _time_ordered
 
     order, starts = _time_ordered(expand_paths(paths))
     reads = [read(f, (), chunk, "analysis", 2) for f in order]
     metas = [r["meta"] for r in reads]
-    plan = Plan(order, starts, metas, chunk, lambda m: None, lambda: [r["ts"] for r in reads])
+    plan = Plan(order, starts, metas, chunk, lambda m: None, lambda: [times(f, chunk) for f in order])
     gate, names = gates(plan, [m["flows"] for m in metas], [m["analysed"] for m in metas])
     return plan, gate, names
 
@@ -328,7 +328,7 @@ def _plans(paths, chunk):
     """The driver's Plan of `paths` from the files' summaries and replayed on their
     timestamps, with whether the summaries' Plan asked for the timestamps."""
     from roceview.capture.source import expand_paths
-    from roceview.dask_partition import read
+    from roceview.dask_partition import read, times
     from roceview.dask_plan import Plan
     from roceview.packets import _time_ordered
 
@@ -337,12 +337,12 @@ def _plans(paths, chunk):
     reads = [read(f, (), chunk, "analysis", 2) for f in order]
     metas, asked, told = [r["meta"] for r in reads], [], ([], [])
 
-    def times():
+    def every_time():
         asked.append(True)
-        return [r["ts"] for r in reads]
-    quick = Plan(order, starts, metas, chunk, told[0].append, times)
+        return [times(f, chunk) for f in order]
+    quick = Plan(order, starts, metas, chunk, told[0].append, every_time)
     quick_asked = bool(asked)
-    return (quick, Plan(order, starts, metas, chunk, told[1].append, times, replay=True)), quick_asked, told
+    return (quick, Plan(order, starts, metas, chunk, told[1].append, every_time, replay=True)), quick_asked, told
 
 
 def _frames(plan) -> list:
