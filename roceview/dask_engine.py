@@ -56,17 +56,26 @@ def expand(paths) -> list[str]:
     return datasets
 
 
+def local_cluster():
+    """A LocalCluster sized to this machine: a worker process per core, one thread each."""
+    try:
+        from dask.distributed import LocalCluster
+    except ImportError:
+        raise BadInput(INSTALL) from None
+    import logging
+
+    return LocalCluster(processes=True, threads_per_worker=1, dashboard_address=":0",
+                        silence_logs=logging.ERROR)     # stderr keeps roceview's one-line contract
+
+
 def connect(scheduler: str | None):
     """A Client of the scheduler at `scheduler`, or of a LocalCluster sized to this machine."""
     try:
-        from dask.distributed import Client, LocalCluster
+        from dask.distributed import Client
     except ImportError:
         raise BadInput(INSTALL) from None
     if scheduler is None:
-        import logging
-
-        cluster = LocalCluster(processes=True, threads_per_worker=1, dashboard_address=":0",
-                               silence_logs=logging.ERROR)     # stderr keeps roceview's one-line contract
+        cluster = local_cluster()
         return Client(cluster), cluster
     try:
         client = Client(scheduler, timeout=CONNECT_TIMEOUT)

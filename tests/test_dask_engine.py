@@ -293,3 +293,26 @@ def _dies_analysing(*args):
     import os
 
     os._exit(1)
+
+
+def test_each_file_analysed_on_one_local_cluster(ring, tmp_path, monkeypatch, partitioned):
+    """--each --engine dask without --scheduler: one LocalCluster for all the files (starting
+    one takes seconds), each file's CSVs the local engine's."""
+    import roceview.dask_engine as engine
+
+    started, real = [], engine.local_cluster
+
+    def counted():
+        started.append(True)
+        return real()
+    monkeypatch.setattr(engine, "local_cluster", counted)
+    files = [str(f) for f in sorted(ring.glob("portA_*"))[:3]]
+    code, _, err = run([*files, "--each", "--engine", "dask", "--csv", str(tmp_path / "dask")])
+    assert code == 0 and len(started) == 1, err
+    assert run([*files, "--each", "--csv", str(tmp_path / "local")])[0] == 0
+    folders = sorted(p.name for p in (tmp_path / "local").iterdir())
+    assert len(folders) == 3 and folders == sorted(p.name for p in (tmp_path / "dask").iterdir())
+    for folder in folders:
+        for name in CSVS:
+            assert (tmp_path / "dask" / folder / name).read_bytes() == \
+                (tmp_path / "local" / folder / name).read_bytes(), (folder, name)

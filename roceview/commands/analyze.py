@@ -77,6 +77,22 @@ def _run_each(args, env) -> ExitStatus:
         raise BadInput("--each writes one report per file: use --csv DIR (a sub-folder per file), not --json")
     files = expand_paths(args.capture)
     folders = _folders(files)
+    cluster = None
+    if args.engine == "dask" and args.scheduler is None and len(files) > 1:
+        from roceview.dask_engine import local_cluster
+
+        cluster = local_cluster()        # one for every file: starting one takes seconds
+        args = argparse.Namespace(**{**vars(args), "scheduler": cluster.scheduler_address})
+    try:
+        return _each(args, env, files, folders)
+    finally:
+        if cluster is not None:
+            cluster.close()
+
+
+def _each(args, env, files: list[str], folders: list[str]) -> ExitStatus:
+    from roceview.errors import BadInput
+
     status, unread = ExitStatus.OK, False
     for i, path in enumerate(files):
         if i:
