@@ -73,7 +73,7 @@ def read(path: str, roce_ports: tuple, chunk_packets: int, projection: str | Non
         pfc = np.flatnonzero(_PFC[proto])
         if len(pfc):
             pieces[partitions].append(pack([batch.select(pfc)], coded=MACS))
-        order_in.feed(batch.cols["ts_ns"], row0)
+        order_in.feed(batch.cols["ts_ns"], row0, sel)
         analysed.append(sel)
         row0 += batch.n
     meta = {"n": row0, "chunks": order_in.chunks, "first_ts": order_in.first, "backwards": order_in.out(),
@@ -86,17 +86,19 @@ def read(path: str, roce_ports: tuple, chunk_packets: int, projection: str | Non
 
 class _InOrder:
     """A file's timestamps summed up for the driver's plan (dask_plan.Plan): per chunk read its
-    rows and time range, and the rows stamped before the row before them (FactCollector.
-    _timestamps): the plan of files that follow each other in time needs no more."""
+    rows, time range and last row the Analyzer analyses (-1: none), and the rows stamped before
+    the row before them (FactCollector._timestamps): the plan of files that follow each other
+    in time needs no more."""
 
     def __init__(self):
-        self.chunks: list[tuple[int, int, int]] = []
+        self.chunks: list[tuple[int, int, int, int]] = []
         self.count, self.max_ns, self.rows, self.first, self.last = 0, 0, [], None, None
 
-    def feed(self, ts: np.ndarray, row0: int) -> None:
+    def feed(self, ts: np.ndarray, row0: int, analysed: np.ndarray) -> None:
         if not len(ts):
             return
-        self.chunks.append((len(ts), int(ts.min()), int(ts.max())))
+        at = len(analysed) - 1 - int(np.argmax(analysed[::-1])) if analysed.any() else -1
+        self.chunks.append((len(ts), int(ts.min()), int(ts.max()), row0 + at if at >= 0 else -1))
         start = ts[0] if self.last is None else self.last
         self.first = int(ts[0]) if self.first is None else self.first
         self.last = int(ts[-1])

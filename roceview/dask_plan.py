@@ -18,6 +18,9 @@ from roceview.batch import Batch
 
 
 
+NONE = -(1 << 62)           # no row: a chunk without an analysed row
+
+
 class Plan:
     """files: in the local engine's order (packets._time_ordered) with their first timestamps;
     metas: each file's summary (dask_partition.read); times(): each file's timestamps, asked
@@ -39,14 +42,17 @@ class Plan:
         from roceview.packets import coalesce
 
         self.span_rows = [chunk_packets] * len(metas) if len(metas) > 1 else [None]   # as _replayed
-        entries = ((n, n, lo, hi) for m in metas for n, lo, hi in m["chunks"] if n)
-        sizes = [sum(group) for group in coalesce(entries, chunk_packets)]
+        offsets = np.cumsum([0] + self.n[:-1]).tolist()
+        entries = (((n, o + at if at >= 0 else NONE), n, lo, hi)
+                   for m, o in zip(metas, offsets) for n, lo, hi, at in m["chunks"] if n)
+        groups = list(coalesce(entries, chunk_packets))
+        sizes = [sum(n for n, _ in group) for group in groups]
+        self.last_analysed = np.array([max(at for _, at in group) for group in groups], np.int64)
         for m in metas:
             for message in m["warnings"]:
                 warn(message)
         self.chunk_starts = np.cumsum([0] + sizes[:-1]).astype(np.int64) if sizes else np.zeros(1, np.int64)
         self.n_chunks = len(sizes)
-        offsets = np.cumsum([0] + self.n[:-1]).tolist()
         self.gidx = offsets
         back = [m["backwards"] for m in metas]
         examples = [o + r + 1 for o, (_, _, rows) in zip(offsets, back) for r in rows][:5]
@@ -57,6 +63,7 @@ class Plan:
         """Files overlapping in time: the local engine's merge replayed on their timestamps."""
         from roceview.packets import MIN_MERGE_CHUNK, _coalesced
 
+        self.last_analysed = None                # found from the files' bits (last_analysed)
         self.span_rows: list[int | None] = [None] * len(files)
         sizes, files_in, rows_in, ts_in = [], [], [], []
 
@@ -116,7 +123,7 @@ def _one_after_another(starts: list, metas: list[dict]) -> bool:
         return True
     if any(s is None or m["first_ts"] != s for s, m in zip(starts, metas)):
         return False
-    return all(s > max(hi for _, _, hi in m["chunks"]) for s, m in zip(starts[1:], metas))
+    return all(s > max(hi for _, _, hi, _ in m["chunks"]) for s, m in zip(starts[1:], metas))
 
 
 def _parts(ts: np.ndarray, k: int, rows: int):
@@ -144,8 +151,11 @@ def frames(gidx, rows) -> np.ndarray:
 
 
 def last_analysed(plan: "Plan", analysed: list[np.ndarray]) -> np.ndarray:
-    """Per chunk the frame index of its last analysed row (-2^62 where none), from each file's
-    bit per row (RoCE with an opcode and a dest QP: engine._roce_rows)."""
+    """Per chunk the frame index of its last analysed row (-2^62 where none): a plan of files
+    in sequence knows it from their chunks (each of its chunks is whole chunks read); else from
+    each file's bit per row (RoCE with an opcode and a dest QP: engine._roce_rows)."""
+    if getattr(plan, "last_analysed", None) is not None:
+        return plan.last_analysed
     seen = np.zeros(sum(plan.n), bool)
     for k, bits in enumerate(analysed):
         seen[frames(plan.gidx[k], np.flatnonzero(np.unpackbits(bits, count=plan.n[k])))] = True

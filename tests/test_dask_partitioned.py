@@ -342,7 +342,9 @@ def _plans(paths, chunk):
         return [times(f, chunk) for f in order]
     quick = Plan(order, starts, metas, chunk, told[0].append, every_time)
     quick_asked = bool(asked)
-    return (quick, Plan(order, starts, metas, chunk, told[1].append, every_time, replay=True)), quick_asked, told
+    replayed = Plan(order, starts, metas, chunk, told[1].append, every_time, replay=True)
+    quick.bits = replayed.bits = [m["analysed"] for m in metas]
+    return (quick, replayed), quick_asked, told
 
 
 def _frames(plan) -> list:
@@ -369,6 +371,8 @@ def test_plan_of_files_in_sequence_is_the_replayed_plan(fabric, tmp_path, chunk)
     """A ring buffer's Plan from the chunks' sizes and time ranges equals the local merge
     replayed on every timestamp (frames, chunks, steps back in time, warnings), and does not
     fetch the timestamps."""
+    from roceview.dask_plan import last_analysed
+
     ring = _stepped_ring(tmp_path / "ring", 9)
     for paths in ([fabric], [ring], [sorted(fabric.iterdir())[0]], [sorted(ring.iterdir())[0]]):
         (quick, replayed), asked, told = _plans(paths, chunk)
@@ -379,6 +383,8 @@ def test_plan_of_files_in_sequence_is_the_replayed_plan(fabric, tmp_path, chunk)
         assert quick.ts_backwards == replayed.ts_backwards
         assert quick.span_rows == replayed.span_rows
         assert told[0] == told[1]
+        assert replayed.last_analysed is None and quick.last_analysed is not None
+        assert last_analysed(quick, quick.bits).tolist() == last_analysed(replayed, replayed.bits).tolist()
     assert _plans([ring], chunk)[0][0].ts_backwards[0] == 3          # 41; 901 and 902
 
 
