@@ -81,7 +81,7 @@ def analyze(files: list[str], *, client, roce_ports=(), chunk_packets: int, pmtu
     results = [submit(analyse, held[p], gidx, plan.chunk_starts, gate, pmtu, link_speed, bucket_ms, facts,
                       pure=False, retries=RETRIES, **_on(workers, p)) for p in range(n_part + 1)]
     del reads, parts, held
-    _ready_for_merge(sum(plan.n))
+    _ready_for_merge(_timeline_rows(metas, len(names), sum(plan.n), bucket_ms))
     done = _gather(results, [f"analysing partition {p + 1} of {n_part + 1}" for p in range(n_part + 1)])
     why, bucket_ns = exact(done, max(1, int(round(bucket_ms * 1_000_000))), plan.n_chunks)
     if why is not None:
@@ -104,15 +104,24 @@ def _on(workers: list, p: int) -> dict:
     return {} if workers[0] is None else {"workers": [workers[p % len(workers)]], "allow_other_workers": True}
 
 
-def _ready_for_merge(packets: int) -> None:
-    """While the workers analyse, fault in the heap the merge will take (partition_merge: ~130
-    bytes a timeline row, at most one row a packet up to Timeline.MAX_ROWS), so that it is
-    not faulted in after them, when nothing else runs (0.5-0.8 s of a 2 s run at 8 M packets
-    on our VMs: the driver's first merge)."""
+def _timeline_rows(metas: list[dict], flows: int, packets: int, bucket_ms: float) -> int:
+    """At most how many rows the merged timeline has: a row per flow and bucket, at most one a
+    packet, at most Timeline.MAX_ROWS."""
     from roceview.analysis.timeline import MAX_ROWS
+
+    firsts = [m["stats"]["first_ts"] for m in metas if m["stats"]["first_ts"] is not None]
+    lasts = [m["stats"]["last_ts"] for m in metas if m["stats"]["last_ts"] is not None]
+    buckets = (max(lasts) - min(firsts)) // max(1, int(bucket_ms * 1_000_000)) + 1 if firsts else 0
+    return min(MAX_ROWS, packets, flows * buckets)
+
+
+def _ready_for_merge(rows: int) -> None:
+    """While the workers analyse, fault in the heap the merge of `rows` timeline rows will take
+    (partition_merge: ~130 bytes a row), so that it is not faulted in after them, when nothing
+    else runs (0.5-0.8 s of a 2 s run at 8 M packets on our VMs: the driver's first merge)."""
     from roceview.capture.memory import touch_heap
 
-    touch_heap(min(packets, MAX_ROWS) * 128)
+    touch_heap(rows * 128)
 
 
 def _scattered(client, gidx: list) -> list:
