@@ -222,6 +222,38 @@ def test_prefault_heap_gives_the_threads_pages_already_faulted_in():
     assert runs["on"][1] < runs["off"][1] // 10, runs
 
 
+_TOUCH_PROBE = r"""
+import resource, sys
+import numpy as np
+from roceview.capture.memory import keep_freed_memory, touch_heap
+keep_freed_memory()
+done = touch_heap(64 << 20) if sys.argv[1] == "on" else False
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+arrays = [np.ones(1 << 19) for _ in range(12)]       # 48 MB on the same thread, touched
+print(done, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+"""
+
+
+def test_touch_heap_leaves_this_threads_next_arrays_faulted_in():
+    """The Dask driver faults in its merge's heap while the workers analyse (dask_run.
+    _ready_for_merge, capture.memory.touch_heap): arrays it allocates afterwards reuse those
+    pages."""
+    import platform
+    import subprocess
+    import sys
+
+    if not (platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"):
+        pytest.skip("glibc malloc only")
+    runs = {}
+    for mode in ("on", "off"):
+        out = subprocess.run([sys.executable, "-c", _TOUCH_PROBE, mode], capture_output=True, text=True,
+                             check=True).stdout.split()
+        runs[mode] = (out[0], int(out[1]))
+    assert runs["on"][0] == "True" and runs["off"][0] == "False"
+    assert runs["off"][1] > 3000, runs
+    assert runs["on"][1] < runs["off"][1] // 10, runs
+
+
 def test_the_gc_is_back_on_for_every_command_and_for_analyze_after_its_first_chunk(tmp_path):
     """cli.entry turns the cyclic GC off for the imports; main() turns it on for commands, and
     analyze (ENABLES_GC) after its first chunk, with the imports frozen. In a child process:
