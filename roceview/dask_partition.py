@@ -79,9 +79,9 @@ def read(path: str, roce_ports: tuple, chunk_packets: int, projection: str | Non
     meta = {"n": row0, "chunks": order_in.chunks, "first_ts": order_in.first, "backwards": order_in.out(),
             "warnings": warnings,
             "stats": stats.out(), "flows": flows.out(),
-            "analysed": np.packbits(np.concatenate(analysed)) if analysed else np.zeros(0, np.uint8),
             "spans": (int(spans.first[0]), int(spans.last[0]), spans._folded() if spans.parts else None)}
-    return {"parts": pieces, "meta": meta}
+    bits = np.packbits(np.concatenate(analysed)) if analysed else np.zeros(0, np.uint8)
+    return {"parts": pieces, "meta": meta, "analysed": bits}
 
 
 class _InOrder:
@@ -136,6 +136,12 @@ def _keep_freed_memory() -> None:
 
 def meta(read_result: dict) -> dict:
     return read_result["meta"]
+
+
+def analysed_bits(read_result: dict) -> np.ndarray:
+    """A bit per row of the file: whether the Analyzer analyses it. Only a plan of files
+    overlapping in time needs them (dask_plan.last_analysed): they stay on the worker."""
+    return read_result["analysed"]
 
 
 def times(path: str, chunk_packets: int) -> np.ndarray:

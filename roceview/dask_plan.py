@@ -150,12 +150,13 @@ def frames(gidx, rows) -> np.ndarray:
     return rows + gidx if np.isscalar(gidx) else np.asarray(gidx)[rows]
 
 
-def last_analysed(plan: "Plan", analysed: list[np.ndarray]) -> np.ndarray:
+def last_analysed(plan: "Plan", analysed) -> np.ndarray:
     """Per chunk the frame index of its last analysed row (-2^62 where none): a plan of files
     in sequence knows it from their chunks (each of its chunks is whole chunks read); else from
     each file's bit per row (RoCE with an opcode and a dest QP: engine._roce_rows)."""
     if getattr(plan, "last_analysed", None) is not None:
         return plan.last_analysed
+    analysed = analysed() if callable(analysed) else analysed     # fetched only here
     seen = np.zeros(sum(plan.n), bool)
     for k, bits in enumerate(analysed):
         seen[frames(plan.gidx[k], np.flatnonzero(np.unpackbits(bits, count=plan.n[k])))] = True
@@ -166,9 +167,10 @@ def last_analysed(plan: "Plan", analysed: list[np.ndarray]) -> np.ndarray:
     return np.where(last >= plan.chunk_starts[:len(last)], last, -(1 << 62))
 
 
-def gates(plan: "Plan", flows: list[dict], analysed: list[np.ndarray]) -> tuple[np.ndarray, list[str]]:
+def gates(plan: "Plan", flows: list[dict], analysed) -> tuple[np.ndarray, list[str]]:
     """(per chunk whether the local Analyzer pairs QPs in it, the flow names in qps.csv order)
-    from the files' flow summaries (dask_partition._FlowFirsts)."""
+    from the files' flow summaries (dask_partition._FlowFirsts); analysed: each file's bit
+    per row (dask_partition.analysed_bits), or a callable giving them when asked."""
     from roceview.analysis.chunk_psn import PAIRING_HORIZON
 
     n_chunks = max(plan.n_chunks, 1)

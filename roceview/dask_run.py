@@ -50,7 +50,7 @@ def analyze(files: list[str], *, client, roce_ports=(), chunk_packets: int, pmtu
             bucket_ms: float, facts: bool):
     """(AnalysisResult with result.facts, the warnings to tell), or (None, why) when the
     partitions cannot give the local result."""
-    from roceview.dask_partition import analyse, arrived, meta, part, read, spans, times
+    from roceview.dask_partition import analyse, analysed_bits, arrived, meta, part, read, spans, times
     from roceview.dask_plan import Plan, gates
     from roceview.packets import _time_ordered
     from roceview.partition_merge import exact, merge
@@ -76,7 +76,9 @@ def analyze(files: list[str], *, client, roce_ports=(), chunk_packets: int, pmtu
     respans = dict(zip(again, _gather([submit(spans, [parts[p][k] for p in range(n_part)], plan.span_rows[k],
                                                plan.n[k], pure=False) for k in again],
                                        [f"decoding {order[k]}" for k in again])))
-    gate, names = gates(plan, [m["flows"] for m in metas], [m["analysed"] for m in metas])
+    gate, names = gates(plan, [m["flows"] for m in metas],
+                        lambda: _gather([submit(analysed_bits, r, pure=False) for r in reads],
+                                        [f"decoding {f}" for f in order]))
     gidx = _scattered(client, plan.gidx)
     results = [submit(analyse, held[p], gidx, plan.chunk_starts, gate, pmtu, link_speed, bucket_ms, facts,
                       pure=False, retries=RETRIES, **_on(workers, p)) for p in range(n_part + 1)]

@@ -61,7 +61,7 @@ def replay(paths, chunk: int):
     reads = [read(f, (), chunk, "analysis", 2) for f in order]
     metas = [r["meta"] for r in reads]
     plan = Plan(order, starts, metas, chunk, lambda m: None, lambda: [times(f, chunk) for f in order])
-    gate, names = gates(plan, [m["flows"] for m in metas], [m["analysed"] for m in metas])
+    gate, names = gates(plan, [m["flows"] for m in metas], [r["analysed"] for r in reads])
     return plan, gate, names
 
 
@@ -343,7 +343,7 @@ def _plans(paths, chunk):
     quick = Plan(order, starts, metas, chunk, told[0].append, every_time)
     quick_asked = bool(asked)
     replayed = Plan(order, starts, metas, chunk, told[1].append, every_time, replay=True)
-    quick.bits = replayed.bits = [m["analysed"] for m in metas]
+    quick.bits = replayed.bits = [r["analysed"] for r in reads]
     return (quick, replayed), quick_asked, told
 
 
