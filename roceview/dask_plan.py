@@ -71,8 +71,9 @@ class Plan:
             cuts = [n for n, _, _ in metas[k]["chunks"]] if rows == chunk_packets else lengths(k, rows)
             if sum(cuts) != len(ts[k]):                      # cannot be: the rows as they come
                 cuts = [rows] * -(-len(ts[k]) // rows)
-            # the rows the local engine observes the file's spans in (merge.FileSpans)
-            self.span_rows[k] = rows if all(n == rows for n in cuts[:-1]) else cuts
+            # the rows the local engine observes the file's spans in (merge.FileSpans): as the
+            # workers did when read alone, else by `rows` unless the reader cut chunks short
+            self.span_rows[k] = rows if rows == chunk_packets or all(n == rows for n in cuts[:-1]) else cuts
             yield from _parts(ts[k], k, cuts)
             for message in metas[k]["warnings"]:
                 warn(message)
