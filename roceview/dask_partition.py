@@ -15,6 +15,9 @@
 """
 from __future__ import annotations
 
+import threading
+from contextlib import contextmanager
+
 import numpy as np
 
 from roceview.analysis.pmtu import _path_keys
@@ -26,22 +29,27 @@ _ROCE[[PROTO_CODE["roce_v1"], PROTO_CODE["roce_v2"], PROTO_CODE["ib"]]] = True
 _PFC = np.zeros(len(PROTO_NAMES), dtype=bool)
 _PFC[[PROTO_CODE["pfc"], PROTO_CODE["pause"]]] = True
 UNUSED = ("frame", "interface")     # read by neither the Analyzer nor the FactCollector: not carried
-# Read only from PFC, PAUSE and LLDP frames (Analyzer._pfc_rows, FactCollector._lldp), which
-# are not in the RoCE partitions: 30 of their ~190 bytes a row, not carried there.
 # MACs sent as codes into their few distinct values (columns_wire; hashing them cost about
 # what sending 14 bytes a row more did); addresses and lengths are narrowed instead.
 MACS = ("_src_mac", "_dst_mac")
+# Read only from PFC, PAUSE and LLDP frames (Analyzer._pfc_rows, FactCollector._lldp), which
+# are not in the RoCE partitions: 30 of their ~190 bytes a row, not carried there.
 PFC_ONLY = ("pfc_enable", "pause_quanta", "lldp_pfc_enable") + tuple(f"pfc_quanta{p}" for p in range(8))
 
 
 def read(path: str, roce_ports: tuple, chunk_packets: int, projection: str | None, partitions: int) -> dict:
     """File `path` decoded and cut: {"parts": the rows of each partition (with `_row`, the row's
     number in the file), "meta": what the driver needs (read by `meta`)}."""
+    _keep_freed_memory()
+    with _one_decode_thread():
+        return _read(path, roce_ports, chunk_packets, projection, partitions)
+
+
+def _read(path: str, roce_ports: tuple, chunk_packets: int, projection: str | None, partitions: int) -> dict:
     from roceview.capture.readers import read_records
     from roceview.decode import decode_chunk, port_table
     from roceview.merge import FileSpans
 
-    _keep_freed_memory()
     warnings: list[str] = []
     ports, spans, flows = port_table(roce_ports), FileSpans(1), _FlowFirsts()
     pieces: list[list[dict]] = [[] for _ in range(partitions + 1)]
@@ -117,20 +125,42 @@ class _InOrder:
         return self.count, self.max_ns, self.rows[:5]
 
 
-def _keep_freed_memory() -> None:
-    """One core per task (decode.THREADS = 1): Dask runs one task per worker thread and
-    sizes its workers' threads to the cores; a decode split over a second thread took a core
-    another task was given (two workers on two cores each read files 2x slower, no faster in
-    all than one). Dask's own OMP_NUM_THREADS=1 on its workers says the same to native code.
+_DECODING = threading.Lock()
+_decoding: list = [0, None]             # read tasks decoding in this process, decode.THREADS before them
 
-    Dask starts its workers with MALLOC_TRIM_THRESHOLD_=65536 (distributed.nanny.pre-spawn-
+
+@contextmanager
+def _one_decode_thread():
+    """One core per task (decode.THREADS = 1 while a read task decodes): Dask runs one task per
+    worker thread and sizes its workers' threads to the cores; a decode split over a second
+    thread took a core another task was given (two workers on two cores each read files 2x
+    slower, no faster in all than one). Dask's own OMP_NUM_THREADS=1 on its workers says the
+    same to native code. Put back once no read task decodes: a cluster of threads
+    (LocalCluster(processes=False)) runs its tasks in the caller's process, whose own decodes
+    (the local engine, later) would have stayed on one thread."""
+    from roceview import decode
+
+    with _DECODING:
+        if not _decoding[0]:
+            _decoding[1] = decode.THREADS
+        _decoding[0] += 1
+        decode.THREADS = 1
+    try:
+        yield
+    finally:
+        with _DECODING:
+            _decoding[0] -= 1
+            if not _decoding[0]:
+                decode.THREADS = _decoding[1]
+
+
+def _keep_freed_memory() -> None:
+    """Dask starts its workers with MALLOC_TRIM_THRESHOLD_=65536 (distributed.nanny.pre-spawn-
     environ), so glibc hands every freed chunk buffer back to the kernel and faults it in again:
     the tasks ran 2-4x slower than the same code in a plain process. The worker's glibc keeps
     freed blocks instead, as the CLI's own process does (capture.memory.keep_freed_memory)."""
-    from roceview import decode
     from roceview.capture.memory import keep_freed_memory
 
-    decode.THREADS = 1
     keep_freed_memory()
 
 
@@ -166,14 +196,16 @@ def arrived(pieces: list[dict]) -> list[dict]:
     return pieces
 
 
-def spans(parts: list[Batch], rows: int, n: int):
-    """A file's merge.FileSpans (as file 0) observed in parts of `rows` rows (the local engine
-    reads a file opened beside others in smaller chunks), from its RoCE rows: only they carry PSNs."""
+def spans(parts: list[Batch], rows, n: int):
+    """A file's merge.FileSpans (as file 0) observed in parts of `rows` rows, or of the lengths
+    in the list `rows` (the local engine reads a file opened beside others in smaller chunks, as
+    dask_plan.Plan.span_rows), from its RoCE rows: only they carry PSNs."""
     from roceview.merge import FileSpans
 
     batch = Batch.concat([b for p in parts for packed in p for b in unpack(packed)])
     batch = batch.select(np.argsort(batch.cols["_row"], kind="stable")) if batch.n else batch
-    at = np.searchsorted(batch.cols["_row"], np.arange(0, n + rows, rows)) if batch.n else []
+    cuts = np.cumsum([0] + list(rows)) if isinstance(rows, (list, tuple)) else np.arange(0, n + rows, rows)
+    at = np.searchsorted(batch.cols["_row"], cuts) if batch.n else []
     fs = FileSpans(1)
     for lo, hi in zip(at[:-1], at[1:]):
         fs.observe(0, batch.select(slice(int(lo), int(hi))))

@@ -28,12 +28,14 @@ class Plan:
     the local engine tells them) once its last row is merged."""
 
     def __init__(self, files: list[str], starts: list, metas: list[dict], chunk_packets: int, warn,
-                 times: Callable[[], list[np.ndarray]], replay: bool = False):
+                 times: Callable[[], list[np.ndarray]], replay: bool = False,
+                 lengths: Callable[[int, int], list[int]] | None = None):
         self.n = [m["n"] for m in metas]
         if not replay and _one_after_another(starts, metas):
             self._in_sequence(metas, chunk_packets, warn)
         else:
-            self._replayed(files, starts, times(), [m["warnings"] for m in metas], chunk_packets, warn)
+            self._replayed(files, starts, times(), metas, chunk_packets, warn,
+                           lengths or (lambda k, rows: _walked(files[k], rows)))
 
     def _in_sequence(self, metas: list[dict], chunk_packets: int, warn) -> None:
         """Files that follow each other in time (a ring buffer): the local engine reads each
@@ -58,24 +60,33 @@ class Plan:
         examples = [o + r + 1 for o, (_, _, rows) in zip(offsets, back) for r in rows][:5]
         self.ts_backwards = (sum(b[0] for b in back), max((b[1] for b in back), default=0), examples)
 
-    def _replayed(self, files: list[str], starts: list, ts: list[np.ndarray], warnings: list[list[str]],
-                  chunk_packets: int, warn) -> None:
-        """Files overlapping in time: the local engine's merge replayed on their timestamps."""
+    def _replayed(self, files: list[str], starts: list, ts: list[np.ndarray], metas: list[dict],
+                  chunk_packets: int, warn, lengths: Callable[[int, int], list[int]]) -> None:
+        """Files overlapping in time: the local engine's merge replayed on their timestamps, each
+        file cut as its reader cuts it: in chunks of `rows` records, but fewer where a chunk
+        reaches the end of the reader's window (readers.MAP_WINDOW: 32 MB hold ~30 k frames of
+        1 KB) or a pcapng block other than a packet; those cuts change which rows the merge hands
+        on together. Read in chunk_packets the workers saw the cuts; in fewer, `lengths` finds them."""
         from roceview.packets import MIN_MERGE_CHUNK, _coalesced
 
         self.last_analysed = None                # found from the files' bits (last_analysed)
-        self.span_rows: list[int | None] = [None] * len(files)
+        self.span_rows: list = [None] * len(files)
         sizes, files_in, rows_in, ts_in = [], [], [], []
 
         def open_file(k: int, beside: int):
             rows = max(min(MIN_MERGE_CHUNK, chunk_packets), chunk_packets // (beside + 1))
-            self.span_rows[k] = rows
-            yield from _parts(ts[k], k, rows)
-            for message in warnings[k]:
+            cuts = [c[0] for c in metas[k]["chunks"]] if rows == chunk_packets else lengths(k, rows)
+            if sum(cuts) != len(ts[k]):                      # cannot be: the rows as they come
+                cuts = [rows] * -(-len(ts[k]) // rows)
+            # the rows the local engine observes the file's spans in (merge.FileSpans): as the
+            # workers did when read alone, else by `rows` unless the reader cut chunks short
+            self.span_rows[k] = rows if rows == chunk_packets or all(n == rows for n in cuts[:-1]) else cuts
+            yield from _parts(ts[k], k, cuts)
+            for message in metas[k]["warnings"]:
                 warn(message)
 
         if len(files) == 1:
-            merged = _parts(ts[0], 0, chunk_packets)
+            merged = _parts(ts[0], 0, [c[0] for c in metas[0]["chunks"]])
         else:
             from roceview.merge import merge_in_time
 
@@ -87,7 +98,7 @@ class Plan:
             rows_in.append(batch.cols["_row"])
             ts_in.append(batch.cols["ts_ns"])
         if len(files) == 1:
-            for message in warnings[0]:
+            for message in metas[0]["warnings"]:
                 warn(message)
         self.chunk_starts = np.cumsum([0] + sizes[:-1]).astype(np.int64) if sizes else np.zeros(1, np.int64)
         self.n_chunks = len(sizes)
@@ -126,12 +137,23 @@ def _one_after_another(starts: list, metas: list[dict]) -> bool:
     return all(s > max(hi for _, _, hi, _ in m["chunks"]) for s, m in zip(starts[1:], metas))
 
 
-def _parts(ts: np.ndarray, k: int, rows: int):
-    """File k's timestamps in the reader's chunks of `rows` (with the file and row of each)."""
-    for lo in range(0, len(ts), rows):
-        part = ts[lo:lo + rows]
+def _parts(ts: np.ndarray, k: int, cuts: list[int]):
+    """File k's timestamps in the reader's chunks, of `cuts` rows (with the file and row of each)."""
+    lo = 0
+    for n in cuts:
+        part = ts[lo:lo + n]
         yield Batch(len(part), {"ts_ns": part, "_file": np.full(len(part), k, np.uint16),
                                 "_row": np.arange(lo, lo + len(part), dtype=np.int64)})
+        lo += n
+
+
+def _walked(path: str, rows: int) -> list[int]:
+    """The lengths of the chunks the reader cuts `path` in, read in chunks of `rows` records:
+    a walk over the records' headers (~5 ms for 77 MB), nothing decoded. Its warnings are the
+    workers' to tell."""
+    from roceview.capture.readers import read_records
+
+    return [chunk.n for chunk in read_records(path, rows, lambda m: None, release_lag=0)]
 
 
 def _backwards(ts: np.ndarray) -> tuple[int, int, list]:
