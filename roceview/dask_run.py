@@ -51,7 +51,7 @@ def analyze(files: list[str], *, client, roce_ports=(), chunk_packets: int, pmtu
     """(AnalysisResult with result.facts, the warnings to tell), or (None, why) when the
     partitions cannot give the local result."""
     from roceview.dask_partition import analyse, analysed_bits, arrived, meta, part, read, spans, times
-    from roceview.dask_plan import Plan, gates
+    from roceview.dask_plan import Plan, _walked, gates
     from roceview.packets import _time_ordered
     from roceview.partition_merge import exact, merge
 
@@ -71,7 +71,9 @@ def analyze(files: list[str], *, client, roce_ports=(), chunk_packets: int, pmtu
     told: list[str] = []
     plan = Plan(order, starts, metas, chunk_packets, told.append,
                 lambda: _gather([submit(times, f, chunk_packets, pure=False, retries=RETRIES) for f in order],
-                                [f"reading {f}" for f in order]))
+                                [f"reading {f}" for f in order]),
+                lengths=lambda k, rows: result_of(submit(_walked, order[k], rows, pure=False, retries=RETRIES), "",
+                                                  f"reading {order[k]}"))
     again = [k for k in range(len(order)) if len(order) > 1 and plan.span_rows[k] != chunk_packets]
     respans = dict(zip(again, _gather([submit(spans, [parts[p][k] for p in range(n_part)], plan.span_rows[k],
                                                plan.n[k], pure=False) for k in again],
