@@ -70,7 +70,8 @@ def analyze(files: list[str], *, client, roce_ports=(), chunk_packets: int, pmtu
     metas = _gather(metas, [f"decoding {f}" for f in order])
     told: list[str] = []
     plan = Plan(order, starts, metas, chunk_packets, told.append,
-                lambda: _gather([submit(times, f, chunk_packets, pure=False, retries=RETRIES) for f in order],
+                lambda: _gather([submit(times, f, chunk_packets, m["n"], pure=False, retries=RETRIES)
+                                  for f, m in zip(order, metas)],
                                 [f"reading {f}" for f in order]),
                 lengths=lambda k, rows: result_of(submit(_walked, order[k], rows, pure=False, retries=RETRIES), "",
                                                   f"reading {order[k]}"))

@@ -1,0 +1,68 @@
+"""Second review of the partitioned Dask run (dask_run, dask_partition, dask_plan, columns_wire,
+analyze --each): edge cases found wrong, each against the local engine or the wire's contract.
+The in-process client of test_dask_review.py stands in for the cluster."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from test_dask_review import _csvs, _mirror_ports, in_process  # noqa: F401 (fixture)
+
+
+def _appended(path: Path, cap, extra: int) -> None:
+    """`extra` more records at the end of the pcap at `path` (a live capture still writing it)."""
+    from roceview.capture.writer import write_pcap
+
+    ends = np.cumsum(cap.lengths)
+    grown = path.with_suffix(".tmp")
+    write_pcap(grown, cap.frames[:ends[extra - 1]], cap.lengths[:extra], cap.ts_ns[-1] + 1000 + np.arange(extra))
+    with open(path, "ab") as out:
+        out.write(grown.read_bytes()[24:])          # the records, not the file header
+    grown.unlink()
+
+
+@pytest.mark.parametrize("chunk, window", [(200, 50_000), (16384, 50_000), (16384, 1 << 20)])
+def test_files_growing_during_the_run_planned_as_read(in_process, tmp_path, monkeypatch, chunk, window):
+    """Two mirror ports' captures still being written (overlapping in time: the plan is
+    replayed on their timestamps and on the reader's cuts, both walked again on the workers):
+    records appended after a file was read must not enter the plan, whose rows are those the
+    read decoded (was: IndexError in Plan._positions). The local engine reads the files as
+    they were; a reader window of 50 kB cuts chunks short (test_dask_review.py)."""
+    import roceview
+    import roceview.capture.readers as readers
+    import roceview.dask_partition as partition
+    from roceview.generate import generate
+
+    monkeypatch.setattr(readers, "MAP_WINDOW", window)
+    two = _mirror_ports(tmp_path / "two", 20, psn_shift=0x500000)
+    local = roceview.analyze(two, chunk_packets=chunk)       # the files as they were read
+    cap, read = generate("incast", seed=3, scale=20), partition.read
+
+    def read_then_grow(path, *args):
+        out = read(path, *args)
+        _appended(Path(path), cap, 50)
+        return out
+    monkeypatch.setattr(partition, "read", read_then_grow)
+    dask = roceview.analyze(two, engine="dask", chunk_packets=chunk)
+    assert _csvs(dask, tmp_path / "d") == _csvs(local, tmp_path / "l")
+
+
+def test_a_file_cut_short_after_it_was_read_is_one_line(in_process, tmp_path, monkeypatch):
+    """A file rewritten shorter after its read (a ring buffer reusing its oldest file): the
+    replayed plan cannot have the rows the read decoded: BadInput naming the file (was an
+    IndexError traceback in Plan._positions)."""
+    import roceview
+    import roceview.dask_partition as partition
+    from roceview.errors import BadInput
+
+    two, read = _mirror_ports(tmp_path / "two", 20), partition.read
+
+    def read_then_cut(path, *args):
+        out = read(path, *args)
+        data = Path(path).read_bytes()
+        Path(path).write_bytes(data[:len(data) // 2])
+        return out
+    monkeypatch.setattr(partition, "read", read_then_cut)
+    with pytest.raises(BadInput, match=r"port_a.pcap: changed while it was analysed \(\d+ records read, \d+ now\)"):
+        roceview.analyze(two, engine="dask", chunk_packets=200)
+
