@@ -66,3 +66,24 @@ def test_a_file_cut_short_after_it_was_read_is_one_line(in_process, tmp_path, mo
     with pytest.raises(BadInput, match=r"port_a.pcap: changed while it was analysed \(\d+ records read, \d+ now\)"):
         roceview.analyze(two, engine="dask", chunk_packets=200)
 
+
+def test_an_unreadable_file_on_the_local_cluster_is_one_line(tmp_path):
+    """--engine dask without --scheduler (one LocalCluster, for --each one for every file): a
+    file that is not a capture is one error line, as with the local engine; the workers' own
+    "Compute Failed" log records (ERROR level, a traceback each) stay off stderr."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("dask.distributed")
+    repo = Path(__file__).resolve().parents[1]
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.pcap").write_bytes((repo / "captures" / "incast.pcap").read_bytes())
+    (tmp_path / "in" / "b.pcap").write_bytes(b"not a capture at all" * 10)
+    for each in ([], ["--each", "--csv", str(tmp_path / "out")]):
+        run = subprocess.run([sys.executable, "-m", "roceview", "analyze", str(tmp_path / "in"), "--engine", "dask",
+                              *each], cwd=repo, capture_output=True, text=True, timeout=300)
+        lines = run.stderr.splitlines()
+        assert run.returncode == 2, run.stderr
+        assert [line for line in lines if not line.startswith("roceview: wrote ")] == \
+            [f"roceview: error: {tmp_path / 'in' / 'b.pcap'}: not a pcap or pcapng capture"], run.stderr
+        assert len(lines) == (2 if each else 1), run.stderr
