@@ -87,3 +87,18 @@ def test_an_unreadable_file_on_the_local_cluster_is_one_line(tmp_path):
         assert [line for line in lines if not line.startswith("roceview: wrote ")] == \
             [f"roceview: error: {tmp_path / 'in' / 'b.pcap'}: not a pcap or pcapng capture"], run.stderr
         assert len(lines) == (2 if each else 1), run.stderr
+
+
+def test_a_result_column_of_negative_zeros_crosses_the_wire_as_it_was():
+    """columns_wire.pack_array (c4c4fb0: the partitions' result tables, dask_partition_run.
+    to_wire) is lossless: a float column whose values are all zero, some of them -0.0, was
+    sent as 'zeros' and came back +0.0."""
+    from roceview.columns_wire import pack_array, unpack_array
+
+    for values in (np.array([0.0, -0.0]), np.array([-0.0], np.float32), np.zeros((2, 2)) * -1,
+                   np.array([0j, complex(-0.0, 0)])):
+        back = unpack_array(pack_array(values))
+        assert back.dtype == values.dtype and back.shape == values.shape
+        assert np.array_equal(np.signbit(back.real), np.signbit(values.real)), values
+    for values in (np.zeros(3), np.zeros(0), np.zeros(4, np.int64)):
+        assert pack_array(values)[0] == "zeros"
