@@ -9,6 +9,16 @@ import pytest
 from test_dask_review import _csvs, _mirror_ports, in_process  # noqa: F401 (fixture)
 
 
+def _ring(directory: Path) -> None:
+    """An incast of 3 k packets in three files that follow each other in time."""
+    from test_dask_review import _write_cut
+
+    from roceview.generate import generate
+
+    directory.mkdir(parents=True, exist_ok=True)
+    _write_cut(generate("incast", seed=3, scale=20), 3, directory, "r")
+
+
 def _appended(path: Path, cap, extra: int) -> None:
     """`extra` more records at the end of the pcap at `path` (a live capture still writing it)."""
     from roceview.capture.writer import write_pcap
@@ -102,3 +112,67 @@ def test_a_result_column_of_negative_zeros_crosses_the_wire_as_it_was():
         assert np.array_equal(np.signbit(back.real), np.signbit(values.real)), values
     for values in (np.zeros(3), np.zeros(0), np.zeros(4, np.int64)):
         assert pack_array(values)[0] == "zeros"
+
+
+def test_a_files_rows_are_not_kept_on_its_reader_once_they_arrived(tmp_path, monkeypatch):
+    """c4c4fb0 sends a file's parts to their partitions' workers as soon as it is read; the
+    driver still held every read's future (and every part's) until the analysis was submitted,
+    so each row moved was in memory twice (on the worker that read it and on its partition's)
+    through the read of the other files and the plan. Once the parts have arrived, no read
+    and no part is kept in memory; the result is the local engine's."""
+    import time
+
+    distributed = pytest.importorskip("dask.distributed")
+    import roceview
+    import roceview.dask_plan as dask_plan
+
+    _ring(tmp_path)
+    kept, gates = [], dask_plan.gates
+
+    def looking(*args):
+        client = distributed.default_client()
+        for _ in range(600):                       # the arrived tasks run on: up to 30 s for them
+            held = [k for k, where in client.who_has().items() if where]
+            kept[:] = [k for k in held if str(k).startswith(("read-", "part-"))]
+            arrived = [k for k in held if str(k).startswith("arrived-")]
+            if not kept and len(arrived) == 3 * (2 + 1):      # files x (partitions + PFC)
+                break
+            time.sleep(0.05)
+        return gates(*args)
+    monkeypatch.setattr(dask_plan, "gates", looking)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as c:
+        dask = roceview.analyze(tmp_path, engine="dask", scheduler=c.scheduler_address)
+    assert not kept, kept
+    assert _csvs(dask, tmp_path / "d") == _csvs(roceview.analyze(tmp_path), tmp_path / "l")
+
+
+def _dies_once(marker, analyse):
+    def analysing(*args):
+        import os
+
+        if not os.path.exists(marker):
+            open(marker, "w").close()
+            os._exit(1)                            # the worker dies with its partition's rows
+        return analyse(*args)
+    return analysing
+
+
+def test_a_worker_lost_with_arrived_rows_reads_them_again(tmp_path, monkeypatch):
+    """No future of the reads is kept once their parts are sent: a worker lost with the rows
+    that arrived there (its partition's) has them read again from the file, the result the
+    local engine's."""
+    distributed = pytest.importorskip("dask.distributed")
+    import roceview
+    import roceview.dask_engine as engine
+    import roceview.dask_partition as partition
+
+    _ring(tmp_path / "in")
+
+    def fallback(*args, **kwargs):
+        raise AssertionError("fell back to the driver-side analysis")
+    monkeypatch.setattr(engine, "DaskBatches", fallback)
+    monkeypatch.setattr(partition, "analyse", _dies_once(str(tmp_path / "died"), partition.analyse))
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as c:
+        dask = roceview.analyze(tmp_path / "in", engine="dask", scheduler=c.scheduler_address)
+    assert (tmp_path / "died").exists()
+    assert _csvs(dask, tmp_path / "d") == _csvs(roceview.analyze(tmp_path / "in"), tmp_path / "l")
