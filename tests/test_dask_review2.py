@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from test_dask_review import _csvs, _mirror_ports, in_process  # noqa: F401 (fixture)
+from test_dask_review import _csvs, _mirror_ports, in_process, same_as_local  # noqa: F401 (fixture)
 
 
 def _ring(directory: Path) -> None:
@@ -176,3 +176,44 @@ def test_a_worker_lost_with_arrived_rows_reads_them_again(tmp_path, monkeypatch)
         dask = roceview.analyze(tmp_path / "in", engine="dask", scheduler=c.scheduler_address)
     assert (tmp_path / "died").exists()
     assert _csvs(dask, tmp_path / "d") == _csvs(roceview.analyze(tmp_path / "in"), tmp_path / "l")
+
+
+def _ring_with_other_frames(d: Path) -> Path:
+    """Files that follow each other in time, some of a few rows (joined into one chunk with
+    their neighbours: packets._coalesced), and two of non-RoCE frames only (chunks without an
+    analysed row), one between RoCE files, one at the end."""
+    from roceview.capture.writer import write_pcap
+    from roceview.generate import generate
+
+    cap = generate("incast", seed=3, scale=20)
+    cap.ts_ns = cap.ts_ns.copy()
+    cap.ts_ns[7:] += 10 ** 9                     # room for the non-RoCE file after the first 7 rows
+    ends = np.cumsum(cap.lengths)
+    starts, bounds = ends - cap.lengths, [0, 7, 1000, 1003, 2000, len(cap)]
+    d.mkdir(parents=True)
+    for i, (a, b) in enumerate(zip(bounds, bounds[1:])):
+        write_pcap(d / f"r_{2 * i:02d}.pcap", cap.frames[starts[a]:ends[b - 1]], cap.lengths[a:b], cap.ts_ns[a:b])
+    for name, n, t0 in (("r_01", 30, int(cap.ts_ns[6]) + 1000), ("r_11", 500, int(cap.ts_ns[-1]) + 10)):
+        frames = np.zeros((n, 64), np.uint8)
+        frames[:, 12:14] = (0x88, 0xB5)          # IEEE local experimental EtherType
+        write_pcap(d / f"{name}.pcap", frames.ravel(), np.full(n, 64), t0 + 10 * np.arange(n))
+    return d
+
+
+@pytest.mark.parametrize("chunk", [64, 100, 333, 1 << 16])
+def test_last_analysed_rows_of_files_in_sequence_from_their_chunks(in_process, tmp_path, chunk):
+    """663e01f: a plan of files in sequence takes each chunk's last analysed row (the pairing
+    gate, engine.ChunkAnalysis) from the read chunks' (-1: none), not from a bit per row: the
+    same per chunk as from the bits, chunks without an analysed row and chunks joined across
+    files included; the run is the local engine's."""
+    from test_dask_partitioned import _plans
+
+    from roceview.dask_plan import NONE, last_analysed
+
+    d = _ring_with_other_frames(tmp_path / "in")
+    (quick, replayed), asked, _ = _plans([d], chunk)
+    assert not asked and quick.last_analysed is not None
+    got, want = last_analysed(quick, quick.bits), last_analysed(replayed, replayed.bits)
+    assert got.tolist() == want.tolist()
+    assert (got == NONE).any() or chunk > 1000
+    same_as_local(d, tmp_path, chunk_packets=chunk)
