@@ -217,3 +217,31 @@ def test_last_analysed_rows_of_files_in_sequence_from_their_chunks(in_process, t
     assert got.tolist() == want.tolist()
     assert (got == NONE).any() or chunk > 1000
     same_as_local(d, tmp_path, chunk_packets=chunk)
+
+
+_LIBRARY_PROBE = r"""
+import roceview.capture.memory as memory
+from roceview.dask_run import _ready_for_merge
+calls, keep = [], memory.keep_freed_memory
+memory.keep_freed_memory = lambda: calls.append(1) or keep()
+_ready_for_merge(2_000_000)                 # the Dask driver, in a library caller's process
+print(len(calls), memory.touch_heap(64 << 20))
+keep()                                      # the CLI's process (cli.entry)
+print(memory.touch_heap(64 << 20))
+"""
+
+
+def test_the_dask_driver_leaves_a_library_callers_malloc_settings_alone():
+    """dask_run._ready_for_merge (c4c4fb0) faulted in the merge's heap through touch_heap,
+    which set keep_freed_memory (M_MMAP_THRESHOLD, M_TRIM_THRESHOLD: up to 1 GB of freed heap
+    kept) in the caller's process: 'the CLI calls it (it owns its process)'. It touches only
+    where the process keeps freed memory already."""
+    import platform
+    import subprocess
+    import sys
+
+    if not (platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"):
+        pytest.skip("glibc malloc only")
+    out = subprocess.run([sys.executable, "-c", _LIBRARY_PROBE], cwd=Path(__file__).resolve().parents[1],
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["0", "False", "True"], out
