@@ -64,7 +64,7 @@ def _joined(parts: list[np.ndarray]) -> np.ndarray:
 
 
 def _pack_values(name: str, values: np.ndarray, unsent, coded=CODED):
-    if name in unsent or not values.any():
+    if name in unsent or not (values.any() or _negative_zero(values)):
         return ("zeros", values.dtype.str, values.shape)
     if name in coded:
         from roceview.table import _factorize
@@ -79,6 +79,11 @@ def _pack_values(name: str, values: np.ndarray, unsent, coded=CODED):
         if small().itemsize < values.itemsize:
             return ("narrow", values.dtype.str, values.astype(small))
     return ("raw", np.ascontiguousarray(values))
+
+
+def _negative_zero(values: np.ndarray) -> bool:
+    """Whether a column of zeros holds a -0.0 (a result table's float: its CSV text is '-0...')."""
+    return values.dtype.kind in "fc" and bool(np.signbit(values.real).any())
 
 
 def pack_array(values: np.ndarray):

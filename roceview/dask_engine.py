@@ -64,8 +64,10 @@ def local_cluster():
         raise BadInput(INSTALL) from None
     import logging
 
+    # stderr keeps roceview's one-line contract: a task's error (a file that is not a capture)
+    # is told once by result_of; at ERROR the workers logged it too, a traceback per attempt
     return LocalCluster(processes=True, threads_per_worker=1, dashboard_address=":0",
-                        silence_logs=logging.ERROR)     # stderr keeps roceview's one-line contract
+                        silence_logs=logging.CRITICAL)
 
 
 def connect(scheduler: str | None):

@@ -174,13 +174,18 @@ def analysed_bits(read_result: dict) -> np.ndarray:
     return read_result["analysed"]
 
 
-def times(path: str, chunk_packets: int) -> np.ndarray:
+def times(path: str, chunk_packets: int, n: int | None = None) -> np.ndarray:
     """The file's timestamps, row by row, walked again (no decode, ~20 ns a record) where a
-    plan of files overlapping in time needs them, rather than kept (8 bytes a row) for all."""
+    plan of files overlapping in time needs them, rather than kept (8 bytes a row) for all;
+    its first `n`, the rows its read decoded: a capture still being written has more now."""
     from roceview.capture.readers import read_records
+    from roceview.errors import BadInput
 
     ts = [chunk.ts for chunk in read_records(path, chunk_packets, lambda message: None, release_lag=0)]
-    return np.concatenate(ts) if ts else np.zeros(0, np.int64)
+    ts = np.concatenate(ts) if ts else np.zeros(0, np.int64)
+    if n is not None and len(ts) < n:
+        raise BadInput(f"{path}: changed while it was analysed ({n} records read, {len(ts)} now)")
+    return ts if n is None else ts[:n]
 
 
 def part(read_result: dict, p: int) -> list[dict]:

@@ -76,6 +76,7 @@ class Plan:
         def open_file(k: int, beside: int):
             rows = max(min(MIN_MERGE_CHUNK, chunk_packets), chunk_packets // (beside + 1))
             cuts = [c[0] for c in metas[k]["chunks"]] if rows == chunk_packets else lengths(k, rows)
+            cuts = _upto(cuts, len(ts[k]))                  # walked again: a file being written grew
             if sum(cuts) != len(ts[k]):                      # cannot be: the rows as they come
                 cuts = [rows] * -(-len(ts[k]) // rows)
             # the rows the local engine observes the file's spans in (merge.FileSpans): as the
@@ -145,6 +146,17 @@ def _parts(ts: np.ndarray, k: int, cuts: list[int]):
         yield Batch(len(part), {"ts_ns": part, "_file": np.full(len(part), k, np.uint16),
                                 "_row": np.arange(lo, lo + len(part), dtype=np.int64)})
         lo += n
+
+
+def _upto(cuts: list[int], n: int) -> list[int]:
+    """The cuts of a file's first n rows: a capture still being written had n when read."""
+    out, total = [], 0
+    for c in cuts:
+        if total >= n:
+            break
+        out.append(min(c, n - total))
+        total += out[-1]
+    return out
 
 
 def _walked(path: str, rows: int) -> list[int]:

@@ -59,32 +59,36 @@ def analyze(files: list[str], *, client, roce_ports=(), chunk_packets: int, pmtu
     order, starts = _time_ordered(files) if len(files) > 1 else (files, [None])
     workers = sorted(client.nthreads()) or [None]     # scheduler_info() listed only 5 in distributed 2025.x
     n_part = len(workers)
-    reads, metas, parts, held = [], [], [[] for _ in range(n_part + 1)], [[] for _ in range(n_part + 1)]
+    metas, bits, held = [], [], [[] for _ in range(n_part + 1)]
     for path in order:           # in this order, so that a file's parts go as soon as it is read
-        reads.append(submit(read, path, tuple(roce_ports), chunk_packets, "analysis", n_part, pure=False,
-                            retries=RETRIES))
-        metas.append(submit(meta, reads[-1], pure=False))
+        read_at = submit(read, path, tuple(roce_ports), chunk_packets, "analysis", n_part, pure=False,
+                         retries=RETRIES)
+        metas.append(submit(meta, read_at, pure=False))
+        bits.append(submit(analysed_bits, read_at, pure=False))     # a bit a row, fetched for a replayed plan
         for p in range(n_part + 1):
-            parts[p].append(submit(part, reads[-1], p, pure=False))
-            held[p].append(submit(arrived, parts[p][-1], pure=False, retries=RETRIES, **_on(workers, p)))
+            held[p].append(submit(arrived, submit(part, read_at, p, pure=False), pure=False, retries=RETRIES,
+                                  **_on(workers, p)))
+    # no future of the reads themselves kept: a read's rows (every partition's) are freed on its
+    # worker once they have arrived at their partitions' (kept, they were there twice until analysed)
+    read_at = None
     metas = _gather(metas, [f"decoding {f}" for f in order])
     told: list[str] = []
     plan = Plan(order, starts, metas, chunk_packets, told.append,
-                lambda: _gather([submit(times, f, chunk_packets, pure=False, retries=RETRIES) for f in order],
+                lambda: _gather([submit(times, f, chunk_packets, m["n"], pure=False, retries=RETRIES)
+                                  for f, m in zip(order, metas)],
                                 [f"reading {f}" for f in order]),
                 lengths=lambda k, rows: result_of(submit(_walked, order[k], rows, pure=False, retries=RETRIES), "",
                                                   f"reading {order[k]}"))
     again = [k for k in range(len(order)) if len(order) > 1 and plan.span_rows[k] != chunk_packets]
-    respans = dict(zip(again, _gather([submit(spans, [parts[p][k] for p in range(n_part)], plan.span_rows[k],
+    respans = dict(zip(again, _gather([submit(spans, [held[p][k] for p in range(n_part)], plan.span_rows[k],
                                                plan.n[k], pure=False) for k in again],
                                        [f"decoding {order[k]}" for k in again])))
     gate, names = gates(plan, [m["flows"] for m in metas],
-                        lambda: _gather([submit(analysed_bits, r, pure=False) for r in reads],
-                                        [f"decoding {f}" for f in order]))
+                        lambda: _gather(bits, [f"decoding {f}" for f in order]))
     gidx = _scattered(client, plan.gidx)
     results = [submit(analyse, held[p], gidx, plan.chunk_starts, gate, pmtu, link_speed, bucket_ms, facts,
                       pure=False, retries=RETRIES, **_on(workers, p)) for p in range(n_part + 1)]
-    del reads, parts, held
+    del bits, held
     _ready_for_merge(_timeline_rows(metas, len(names), sum(plan.n), bucket_ms))
     done = _gather(results, [f"analysing partition {p + 1} of {n_part + 1}" for p in range(n_part + 1)])
     why, bucket_ns = exact(done, max(1, int(round(bucket_ms * 1_000_000))), plan.n_chunks)

@@ -16,6 +16,7 @@ PREFAULT_BLOCK = 16 << 20                       # under the mmap threshold: serv
 # analysis projection shrank the decode outputs, left ~8 k pages nobody used: A/B medians 0.311
 # vs 0.298 s and 0.312 vs 0.291 s at 1 M packets, 0.02-0.06 s more CPU; full frames reuse fewer.)
 PREFAULT_MAX = 64 << 20
+_KEEPING = [False]              # whether keep_freed_memory took in this process (touch_heap's condition)
 
 
 def keep_freed_memory() -> bool:
@@ -29,18 +30,23 @@ def keep_freed_memory() -> bool:
         import ctypes
 
         libc = ctypes.CDLL(None)
-        return bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_MAX)) and \
+        kept = bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_MAX)) and \
             bool(libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
     except (OSError, AttributeError):   # not glibc (musl, macOS): its defaults
         return False
+    _KEEPING[0] = _KEEPING[0] or kept
+    return kept
 
 
 def touch_heap(nbytes: int) -> bool:
     """Touch `nbytes` of heap on this thread, then free them (kept: keep_freed_memory), so that
     this thread's next allocations find their pages faulted in. For a thread about to wait
     (the Dask driver while its workers analyse) that will then allocate: fresh pages cost
-    ~2.5-25 us each to fault in here. False where nothing was done (not glibc, too small)."""
-    if nbytes < PREFAULT_BLOCK or not keep_freed_memory():
+    ~2.5-25 us each to fault in here. Only in a process that keeps freed memory already (the
+    CLI's; a library caller's malloc settings are its own, keep_freed_memory): elsewhere the
+    pages would go back to the kernel as freed. False where nothing was done (that, not glibc,
+    too small)."""
+    if nbytes < PREFAULT_BLOCK or not _KEEPING[0]:
         return False
     try:
         import ctypes
