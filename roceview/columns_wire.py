@@ -45,8 +45,11 @@ def pack_split(batch: Batch, selections: list, coded=CODED) -> list[dict]:
             out["cols"][name] = encoded if rows is None else _taken(encoded, rows)
     for name in batch.valid:
         mask = batch.mask(name)
+        whole = mask.all() or not mask.any()        # the usual column: the same in every part
         for out, rows in zip(packs, selections):
-            out["valid"][name] = _pack_mask(mask if rows is None else mask[rows])
+            n = batch.n if rows is None else len(rows)
+            out["valid"][name] = (("ones" if mask[0] else "none"), n) if whole and n and batch.n else \
+                _pack_mask(mask if rows is None else mask[rows])
     return packs
 
 

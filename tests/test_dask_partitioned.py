@@ -412,3 +412,30 @@ def test_plan_of_files_overlapping_in_time_is_replayed(tmp_path):
     write_pcap(second, cap.frames, cap.lengths, cap.ts_ns - int(cap.ts_ns[0]) + int(rec.ts.max()))
     (quick, replayed), asked, _ = _plans([ring], 5000)
     assert asked and _frames(quick) == _frames(replayed)
+
+
+def test_pack_split_gives_the_rows_pack_gives():
+    """columns_wire.pack_split (a chunk cut into partitions, each column encoded once) unpacks
+    to the rows and validity pack() gives for each selection: masks all valid, none valid or
+    mixed, narrowed and zero columns, empty and whole selections."""
+    from roceview.batch import Batch
+    from roceview.columns_wire import pack, pack_split, unpack
+
+    rng = np.random.default_rng(1)
+    for _ in range(300):
+        n = int(rng.integers(1, 50))
+        cols = {"a": rng.integers(0, 300, n).astype(np.uint32), "b": np.zeros(n, np.uint16),
+                "addr": np.tile(np.r_[np.zeros(10, np.uint8), 255, 255, 10, 0, 0, 1].astype(np.uint8), (n, 1))}
+        cols["addr"][:, 15] = rng.integers(0, 256, n)
+        valid = {"a": rng.random(n) < rng.choice([0, 0.5, 1.0]), "b": np.full(n, rng.random() < 0.5)}
+        batch = Batch(n, cols, valid)
+        selections = [None, np.sort(rng.choice(n, int(rng.integers(0, n + 1)), replace=False))]
+        for rows, packed in zip(selections, pack_split(batch, selections, ())):
+            if not packed["lengths"][0]:
+                continue
+            (got,) = unpack(packed)
+            (want,) = unpack(pack([batch if rows is None else batch.select(rows)], coded=()))
+            for name in cols:
+                assert got.cols[name].dtype == want.cols[name].dtype
+                assert np.array_equal(got.cols[name], want.cols[name]), name
+                assert np.array_equal(got.mask(name), want.mask(name)), name
