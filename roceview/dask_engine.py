@@ -29,16 +29,18 @@ WINDOW = 1 << 20             # frames of a Parquet dataset read per task
 def decode_file(path: str, roce_ports: tuple, chunk_packets: int, projection: str | None) -> dict:
     """On a worker: one file's decoded chunks (interface numbers from 0; the driver adds the
     file's base) and the warnings its reading gave, in order. Plain dicts of numpy arrays:
-    they travel as pickle-5 buffers, no per-packet objects."""
+    they travel as pickle-5 buffers, no per-packet objects. One decode thread, as the
+    partitioned run's tasks (dask_partition._one_decode_thread: a core per task)."""
     from roceview.capture.readers import read_records
-    from roceview.decode import decode_chunk, port_table
-
     from roceview.columns_wire import pack
+    from roceview.dask_partition import _one_decode_thread
+    from roceview.decode import decode_chunk, port_table
 
     warnings: list[str] = []
     ports = port_table(roce_ports)
-    chunks = [decode_chunk(chunk, ports, 1, projection)
-              for chunk in read_records(path, chunk_packets, warnings.append, release_lag=0)]
+    with _one_decode_thread():
+        chunks = [decode_chunk(chunk, ports, 1, projection)
+                  for chunk in read_records(path, chunk_packets, warnings.append, release_lag=0)]
     return {"chunks": pack(chunks), "warnings": warnings}
 
 
