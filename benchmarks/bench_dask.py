@@ -8,8 +8,11 @@ the local engine (`analyze DIR`); the local Analyzer + FactCollector + diagnoser
 batches already in memory; then Dask LocalClusters of 1 and 2 worker processes (1 thread
 each; started, and their workers' imports done, before the clock starts): the full analysis
 (dask_run: the workers read, decode, cut by connection and analyse their partitions; the
-driver plans and merges), and the decode alone on the workers. Each configuration runs
---repeat times; the run of median wall time is printed. Prints packets/s, CPU seconds and
+driver plans and merges), and the decode alone on the workers. A Dask analysis is timed twice
+on its cluster: the second run (workers warmed by the first, as on a long-lived cluster) is the
+row, the first is beside it (`first_run`), and both scaling efficiencies are printed. The
+client process takes the CLI's malloc settings. Each configuration runs --repeat times; the
+run of median wall time is printed. Prints packets/s, CPU seconds and
 peak RSS of the driver and of each worker, the scaling efficiency rate(2) / (2 x rate(1)),
 and checks the five CSV files of every Dask run equal the local engine's. Note the machine's
 load: others share it.
