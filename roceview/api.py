@@ -189,6 +189,9 @@ def _config(config):
     return load_config(config)
 
 
+MAX_BUCKET_MS = 365 * 86_400_000   # a year: the bucket in ns and its doublings stay in int64 (1e303 overflowed)
+
+
 def _check_options(pmtu, link_speed, bucket_ms) -> None:
     from roceview.errors import BadInput
 
@@ -197,8 +200,8 @@ def _check_options(pmtu, link_speed, bucket_ms) -> None:
     # `not x > 0` also refuses NaN; inf (or 1e400) would end in an OverflowError traceback
     if not (link_speed is not None and 0 < link_speed < float("inf")):
         raise BadInput(f"--link-speed must be a finite number > 0 Gb/s (got {link_speed})")
-    if not (bucket_ms is not None and 0 < bucket_ms < float("inf")):
-        raise BadInput(f"--bucket must be a finite number > 0 ms (got {bucket_ms})")
+    if not (bucket_ms is not None and 0 < bucket_ms <= MAX_BUCKET_MS):
+        raise BadInput(f"--bucket must be a number > 0 and at most {MAX_BUCKET_MS:,} ms, a year (got {bucket_ms})")
 
 
 def _checked_ports(roce_ports) -> tuple:

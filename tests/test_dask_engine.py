@@ -316,3 +316,18 @@ def test_each_file_analysed_on_one_local_cluster(ring, tmp_path, monkeypatch, pa
         for name in CSVS:
             assert (tmp_path / "dask" / folder / name).read_bytes() == \
                 (tmp_path / "local" / folder / name).read_bytes(), (folder, name)
+
+
+def test_each_a_cluster_that_fails_to_close_does_not_change_the_outcome(cluster, ring, tmp_path, monkeypatch):
+    import roceview.dask_engine as engine
+
+    class Closing:
+        scheduler_address = cluster.scheduler_address
+
+        def close(self):
+            raise RuntimeError("a worker already gone")
+    monkeypatch.setattr(engine, "local_cluster", Closing)
+    files = [str(f) for f in sorted(ring.glob("portA_*"))[:2]]
+    code, _, err = run([*files, "--each", "--engine", "dask", "--csv", str(tmp_path / "out")])
+    assert code == 0, err
+    assert len(list((tmp_path / "out").iterdir())) == 2

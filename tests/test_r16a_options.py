@@ -24,6 +24,14 @@ def test_non_finite_numbers_are_one_line_exit_2(argv, value):
     assert argv[-1] in err
 
 
+@pytest.mark.parametrize("value", ["1e303", "31536000001"])
+def test_a_bucket_longer_than_a_year_is_one_line_exit_2(value):
+    """--bucket 1e303 is finite, but in nanoseconds it overflowed (OverflowError traceback)."""
+    code, err = run("analyze", CAPTURE, "--bucket", value)
+    assert code == 2 and err.count("\n") == 1 and "--bucket must be a number > 0 and at most" in err, err
+    assert run("analyze", CAPTURE, "--bucket", "31536000000")[0] == 0
+
+
 def test_a_negative_seed_is_one_line_exit_2(tmp_path):
     code, err = run("generate", "incast", "-o", tmp_path / "g.pcap", "--seed", "-1")
     assert (code, err) == (2, "roceview: error: --seed must be >= 0, got -1\n")
