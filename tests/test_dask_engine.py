@@ -331,3 +331,31 @@ def test_each_a_cluster_that_fails_to_close_does_not_change_the_outcome(cluster,
     code, _, err = run([*files, "--each", "--engine", "dask", "--csv", str(tmp_path / "out")])
     assert code == 0, err
     assert len(list((tmp_path / "out").iterdir())) == 2
+
+
+@pytest.mark.parametrize("sig, code", [("SIGTERM", 143), ("SIGINT", 130)])
+def test_an_interrupted_local_cluster_run_leaves_no_tracker_warning(sig, code):
+    """Ctrl-C or SIGTERM while the LocalCluster's workers start: the exit code, and nothing on
+    stderr from multiprocessing's resource tracker ("There appear to be 12 leaked semaphore
+    objects to clean up at shutdown", 2 lines) after the process has gone."""
+    import signal
+    import subprocess
+    import time
+
+    psutil = pytest.importorskip("psutil")
+    repo = Path(__file__).resolve().parents[1]
+    proc = subprocess.Popen([sys.executable, "-m", "roceview", "analyze", "captures", "--engine", "dask"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=repo)
+    parent, deadline = psutil.Process(proc.pid), time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        if any("spawn_main" in " ".join(c.cmdline()) for c in parent.children(recursive=True)):
+            break
+        time.sleep(0.05)
+    time.sleep(0.5)                     # the workers are starting: the tracker holds their semaphores
+    if proc.poll() is not None:
+        pytest.skip("the run ended before it could be interrupted")
+    proc.send_signal(getattr(signal, sig))
+    _, err = proc.communicate(timeout=60)
+    time.sleep(1)                       # the tracker outlives the process: its last words come after
+    assert proc.returncode == code
+    assert b"resource_tracker" not in err and b"leaked semaphore" not in err, err
