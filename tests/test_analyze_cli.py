@@ -202,10 +202,9 @@ print(done, faults[0])
 """
 
 
-def test_prefault_heap_gives_the_threads_pages_already_faulted_in():
-    """analyze faults its heap in on the idle core while numpy imports (capture.memory.
-    prefault_heap): arrays allocated afterwards by another thread must reuse those pages
-    instead of faulting fresh ones (48 MB: 6 k faults without, measured)."""
+def _fault_probe(code: str) -> dict:
+    """{"on"/"off": (what the probe's call returned, the page faults it counted)}, each in a
+    child process (malloc settings are process-wide); glibc only."""
     import platform
     import subprocess
     import sys
@@ -214,9 +213,17 @@ def test_prefault_heap_gives_the_threads_pages_already_faulted_in():
         pytest.skip("glibc malloc only")
     runs = {}
     for mode in ("on", "off"):
-        out = subprocess.run([sys.executable, "-c", _PREFAULT_PROBE, mode], capture_output=True, text=True,
+        out = subprocess.run([sys.executable, "-c", code, mode], capture_output=True, text=True,
                              check=True).stdout.split()
         runs[mode] = (out[0], int(out[1]))
+    return runs
+
+
+def test_prefault_heap_gives_the_threads_pages_already_faulted_in():
+    """analyze faults its heap in on the idle core while numpy imports (capture.memory.
+    prefault_heap): arrays allocated afterwards by another thread must reuse those pages
+    instead of faulting fresh ones (48 MB: 6 k faults without, measured)."""
+    runs = _fault_probe(_PREFAULT_PROBE)
     assert runs["on"][0] == "True" and runs["off"][0] == "False"
     assert runs["off"][1] > 3000, runs                       # the probe does fault when not prefaulted
     assert runs["on"][1] < runs["off"][1] // 10, runs
@@ -238,17 +245,7 @@ def test_touch_heap_leaves_this_threads_next_arrays_faulted_in():
     """The Dask driver faults in its merge's heap while the workers analyse (dask_run.
     _ready_for_merge, capture.memory.touch_heap): arrays it allocates afterwards reuse those
     pages."""
-    import platform
-    import subprocess
-    import sys
-
-    if not (platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"):
-        pytest.skip("glibc malloc only")
-    runs = {}
-    for mode in ("on", "off"):
-        out = subprocess.run([sys.executable, "-c", _TOUCH_PROBE, mode], capture_output=True, text=True,
-                             check=True).stdout.split()
-        runs[mode] = (out[0], int(out[1]))
+    runs = _fault_probe(_TOUCH_PROBE)
     assert runs["on"][0] == "True" and runs["off"][0] == "False"
     assert runs["off"][1] > 3000, runs
     assert runs["on"][1] < runs["off"][1] // 10, runs

@@ -249,11 +249,17 @@ def test_a_lost_worker_whose_retries_ran_out_fails_the_run(cluster, ring, tmp_pa
 
     monkeypatch.setattr(engine, "decode_file", _dies)
     monkeypatch.setattr(partition, "read", _dies_partitioned)
+    assert "the Dask run could not complete" in _failed_in_one_line(cluster, ring, tmp_path)
+
+
+def _failed_in_one_line(cluster, ring, tmp_path) -> str:
+    """stderr of a run on `cluster` that must fail: exit 2, one line, no CSV written."""
     code, _, err = run([str(ring), "--engine", "dask", "--scheduler", cluster.scheduler_address,
                         "--csv", str(tmp_path / "out")])
     assert code == 2
-    assert err.count("\n") == 1 and "the Dask run could not complete" in err
+    assert err.count("\n") == 1, err
     assert not (tmp_path / "out").exists()
+    return err
 
 
 def _dies(path, *args):
@@ -282,11 +288,8 @@ def test_a_lost_partition_task_names_the_partition(cluster, ring, tmp_path, monk
     import roceview.dask_partition as partition
 
     monkeypatch.setattr(partition, "analyse", _dies_analysing)
-    code, _, err = run([str(ring), "--engine", "dask", "--scheduler", cluster.scheduler_address,
-                        "--csv", str(tmp_path / "out")])
-    assert code == 2
-    assert err.count("\n") == 1 and "the Dask run could not complete (analysing partition 1 of " in err
-    assert not (tmp_path / "out").exists()
+    err = _failed_in_one_line(cluster, ring, tmp_path)
+    assert "the Dask run could not complete (analysing partition 1 of " in err
 
 
 def _dies_analysing(*args):

@@ -46,23 +46,10 @@ def touch_heap(nbytes: int) -> bool:
     CLI's; a library caller's malloc settings are its own, keep_freed_memory): elsewhere the
     pages would go back to the kernel as freed. False where nothing was done (that, not glibc,
     too small)."""
-    if nbytes < PREFAULT_BLOCK or not _KEEPING[0]:
+    libc = _libc() if nbytes >= PREFAULT_BLOCK and _KEEPING[0] else None
+    if libc is None:
         return False
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None)
-        malloc, free, memset = libc.malloc, libc.free, libc.memset
-    except (OSError, AttributeError):
-        return False
-    malloc.restype, malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
-    free.argtypes, memset.argtypes = [ctypes.c_void_p], [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t]
-    held = [malloc(PREFAULT_BLOCK) for _ in range(nbytes // PREFAULT_BLOCK)]
-    for block in held:
-        if block:
-            memset(block, 0, PREFAULT_BLOCK)
-    for block in held:
-        free(block)
+    _touch(libc, nbytes // PREFAULT_BLOCK)
     return True
 
 
@@ -75,29 +62,37 @@ def prefault_heap(nbytes: int) -> bool:
     during the imports moves that work onto the idle core. With one malloc arena (set here,
     before any other thread exists) every thread's allocations reuse the touched pages.
     CLI only: it owns its process. False where nothing was done (not glibc, nbytes < 1 block)."""
-    if nbytes < PREFAULT_BLOCK:
+    libc = _libc() if nbytes >= PREFAULT_BLOCK else None
+    if libc is None or not (libc.mallopt(M_ARENA_MAX, 1) and keep_freed_memory()):
         return False
+    import threading
+
+    # ctypes calls release the GIL: the imports go on
+    threading.Thread(target=_touch, args=(libc, min(nbytes, PREFAULT_MAX) // PREFAULT_BLOCK),
+                     name="roceview-prefault", daemon=True).start()
+    return True
+
+
+def _libc():
+    """glibc's malloc, free and memset typed for ctypes (None where the C library cannot be
+    loaded)."""
     try:
         import ctypes
 
         libc = ctypes.CDLL(None)
         malloc, free, memset = libc.malloc, libc.free, libc.memset
     except (OSError, AttributeError):
-        return False
+        return None
     malloc.restype, malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
     free.argtypes, memset.argtypes = [ctypes.c_void_p], [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t]
-    if not (libc.mallopt(M_ARENA_MAX, 1) and keep_freed_memory()):
-        return False
-    import threading
+    return libc
 
-    def touch(blocks: int) -> None:          # ctypes calls release the GIL: the imports go on
-        held = [malloc(PREFAULT_BLOCK) for _ in range(blocks)]
-        for block in held:
-            if block:
-                memset(block, 0, PREFAULT_BLOCK)
-        for block in held:
-            free(block)
 
-    threading.Thread(target=touch, args=(min(nbytes, PREFAULT_MAX) // PREFAULT_BLOCK,), name="roceview-prefault",
-                     daemon=True).start()
-    return True
+def _touch(libc, blocks: int) -> None:
+    """Allocate `blocks` heap blocks, write every page of them, then free them all."""
+    held = [libc.malloc(PREFAULT_BLOCK) for _ in range(blocks)]
+    for block in held:
+        if block:
+            libc.memset(block, 0, PREFAULT_BLOCK)
+    for block in held:
+        libc.free(block)
