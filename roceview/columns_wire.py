@@ -7,8 +7,8 @@ kept, so the driver's chunks are the reader's), validity masks as bits (or nothi
 row or no row is valid), columns with no value and no valid row as nothing, and the MAC and
 16-byte address columns (few distinct values) as codes into their distinct values, or where
 they are not coded, addresses sharing their first 12 bytes (IPv4) as their last 4 and integer
-columns without negative values as the narrowest unsigned type that holds their largest value. `frame` is not sent from
-captures: the merge numbers frames.
+columns without negative values as the narrowest unsigned type that holds their largest value.
+`frame` is not sent from captures: the merge numbers frames.
 """
 from __future__ import annotations
 
@@ -136,7 +136,7 @@ def unpack(packed: dict):
 
 def unpack_column(packed: dict, name: str) -> np.ndarray:
     """One column of a pack, every chunk's rows."""
-    return _unpack_values(packed["cols"][name])
+    return unpack_array(packed["cols"][name])
 
 
 def _unpack_values(packed) -> np.ndarray:

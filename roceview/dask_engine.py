@@ -72,6 +72,17 @@ def local_cluster():
                         silence_logs=logging.CRITICAL)
 
 
+def close_quietly(*closing) -> None:
+    """Close each client or cluster given (None: skipped); a failure to (a worker already gone,
+    a broken connection) must not replace the run's own outcome or error."""
+    for thing in closing:
+        if thing is not None:
+            try:
+                thing.close()
+            except Exception:  # noqa: BLE001 - shutting down: nothing left to do
+                pass
+
+
 def connect(scheduler: str | None):
     """A Client of the scheduler at `scheduler`, or of a LocalCluster sized to this machine."""
     try:
@@ -221,9 +232,4 @@ class DaskBatches:
         for future in self.futures.values():
             future.cancel()
         self.futures.clear()
-        try:
-            self.client.close()
-            if self.cluster is not None:
-                self.cluster.close()
-        except Exception:  # noqa: BLE001 - shutting down a broken connection: nothing left to do
-            pass
+        close_quietly(self.client, self.cluster)

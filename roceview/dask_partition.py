@@ -107,16 +107,15 @@ class _InOrder:
             return
         at = len(analysed) - 1 - int(np.argmax(analysed[::-1])) if analysed.any() else -1
         self.chunks.append((len(ts), int(ts.min()), int(ts.max()), row0 + at if at >= 0 else -1))
-        start = ts[0] if self.last is None else self.last
+        from roceview.diagnose.facts import steps_back
+
+        back, drop = steps_back(ts, self.last)
         self.first = int(ts[0]) if self.first is None else self.first
         self.last = int(ts[-1])
-        if ts[0] >= start and not (ts[1:] < ts[:-1]).any():
+        if not len(back):
             return
-        prev = np.empty_like(ts)
-        prev[1:], prev[0] = ts[:-1], start
-        back = np.flatnonzero(ts < prev)
         self.count += len(back)
-        self.max_ns = max(self.max_ns, int((prev[back] - ts[back]).max()))
+        self.max_ns = max(self.max_ns, drop)
         if len(self.rows) < 5:
             self.rows += (back[:5] + row0).tolist()
 

@@ -53,12 +53,16 @@ class Plan:
         for m in metas:
             for message in m["warnings"]:
                 warn(message)
-        self.chunk_starts = np.cumsum([0] + sizes[:-1]).astype(np.int64) if sizes else np.zeros(1, np.int64)
-        self.n_chunks = len(sizes)
+        self._chunks(sizes)
         self.gidx = offsets
         back = [m["backwards"] for m in metas]
         examples = [o + r + 1 for o, (_, _, rows) in zip(offsets, back) for r in rows][:5]
         self.ts_backwards = (sum(b[0] for b in back), max((b[1] for b in back), default=0), examples)
+
+    def _chunks(self, sizes: list[int]) -> None:
+        """The chunks the local Analyzer is fed: their first frame indexes and their count."""
+        self.chunk_starts = np.cumsum([0] + sizes[:-1]).astype(np.int64) if sizes else np.zeros(1, np.int64)
+        self.n_chunks = len(sizes)
 
     def _replayed(self, files: list[str], starts: list, ts: list[np.ndarray], metas: list[dict],
                   chunk_packets: int, warn, lengths: Callable[[int, int], list[int]]) -> None:
@@ -101,8 +105,7 @@ class Plan:
         if len(files) == 1:
             for message in metas[0]["warnings"]:
                 warn(message)
-        self.chunk_starts = np.cumsum([0] + sizes[:-1]).astype(np.int64) if sizes else np.zeros(1, np.int64)
-        self.n_chunks = len(sizes)
+        self._chunks(sizes)
         self.gidx = self._positions(files_in, rows_in)
         self.ts_backwards = _backwards(np.concatenate(ts_in) if ts_in else np.zeros(0, np.int64))
 
@@ -170,12 +173,12 @@ def _walked(path: str, rows: int) -> list[int]:
 
 def _backwards(ts: np.ndarray) -> tuple[int, int, list]:
     """FactCollector._timestamps over the merged capture: rows stamped before the row before."""
+    from roceview.diagnose.facts import steps_back
+
     if len(ts) < 2:
         return 0, 0, []
-    back = np.flatnonzero(ts[1:] < ts[:-1]) + 1
-    if not len(back):
-        return 0, 0, []
-    return len(back), int((ts[back - 1] - ts[back]).max()), (back[:5] + 1).tolist()
+    back, drop = steps_back(ts, None)
+    return len(back), drop, (back[:5] + 1).tolist()
 
 
 def frames(gidx, rows) -> np.ndarray:
@@ -185,10 +188,10 @@ def frames(gidx, rows) -> np.ndarray:
 
 
 def last_analysed(plan: "Plan", analysed) -> np.ndarray:
-    """Per chunk the frame index of its last analysed row (-2^62 where none): a plan of files
+    """Per chunk the frame index of its last analysed row (NONE where none): a plan of files
     in sequence knows it from their chunks (each of its chunks is whole chunks read); else from
     each file's bit per row (RoCE with an opcode and a dest QP: engine._roce_rows)."""
-    if getattr(plan, "last_analysed", None) is not None:
+    if plan.last_analysed is not None:
         return plan.last_analysed
     analysed = analysed() if callable(analysed) else analysed     # fetched only here
     seen = np.zeros(sum(plan.n), bool)
@@ -197,8 +200,8 @@ def last_analysed(plan: "Plan", analysed) -> np.ndarray:
     at = np.flatnonzero(seen)
     ends = np.r_[plan.chunk_starts[1:], len(seen)] if plan.n_chunks else np.zeros(0, np.int64)
     pos = np.searchsorted(at, ends) - 1
-    last = np.where(pos >= 0, at[np.maximum(pos, 0)] if len(at) else 0, -(1 << 62))
-    return np.where(last >= plan.chunk_starts[:len(last)], last, -(1 << 62))
+    last = np.where(pos >= 0, at[np.maximum(pos, 0)] if len(at) else 0, NONE)
+    return np.where(last >= plan.chunk_starts[:len(last)], last, NONE)
 
 
 def gates(plan: "Plan", flows: list[dict], analysed) -> tuple[np.ndarray, list[str]]:
@@ -208,7 +211,7 @@ def gates(plan: "Plan", flows: list[dict], analysed) -> tuple[np.ndarray, list[s
     from roceview.analysis.chunk_psn import PAIRING_HORIZON
 
     n_chunks = max(plan.n_chunks, 1)
-    last = np.full(n_chunks, -(1 << 62), np.int64)
+    last = np.full(n_chunks, NONE, np.int64)
     last[:plan.n_chunks] = last_analysed(plan, analysed)
     have = [k for k, f in enumerate(flows) if len(f["qp"])]
     if not have:

@@ -12,7 +12,7 @@ driver-side path (dask_engine.DaskBatches) on the same cluster.
 """
 from __future__ import annotations
 
-from roceview.dask_engine import RETRIES, connect, result_of
+from roceview.dask_engine import RETRIES, close_quietly, connect, result_of
 
 
 def partitioned(files: list[str], scheduler, warn, **options):
@@ -37,13 +37,7 @@ def partitioned(files: list[str], scheduler, warn, **options):
 
 
 def _close(connection) -> None:
-    client, cluster = connection
-    try:
-        client.close()
-        if cluster is not None:
-            cluster.close()
-    except Exception:  # noqa: BLE001 - shutting down a broken connection: nothing left to do
-        pass
+    close_quietly(*connection)
 
 
 def analyze(files: list[str], *, client, roce_ports=(), chunk_packets: int, pmtu, link_speed: float,
@@ -89,9 +83,10 @@ def analyze(files: list[str], *, client, roce_ports=(), chunk_packets: int, pmtu
     results = [submit(analyse, held[p], gidx, plan.chunk_starts, gate, pmtu, link_speed, bucket_ms, facts,
                       pure=False, retries=RETRIES, **_on(workers, p)) for p in range(n_part + 1)]
     del bits, held
-    _ready_for_merge(_timeline_rows(metas, len(names), sum(plan.n), bucket_ms))
+    requested_ns = max(1, int(round(bucket_ms * 1_000_000)))          # as the local Timeline's
+    _ready_for_merge(_timeline_rows(metas, len(names), sum(plan.n), requested_ns))
     done = _gather(results, [f"analysing partition {p + 1} of {n_part + 1}" for p in range(n_part + 1)])
-    why, bucket_ns = exact(done, max(1, int(round(bucket_ms * 1_000_000))), plan.n_chunks)
+    why, bucket_ns = exact(done, requested_ns, plan.n_chunks)
     if why is not None:
         return None, why
     if len(order) > 1:
@@ -112,14 +107,14 @@ def _on(workers: list, p: int) -> dict:
     return {} if workers[0] is None else {"workers": [workers[p % len(workers)]], "allow_other_workers": True}
 
 
-def _timeline_rows(metas: list[dict], flows: int, packets: int, bucket_ms: float) -> int:
+def _timeline_rows(metas: list[dict], flows: int, packets: int, bucket_ns: int) -> int:
     """At most how many rows the merged timeline has: a row per flow and bucket, at most one a
     packet, at most Timeline.MAX_ROWS."""
     from roceview.analysis.timeline import MAX_ROWS
 
     firsts = [m["stats"]["first_ts"] for m in metas if m["stats"]["first_ts"] is not None]
     lasts = [m["stats"]["last_ts"] for m in metas if m["stats"]["last_ts"] is not None]
-    buckets = (max(lasts) - min(firsts)) // max(1, int(bucket_ms * 1_000_000)) + 1 if firsts else 0
+    buckets = (max(lasts) - min(firsts)) // bucket_ns + 1 if firsts else 0
     return min(MAX_ROWS, packets, flows * buckets)
 
 

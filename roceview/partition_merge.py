@@ -119,18 +119,14 @@ def _timeline(timelines: list[Table], rank: dict, names: list[str], bucket_ns: i
     order = _by_bucket_and_flow(bucket, flow, len(names))
     bucket, flow = bucket[order], flow[order]
     again = (bucket[1:] == bucket[:-1]) & (flow[1:] == flow[:-1])
-    if not again.any():                # partitions' buckets as long as the whole's: rows as they are
-        data = {"bucket_start": bucket * bucket_ns, "flow": Coded(flow, names)}
-        for c in tables[0].columns[2:]:
-            if c != "gbps":
-                data[c] = np.concatenate([t.data[c] for t in tables])[order]
-        data["gbps"] = data["bytes"] * 8.0 / bucket_ns
-        return Table(tables[0].columns, data)
-    start = np.flatnonzero(np.r_[True, ~again])
-    data = {"bucket_start": bucket[start] * bucket_ns, "flow": Coded(flow[start], names)}
+    # rows to sum only where a partition's buckets were shorter than the whole's
+    start = np.flatnonzero(np.r_[True, ~again]) if again.any() else None
+    data = {"bucket_start": (bucket if start is None else bucket[start]) * bucket_ns,
+            "flow": Coded(flow if start is None else flow[start], names)}
     for c in tables[0].columns[2:]:
         if c != "gbps":
-            data[c] = np.add.reduceat(np.concatenate([t.data[c] for t in tables])[order], start)
+            values = np.concatenate([t.data[c] for t in tables])[order]
+            data[c] = values if start is None else np.add.reduceat(values, start)
     data["gbps"] = data["bytes"] * 8.0 / bucket_ns
     return Table(tables[0].columns, data)
 

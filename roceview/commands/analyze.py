@@ -105,16 +105,9 @@ def _run_each(args, env) -> ExitStatus:
         return _each(args, env, files, folders)
     finally:
         if cluster is not None:
-            _close(cluster)
+            from roceview.dask_engine import close_quietly
 
-
-def _close(cluster) -> None:
-    """Shut the LocalCluster down; a failure to (a worker already gone) must not replace the
-    run's own outcome or error."""
-    try:
-        cluster.close()
-    except Exception:  # noqa: BLE001 - shutting a cluster down: nothing left to do
-        pass
+            close_quietly(cluster)
 
 
 def _each(args, env, files: list[str], folders: list[str]) -> ExitStatus:

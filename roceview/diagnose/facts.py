@@ -152,6 +152,20 @@ class _Rows:
         return [list(map(tuple, a[i].view("<u8").tolist())) for a in (self.src, self.dst)]
 
 
+def steps_back(ts: np.ndarray, last: int | None) -> tuple[np.ndarray, int]:
+    """(the rows of a chunk of timestamps stamped before the row before them, the largest such
+    step back in ns); `last`: the timestamp of the row before the chunk (None: none)."""
+    start = ts[0] if last is None else last
+    # the usual chunk is in order: one compare, no copy of the column
+    if ts[0] >= start and not (ts[1:] < ts[:-1]).any():
+        return np.zeros(0, np.int64), 0
+    prev = np.empty_like(ts)
+    prev[1:] = ts[:-1]
+    prev[0] = start
+    back = np.flatnonzero(ts < prev)
+    return back, int((prev[back] - ts[back]).max())
+
+
 class FactCollector:
     def __init__(self, max_examples: int = 5):
         self.max_examples = max_examples
@@ -200,19 +214,13 @@ class FactCollector:
     # ---- capture quality ---------------------------------------------------------------------
     def _timestamps(self, batch) -> None:
         ts = batch.cols["ts_ns"]
-        start = ts[0] if self._last_ts is None else self._last_ts
-        # the usual chunk is in order: one compare, no copy of the column
-        in_order = ts[0] >= start and not (ts[1:] < ts[:-1]).any()
+        back, drop = steps_back(ts, self._last_ts)
         self._last_ts = int(ts[-1])
-        if in_order:
+        if not len(back):
             return
-        prev = np.empty_like(ts)
-        prev[1:] = ts[:-1]
-        prev[0] = start
-        back = np.flatnonzero(ts < prev)
         f = self.facts
         f.ts_backwards += len(back)
-        f.ts_backwards_max_ns = max(f.ts_backwards_max_ns, int((prev[back] - ts[back]).max()))
+        f.ts_backwards_max_ns = max(f.ts_backwards_max_ns, drop)
         room = self.max_examples - len(f.ts_backwards_frames)
         f.ts_backwards_frames += batch.cols["frame"][back[:max(room, 0)]].tolist()
 
