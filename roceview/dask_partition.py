@@ -22,7 +22,7 @@ import numpy as np
 
 from roceview.analysis.pmtu import _path_keys
 from roceview.batch import PROTO_CODE, PROTO_NAMES, Batch
-from roceview.columns_wire import pack, pack_split, unpack, unpack_column
+from roceview.columns_wire import Flat, pack, pack_split, unpack, unpack_column
 
 _ROCE = np.zeros(len(PROTO_NAMES), dtype=bool)
 _ROCE[[PROTO_CODE["roce_v1"], PROTO_CODE["roce_v2"], PROTO_CODE["ib"]]] = True
@@ -77,10 +77,10 @@ def _read(path: str, roce_ports: tuple, chunk_packets: int, projection: str | No
                 for p in range(partitions)]                     # None: every row in the partition
         for p, packed in enumerate(pack_split(roce_cols, mine, MACS)):
             if packed["lengths"][0]:
-                pieces[p].append(packed)
+                pieces[p].append(Flat(packed))
         pfc = np.flatnonzero(_PFC[proto])
         if len(pfc):
-            pieces[partitions].append(pack([batch.select(pfc)], coded=MACS))
+            pieces[partitions].append(Flat(pack([batch.select(pfc)], coded=MACS)))
         order_in.feed(batch.cols["ts_ns"], row0, sel)
         analysed.append(sel)
         row0 += batch.n
@@ -206,7 +206,7 @@ def spans(parts: list[Batch], rows, n: int):
     dask_plan.Plan.span_rows), from its RoCE rows: only they carry PSNs."""
     from roceview.merge import FileSpans
 
-    batch = Batch.concat([b for p in parts for packed in p for b in unpack(packed)])
+    batch = Batch.concat([b for p in parts for flat in p for b in unpack(flat.value())])
     batch = batch.select(np.argsort(batch.cols["_row"], kind="stable")) if batch.n else batch
     cuts = np.cumsum([0] + list(rows)) if isinstance(rows, (list, tuple)) else np.arange(0, n + rows, rows)
     at = np.searchsorted(batch.cols["_row"], cuts) if batch.n else []
@@ -321,7 +321,7 @@ def analyse(parts: list[list[dict]], gidx: list, chunk_starts: np.ndarray, gates
     _keep_freed_memory()
     pieces = []
     for file_parts, g in zip(parts, gidx):
-        for packed in file_parts:
+        for packed in (flat.value() for flat in file_parts):
             rows = unpack_column(packed, "_row").astype(np.int64)
             pieces.append((packed, rows + g if np.isscalar(g) else np.asarray(g)[rows]))
     return run_partition(pieces, chunk_starts, gates, pmtu, link_speed, bucket_ms, facts)

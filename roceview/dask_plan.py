@@ -208,17 +208,25 @@ def gates(plan: "Plan", flows: list[dict], analysed) -> tuple[np.ndarray, list[s
     """(per chunk whether the local Analyzer pairs QPs in it, the flow names in qps.csv order)
     from the files' flow summaries (dask_partition._FlowFirsts); analysed: each file's bit
     per row (dask_partition.analysed_bits), or a callable giving them when asked."""
-    from roceview.analysis.chunk_psn import PAIRING_HORIZON
-
     n_chunks = max(plan.n_chunks, 1)
     last = np.full(n_chunks, NONE, np.int64)
     last[:plan.n_chunks] = last_analysed(plan, analysed)
+    key, best = fold_flows(plan.gidx, flows)
+    if not len(key):
+        return np.zeros(n_chunks, bool), []
+    order = np.argsort(best[0], kind="stable")
+    return pairing_open(plan.chunk_starts, last, best), _names(key[order])
+
+
+def fold_flows(gidx: list, flows: list[dict]) -> tuple[np.ndarray, np.ndarray]:
+    """The files' flows, one row each: (their (src 2 words, dst 2 words, qp) keys, sorted;
+    their first frame index overall and in each PSN space, int64 max where none)."""
     have = [k for k, f in enumerate(flows) if len(f["qp"])]
     if not have:
-        return np.zeros(n_chunks, bool), []
+        return np.zeros((0, 5), np.uint64), np.zeros((4, 0), np.int64)
     src, dst = (np.concatenate([flows[k][c] for k in have]).astype(np.uint64) for c in ("src", "dst"))
     qp = np.concatenate([flows[k]["qp"] for k in have]).astype(np.uint64)
-    first = np.concatenate([np.where(flows[k]["first"] >= 0, frames(plan.gidx[k], np.maximum(flows[k]["first"], 0)),
+    first = np.concatenate([np.where(flows[k]["first"] >= 0, frames(gidx[k], np.maximum(flows[k]["first"], 0)),
                                      np.iinfo(np.int64).max) for k in have], axis=1)
     key = np.ascontiguousarray(np.column_stack([src, dst, qp]))
     _, one, inv = np.unique(key.view(np.dtype((np.void, 40))).ravel(), return_index=True, return_inverse=True)
@@ -226,17 +234,24 @@ def gates(plan: "Plan", flows: list[dict], analysed) -> tuple[np.ndarray, list[s
     best = np.full((4, len(one)), np.iinfo(np.int64).max, np.int64)
     for k in range(4):
         np.minimum.at(best[k], inv, first[k])
-    chunk = np.searchsorted(plan.chunk_starts, best, side="right") - 1
+    return key[one], best
+
+
+def pairing_open(chunk_starts: np.ndarray, last: np.ndarray, best: np.ndarray) -> np.ndarray:
+    """Per chunk Analyzer.pairing_open: its last analysed row (`last`) within PAIRING_HORIZON
+    of the newest flow's first row so far (`best`: fold_flows')."""
+    from roceview.analysis.chunk_psn import PAIRING_HORIZON
+
+    chunk = np.searchsorted(chunk_starts, best, side="right") - 1
     # first_idx: the flow's first row in (PSN space, frame) order within its first chunk
-    first_idx = np.full(len(one), np.iinfo(np.int64).max, np.int64)
+    first_idx = np.full(best.shape[1], np.iinfo(np.int64).max, np.int64)
     for space in (3, 2, 1):
         in_first = (best[space] != np.iinfo(np.int64).max) & (chunk[space] == chunk[0])
         first_idx = np.where(in_first, best[space], first_idx)
-    newest = np.full(n_chunks, -PAIRING_HORIZON, np.int64)     # Analyzer.last_new_flow_idx
+    newest = np.full(len(last), -PAIRING_HORIZON, np.int64)     # Analyzer.last_new_flow_idx
     np.maximum.at(newest, chunk[0], first_idx)
     newest = np.maximum.accumulate(newest)
-    order = np.argsort(best[0], kind="stable")
-    return last - newest < PAIRING_HORIZON, _names(key[one[order]])
+    return last - newest < PAIRING_HORIZON
 
 
 def _names(keys: np.ndarray) -> list[str]:

@@ -175,20 +175,36 @@ def coalesce(entries: Iterable[tuple], target: int) -> Iterator[list]:
     """_coalesced's rule on summaries: entries (item, rows, first ts, last ts; None without
     timestamps) grouped as their batches are joined. The Dask plan (dask_plan.Plan) applies
     it to the chunks' time ranges alone."""
-    pending: list = []
-    total, last_ts = 0, None
-    for item, n, first, last in entries:
-        if pending and (total + n > target or first is None or last_ts is None or first < last_ts):
-            yield pending
-            pending, total = [], 0
-        if n >= target // 2 and not pending:
-            yield [item]
-            continue
-        pending.append(item)
-        total += n
-        last_ts = last if first is not None else None
-    if pending:
-        yield pending
+    joining = Coalescer(target)
+    for entry in entries:
+        yield from joining.push(*entry)
+    yield from joining.flush()
+
+
+class Coalescer:
+    """coalesce's rule entry by entry (push), for a plan made as the files' summaries come
+    (dask_stream): the groups each entry closes, then (flush) the last."""
+
+    def __init__(self, target: int):
+        self.target, self.pending, self.total, self.last_ts = target, [], 0, None
+
+    def push(self, item, n: int, first, last) -> list[list]:
+        out = []
+        if self.pending and (self.total + n > self.target or first is None or self.last_ts is None
+                             or first < self.last_ts):
+            out.append(self.pending)
+            self.pending, self.total = [], 0
+        if n >= self.target // 2 and not self.pending:
+            out.append([item])
+            return out
+        self.pending.append(item)
+        self.total += n
+        self.last_ts = last if first is not None else None
+        return out
+
+    def flush(self) -> list[list]:
+        out, self.pending, self.total = ([self.pending] if self.pending else []), [], 0
+        return out
 
 
 _DONE = object()
