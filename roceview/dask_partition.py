@@ -310,7 +310,7 @@ class _FlowFirsts:
                 "qp": np.asarray(reg.qp).copy(), "first": self.first[:, :reg.n]}
 
 
-def analyse(parts: list[list[dict]], gidx: list, chunk_starts: np.ndarray, gates: np.ndarray, pmtu,
+def analyse(parts: list[list[Flat]], gidx: list, chunk_starts: np.ndarray, gates: np.ndarray, pmtu,
             link_speed: float, bucket_ms: float, facts: bool) -> dict:
     """A partition's rows (its part of every file) analysed in the local engine's chunks; gidx:
     per file the frame index (from 0) of each row, or of its first when they follow each other.
@@ -319,9 +319,33 @@ def analyse(parts: list[list[dict]], gidx: list, chunk_starts: np.ndarray, gates
     from roceview.dask_partition_run import run_partition
 
     _keep_freed_memory()
+    return run_partition(_pieces(parts, gidx), chunk_starts, gates, pmtu, link_speed, bucket_ms, facts)
+
+
+def step(run, file_parts: list[Flat], offset: int, starts: np.ndarray, gates: np.ndarray, end: int | None,
+         pmtu, link_speed: float, bucket_ms: float, facts: bool):
+    """The partition's run (dask_partition_run.PartitionRun; None: a new one) fed its part of
+    the next file (whose first row is frame index `offset`) and the chunks closed with it
+    (dask_stream.StreamPlan.add); the same run is returned, kept on this worker for the next."""
+    from roceview.dask_partition_run import PartitionRun
+
+    _keep_freed_memory()
+    run = PartitionRun(pmtu, link_speed, bucket_ms, facts) if run is None else run
+    run.add(_pieces([file_parts], [offset]), starts, gates, end)
+    return run
+
+
+def finished(run, starts: np.ndarray, gates: np.ndarray) -> dict:
+    """The partition's result (as analyse's), once the last chunks are closed."""
+    run.add([], starts, gates, None)
+    return run.result()
+
+
+def _pieces(parts: list[list[Flat]], gidx: list) -> list[tuple[dict, np.ndarray]]:
+    """Each piece of the files' parts with its rows' frame indexes."""
     pieces = []
     for file_parts, g in zip(parts, gidx):
         for packed in (flat.value() for flat in file_parts):
             rows = unpack_column(packed, "_row").astype(np.int64)
             pieces.append((packed, rows + g if np.isscalar(g) else np.asarray(g)[rows]))
-    return run_partition(pieces, chunk_starts, gates, pmtu, link_speed, bucket_ms, facts)
+    return pieces

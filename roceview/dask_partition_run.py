@@ -117,7 +117,8 @@ def chunks(pieces: list[tuple[dict, np.ndarray]], chunk_starts: np.ndarray):
         slices = []
         for i in taking:
             if i not in open_:
-                open_[i] = _unpacked(*pieces[i])
+                piece = pieces[i][0]
+                open_[i] = piece if isinstance(piece, Batch) else _unpacked(*pieces[i])
             lo, hi = np.searchsorted(of[i], [c, c + 1])
             if hi > lo:
                 slices.append(open_[i].select(slice(int(lo), int(hi))))
@@ -172,28 +173,91 @@ def from_wire(wire: dict) -> Table:
 
 def run_partition(parts: list[tuple[dict, np.ndarray]], chunk_starts: np.ndarray, gates: np.ndarray, pmtu,
                   link_speed: float, bucket_ms: float, facts: bool) -> dict:
-    an = PartitionAnalyzer(pmtu=pmtu, link_speed_gbps=link_speed, bucket_ms=bucket_ms)
-    an.timeline = timeline = RecordingTimeline(an.timeline)
-    fc = OrderedFacts() if facts else None
-    held = False
-    for c, part in chunks(parts, chunk_starts):
-        an.gate, timeline.chunk = bool(gates[c]), c
-        an.feed(part)
-        held = held or bool(an._held)
+    run = PartitionRun(pmtu, link_speed, bucket_ms, facts)
+    run.add(parts, chunk_starts, gates, None)
+    return run.result()
+
+
+class PartitionRun:
+    """A partition's analysis fed as the files come (dask_stream): each file's pieces with the
+    chunks closed so far; the rows past the last closed chunk wait for the next file."""
+
+    def __init__(self, pmtu, link_speed: float, bucket_ms: float, facts: bool):
+        self.an = PartitionAnalyzer(pmtu=pmtu, link_speed_gbps=link_speed, bucket_ms=bucket_ms)
+        self.an.timeline = self.timeline = RecordingTimeline(self.an.timeline)
+        self.fc = OrderedFacts() if facts else None
+        self.held = False
+        self.waiting: list[tuple] = []            # (piece: a pack or a Batch, its rows' frame indexes)
+        self.starts, self.gates = np.zeros(0, np.int64), np.zeros(0, bool)
+
+    def add(self, pieces: list[tuple], starts: np.ndarray, gates: np.ndarray, end: int | None) -> None:
+        """pieces: (pack, frame indexes) in frame order; starts, gates: the chunks closed now;
+        end: the frame index their last ends at (None: every chunk is closed)."""
+        self.waiting += pieces
+        self.starts, self.gates = np.r_[self.starts, starts], np.r_[self.gates, gates]
+        now, self.waiting = (self.waiting, []) if end is None else _before(self.waiting, end)
+        an, fc = self.an, self.fc
+        for c, part in chunks(now, self.starts):
+            an.gate, self.timeline.chunk = bool(self.gates[c]), c
+            an.feed(part)
+            self.held = self.held or bool(an._held)
+            if fc is not None:
+                fc.chunk = c
+                fc.feed(part, an.flow_ids(part))
+
+    def nbytes(self) -> int:
+        """What Dask is told the run holds (dask.sizeof): its waiting rows, and enough for the
+        analysis state that moving it to another worker looks as costly as it is."""
+        return sum(_nbytes(p) + g.nbytes for p, g in self.waiting) + (64 << 20)
+
+    def result(self) -> dict:
+        an, timeline, fc = self.an, self.timeline, self.fc
+        result = an.finish()
+        out = {"flows": to_wire(result.flows_table), "events": to_wire(result.events_table),
+               "timeline": to_wire(result.timeline_table), "pfc": to_wire(result.pfc_table), "held": self.held,
+               "event_counts": {k: an.events.count(k) for k in an.events.kept},
+               "bucket_ns": timeline.bucket_ns, "timeline_record": timeline.record,
+               "timeline_unsure": timeline.unsure,
+               "pmtu_seen": an.path_mtu.seen, "pmtu_other": set(an.path_mtu.other_sizes),
+               "largest_payload": an.path_mtu.largest_payload,
+               "pause_frames": int(an.pfc.st.pause_frames.sum()), "resume_frames": int(an.pfc.st.resume_frames.sum())}
         if fc is not None:
-            fc.chunk = c
-            fc.feed(part, an.flow_ids(part))
-    result = an.finish()
-    out = {"flows": to_wire(result.flows_table), "events": to_wire(result.events_table),
-           "timeline": to_wire(result.timeline_table), "pfc": to_wire(result.pfc_table), "held": held,
-           "event_counts": {k: an.events.count(k) for k in an.events.kept},
-           "bucket_ns": timeline.bucket_ns, "timeline_record": timeline.record,
-           "timeline_unsure": timeline.unsure,
-           "pmtu_seen": an.path_mtu.seen, "pmtu_other": set(an.path_mtu.other_sizes),
-           "largest_payload": an.path_mtu.largest_payload,
-           "pause_frames": int(an.pfc.st.pause_frames.sum()), "resume_frames": int(an.pfc.st.resume_frames.sum())}
-    if fc is not None:
-        f = fc.finish()
-        out["facts"] = {"classes": f.classes, "first_seen": fc.first_seen, "bad_icrc_frames": f.bad_icrc_frames,
-                        "read_breaks": f.read_breaks}
-    return out
+            f = fc.finish()
+            out["facts"] = {"classes": f.classes, "first_seen": fc.first_seen, "bad_icrc_frames": f.bad_icrc_frames,
+                            "read_breaks": f.read_breaks}
+        return out
+
+
+def _nbytes(value) -> int:
+    if isinstance(value, np.ndarray):
+        return value.nbytes
+    if isinstance(value, Batch):
+        return _nbytes(value.cols) + _nbytes(value.valid)
+    if isinstance(value, dict):
+        return sum(_nbytes(v) for v in value.values())
+    return sum(_nbytes(v) for v in value) if isinstance(value, (list, tuple)) else 0
+
+
+def _before(pieces: list[tuple], end: int) -> tuple[list[tuple], list[tuple]]:
+    """(the pieces' rows before frame index `end`, the rest), a piece that straddles it split
+    (unpacked): a file's pieces are in frame order, so the rows before are a prefix."""
+    now, later = [], []
+    for piece, g in pieces:
+        if not len(g) or g[-1] < end:
+            now.append((piece, g))
+        elif g[0] >= end:
+            later.append((piece, g))
+        else:
+            batch = piece if isinstance(piece, Batch) else _unpacked(piece, g)
+            cut = int(np.searchsorted(g, end))
+            now.append((batch.select(slice(0, cut)), g[:cut]))
+            later.append((batch.select(slice(cut, None)), g[cut:]))
+    return now, later
+
+
+try:                                                     # the workers' memory accounting
+    from dask.sizeof import sizeof as _sizeof
+
+    _sizeof.register(PartitionRun)(lambda run: run.nbytes())
+except ImportError:                                      # pragma: no cover - dask is an extra
+    pass

@@ -65,6 +65,8 @@ def analyze(files: list[str], *, client, roce_ports=(), chunk_packets: int, pmtu
     # no future of the reads themselves kept: a read's rows (every partition's) are freed on its
     # worker once they have arrived at their partitions' (kept, they were there twice until analysed)
     read_at = None
+    streamed = _streamed(client, order, starts, metas, held, workers, chunk_packets,
+                         (pmtu, link_speed, bucket_ms, facts))
     metas = _gather(metas, [f"decoding {f}" for f in order])
     told: list[str] = []
     plan = Plan(order, starts, metas, chunk_packets, told.append,
@@ -79,12 +81,18 @@ def analyze(files: list[str], *, client, roce_ports=(), chunk_packets: int, pmtu
                                        [f"decoding {order[k]}" for k in again])))
     gate, names = gates(plan, [m["flows"] for m in metas],
                         lambda: _gather(bits, [f"decoding {f}" for f in order]))
-    gidx = _scattered(client, plan.gidx)
-    results = [submit(analyse, held[p], gidx, plan.chunk_starts, gate, pmtu, link_speed, bucket_ms, facts,
-                      pure=False, retries=RETRIES, **_on(workers, p)) for p in range(n_part + 1)]
-    del bits, held
+    results = streamed[0] if streamed is not None and streamed[1].agrees(plan, gate) else None
+
+    def at_once() -> list:                  # every partition analysed once every file is read
+        gidx = _scattered(client, plan.gidx)
+        return [submit(analyse, held[p], gidx, plan.chunk_starts, gate, pmtu, link_speed, bucket_ms, facts,
+                       pure=False, retries=RETRIES, **_on(workers, p)) for p in range(n_part + 1)]
+    results = results or at_once()
     requested_ns = max(1, int(round(bucket_ms * 1_000_000)))          # as the local Timeline's
     _ready_for_merge(_timeline_rows(metas, len(names), sum(plan.n), requested_ns))
+    if streamed is not None and results is streamed[0] and not _kept(client, results, workers[:n_part + 1]):
+        results = at_once()                 # a worker lost with its partitions' runs
+    del bits, held, streamed
     done = _gather(results, [f"analysing partition {p + 1} of {n_part + 1}" for p in range(n_part + 1)])
     why, bucket_ns = exact(done, requested_ns, plan.n_chunks)
     if why is not None:
@@ -99,6 +107,51 @@ def analyze(files: list[str], *, client, roce_ports=(), chunk_packets: int, pmtu
 
         result.facts = merge_facts(done, stats, plan.ts_backwards)
     return result, told
+
+
+def _streamed(client, order: list[str], starts: list, metas: list, held: list[list], workers: list,
+              chunk_packets: int, options: tuple):
+    """(each partition's result future, the StreamPlan) with each file's part analysed as soon
+    as the file is read and its chunks are known (dask_stream), the partitions' runs kept on
+    their workers between files; None once a file does not follow the one before in time (a
+    Plan replayed on the timestamps is needed: dask_run.analyze analyses every partition then)."""
+    from roceview.dask_partition import finished, step
+    from roceview.dask_stream import StreamPlan
+
+    if workers[0] is None:                  # no worker to keep a run on
+        return None
+    stream, runs = StreamPlan(starts, chunk_packets), [None] * len(held)
+    for k, future in enumerate(metas):
+        meta = result_of(future, "", f"decoding {order[k]}")
+        if not stream.follows(k, meta):
+            return None
+        offset = stream.rows
+        closed = stream.add(meta)
+        # before the files still to read: a part analysed as it comes is a part not held
+        runs = [client.submit(step, runs[p], held[p][k], offset, *closed, *options, pure=False, priority=1,
+                              **_pinned(workers, p)) for p in range(len(held))]
+    last = stream.finish()[:2]
+    return [client.submit(finished, run, *last, pure=False, priority=1, **_pinned(workers, p))
+            for p, run in enumerate(runs)], stream
+
+
+def _pinned(workers: list, p: int) -> dict:
+    """Partition p's worker, and no other: a partition's run lives there between its files
+    (the Analyzer's state does not pickle, and moving it would cost more than the work)."""
+    return {"workers": [workers[p % len(workers)]], "allow_other_workers": False}
+
+
+def _kept(client, futures: list, pinned: list) -> bool:
+    """Wait for the partitions' runs; False as soon as a worker they are kept on has left (its
+    runs are lost and, pinned, would wait for it for ever)."""
+    waiting = list(futures)
+    while waiting and set(pinned) <= set(client.nthreads()):
+        try:
+            waiting[0].exception(timeout=0.5)      # done, whether it failed or not: nothing fetched
+            waiting.pop(0)
+        except TimeoutError:
+            continue
+    return not waiting
 
 
 def _on(workers: list, p: int) -> dict:

@@ -287,7 +287,8 @@ def test_a_lost_partition_task_names_the_partition(cluster, ring, tmp_path, monk
     says what failed (not a file the partition task never read)."""
     import roceview.dask_partition as partition
 
-    monkeypatch.setattr(partition, "analyse", _dies_analysing)
+    monkeypatch.setattr(partition, "step", _dies_analysing)        # a file's part as it comes
+    monkeypatch.setattr(partition, "analyse", _dies_analysing)     # every part, after a worker lost
     err = _failed_in_one_line(cluster, ring, tmp_path)
     assert "the Dask run could not complete (analysing partition 1 of " in err
 

@@ -21,6 +21,9 @@ class _Done:
     def result(self):
         return self.value
 
+    def exception(self, timeout=None):
+        return None
+
 
 def _resolved(x):
     if isinstance(x, _Done):

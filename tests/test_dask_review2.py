@@ -171,7 +171,9 @@ def test_a_worker_lost_with_arrived_rows_reads_them_again(tmp_path, monkeypatch)
     def fallback(*args, **kwargs):
         raise AssertionError("fell back to the driver-side analysis")
     monkeypatch.setattr(engine, "DaskBatches", fallback)
-    monkeypatch.setattr(partition, "analyse", _dies_once(str(tmp_path / "died"), partition.analyse))
+    # the first worker to feed a partition its part of a file dies; its partitions' runs are
+    # lost with it and every partition is analysed again once all the files are read
+    monkeypatch.setattr(partition, "step", _dies_once(str(tmp_path / "died"), partition.step))
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as c:
         dask = roceview.analyze(tmp_path / "in", engine="dask", scheduler=c.scheduler_address)
     assert (tmp_path / "died").exists()

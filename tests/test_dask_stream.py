@@ -1,0 +1,141 @@
+"""The partitioned Dask run analysing each file's part as the file is read (dask_stream,
+dask_run._streamed): the chunks and decisions handed out file by file are the whole capture's
+Plan and gates, and the runs fed them give the local engine's result."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from roceview.dask_plan import NONE, Plan, gates
+from roceview.dask_stream import StreamPlan
+from roceview.generate import generate
+from test_dask_review import _backwards, _gzipped, _mirror_ports, _pcapng_sections, _ring, _truncated, in_process, \
+    same_as_local  # noqa: F401  (in_process: a fixture)
+
+POOL = np.arange(40, dtype=np.uint64)
+
+
+def _metas(rng, files: int, target: int) -> tuple[list, list[dict]]:
+    """Summaries of files that follow each other in time, as dask_partition.read gives them:
+    chunks of any size up to `target` (small ones, joined across files by the plan), some
+    without an analysed row, and flows first seen in any file, in any PSN space or none."""
+    metas, t = [], 1_000
+    for _ in range(files):
+        sizes = rng.integers(1, target + 1, rng.integers(1, 6)).tolist()
+        chunks, first_ts, row = [], t, 0
+        for n in sizes:
+            lo, hi = t, t + n * 10
+            at = -1 if rng.random() < 0.2 else row + int(rng.integers(0, n))
+            chunks.append((n, lo, hi, at))
+            t, row = hi + 10, row + n
+        keys = rng.choice(POOL, size=min(len(POOL), int(rng.integers(0, 12))), replace=False)
+        first = np.full((4, len(keys)), -1, np.int64)
+        first[0] = rng.integers(0, row, len(keys))
+        for space in (1, 2, 3):
+            seen = rng.random(len(keys)) < 0.6
+            first[space] = np.where(seen, np.minimum(first[0] + rng.integers(0, 50, len(keys)), row - 1), -1)
+        flows = {"src": np.column_stack([keys % 3, keys % 5]), "dst": np.column_stack([keys % 7, keys]),
+                 "qp": (keys * 17).astype(np.uint32), "first": first}
+        metas.append({"n": row, "chunks": chunks, "first_ts": first_ts, "flows": flows, "warnings": [],
+                      "backwards": (0, 0, [])})
+    return [m["first_ts"] for m in metas], metas
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_stream_plan_hands_out_the_plans_chunks_and_decisions(seed):
+    """File by file, the chunks closed and their decisions are the whole capture's Plan and
+    gates (only ever chunks whose rows are all read), so the run fed them is the local one."""
+    rng = np.random.default_rng(seed)
+    target = int(rng.choice([4, 16, 100]))
+    starts, metas = _metas(rng, int(rng.integers(1, 7)), target)
+    stream, handed, decided = StreamPlan(starts, target), [], []
+    for k, meta in enumerate(metas):
+        assert stream.follows(k, meta)
+        chunk_starts, gate, end = stream.add(meta)
+        assert end <= stream.rows and all(s < end for s in chunk_starts.tolist())
+        handed.append(chunk_starts)
+        decided.append(gate)
+    chunk_starts, gate, _ = stream.finish()
+    handed.append(chunk_starts)
+    decided.append(gate)
+    plan = Plan([f"f{k}" for k in range(len(metas))], starts, metas, target, lambda m: None, lambda: None)
+    whole, _ = gates(plan, [m["flows"] for m in metas], None)
+    assert np.concatenate(handed).tolist() == plan.chunk_starts[:plan.n_chunks].tolist()
+    read = plan.last_analysed != NONE            # the Analyzer reads the decisions of these alone
+    assert np.concatenate(decided)[read].tolist() == whole[:plan.n_chunks][read].tolist()
+    assert stream.agrees(plan, whole)
+    assert not read.any() or not stream.agrees(plan, ~whole)
+
+
+def test_a_file_not_after_the_one_before_stops_the_stream():
+    rng = np.random.default_rng(1)
+    starts, metas = _metas(rng, 3, 16)
+    stream = StreamPlan(starts, 16)
+    assert stream.follows(0, metas[0])
+    late = dict(metas[1], first_ts=metas[1]["first_ts"] + 1)      # not the time it was ordered by
+    assert not stream.follows(1, late)
+    assert not stream.follows(1, dict(metas[1], n=0, chunks=[]))
+    touching = [starts[0], metas[0]["chunks"][-1][2], starts[2]]   # starts at file 0's last packet
+    assert not StreamPlan(touching, 16).follows(0, metas[0])
+
+
+@pytest.mark.parametrize("make, chunk", [(_ring, 100), (_ring, 333), (_backwards, 64), (_truncated, 100),
+                                         (_gzipped, 100), (_pcapng_sections, 100)])
+def test_files_in_sequence_are_analysed_as_they_come(in_process, tmp_path, monkeypatch, make, chunk):
+    """Files that follow each other: never analysed all at once (dask_partition.analyse), and
+    the local engine's CSVs, summary and warnings."""
+    import roceview.dask_partition as partition
+
+    def at_once(*args):
+        raise AssertionError("analysed at once")
+    monkeypatch.setattr(partition, "analyse", at_once)
+    same_as_local(make(tmp_path / "in", generate("incast", seed=3, scale=20)), tmp_path, chunk_packets=chunk)
+
+
+def test_files_overlapping_in_time_are_analysed_at_once(in_process, tmp_path, monkeypatch):
+    import roceview.dask_partition as partition
+
+    def fed(*args):
+        raise AssertionError("fed as the files came")
+    monkeypatch.setattr(partition, "step", fed)
+    same_as_local(_mirror_ports(tmp_path / "in", 20), tmp_path, chunk_packets=500)
+
+
+def test_a_stream_that_disagrees_with_the_plan_is_analysed_again(in_process, tmp_path, monkeypatch):
+    """Should the chunks or decisions handed out differ from the whole capture's, the streamed
+    runs are dropped and every partition analysed at once: the local result still."""
+    import roceview.dask_partition as partition
+    import roceview.dask_stream as stream
+
+    again = []
+    analyse = partition.analyse
+    monkeypatch.setattr(stream.StreamPlan, "agrees", lambda self, plan, gate: False)
+    monkeypatch.setattr(partition, "analyse", lambda *args: again.append(1) or analyse(*args))
+    same_as_local(_ring(tmp_path / "in", generate("incast", seed=3, scale=20)), tmp_path, chunk_packets=100)
+    assert again
+
+
+def test_each_chunk_is_fed_once_whole_as_when_analysed_at_once(in_process, tmp_path, monkeypatch):
+    """Files whose last chunks are joined with the next file's first (packets._coalesced: 100-row
+    chunks, tails of fewer than 50 rows): a file's rows past its last closed chunk wait for the
+    next file, so every partition is fed each chunk once, with the rows the run that analyses
+    every partition at once feeds it."""
+    import roceview
+    import roceview.dask_partition_run as run
+    import roceview.dask_stream as stream
+
+    fed, chunks = [], run.chunks
+
+    def recorded(pieces, chunk_starts):
+        for c, batch in chunks(pieces, chunk_starts):
+            fed[-1].append((c, tuple(batch.cols["_gidx"].tolist())))
+            yield c, batch
+    monkeypatch.setattr(run, "chunks", recorded)
+    d = _ring(tmp_path / "in", generate("incast", seed=3, scale=20), pieces=7)
+    for agrees in (stream.StreamPlan.agrees, lambda self, plan, gate: False):
+        monkeypatch.setattr(stream.StreamPlan, "agrees", agrees)
+        fed.append([])
+        roceview.analyze(d, engine="dask", chunk_packets=100)
+    streamed, at_once = fed[0], fed[-1][len(fed[0]):]      # the second run streamed, then analysed again
+    assert len({c for c, _ in streamed}) > 20
+    assert sorted(streamed) == sorted(at_once)
