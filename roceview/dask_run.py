@@ -41,9 +41,11 @@ def _close(connection) -> None:
 
 
 def analyze(files: list[str], *, client, roce_ports=(), chunk_packets: int, pmtu, link_speed: float,
-            bucket_ms: float, facts: bool):
+            bucket_ms: float, facts: bool, stream: bool = True):
     """(AnalysisResult with result.facts, the warnings to tell), or (None, why) when the
-    partitions cannot give the local result."""
+    partitions cannot give the local result. stream: each file's part analysed as it comes
+    where the files follow each other in time (_streamed); should that fail once parts were
+    fed and freed, the run starts again without."""
     from roceview.dask_partition import analyse, analysed_bits, arrived, meta, part, read, spans, times
     from roceview.dask_plan import Plan, _walked, gates
     from roceview.packets import _time_ordered
@@ -66,7 +68,14 @@ def analyze(files: list[str], *, client, roce_ports=(), chunk_packets: int, pmtu
     # worker once they have arrived at their partitions' (kept, they were there twice until analysed)
     read_at = None
     streamed = _streamed(client, order, starts, metas, held, workers, chunk_packets,
-                         (pmtu, link_speed, bucket_ms, facts))
+                         (pmtu, link_speed, bucket_ms, facts)) if stream else None
+
+    def restart():                          # every file read again, every partition analysed at once
+        return analyze(files, client=client, roce_ports=roce_ports, chunk_packets=chunk_packets, pmtu=pmtu,
+                       link_speed=link_speed, bucket_ms=bucket_ms, facts=facts, stream=False)
+    fed = any(h is None for h in held[0])   # parts fed to the runs and freed: at once needs them read again
+    if streamed is None and fed:
+        return restart()
     metas = _gather(metas, [f"decoding {f}" for f in order])
     told: list[str] = []
     plan = Plan(order, starts, metas, chunk_packets, told.append,
@@ -81,17 +90,18 @@ def analyze(files: list[str], *, client, roce_ports=(), chunk_packets: int, pmtu
                                        [f"decoding {order[k]}" for k in again])))
     gate, names = gates(plan, [m["flows"] for m in metas],
                         lambda: _gather(bits, [f"decoding {f}" for f in order]))
-    results = streamed[0] if streamed is not None and streamed[1].agrees(plan, gate) else None
-
-    def at_once() -> list:                  # every partition analysed once every file is read
+    if streamed is not None and not streamed[1].agrees(plan, gate):
+        return restart()                      # cannot be: the stream's chunks are the plan's
+    if streamed is not None:
+        results = streamed[0]
+    else:                                   # files overlapping in time: every partition once all are read
         gidx = _scattered(client, plan.gidx)
-        return [submit(analyse, held[p], gidx, plan.chunk_starts, gate, pmtu, link_speed, bucket_ms, facts,
-                       pure=False, retries=RETRIES, **_on(workers, p)) for p in range(n_part + 1)]
-    results = results or at_once()
+        results = [submit(analyse, held[p], gidx, plan.chunk_starts, gate, pmtu, link_speed, bucket_ms, facts,
+                          pure=False, retries=RETRIES, **_on(workers, p)) for p in range(n_part + 1)]
     requested_ns = max(1, int(round(bucket_ms * 1_000_000)))          # as the local Timeline's
     _ready_for_merge(_timeline_rows(metas, len(names), sum(plan.n), requested_ns))
-    if streamed is not None and results is streamed[0] and not _kept(client, results, workers[:n_part + 1]):
-        results = at_once()                 # a worker lost with its partitions' runs
+    if streamed is not None and not _kept(client, results, workers[:n_part + 1]):
+        return restart()                      # a worker lost with its partitions' runs
     del bits, held, streamed
     done = _gather(results, [f"analysing partition {p + 1} of {n_part + 1}" for p in range(n_part + 1)])
     why, bucket_ns = exact(done, requested_ns, plan.n_chunks)
@@ -130,6 +140,8 @@ def _streamed(client, order: list[str], starts: list, metas: list, held: list[li
         # before the files still to read: a part analysed as it comes is a part not held
         runs = [client.submit(step, runs[p], held[p][k], offset, *closed, *options, pure=False, priority=1,
                               **_pinned(workers, p)) for p in range(len(held))]
+        for p in range(len(held)):          # freed once fed: a partition's worker holds a few files' rows
+            held[p][k] = None
     last = stream.finish()[:2]
     return [client.submit(finished, run, *last, pure=False, priority=1, **_pinned(workers, p))
             for p, run in enumerate(runs)], stream

@@ -139,3 +139,19 @@ def test_each_chunk_is_fed_once_whole_as_when_analysed_at_once(in_process, tmp_p
     streamed, at_once = fed[0], fed[-1][len(fed[0]):]      # the second run streamed, then analysed again
     assert len({c for c, _ in streamed}) > 20
     assert sorted(streamed) == sorted(at_once)
+
+
+def test_a_later_file_beside_the_one_before_reads_the_files_again(in_process, tmp_path, monkeypatch):
+    """The third of four files opens at the second's last nanosecond (the local engine reads them
+    side by side): the parts of the files fed before were freed, so every file is read again
+    and every partition analysed at once; the local result."""
+    import roceview.dask_partition as partition
+
+    cap = generate("incast", seed=3, scale=20)
+    ts = cap.ts_ns.copy()
+    cut = np.linspace(0, len(cap), 5).astype(int)[2]
+    ts[cut] = ts[cut - 1]
+    reads, read = [], partition.read
+    monkeypatch.setattr(partition, "read", lambda path, *args: reads.append(path) or read(path, *args))
+    same_as_local(_ring(tmp_path / "in", cap, ts, pieces=4), tmp_path, chunk_packets=100)
+    assert len(reads) == 8 and sorted(reads[:4]) == sorted(reads[4:])
