@@ -114,6 +114,9 @@ def version_findings(ctx: Context) -> list[dict]:
     RoCEv2: UDP 4791), so one host on a RoCEv1 GID and the other on a RoCEv2 GID is a GID-index /
     RDMA-CM default mismatch. It works on one L2 segment, but the RoCEv1 half is not routable, is
     never ECN-marked (no DCQCN for it) and ignores DSCP-based priority: one finding per host pair."""
+    facts = ctx.flow_facts
+    if not (len(facts) and facts.v1.any() and facts.v2.any()):
+        return []      # both versions on one QP pair needs a RoCEv1 and a RoCEv2 flow somewhere
     pairs: dict[tuple, list] = defaultdict(list)
     seen: set[str] = set()
     for name in sorted(ctx.flow):
