@@ -111,11 +111,8 @@ def _cnp_missing(ctx: Context) -> list[dict]:
     silent: dict[str, list] = defaultdict(list)
     a = ctx.arrays
     for i, count, first, last in _marks_before(ctx, late):
-        name = ctx.flow_names[i]
-        src, dst = a.hosts[a.src[i]], a.hosts[a.dst[i]]
-        if ctx.cnps_from(dst, src) == 0:
-            # the headline counts CE-marked data packets as ecn_congestion does; the wait only decides
-            silent[dst].append((name, int(a.ce[i]) or count, count, first, last))
+        # the headline counts CE-marked data packets as ecn_congestion does; the wait only decides
+        silent[a.hosts[a.dst[i]]].append((ctx.flow_names[i], int(a.ce[i]) or count, count, first, last))
     out = []
     for rx, rows in sorted(silent.items()):
         ce, old = sum(r[1] for r in rows), sum(r[2] for r in rows)
@@ -140,18 +137,18 @@ def _cnp_missing(ctx: Context) -> list[dict]:
 
 def _marks_before(ctx: Context, late: int) -> list[tuple[int, int, int, int]]:
     """(flow row, CE events at or before `late`, the first and last of them) of each data flow
-    with such events, in flow order."""
+    with such events whose receiver sent its sender no CNP, in flow order."""
     flows, starts, ends, ts = ctx.kind_groups("ecn_ce")
+    a = ctx.arrays
     rows = np.array([ctx.flow.row_of(n) if n in ctx.flow else -1 for n in flows], np.int64)
+    counted = np.r_[0, np.cumsum(ts <= late)]
+    count = counted[ends] - counted[starts]        # a flow's events are in time order: a prefix
     keep = np.flatnonzero(rows >= 0)
-    keep = keep[ctx.arrays.data_flow[rows[keep]]]
-    out = []
-    for k in keep[np.argsort(rows[keep], kind="stable")].tolist():
-        t = ts[starts[k]:ends[k]]
-        marked = t[t <= late]
-        if len(marked):
-            out.append((int(rows[k]), len(marked), int(marked.min()), int(marked.max())))
-    return out
+    keep = keep[a.data_flow[rows[keep]] & (count[keep] > 0)]
+    keep = keep[a.cnps_back[rows[keep]] == 0]
+    keep = keep[np.argsort(rows[keep], kind="stable")]
+    return list(zip(rows[keep].tolist(), count[keep].tolist(), ts[starts[keep]].tolist(),
+                    ts[starts[keep] + count[keep] - 1].tolist()))
 
 
 def _incast(ctx: Context) -> list[dict]:

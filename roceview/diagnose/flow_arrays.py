@@ -5,6 +5,8 @@ columns a rule reads was most of the diagnoser's time.
 """
 from __future__ import annotations
 
+from functools import cached_property
+
 import numpy as np
 
 NOT_DATA_TRANSPORTS = ("CNP", "UD")
@@ -33,6 +35,18 @@ class FlowArrays:
 
         self.data, self.ce = pick(facts.data, self.data_packets), pick(facts.data_ce, self.ecn_ce)
         self._facts = facts
+
+    @cached_property
+    def cnps_back(self) -> np.ndarray:
+        """Per flow, the CNPs its receiver sent its sender (any QP): ctx.cnps_from(dst, src)."""
+        if not len(self.src):
+            return np.zeros(0, np.int64)
+        n = len(self.hosts)
+        pairs, at = np.unique(self.src * n + self.dst, return_inverse=True)
+        per_pair = sums(at.reshape(-1), self.cnp_packets, len(pairs))
+        back = self.dst * n + self.src
+        i = np.minimum(np.searchsorted(pairs, back), len(pairs) - 1)
+        return np.where(pairs[i] == back, per_pair[i], 0)
 
     def fact_column(self, column: str) -> np.ndarray:
         """A FlowFactsTable column per flow (0 / False for flows without facts)."""

@@ -24,22 +24,21 @@ def busiest_windows(ctx, tl, width: int, senders_of: dict) -> list[tuple[str, in
     sender_code = {h: i for i, h in enumerate(sorted(set(senders_of.values())))}
     dst_of = np.array([dst_code[dst_ip(n)] if n in senders_of else -1 for n in distinct], np.int64)
     sender_of = np.array([sender_code[senders_of[n]] if n in senders_of else -1 for n in distinct], np.int64)
-    rows = np.flatnonzero((np.asarray(tl["bytes"]) != 0) & (dst_of[code] >= 0))
-    if not len(rows):
+    keep = (dst_of >= 0)[code] & (np.asarray(tl["bytes"]) != 0)
+    start = np.asarray(tl["bucket_start"], np.int64)
+    if not keep.all():                                            # else no copy of a million rows
+        rows = np.flatnonzero(keep)
+        code, start = code[rows], start[rows]
+    if not len(code):
         return []
-    flow = code[rows]
-    limit = max(4 * len(rows), 1 << 16)                           # cells of a dense index
-    numbers, window = distinct_codes(np.asarray(tl["bucket_start"], np.int64)[rows] // width, limit)
-    # (receiver, window) as one integer key
-    keys, win = distinct_codes(dst_of[flow] * len(numbers) + window, limit)
-    first = first_rows(win, len(keys))
-    senders = senders_per_key(win, sender_of[flow], len(keys), len(sender_code), limit)
-    receiver = keys // len(numbers)
+    flow, limit = code, max(4 * len(code), 1 << 16)               # cells of a dense index
+    receiver, number, code_of, win, first, senders = _windows(dst_of[flow], start // width, sender_of[flow], len(dsts),
+                                                     len(sender_code), limit)
     # per receiver, the window with the most senders, the first in row order among equals
     order = np.lexsort((first, -senders, receiver))
     picks = order[np.r_[True, receiver[order][1:] != receiver[order][:-1]]]
-    chosen = np.full(len(keys), -1, np.int64)
-    chosen[picks] = np.arange(len(picks))
+    chosen = np.full(int(win.max()) + 1, -1, np.int64)
+    chosen[code_of[picks]] = np.arange(len(picks))
     in_pick = chosen[win]                                         # each row's pick, or -1
     rows_of = np.flatnonzero(in_pick >= 0)
     by_pick = rows_of[np.argsort(in_pick[rows_of], kind="stable")]
@@ -47,8 +46,26 @@ def busiest_windows(ctx, tl, width: int, senders_of: dict) -> list[tuple[str, in
     out = []
     for i, pick in enumerate(picks.tolist()):
         names = sorted_distinct(flow[by_pick[bounds[i]:bounds[i + 1]]]).tolist()
-        out.append((dsts[receiver[pick]], int(numbers[keys[pick] % len(numbers)]), {distinct[f] for f in names}))
+        out.append((dsts[receiver[pick]], int(number[pick]), {distinct[f] for f in names}))
     return out
+
+
+def _windows(dst, window, sender, n_dst: int, n_senders: int, limit: int):
+    """The (receiver, window number) pairs of the rows, sorted: their receivers, window numbers,
+    codes; each row's pair code; per pair its first row and its number of distinct senders."""
+    lo, hi = int(window.min()), int(window.max())
+    span = hi - lo + 1
+    if n_dst * span <= limit:            # pairs indexed by their own value: no sort, no recoding
+        win = dst * span + (window - lo)
+        first = first_rows(win, n_dst * span)
+        senders = senders_per_key(win, sender, n_dst * span, n_senders, limit)
+        pairs = np.flatnonzero(first < len(win))
+        return pairs // span, pairs % span + lo, pairs, win, first[pairs], senders[pairs]
+    numbers, window = distinct_codes(window, limit)
+    keys, win = distinct_codes(dst * len(numbers) + window, limit)
+    first = first_rows(win, len(keys))
+    senders = senders_per_key(win, sender, len(keys), n_senders, limit)
+    return keys // len(numbers), numbers[keys % len(numbers)], np.arange(len(keys)), win, first, senders
 
 
 def _dst_ip(ctx):
