@@ -10,13 +10,14 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
+from itertools import repeat
 
 import numpy as np
 
 from roceview.analysis.flows import format_address
 from roceview.analysis.pfc import format_mac
 from roceview.diagnose.flow_arrays import FlowArrays
-from roceview.diagnose.flow_facts import FlowFacts, FlowFactsTable
+from roceview.diagnose.flow_facts import FlowFactsTable
 
 PSN_MOD = 1 << 24
 EVENT_STRUCTURED = ("frame", "related_frame", "psn_count", "first_missing_psn", "aeth_syndrome", "rnr_timer",
@@ -49,7 +50,7 @@ class Context:
         self.pfc = _rows(result.pfc_table)
         self.timeline = result.timeline_table.data
         self.start_ns, self.end_ns = self._capture_span()
-        self.flow_facts = FlowFactsTable(facts.classes if facts is not None else [], _flow_name)
+        self.flow_facts = FlowFactsTable(facts.classes if facts is not None else [], _flow_names())
 
     # ---- tables ------------------------------------------------------------------------------
     def _flows(self, table) -> None:
@@ -214,6 +215,11 @@ class FlowRows(Mapping):
     def row_of(self, name: str) -> int:
         return self._index[name]
 
+    def rows(self, names) -> np.ndarray:
+        """The row of each name, -1 for a name not in the table."""
+        names = list(names)
+        return np.fromiter(map(self._index.get, names, repeat(-1)), np.int64, len(names))
+
 
 class FlowRow(Mapping):
     """One flows-table row: column -> Python value (ndarray.item: the value tolist gives)."""
@@ -253,9 +259,18 @@ def in_arcs(psn: int, arcs, slack: int = 64) -> bool:
     return False
 
 
-def _flow_name(c) -> str:
-    """The flow id of a packet class, as the engine spells it."""
-    return f"{_addr(c.src)}>{_addr(c.dst)}:0x{c.qp:06x}"
+def _flow_names():
+    """name_of((src, dst, qp)) -> the flow id as the engine spells it; the "src>dst:0x" part
+    kept per host pair (100 k queue pairs over a few hosts: 100 k names)."""
+    prefixes: dict[tuple, str] = {}
+
+    def name_of(key: tuple) -> str:
+        prefix = prefixes.get(key[:2])
+        if prefix is None:
+            prefix = prefixes[key[:2]] = f"{_addr(key[0])}>{_addr(key[1])}:0x"
+        return prefix + format(key[2], "06x")
+
+    return name_of
 
 
 def _ranks(values) -> tuple[list, np.ndarray]:

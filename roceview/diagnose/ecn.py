@@ -36,7 +36,7 @@ def ecn_findings(ctx: Context) -> list[dict]:
 
 
 def _congestion(ctx: Context) -> list[dict]:
-    a, names = ctx.arrays, ctx.flow_names
+    a = ctx.arrays
     data_rows, cnp_rows = np.flatnonzero(a.data_flow), np.flatnonzero(a.cnp_packets != 0)
     data = sums(a.dst[data_rows], a.data[data_rows], len(a.hosts))       # per receiver
     ce = sums(a.dst[data_rows], a.ce[data_rows], len(a.hosts))
@@ -140,7 +140,7 @@ def _marks_before(ctx: Context, late: int) -> list[tuple[int, int, int, int]]:
     with such events whose receiver sent its sender no CNP, in flow order."""
     flows, starts, ends, ts = ctx.kind_groups("ecn_ce")
     a = ctx.arrays
-    rows = np.array([ctx.flow.row_of(n) if n in ctx.flow else -1 for n in flows], np.int64)
+    rows = ctx.flow.rows(flows)
     counted = np.r_[0, np.cumsum(ts <= late)]
     count = counted[ends] - counted[starts]        # a flow's events are in time order: a prefix
     keep = np.flatnonzero(rows >= 0)
@@ -180,7 +180,7 @@ def _incast(ctx: Context) -> list[dict]:
 
 def _signals(ctx: Context, dst: str, flows, start: int, end: int) -> list[str]:
     a = ctx.arrays
-    rows = np.array([ctx.flow.row_of(n) for n in flows], np.int64)
+    rows = ctx.flow.rows(flows)
     ce = int(a.ce[rows].sum())
     cnps = ctx.cnps_from(dst)
     loss = int(a.gap_events[rows].sum() + a.retransmitted_packets[rows].sum())

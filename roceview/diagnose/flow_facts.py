@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import attrgetter
 
 import numpy as np
 
@@ -18,7 +20,8 @@ from roceview.analysis.opcodes import ACKNOWLEDGE, ATOMIC_ACKNOWLEDGE, CNP, READ
 
 DATA_CLASSES = (REQUEST, READ_REQUEST, READ_RESPONSE)
 RESPONSE_CLASSES = (READ_RESPONSE, ACKNOWLEDGE, ATOMIC_ACKNOWLEDGE)
-NOT_ECN_PROTOS = ("ib", "roce_v1")     # native IB uses FECN/BECN; no switch marks a RoCEv1 GRH
+_PROTO = {"roce_v1": 1, "roce_v2": 2, "ib": 3}         # any other: 0
+NOT_ECN_PROTOS = (_PROTO["ib"], _PROTO["roce_v1"])    # native IB uses FECN/BECN; a RoCEv1 GRH is not IP
 
 
 @dataclass(slots=True)       # no __dict__ per flow (100 k queue pairs: 100 k of these)
@@ -46,44 +49,39 @@ class FlowFactsTable(Mapping):
     IB, not RoCEv1), `v1` / `v2` (a RoCEv1 / RoCEv2 class)."""
 
     def __init__(self, classes: list, name_of):
+        """name_of((src, dst, qp)) -> the flow's name, asked once per distinct key."""
         self._classes = classes
         self.names: list[str] = []
         self.index: dict[str, int] = {}
-        named: dict[tuple, str] = {}
-        rows = []
-        for c in classes:
-            key = (c.src, c.dst, c.qp)
-            name = named.get(key)
-            if name is None:
-                name = named[key] = name_of(c)
+        keys = list(map(attrgetter("src", "dst", "qp"), classes))
+        row_of: dict[tuple, int] = {}
+        for key in dict.fromkeys(keys):                # distinct, in order of first class
+            name = name_of(key)
             i = self.index.get(name)
             if i is None:
                 i = self.index[name] = len(self.names)
                 self.names.append(name)
-            rows.append(i)
-        self._flow = np.array(rows, dtype=np.int64)
+            row_of[key] = i
+        self._flow = np.fromiter(map(row_of.__getitem__, keys), np.int64, len(keys))
         self._sums(classes)
         self._built: dict[str, FlowFacts] = {}
         self._order = self._bounds = None
 
     def _sums(self, classes: list) -> None:
-        n = len(classes)
+        def ints(name):
+            return np.fromiter(map(attrgetter(name), classes), np.int64, len(classes))
 
-        def attr(name):
-            return np.fromiter((getattr(c, name) for c in classes), np.int64, n)
-
-        packets, opclass, ecn = attr("packets"), attr("opclass"), attr("ecn")
-        protos = [c.proto for c in classes]
-        v1 = np.fromiter((p == "roce_v1" for p in protos), bool, n)
-        v2 = np.fromiter((p == "roce_v2" for p in protos), bool, n)
-        marked = np.fromiter((p not in NOT_ECN_PROTOS for p in protos), bool, n)
+        packets, opclass, ecn = ints("packets"), ints("opclass"), ints("ecn")
+        proto = np.fromiter(map(_PROTO.get, map(attrgetter("proto"), classes), repeat(0)), np.int8, len(classes))
+        v1, v2 = proto == _PROTO["roce_v1"], proto == _PROTO["roce_v2"]
         data = np.isin(opclass, DATA_CLASSES)
         self.data = self._sum(packets, data)
         self.data_ce = self._sum(packets, data & (ecn == 3))
         self.data_ect = self._sum(packets, data & (ecn > 0) & v2)
         self.data_v1 = self._sum(packets, data & v1)
-        self.bad_icrc = self._sum(attr("bad_icrc"), None)
-        self.ecn_capable, self.v1, self.v2 = (self._sum(m.astype(np.int64), None) > 0 for m in (marked, v1, v2))
+        self.bad_icrc = self._sum(ints("bad_icrc"), None)
+        self.ecn_capable, self.v1, self.v2 = (self._sum(m.astype(np.int64), None) > 0
+                                              for m in (~np.isin(proto, NOT_ECN_PROTOS), v1, v2))
 
     def _sum(self, values: np.ndarray, where) -> np.ndarray:
         out = np.zeros(len(self.names), np.int64)

@@ -6,6 +6,8 @@ range too wide for that (sparse windows over a long capture) falls back to the s
 """
 from __future__ import annotations
 
+from itertools import repeat
+
 import numpy as np
 
 from roceview.analysis.tables import Coded
@@ -18,12 +20,13 @@ def busiest_windows(ctx, tl, width: int, senders_of: dict) -> list[tuple[str, in
     Vectorised over the timeline's rows; Python only per flow."""
     flows = Coded.of(tl["flow"])                                  # the timeline's flow names
     distinct, code = flows.names, flows.codes
-    dst_ip = _dst_ip(ctx)
-    dsts = sorted({dst_ip(n) for n in distinct if n in senders_of})
+    is_sender = np.fromiter(map(senders_of.__contains__, distinct), bool, len(distinct))
+    dst_ip = _dst_ips(ctx, distinct, is_sender)
+    dsts = sorted(set(dst_ip) - {None})
     dst_code = {h: i for i, h in enumerate(dsts)}
     sender_code = {h: i for i, h in enumerate(sorted(set(senders_of.values())))}
-    dst_of = np.array([dst_code[dst_ip(n)] if n in senders_of else -1 for n in distinct], np.int64)
-    sender_of = np.array([sender_code[senders_of[n]] if n in senders_of else -1 for n in distinct], np.int64)
+    dst_of = np.fromiter(map(dst_code.get, dst_ip, repeat(-1)), np.int64, len(distinct))
+    sender_of = np.fromiter(map(sender_code.get, map(senders_of.get, distinct), repeat(-1)), np.int64, len(distinct))
     keep = (dst_of >= 0)[code] & (np.asarray(tl["bytes"]) != 0)
     start = np.asarray(tl["bucket_start"], np.int64)
     if not keep.all():                                            # else no copy of a million rows
@@ -68,13 +71,14 @@ def _windows(dst, window, sender, n_dst: int, n_senders: int, limit: int):
     return keys // len(numbers), numbers[keys % len(numbers)], np.arange(len(keys)), win, first, senders
 
 
-def _dst_ip(ctx):
-    """name -> its receiver, from the flows table's column (no row view per flow)."""
+def _dst_ips(ctx, names: list, wanted: np.ndarray) -> list:
+    """The receiver of each wanted flow (None for the others), from the flows table's column
+    when it has one (no row view per flow)."""
     flow = ctx.flow
-    if hasattr(flow, "row_of"):
-        column = flow.column("dst_ip")
-        return lambda name: column[flow.row_of(name)]
-    return lambda name: flow[name]["dst_ip"]
+    if hasattr(flow, "rows"):
+        column, rows = flow.column("dst_ip"), np.where(wanted, flow.rows(names), -1).tolist()
+        return [column[r] if r >= 0 else None for r in rows]
+    return [flow[n]["dst_ip"] if w else None for n, w in zip(names, wanted.tolist())]
 
 
 def distinct_codes(values: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
