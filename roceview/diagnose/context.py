@@ -16,7 +16,7 @@ import numpy as np
 
 from roceview.analysis.flows import format_address
 from roceview.analysis.pfc import format_mac
-from roceview.diagnose.flow_arrays import FlowArrays
+from roceview.diagnose.flow_arrays import FlowArrays, run_starts
 from roceview.diagnose.flow_facts import FlowFactsTable
 
 PSN_MOD = 1 << 24
@@ -74,8 +74,8 @@ class Context:
         self._detail, self._order = d["detail"], order
         self._cols = {k: np.asarray(d[k], dtype=object if k == "pfc_priority" else None)[order]
                       for k in EVENT_STRUCTURED if k in d}
-        starts = np.flatnonzero(np.r_[True, (kind_rank[1:] != kind_rank[:-1]) | (flow_rank[1:] != flow_rank[:-1])])
-        ends = np.r_[starts[1:], len(order)]
+        starts = run_starts(kind_rank, flow_rank)
+        ends = np.append(starts[1:], len(order))
         for s, e, k, f in zip(starts.tolist(), ends.tolist(), kind_rank[starts].tolist(), flow_rank[starts].tolist()):
             self._groups[(kinds[k], flows[f])] = (s, e)
             self._by_kind[kinds[k]].append(flows[f])

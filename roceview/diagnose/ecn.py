@@ -139,9 +139,11 @@ def _marks_before(ctx: Context, late: int) -> list[tuple[int, int, int, int]]:
     """(flow row, CE events at or before `late`, the first and last of them) of each data flow
     with such events whose receiver sent its sender no CNP, in flow order."""
     flows, starts, ends, ts = ctx.kind_groups("ecn_ce")
+    if not flows:
+        return []
     a = ctx.arrays
     rows = ctx.flow.rows(flows)
-    counted = np.r_[0, np.cumsum(ts <= late)]
+    counted = np.concatenate(([0], np.cumsum(ts <= late)))
     count = counted[ends] - counted[starts]        # a flow's events are in time order: a prefix
     keep = np.flatnonzero(rows >= 0)
     keep = keep[a.data_flow[rows[keep]] & (count[keep] > 0)]

@@ -70,9 +70,22 @@ def groups(codes: np.ndarray, rows: np.ndarray) -> dict[int, np.ndarray]:
     rows = np.asarray(rows, np.int64)
     order = rows[np.argsort(codes[rows], kind="stable")]
     keys = codes[order]
-    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if len(keys) else np.zeros(0, np.int64)
-    ends = np.r_[starts[1:], len(keys)].astype(np.int64)
+    starts = run_starts(keys)
+    ends = np.append(starts[1:], len(keys))
     return {int(keys[s]): order[s:e] for s, e in zip(starts.tolist(), ends.tolist())}
+
+
+def run_starts(*keys: np.ndarray) -> np.ndarray:
+    """Where each run of equal rows of `keys` (equal-length columns) starts. (np.r_ costs ~12 us
+    a call: for the small captures most of the diagnoser's time is such constant costs.)"""
+    n = len(keys[0])
+    if not n:
+        return np.zeros(0, np.int64)
+    change = np.zeros(n, bool)
+    change[0] = True
+    for k in keys:
+        change[1:] |= k[1:] != k[:-1]
+    return np.flatnonzero(change)
 
 
 def sums(codes: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:

@@ -74,14 +74,14 @@ class FlowFactsTable(Mapping):
         packets, opclass, ecn = ints("packets"), ints("opclass"), ints("ecn")
         proto = np.fromiter(map(_PROTO.get, map(attrgetter("proto"), classes), repeat(0)), np.int8, len(classes))
         v1, v2 = proto == _PROTO["roce_v1"], proto == _PROTO["roce_v2"]
-        data = np.isin(opclass, DATA_CLASSES)
+        data = _any_of(opclass, DATA_CLASSES)
         self.data = self._sum(packets, data)
         self.data_ce = self._sum(packets, data & (ecn == 3))
         self.data_ect = self._sum(packets, data & (ecn > 0) & v2)
         self.data_v1 = self._sum(packets, data & v1)
         self.bad_icrc = self._sum(ints("bad_icrc"), None)
         self.ecn_capable, self.v1, self.v2 = (self._sum(m.astype(np.int64), None) > 0
-                                              for m in (~np.isin(proto, NOT_ECN_PROTOS), v1, v2))
+                                              for m in (~_any_of(proto, NOT_ECN_PROTOS), v1, v2))
 
     def _sum(self, values: np.ndarray, where) -> np.ndarray:
         out = np.zeros(len(self.names), np.int64)
@@ -119,6 +119,14 @@ class FlowFactsTable(Mapping):
 
     def __contains__(self, name) -> bool:
         return name in self.index
+
+
+def _any_of(values: np.ndarray, choices: tuple) -> np.ndarray:
+    """np.isin for a few choices (np.isin costs ~40 us a call)."""
+    out = np.zeros(len(values), bool)
+    for c in choices:
+        out |= values == c
+    return out
 
 
 def add_class(ff: FlowFacts, c) -> None:

@@ -12,6 +12,7 @@ import numpy as np
 
 from roceview.analysis.tables import Coded
 from roceview.arrays import sorted_distinct
+from roceview.diagnose.flow_arrays import run_starts
 
 
 def busiest_windows(ctx, tl, width: int, senders_of: dict) -> list[tuple[str, int, set]]:
@@ -39,7 +40,7 @@ def busiest_windows(ctx, tl, width: int, senders_of: dict) -> list[tuple[str, in
                                                      len(sender_code), limit)
     # per receiver, the window with the most senders, the first in row order among equals
     order = np.lexsort((first, -senders, receiver))
-    picks = order[np.r_[True, receiver[order][1:] != receiver[order][:-1]]]
+    picks = order[run_starts(receiver[order])]
     chosen = np.full(int(win.max()) + 1, -1, np.int64)
     chosen[code_of[picks]] = np.arange(len(picks))
     in_pick = chosen[win]                                         # each row's pick, or -1
