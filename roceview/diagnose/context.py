@@ -58,34 +58,37 @@ class Context:
         self.flow_names = self.flow.names
 
     def _events(self, table) -> None:
-        """The events sorted by kind, flow (as str) and ts; an Events per (kind, flow) is made
-        when a rule asks for it (most are never asked for: 100 k events, 20 k groups)."""
+        """The events in groups of one (kind, flow), each in time order; an Events is made when
+        a rule asks for it (most are never asked for: 100 k events in 20 k groups), a kind's flow
+        -> group index when one of its flows is asked for, its sorted flows when asked for."""
         d = table.data
-        self._groups: dict[tuple[str, str], tuple[int, int]] = {}
-        self._by_kind: dict[str, list[str]] = defaultdict(list)      # kind -> its flows, sorted
+        self._kinds: dict[str, tuple[int, int]] = {}        # kind -> its groups [first, last)
+        self._index: dict[str, dict[str, int]] = {}         # kind -> flow -> group
         self._made: dict[tuple[str, str], Events] = {}
+        self._ts = self._starts = self._ends = np.zeros(0, np.int64)
         if len(d["kind"]) == 0:
             return
-        kinds, kind_rank = _ranks(d["kind"])
-        flows, flow_rank = _ranks(d["flow"])
+        kinds, kind_rank = _codes(d["kind"])
+        self._flow_text, flow_rank = _codes(d["flow"])
         order = np.lexsort((np.asarray(d["ts"]), flow_rank, kind_rank))
         kind_rank, flow_rank = kind_rank[order], flow_rank[order]
         self._ts, self._psn = np.asarray(d["ts"])[order], np.asarray(d["psn"])[order]
         self._detail, self._order = d["detail"], order
-        self._cols = {k: np.asarray(d[k], dtype=object if k == "pfc_priority" else None)[order]
-                      for k in EVENT_STRUCTURED if k in d}
-        starts = run_starts(kind_rank, flow_rank)
-        ends = np.append(starts[1:], len(order))
-        for s, e, k, f in zip(starts.tolist(), ends.tolist(), kind_rank[starts].tolist(), flow_rank[starts].tolist()):
-            self._groups[(kinds[k], flows[f])] = (s, e)
-            self._by_kind[kinds[k]].append(flows[f])
+        self._cols = {k: np.asarray(d[k], dtype=object if k == "pfc_priority" else None)
+                      for k in EVENT_STRUCTURED if k in d}           # in table order: read via _order
+        self._starts = run_starts(kind_rank, flow_rank)
+        self._ends = np.append(self._starts[1:], len(order))
+        self._group_flow = flow_rank[self._starts]
+        group_kind = kind_rank[self._starts]
+        first = run_starts(group_kind)
+        for g, e in zip(first.tolist(), np.append(first[1:], len(group_kind)).tolist()):
+            self._kinds[kinds[group_kind[g]]] = (g, e)
 
     def kind_groups(self, kind: str) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
         """(flows, starts, ends, ts) of the events of `kind`: flow i's timestamps are
-        ts[starts[i]:ends[i]] (flows sorted, as flows_with)."""
-        flows = self._by_kind.get(kind, [])
-        bounds = np.array([self._groups[(kind, f)] for f in flows], np.int64).reshape(-1, 2)
-        return flows, bounds[:, 0], bounds[:, 1], getattr(self, "_ts", np.zeros(0, np.int64))
+        ts[starts[i]:ends[i]] (flows in no particular order)."""
+        g, e = self._kinds.get(kind, (0, 0))
+        return self._flows_of(kind), self._starts[g:e], self._ends[g:e], self._ts
 
     def _capture_span(self) -> tuple[int, int]:
         s = self.summary
@@ -98,17 +101,27 @@ class Context:
     def ev(self, kind: str, flow: str) -> Events:
         ev = self._made.get((kind, flow))
         if ev is None:
-            bounds = self._groups.get((kind, flow))
-            if bounds is None:
+            index = self._index.get(kind)
+            if index is None:
+                g = self._kinds.get(kind, (0, 0))[0]
+                index = self._index[kind] = {f: g + i for i, f in enumerate(self._flows_of(kind))}
+            group = index.get(flow)
+            if group is None:
                 return _EMPTY
-            s, e = bounds
+            s, e = int(self._starts[group]), int(self._ends[group])
+            rows = self._order[s:e]
             ev = self._made[(kind, flow)] = Events(self._ts[s:e], self._psn[s:e],
-                                                   [self._detail[i] for i in self._order[s:e].tolist()],
-                                                   {k: v[s:e] for k, v in self._cols.items()})
+                                                   [self._detail[i] for i in rows.tolist()],
+                                                   {k: v[rows] for k, v in self._cols.items()})
         return ev
 
     def flows_with(self, kind: str) -> list[str]:
-        return list(self._by_kind.get(kind, []))
+        return sorted(self._flows_of(kind))
+
+    def _flows_of(self, kind: str) -> list[str]:
+        """The flows with events of `kind`, in group order."""
+        g, e = self._kinds.get(kind, (0, 0))
+        return [self._flow_text[f] for f in self._group_flow[g:e].tolist()] if e > g else []
 
     def peer(self, name: str) -> str | None:
         f = self.flow.get(name)
@@ -273,11 +286,10 @@ def _flow_names():
     return name_of
 
 
-def _ranks(values) -> tuple[list, np.ndarray]:
-    """The distinct values, sorted, and each value's place among them (a str column)."""
-    distinct = sorted(set(values))
-    rank = {v: i for i, v in enumerate(distinct)}
-    return distinct, np.fromiter(map(rank.__getitem__, values), np.int64, len(values))
+def _codes(values) -> tuple[list, np.ndarray]:
+    """The distinct values in order of first appearance, and each value's place among them."""
+    code = {v: i for i, v in enumerate(dict.fromkeys(values))}
+    return list(code), np.fromiter(map(code.__getitem__, values), np.int64, len(values))
 
 
 @lru_cache(maxsize=4096)
