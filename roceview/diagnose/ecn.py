@@ -204,13 +204,14 @@ def _pauses_near(ctx: Context, dst: str, flows, start: int, end: int) -> int:
     from a switch port (a MAC that is no RoCE host), on a priority the incast flows use (or 802.3x
     PAUSE). Pauses another host's NIC sends, or sent at another time, are not this receiver's."""
     from roceview.diagnose.pfc import pause_frames
-    from roceview.diagnose.priority import flow_priorities
+    from roceview.diagnose.priority import priority_rows
 
     frames = pause_frames(ctx)
     if not frames:
         return 0
     hosts = ctx.host_macs()
-    prios = {str(p) for n in flows for p in flow_priorities(ctx, n)}
+    row, prio, _ = priority_rows(ctx)
+    prios = {str(p) for p in prio[np.isin(row, ctx.flow.rows(flows))].tolist()}
     n = 0
     for (mac, prio), rows in frames.items():
         owner = hosts.get(int(mac.replace(":", ""), 16))

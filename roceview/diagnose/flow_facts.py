@@ -72,6 +72,7 @@ class FlowFactsTable(Mapping):
             return np.fromiter(map(attrgetter(name), classes), np.int64, len(classes))
 
         packets, opclass, ecn = ints("packets"), ints("opclass"), ints("ecn")
+        self.class_packets, self.class_cnp = packets, opclass == CNP
         proto = np.fromiter(map(_PROTO.get, map(attrgetter("proto"), classes), repeat(0)), np.int8, len(classes))
         v1, v2 = proto == _PROTO["roce_v1"], proto == _PROTO["roce_v2"]
         data = _any_of(opclass, DATA_CLASSES)
@@ -90,6 +91,20 @@ class FlowFactsTable(Mapping):
         else:
             np.add.at(out, self._flow[where], values[where])
         return out
+
+    def class_priorities(self, priority_of) -> tuple[np.ndarray, np.ndarray]:
+        """Per class, (its flow's row, its priority: priority_of(pcp, dscp), -1 for None), asked
+        once per distinct (PCP, DSCP); the classes' packets and CNP flags: class_packets, class_cnp."""
+        if not self._classes:
+            return self._flow, np.zeros(0, np.int64)
+        pcp, dscp = (np.fromiter(map(attrgetter(k), self._classes), np.int64, len(self._classes))
+                     for k in ("pcp", "dscp"))
+        marks, at = np.unique(np.stack([pcp, dscp], axis=1).reshape(-1, 2), axis=0, return_inverse=True)
+        prio = [priority_of(int(p), int(d)) for p, d in marks.tolist()]
+        if any(p is not None and p < 0 for p in prio):
+            raise ValueError("a priority below 0")           # -1 stands for none below
+        table = np.array([-1 if p is None else p for p in prio], np.int64)
+        return self._flow, table[at.reshape(-1)]
 
     def nonzero(self, column: str) -> dict[str, int]:
         """name -> the column's value, for the flows where it is not 0 (in flow order)."""
