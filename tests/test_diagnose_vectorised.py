@@ -1,8 +1,10 @@
 """The diagnoser's numpy helpers against the straightforward code they stand for: the incast
 windows' grouping by value (dense table or sort), the per-flow facts folded with numpy (against
-a FlowFacts summed class by class), the flow groups by host and the CNPs back per flow."""
+a FlowFacts summed class by class), the flow groups by host, the CNPs back per flow and the
+priorities of every flow at once (against flow_priorities, flow by flow)."""
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 
 import numpy as np
@@ -13,6 +15,7 @@ from roceview.diagnose import DEFAULTS
 from roceview.diagnose.context import Context, _addr
 from roceview.diagnose.flow_arrays import groups, sums
 from roceview.diagnose.flow_facts import FlowFacts, add_class
+from roceview.diagnose.priority import flow_priorities, flows_on, priority_rows
 from roceview.diagnose.windows import distinct_codes, first_rows, senders_per_key
 
 from conftest import REAL, SAMPLES, capture_files
@@ -75,3 +78,20 @@ def test_folded_facts_and_flow_arrays_as_the_loops_over_classes_and_flows(path):
         assert (a.data[i], a.ce[i]) == ((ff.data, ff.data_ce) if ff else (f["data_packets"], f["ecn_ce"]))
         assert a.cnps_back[i] == ctx.cnps_from(f["dst_ip"], f["src_ip"])
 
+
+
+@pytest.mark.parametrize("trust", ["auto", "dscp", "pcp"])
+@pytest.mark.parametrize("path", capture_files(SAMPLES) + capture_files(REAL), ids=lambda p: p.name)
+def test_priorities_of_every_flow_at_once_as_flow_priorities(path, trust):
+    result = roceview.analyze(str(path), warn=lambda m: None)
+    ctx = Context(result, dataclasses.replace(DEFAULTS, trust=trust, dscp_to_priority={"26": 5}), result.facts)
+    for cnp in (False, True):
+        got: dict = defaultdict(lambda: defaultdict(int))
+        for row, p, n in zip(*(v.tolist() for v in priority_rows(ctx, cnp))):
+            got[ctx.flow_names[row]][p] += n
+        for name in ctx.flow:
+            assert dict(got.get(name, {})) == dict(flow_priorities(ctx, name, cnp))
+    rows = np.arange(len(ctx.flow_names))
+    for prio in range(8):
+        want = [not (ps := flow_priorities(ctx, n)) or prio in ps for n in ctx.flow_names]
+        assert flows_on(ctx, rows, prio).tolist() == want
