@@ -13,10 +13,10 @@ import pytest
 import roceview
 from roceview.diagnose import DEFAULTS
 from roceview.diagnose.context import Context, _addr
-from roceview.diagnose.flow_arrays import groups, sums
+from roceview.diagnose.flow_arrays import distinct_codes, groups, sums
 from roceview.diagnose.flow_facts import FlowFacts, add_class
 from roceview.diagnose.priority import flow_priorities, flows_on, priority_rows
-from roceview.diagnose.windows import distinct_codes, first_rows, senders_per_key
+from roceview.diagnose.windows import first_rows, senders_per_key
 
 from conftest import REAL, SAMPLES, capture_files
 

@@ -211,7 +211,10 @@ def _pauses_near(ctx: Context, dst: str, flows, start: int, end: int) -> int:
         return 0
     hosts = ctx.host_macs()
     row, prio, _ = priority_rows(ctx)
-    prios = {str(p) for p in prio[np.isin(row, ctx.flow.rows(flows))].tolist()}
+    mine = np.zeros(len(ctx.flow_names) + 1, bool)                # + 1: row -1, a flow not in the table
+    mine[ctx.flow.rows(flows)] = True
+    mine[-1] = False
+    prios = {str(p) for p in prio[mine[row]].tolist()}
     n = 0
     for (mac, prio), rows in frames.items():
         owner = hosts.get(int(mac.replace(":", ""), 16))

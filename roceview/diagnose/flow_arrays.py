@@ -34,7 +34,7 @@ class FlowArrays:
             return np.where(known, fact_column[at], table_column) if len(facts) else table_column
 
         self.data, self.ce = pick(facts.data, self.data_packets), pick(facts.data_ce, self.ecn_ce)
-        self._facts = facts
+        self._facts, self._fact_columns = facts, {}
 
     @cached_property
     def cnps_back(self) -> np.ndarray:
@@ -49,11 +49,14 @@ class FlowArrays:
         return np.where(pairs[i] == back, per_pair[i], 0)
 
     def fact_column(self, column: str) -> np.ndarray:
-        """A FlowFactsTable column per flow (0 / False for flows without facts)."""
-        values = getattr(self._facts, column)
-        if not len(values):
-            return np.zeros(len(self.fact), values.dtype)
-        return np.where(self.has_facts, values[np.maximum(self.fact, 0)], values.dtype.type(0))
+        """A FlowFactsTable column per flow (0 / False for flows without facts); made once."""
+        out = self._fact_columns.get(column)
+        if out is None:
+            values = getattr(self._facts, column)
+            out = self._fact_columns[column] = (
+                np.where(self.has_facts, values[np.maximum(self.fact, 0)], values.dtype.type(0)) if len(values)
+                else np.zeros(len(self.fact), values.dtype))
+        return out
 
     def groups(self, codes: np.ndarray, rows: np.ndarray | None = None) -> dict[int, np.ndarray]:
         """code -> the rows (of `rows`, default all) with that code, in flow order; codes ascending."""
@@ -86,6 +89,30 @@ def run_starts(*keys: np.ndarray) -> np.ndarray:
     for k in keys:
         change[1:] |= k[1:] != k[:-1]
     return np.flatnonzero(change)
+
+
+def distinct_codes(values: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
+    """np.unique(values, return_inverse=True) for int64 values: the sorted distinct values and
+    each value's index among them; by a table over the values' range when it has at most
+    `limit` cells, else by sorting."""
+    if not len(values):
+        return values[:0], np.zeros(0, np.int64)
+    lo, hi = int(values.min()), int(values.max())
+    if hi - lo >= limit:
+        distinct, inverse = np.unique(values, return_inverse=True)
+        return distinct, inverse.reshape(-1)
+    offset = values - lo
+    present = np.zeros(hi - lo + 1, bool)
+    present[offset] = True
+    return np.flatnonzero(present) + lo, (np.cumsum(present) - 1)[offset]
+
+
+def any_of(values: np.ndarray, choices: tuple) -> np.ndarray:
+    """np.isin for a few choices (np.isin costs ~40 us a call)."""
+    out = np.zeros(len(values), bool)
+    for c in choices:
+        out |= values == c
+    return out
 
 
 def sums(codes: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:

@@ -17,6 +17,7 @@ from operator import attrgetter
 import numpy as np
 
 from roceview.analysis.opcodes import ACKNOWLEDGE, ATOMIC_ACKNOWLEDGE, CNP, READ_REQUEST, READ_RESPONSE, REQUEST
+from roceview.diagnose.flow_arrays import any_of, distinct_codes
 
 DATA_CLASSES = (REQUEST, READ_REQUEST, READ_RESPONSE)
 RESPONSE_CLASSES = (READ_RESPONSE, ACKNOWLEDGE, ATOMIC_ACKNOWLEDGE)
@@ -75,14 +76,14 @@ class FlowFactsTable(Mapping):
         self.class_packets, self.class_cnp = packets, opclass == CNP
         proto = np.fromiter(map(_PROTO.get, map(attrgetter("proto"), classes), repeat(0)), np.int8, len(classes))
         v1, v2 = proto == _PROTO["roce_v1"], proto == _PROTO["roce_v2"]
-        data = _any_of(opclass, DATA_CLASSES)
+        data = any_of(opclass, DATA_CLASSES)
         self.data = self._sum(packets, data)
         self.data_ce = self._sum(packets, data & (ecn == 3))
         self.data_ect = self._sum(packets, data & (ecn > 0) & v2)
         self.data_v1 = self._sum(packets, data & v1)
         self.bad_icrc = self._sum(ints("bad_icrc"), None)
         self.ecn_capable, self.v1, self.v2 = (self._sum(m.astype(np.int64), None) > 0
-                                              for m in (~_any_of(proto, NOT_ECN_PROTOS), v1, v2))
+                                              for m in (~any_of(proto, NOT_ECN_PROTOS), v1, v2))
 
     def _sum(self, values: np.ndarray, where) -> np.ndarray:
         out = np.zeros(len(self.names), np.int64)
@@ -99,8 +100,9 @@ class FlowFactsTable(Mapping):
             return self._flow, np.zeros(0, np.int64)
         pcp, dscp = (np.fromiter(map(attrgetter(k), self._classes), np.int64, len(self._classes))
                      for k in ("pcp", "dscp"))
-        marks, at = np.unique(np.stack([pcp, dscp], axis=1).reshape(-1, 2), axis=0, return_inverse=True)
-        prio = [priority_of(int(p), int(d)) for p, d in marks.tolist()]
+        lo, span = int(dscp.min()), int(dscp.max() - dscp.min()) + 1
+        marks, at = distinct_codes(pcp * span + (dscp - lo), max(len(pcp), 1 << 12))
+        prio = [priority_of(m // span, m % span + lo) for m in marks.tolist()]
         if any(p is not None and p < 0 for p in prio):
             raise ValueError("a priority below 0")           # -1 stands for none below
         table = np.array([-1 if p is None else p for p in prio], np.int64)
@@ -134,14 +136,6 @@ class FlowFactsTable(Mapping):
 
     def __contains__(self, name) -> bool:
         return name in self.index
-
-
-def _any_of(values: np.ndarray, choices: tuple) -> np.ndarray:
-    """np.isin for a few choices (np.isin costs ~40 us a call)."""
-    out = np.zeros(len(values), bool)
-    for c in choices:
-        out |= values == c
-    return out
 
 
 def add_class(ff: FlowFacts, c) -> None:

@@ -12,7 +12,7 @@ from collections import defaultdict
 import numpy as np
 
 from roceview.diagnose.context import Context
-from roceview.diagnose.flow_arrays import run_starts
+from roceview.diagnose.flow_arrays import any_of, run_starts
 from roceview.diagnose.finding import finding
 from roceview.units import plural
 
@@ -99,7 +99,7 @@ def _mismatch(ctx: Context) -> list[dict]:
     for cnp in (False, True):
         wrong: dict[tuple[str, int], list] = defaultdict(list)
         row, p, n = priority_rows(ctx, cnp)
-        off = np.flatnonzero(~np.isin(p, sorted(protected)))
+        off = np.flatnonzero(~any_of(p, tuple(protected)))
         off = off[np.lexsort((p[off], row[off]))]          # flow order, then priority: one sum each
         starts = run_starts(row[off], p[off])
         packets = np.add.reduceat(n[off], starts) if len(starts) else n[:0]

@@ -12,7 +12,7 @@ import numpy as np
 
 from roceview.analysis.tables import Coded
 from roceview.arrays import sorted_distinct
-from roceview.diagnose.flow_arrays import run_starts
+from roceview.diagnose.flow_arrays import distinct_codes, run_starts
 
 
 def busiest_windows(ctx, tl, width: int, senders_of: dict) -> list[tuple[str, int, set]]:
@@ -80,22 +80,6 @@ def _dst_ips(ctx, names: list, wanted: np.ndarray) -> list:
         column, rows = flow.column("dst_ip"), np.where(wanted, flow.rows(names), -1).tolist()
         return [column[r] if r >= 0 else None for r in rows]
     return [flow[n]["dst_ip"] if w else None for n, w in zip(names, wanted.tolist())]
-
-
-def distinct_codes(values: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
-    """np.unique(values, return_inverse=True) for int64 values: the sorted distinct values and
-    each value's index among them; by a table over the values' range when it has at most
-    `limit` cells, else by sorting."""
-    if not len(values):
-        return values[:0], np.zeros(0, np.int64)
-    lo, hi = int(values.min()), int(values.max())
-    if hi - lo >= limit:
-        distinct, inverse = np.unique(values, return_inverse=True)
-        return distinct, inverse.reshape(-1)
-    offset = values - lo
-    present = np.zeros(hi - lo + 1, bool)
-    present[offset] = True
-    return np.flatnonzero(present) + lo, (np.cumsum(present) - 1)[offset]
 
 
 def first_rows(codes: np.ndarray, n: int) -> np.ndarray:
