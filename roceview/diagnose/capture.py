@@ -42,7 +42,7 @@ def _bad_icrc(ctx: Context) -> list[dict]:
     every PSN up to n (IBTA 9.7.5.1.1), and with nothing resent the copies it has are the captured
     ones: an ACK after the last packet of a request class that covers that packet's PSN proves
     the class's bad-ICRC packets arrived intact, however few of them failed."""
-    bad = {n: ff.bad_icrc for n, ff in ctx.flow_facts.items() if ff.bad_icrc}
+    bad = ctx.flow_facts.nonzero("bad_icrc")
     if not bad:
         return []
     accepted = {n for n in bad if _acknowledged(ctx, n)}

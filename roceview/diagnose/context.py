@@ -10,18 +10,18 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
+from itertools import repeat
 
 import numpy as np
 
 from roceview.analysis.flows import format_address
-from roceview.analysis.opcodes import ACKNOWLEDGE, ATOMIC_ACKNOWLEDGE, CNP, READ_REQUEST, READ_RESPONSE, REQUEST
 from roceview.analysis.pfc import format_mac
+from roceview.diagnose.flow_arrays import FlowArrays, run_starts
+from roceview.diagnose.flow_facts import FlowFactsTable
 
 PSN_MOD = 1 << 24
 EVENT_STRUCTURED = ("frame", "related_frame", "psn_count", "first_missing_psn", "aeth_syndrome", "rnr_timer",
                     "pfc_priority", "pfc_quanta", "resend_delay_ns")
-DATA_CLASSES = (REQUEST, READ_REQUEST, READ_RESPONSE)
-RESPONSE_CLASSES = (READ_RESPONSE, ACKNOWLEDGE, ATOMIC_ACKNOWLEDGE)
 
 
 @dataclass
@@ -40,24 +40,6 @@ class Events:
                       {k: np.asarray(v)[m] for k, v in self.cols.items()})
 
 
-@dataclass(slots=True)       # no __dict__ per flow (100 k queue pairs: 100 k of these)
-class FlowFacts:
-    """Per-flow sums from the packet classes (empty when no facts were collected)."""
-    priorities: dict = field(default_factory=lambda: defaultdict(int))   # (pcp, dscp) -> data+ack packets
-    cnp_priorities: dict = field(default_factory=lambda: defaultdict(int))
-    data: int = 0
-    data_not_ect: int = 0
-    data_ce: int = 0
-    data_ect: int = 0      # ECN-capable data packets: RoCEv2 only (switches do not mark a RoCEv1 GRH)
-    data_v1: int = 0       # RoCEv1 data packets
-    bad_icrc: int = 0
-    bad_requests: list = field(default_factory=list)   # [(ts, psn)] last packet of each request class with bad ICRCs
-    response_last: list = field(default_factory=list)   # [(ts, psn)] last packet of each response class
-    protos: set = field(default_factory=set)
-    request_arc: list = field(default_factory=list)    # [(first psn, last psn)]
-    response_arc: list = field(default_factory=list)
-
-
 class Context:
     def __init__(self, result, config, facts=None):
         self.config = config
@@ -68,7 +50,7 @@ class Context:
         self.pfc = _rows(result.pfc_table)
         self.timeline = result.timeline_table.data
         self.start_ns, self.end_ns = self._capture_span()
-        self.flow_facts = self._fold_facts() if facts is not None else {}
+        self.flow_facts = FlowFactsTable(facts.classes if facts is not None else [], _flow_names())
 
     # ---- tables ------------------------------------------------------------------------------
     def _flows(self, table) -> None:
@@ -76,24 +58,37 @@ class Context:
         self.flow_names = self.flow.names
 
     def _events(self, table) -> None:
+        """The events in groups of one (kind, flow), each in time order; an Events is made when
+        a rule asks for it (most are never asked for: 100 k events in 20 k groups), a kind's flow
+        -> group index when one of its flows is asked for, its sorted flows when asked for."""
         d = table.data
-        kinds = np.asarray(d["kind"], dtype=object)
-        flows = np.asarray(d["flow"], dtype=object)
-        self.events: dict[tuple[str, str], Events] = {}
-        if len(kinds) == 0:
+        self._kinds: dict[str, tuple[int, int]] = {}        # kind -> its groups [first, last)
+        self._index: dict[str, dict[str, int]] = {}         # kind -> flow -> group
+        self._made: dict[tuple[str, str], Events] = {}
+        self._ts = self._starts = self._ends = np.zeros(0, np.int64)
+        if len(d["kind"]) == 0:
             return
-        order = np.lexsort((np.asarray(d["ts"]), flows.astype(str), kinds.astype(str)))
-        kinds, flows = kinds[order], flows[order]
-        ts, psn = np.asarray(d["ts"])[order], np.asarray(d["psn"])[order]
-        detail = [d["detail"][i] for i in order.tolist()]
-        cols = {k: np.asarray(d[k], dtype=object if k == "pfc_priority" else None)[order]
-                for k in EVENT_STRUCTURED if k in d}
-        key = np.char.add(kinds.astype(str), np.char.add("\0", flows.astype(str)))
-        starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
-        ends = np.r_[starts[1:], len(key)]
-        for s, e in zip(starts.tolist(), ends.tolist()):
-            self.events[(kinds[s], flows[s])] = Events(ts[s:e], psn[s:e], detail[s:e],
-                                                       {k: v[s:e] for k, v in cols.items()})
+        kinds, kind_rank = _codes(d["kind"])
+        self._flow_text, flow_rank = _codes(d["flow"])
+        order = np.lexsort((np.asarray(d["ts"]), flow_rank, kind_rank))
+        kind_rank, flow_rank = kind_rank[order], flow_rank[order]
+        self._ts, self._psn = np.asarray(d["ts"])[order], np.asarray(d["psn"])[order]
+        self._detail, self._order = d["detail"], order
+        self._cols = {k: np.asarray(d[k], dtype=object if k == "pfc_priority" else None)
+                      for k in EVENT_STRUCTURED if k in d}           # in table order: read via _order
+        self._starts = run_starts(kind_rank, flow_rank)
+        self._ends = np.append(self._starts[1:], len(order))
+        self._group_flow = flow_rank[self._starts]
+        group_kind = kind_rank[self._starts]
+        first = run_starts(group_kind)
+        for g, e in zip(first.tolist(), np.append(first[1:], len(group_kind)).tolist()):
+            self._kinds[kinds[group_kind[g]]] = (g, e)
+
+    def kind_groups(self, kind: str) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+        """(flows, starts, ends, ts) of the events of `kind`: flow i's timestamps are
+        ts[starts[i]:ends[i]] (flows in no particular order)."""
+        g, e = self._kinds.get(kind, (0, 0))
+        return self._flows_of(kind), self._starts[g:e], self._ends[g:e], self._ts
 
     def _capture_span(self) -> tuple[int, int]:
         s = self.summary
@@ -104,10 +99,29 @@ class Context:
 
     # ---- lookups -----------------------------------------------------------------------------
     def ev(self, kind: str, flow: str) -> Events:
-        return self.events.get((kind, flow), _EMPTY)
+        ev = self._made.get((kind, flow))
+        if ev is None:
+            index = self._index.get(kind)
+            if index is None:
+                g = self._kinds.get(kind, (0, 0))[0]
+                index = self._index[kind] = {f: g + i for i, f in enumerate(self._flows_of(kind))}
+            group = index.get(flow)
+            if group is None:
+                return _EMPTY
+            s, e = int(self._starts[group]), int(self._ends[group])
+            rows = self._order[s:e]
+            ev = self._made[(kind, flow)] = Events(self._ts[s:e], self._psn[s:e],
+                                                   [self._detail[i] for i in rows.tolist()],
+                                                   {k: v[rows] for k, v in self._cols.items()})
+        return ev
 
     def flows_with(self, kind: str) -> list[str]:
-        return sorted({f for k, f in self.events if k == kind})
+        return sorted(self._flows_of(kind))
+
+    def _flows_of(self, kind: str) -> list[str]:
+        """The flows with events of `kind`, in group order."""
+        g, e = self._kinds.get(kind, (0, 0))
+        return [self._flow_text[f] for f in self._group_flow[g:e].tolist()] if e > g else []
 
     def peer(self, name: str) -> str | None:
         f = self.flow.get(name)
@@ -136,22 +150,25 @@ class Context:
         return self._cnps_by_pair.get((src, dst), 0) if dst is not None else self._cnps_by_src.get(src, 0)
 
     @cached_property
+    def arrays(self) -> FlowArrays:
+        """The flows table's columns as numpy arrays (hosts coded), for rules over every flow."""
+        return FlowArrays(self.flow, self.flow_facts)
+
+    @cached_property
     def _by_pair(self) -> dict[tuple[str, str], list[str]]:
-        out: dict[tuple[str, str], list[str]] = defaultdict(list)
-        for n, f in self.flow.items():
-            out[(f["src_ip"], f["dst_ip"])].append(n)
-        return dict(out)
+        a, names = self.arrays, self.flow_names
+        return {(a.hosts[s], a.hosts[d]): [names[i] for i in rows.tolist()]
+                for (s, d), rows in a.by_pair().items()}
 
     @cached_property
     def _cnps_by_pair(self) -> dict[tuple[str, str], int]:
-        return {pair: sum(self.flow[n]["cnp_packets"] for n in names) for pair, names in self._by_pair.items()}
+        a = self.arrays
+        return {(a.hosts[s], a.hosts[d]): int(a.cnp_packets[rows].sum()) for (s, d), rows in a.by_pair().items()}
 
     @cached_property
     def _cnps_by_src(self) -> dict[str, int]:
-        out: dict[str, int] = defaultdict(int)
-        for (src, _), cnps in self._cnps_by_pair.items():
-            out[src] += cnps
-        return dict(out)
+        a = self.arrays
+        return {a.hosts[s]: int(a.cnp_packets[rows].sum()) for s, rows in a.groups(a.src).items()}
 
     def is_reliable(self, name: str) -> bool:
         return self.flow[name]["transport"] in ("RC", "XRC", "RD")
@@ -160,17 +177,6 @@ class Context:
         return max(self.end_ns - self.start_ns, 1)
 
     # ---- facts -------------------------------------------------------------------------------
-    def _fold_facts(self) -> dict[str, FlowFacts]:
-        out: dict[str, FlowFacts] = defaultdict(FlowFacts)
-        names: dict[tuple, str] = {}
-        for c in self.facts.classes:
-            key = (c.src, c.dst, c.qp)
-            if key not in names:
-                names[key] = f"{_addr(c.src)}>{_addr(c.dst)}:0x{c.qp:06x}"
-            ff = out[names[key]]
-            _add_class(ff, c)
-        return dict(out)
-
     def host_macs(self) -> dict[int, set]:
         """MAC -> the RoCE endpoint addresses it sends from. A MAC that sends RoCE for exactly one
         address is taken as that host's NIC (a router MAC carries many sources). Read-only: built
@@ -215,6 +221,18 @@ class FlowRows(Mapping):
     def __contains__(self, name) -> bool:
         return name in self._index
 
+    def column(self, column: str):
+        """A whole column, in flow order (ndarray, or list for str columns)."""
+        return self._cols[column]
+
+    def row_of(self, name: str) -> int:
+        return self._index[name]
+
+    def rows(self, names) -> np.ndarray:
+        """The row of each name, -1 for a name not in the table."""
+        names = list(names)
+        return np.fromiter(map(self._index.get, names, repeat(-1)), np.int64, len(names))
+
 
 class FlowRow(Mapping):
     """One flows-table row: column -> Python value (ndarray.item: the value tolist gives)."""
@@ -245,28 +263,6 @@ def _rows(table) -> list[dict]:
 _EMPTY = Events(np.zeros(0, np.int64), np.zeros(0, np.int64), [])
 
 
-def _add_class(ff: FlowFacts, c) -> None:
-    ff.protos.add(c.proto)
-    ff.bad_icrc += c.bad_icrc
-    if c.opclass == CNP:
-        ff.cnp_priorities[(c.pcp, c.dscp)] += c.packets
-        return
-    ff.priorities[(c.pcp, c.dscp)] += c.packets
-    if c.opclass in DATA_CLASSES:
-        ff.data += c.packets
-        ff.data_not_ect += c.packets if c.ecn == 0 else 0
-        ff.data_ce += c.packets if c.ecn == 3 else 0
-        ff.data_v1 += c.packets if c.proto == "roce_v1" else 0
-        ff.data_ect += c.packets if c.ecn > 0 and c.proto == "roce_v2" else 0
-    if c.opclass in (REQUEST, READ_REQUEST):
-        ff.request_arc.append((c.first_psn, c.last_psn))
-        if c.bad_icrc:
-            ff.bad_requests.append((c.last_ts, c.last_psn))
-    elif c.opclass in RESPONSE_CLASSES:
-        ff.response_arc.append((c.first_psn, c.last_psn))
-        ff.response_last.append((c.last_ts, c.last_psn))
-
-
 def in_arcs(psn: int, arcs, slack: int = 64) -> bool:
     """PSN within [first - slack, last + slack] of one of the arcs (24-bit serial arithmetic)."""
     for first, last in arcs:
@@ -274,6 +270,26 @@ def in_arcs(psn: int, arcs, slack: int = 64) -> bool:
         if (psn - lo) % PSN_MOD <= (last - first) % PSN_MOD + 2 * slack:
             return True
     return False
+
+
+def _flow_names():
+    """name_of((src, dst, qp)) -> the flow id as the engine spells it; the "src>dst:0x" part
+    kept per host pair (100 k queue pairs over a few hosts: 100 k names)."""
+    prefixes: dict[tuple, str] = {}
+
+    def name_of(key: tuple) -> str:
+        prefix = prefixes.get(key[:2])
+        if prefix is None:
+            prefix = prefixes[key[:2]] = f"{_addr(key[0])}>{_addr(key[1])}:0x"
+        return prefix + format(key[2], "06x")
+
+    return name_of
+
+
+def _codes(values) -> tuple[list, np.ndarray]:
+    """The distinct values in order of first appearance, and each value's place among them."""
+    code = {v: i for i, v in enumerate(dict.fromkeys(values))}
+    return list(code), np.fromiter(map(code.__getitem__, values), np.int64, len(values))
 
 
 @lru_cache(maxsize=4096)

@@ -10,10 +10,10 @@ from collections import defaultdict
 
 import numpy as np
 
-from roceview.analysis.tables import Coded
-from roceview.arrays import sorted_distinct
 from roceview.diagnose.context import Context
 from roceview.diagnose.finding import finding
+from roceview.diagnose.flow_arrays import sums
+from roceview.diagnose.windows import busiest_windows as _busiest_windows
 from roceview.units import plural
 
 # mlx5 RDMA hw counter names: drivers/infiniband/hw/mlx5/counters.c cong_cnts (docs/findings.md, Sources)
@@ -24,15 +24,11 @@ DCQCN_ADVICE = (f"On the receivers read np_ecn_marked_roce_packets and np_cnp_se
 
 
 def _data_flows(ctx: Context):
-    for name, f in ctx.flow.items():
-        if f["data_packets"] and f["transport"] not in ("CNP", "UD"):
-            yield name, f
-
-
-def _ce(ctx: Context, name: str) -> tuple[int, int]:
-    """(data packets, CE-marked data packets) of a flow."""
-    ff, f = ctx.flow_facts.get(name), ctx.flow[name]
-    return (ff.data, ff.data_ce) if ff is not None else (f["data_packets"], f["ecn_ce"])
+    """(name, row) of the flows that carry data: not CNP or UD flows (the rules below use the
+    same mask, FlowArrays.data_flow)."""
+    for i in np.flatnonzero(ctx.arrays.data_flow).tolist():
+        name = ctx.flow_names[i]
+        yield name, ctx.flow[name]
 
 
 def ecn_findings(ctx: Context) -> list[dict]:
@@ -40,68 +36,65 @@ def ecn_findings(ctx: Context) -> list[dict]:
 
 
 def _congestion(ctx: Context) -> list[dict]:
-    data_to: dict[str, list] = defaultdict(list)          # receiver -> its data flows, in flow order
-    for n, f in _data_flows(ctx):
-        data_to[f["dst_ip"]].append(n)
-    cnp_flows_of: dict[str, list] = defaultdict(list)     # receiver -> the flows it sent CNPs on
-    for n, f in ctx.flow.items():
-        if f["cnp_packets"]:
-            cnp_flows_of[f["src_ip"]].append(n)
+    a = ctx.arrays
+    data_rows, cnp_rows = np.flatnonzero(a.data_flow), np.flatnonzero(a.cnp_packets != 0)
+    data = sums(a.dst[data_rows], a.data[data_rows], len(a.hosts))       # per receiver
+    ce = sums(a.dst[data_rows], a.ce[data_rows], len(a.hosts))
+    cnps = sums(a.src, a.cnp_packets, len(a.hosts))                     # per sender of CNPs: ctx.cnps_from
+    data_to, cnp_flows_of = a.groups(a.dst, data_rows), a.groups(a.src, cnp_rows)
     out = []
-    for rx in sorted(set(data_to) | set(cnp_flows_of)):
-        flows = data_to.get(rx, [])
-        data = sum(_ce(ctx, n)[0] for n in flows)
-        ce = sum(_ce(ctx, n)[1] for n in flows)
-        cnps = ctx.cnps_from(rx)
-        if not (ce or cnps):
-            continue
-        cnp_flows = cnp_flows_of.get(rx, [])
-        share = ce / data if data else 0.0
-        senders = sorted({ctx.flow[n]["src_ip"] for n in flows if _ce(ctx, n)[1]} | {ctx.flow[n]["dst_ip"] for n in cnp_flows})
-        answer = (f"answered with {plural(cnps, 'CNP')}: DCQCN is cutting rates" if cnps
-                  else "and no CNP came back: the senders are not told to slow down")
-        summary = (f"ECN congestion toward {rx}: {plural(ce, 'CE-marked data packet')} ({share:.1%} of {data:,}) "
-                   f"from {plural(len(senders), 'sender')}, {answer}.")
-        if not ce:
-            summary = (f"ECN congestion toward {rx}: it sent {plural(cnps, 'CNP')} to {plural(len(senders), 'sender')} "
-                       "(the CE marks themselves are not visible at this capture point): DCQCN is cutting rates.")
-        sev = "warning" if share >= ctx.config.ce_warning_share else "info"
-        ts = [ctx.flow[n]["first_ts"] for n in flows + cnp_flows]
-        te = [ctx.flow[n]["last_ts"] for n in flows + cnp_flows]
-        evidence = [f"{ce:,} CE of {plural(data, 'data packet')} into {rx}", f"{plural(cnps, 'CNP')} from {rx} to {', '.join(senders)}"]
-        out.append(finding(sev, "ecn_congestion", summary, [n for n in flows if _ce(ctx, n)[1]] + cnp_flows,
-                           min(ts), max(te), evidence, DCQCN_ADVICE + " Marking under load is DCQCN working; "
-                           "persistent high CE share means the path is oversubscribed."))
+    for h in np.flatnonzero((ce != 0) | (cnps != 0)).tolist():
+        rx, flows, cnp_flows = a.hosts[h], data_to.get(h, cnp_rows[:0]), cnp_flows_of.get(h, cnp_rows[:0])
+        out.append(_congestion_finding(ctx, rx, int(data[h]), int(ce[h]), int(cnps[h]), flows, cnp_flows))
     return out
 
 
+def _congestion_finding(ctx: Context, rx: str, data: int, ce: int, cnps: int, flows, cnp_flows) -> dict:
+    a, names = ctx.arrays, ctx.flow_names
+    marked = flows[a.ce[flows] != 0]
+    share = ce / data if data else 0.0
+    senders = sorted({a.hosts[s] for s in a.src[marked].tolist()} | {a.hosts[d] for d in a.dst[cnp_flows].tolist()})
+    answer = (f"answered with {plural(cnps, 'CNP')}: DCQCN is cutting rates" if cnps
+              else "and no CNP came back: the senders are not told to slow down")
+    summary = (f"ECN congestion toward {rx}: {plural(ce, 'CE-marked data packet')} ({share:.1%} of {data:,}) "
+               f"from {plural(len(senders), 'sender')}, {answer}.")
+    if not ce:
+        summary = (f"ECN congestion toward {rx}: it sent {plural(cnps, 'CNP')} to {plural(len(senders), 'sender')} "
+                   "(the CE marks themselves are not visible at this capture point): DCQCN is cutting rates.")
+    sev = "warning" if share >= ctx.config.ce_warning_share else "info"
+    every = np.concatenate((flows, cnp_flows))
+    evidence = [f"{ce:,} CE of {plural(data, 'data packet')} into {rx}", f"{plural(cnps, 'CNP')} from {rx} to {', '.join(senders)}"]
+    return finding(sev, "ecn_congestion", summary, [names[i] for i in np.concatenate((marked, cnp_flows)).tolist()],
+                   int(a.first_ts[every].min()), int(a.last_ts[every].max()), evidence,
+                   DCQCN_ADVICE + " Marking under load is DCQCN working; persistent high CE share means the path is "
+                   "oversubscribed.")
+
+
 def _not_enabled(ctx: Context) -> list[dict]:
-    per_src: dict[str, list] = defaultdict(list)
-    for name, f in _data_flows(ctx):
-        ff = ctx.flow_facts.get(name)
-        if ff is not None and not ff.protos - {"ib", "roce_v1"}:
-            continue  # native IB uses FECN/BECN; RoCEv1 is not IP: no switch marks it, whatever its GRH says
-        if ff is not None:
-            data = ff.data - ff.data_v1
-            not_ect = data - ff.data_ect
-        else:
-            data, not_ect = f["packets"], f["ecn_not_ect"]
-        per_src[f["src_ip"]].append((name, data, not_ect))
+    a, names = ctx.arrays, ctx.flow_names
+    known = a.has_facts
+    # native IB uses FECN/BECN; RoCEv1 is not IP: no switch marks it, whatever its GRH says
+    rows = np.flatnonzero(a.data_flow & ~(known & ~a.fact_column("ecn_capable")))
+    fact_data = a.fact_column("data") - a.fact_column("data_v1")
+    data = np.where(known, fact_data, a.packets)[rows]
+    not_ect = np.where(known, fact_data - a.fact_column("data_ect"), a.ecn_not_ect)[rows]
+    total, total_not_ect = sums(a.src[rows], data, len(a.hosts)), sums(a.src[rows], not_ect, len(a.hosts))
+    per_src = a.groups(a.src, rows[not_ect != 0])
     out = []
-    for src, rows in sorted(per_src.items()):
-        data, not_ect = sum(r[1] for r in rows), sum(r[2] for r in rows)
-        if not data or not_ect / data <= ctx.config.not_ect_share:
+    for h in np.flatnonzero(total != 0).tolist():
+        src, data_h, not_ect_h = a.hosts[h], int(total[h]), int(total_not_ect[h])
+        if not_ect_h / data_h <= ctx.config.not_ect_share:
             continue
-        flows = [r[0] for r in rows if r[2]]
-        few = not_ect < ctx.config.not_ect_min_packets
-        summary = (f"{src} sends RoCE data Not-ECT (ECN 00): {not_ect:,} of {data:,} data packets; switches cannot "
-                   "mark them, so DCQCN is off and only PFC (or loss) limits congestion"
-                   + (f" (only {plural(not_ect, 'packet')}: below {ctx.config.not_ect_min_packets:,}, too little "
+        flows = per_src[h]
+        few = not_ect_h < ctx.config.not_ect_min_packets
+        summary = (f"{src} sends RoCE data Not-ECT (ECN 00): {not_ect_h:,} of {data_h:,} data packets; switches "
+                   "cannot mark them, so DCQCN is off and only PFC (or loss) limits congestion"
+                   + (f" (only {plural(not_ect_h, 'packet')}: below {ctx.config.not_ect_min_packets:,}, too little "
                       "traffic to matter; soft-RoCE (rxe) sends Not-ECT by default and has no DCQCN at all)." if few else "."))
-        evidence = [f"{not_ect:,} of {data:,} data packets (RoCEv2) from {src} have ECN 00 in {plural(len(flows), 'flow')}"]
-        out.append(finding("info" if few else "warning", "ecn_not_enabled", summary, flows,
-                           min(ctx.flow[n]["first_ts"] for n in flows), max(ctx.flow[n]["last_ts"] for n in flows),
-                           evidence, NOT_ECT_ADVICE))
+        evidence = [f"{not_ect_h:,} of {data_h:,} data packets (RoCEv2) from {src} have ECN 00 in "
+                    f"{plural(len(flows), 'flow')}"]
+        out.append(finding("info" if few else "warning", "ecn_not_enabled", summary, [names[i] for i in flows.tolist()],
+                           int(a.first_ts[flows].min()), int(a.last_ts[flows].max()), evidence, NOT_ECT_ADVICE))
     return out
 
 
@@ -116,13 +109,10 @@ NOT_ECT_ADVICE = (
 def _cnp_missing(ctx: Context) -> list[dict]:
     late = ctx.end_ns - int(ctx.config.cnp_wait_us * 1000)
     silent: dict[str, list] = defaultdict(list)
-    for name, f in _data_flows(ctx):
-        ce = ctx.ev("ecn_ce", name)
-        marked = ce.ts[ce.ts <= late]
-        if len(marked) and ctx.cnps_from(f["dst_ip"], f["src_ip"]) == 0:
-            # the headline counts CE-marked data packets as ecn_congestion does; the wait only decides
-            silent[f["dst_ip"]].append((name, _ce(ctx, name)[1] or len(marked), len(marked),
-                                        int(marked.min()), int(marked.max())))
+    a = ctx.arrays
+    for i, count, first, last in _marks_before(ctx, late):
+        # the headline counts CE-marked data packets as ecn_congestion does; the wait only decides
+        silent[a.hosts[a.dst[i]]].append((ctx.flow_names[i], int(a.ce[i]) or count, count, first, last))
     out = []
     for rx, rows in sorted(silent.items()):
         ce, old = sum(r[1] for r in rows), sum(r[2] for r in rows)
@@ -145,18 +135,39 @@ def _cnp_missing(ctx: Context) -> list[dict]:
     return out
 
 
+def _marks_before(ctx: Context, late: int) -> list[tuple[int, int, int, int]]:
+    """(flow row, CE events at or before `late`, the first and last of them) of each data flow
+    with such events whose receiver sent its sender no CNP, in flow order."""
+    flows, starts, ends, ts = ctx.kind_groups("ecn_ce")
+    if not flows:
+        return []
+    a = ctx.arrays
+    rows = ctx.flow.rows(flows)
+    counted = np.concatenate(([0], np.cumsum(ts <= late)))
+    count = counted[ends] - counted[starts]        # a flow's events are in time order: a prefix
+    keep = np.flatnonzero(rows >= 0)
+    keep = keep[a.data_flow[rows[keep]] & (count[keep] > 0)]
+    keep = keep[a.cnps_back[rows[keep]] == 0]
+    keep = keep[np.argsort(rows[keep], kind="stable")]
+    return list(zip(rows[keep].tolist(), count[keep].tolist(), ts[starts[keep]].tolist(),
+                    ts[starts[keep] + count[keep] - 1].tolist()))
+
+
 def _incast(ctx: Context) -> list[dict]:
     tl = ctx.timeline
     if not len(tl.get("flow", [])):
         return []
     bucket = int(float(ctx.summary.get("bucket_ms") or 1.0) * 1_000_000)
     width = max(bucket, int(ctx.config.incast_window_us * 1000))
-    senders_of = {n: f["src_ip"] for n, f in _data_flows(ctx)}
+    a, names = ctx.arrays, ctx.flow_names
+    senders_of = {names[i]: a.hosts[a.src[i]] for i in np.flatnonzero(a.data_flow).tolist()}
     out = []
     for dst, w, flows in _busiest_windows(ctx, tl, width, senders_of):
         senders = sorted({senders_of[n] for n in flows})
+        if len(senders) < ctx.config.incast_senders:
+            continue
         signals = _signals(ctx, dst, flows, w * width, (w + 1) * width)
-        if len(senders) < ctx.config.incast_senders or not signals:
+        if not signals:
             continue
         summary = (f"Incast: {plural(len(senders), 'sender')} burst into {dst} within {width / 1e6:g} ms, with "
                    f"{', '.join(signals)} there.")
@@ -169,50 +180,12 @@ def _incast(ctx: Context) -> list[dict]:
     return out
 
 
-def _busiest_windows(ctx: Context, tl, width: int, senders_of: dict) -> list[tuple[str, int, set]]:
-    """Per receiver (sorted), the window of `width` ns whose timeline rows with bytes come from
-    the most distinct senders (the first such window): (receiver, window number, its flows).
-    Vectorised over the timeline's rows (flows x buckets: up to millions); Python only per flow."""
-    flows = Coded.of(tl["flow"])                                  # the timeline's flow names
-    distinct, code = flows.names, flows.codes
-    dsts = sorted({ctx.flow[n]["dst_ip"] for n in distinct if n in senders_of})
-    dst_code = {h: i for i, h in enumerate(dsts)}
-    sender_code = {h: i for i, h in enumerate(sorted(set(senders_of.values())))}
-    dst_of = np.array([dst_code[ctx.flow[n]["dst_ip"]] if n in senders_of else -1 for n in distinct], np.int64)
-    sender_of = np.array([sender_code[senders_of[n]] if n in senders_of else -1 for n in distinct], np.int64)
-    rows = np.flatnonzero((np.asarray(tl["bytes"]) != 0) & (dst_of[code] >= 0))
-    if not len(rows):
-        return []
-    flow = code[rows]
-    numbers, window = np.unique(np.asarray(tl["bucket_start"], np.int64)[rows] // width, return_inverse=True)
-    # (receiver, window) as one integer key: np.unique on integers, not on rows of pairs (8x faster)
-    keys, first, win = np.unique(dst_of[flow] * len(numbers) + window.reshape(-1), return_index=True,
-                                 return_inverse=True)
-    win = win.reshape(-1)
-    n_senders = len(sender_code)
-    distinct_senders = sorted_distinct(win * n_senders + sender_of[flow]) // n_senders
-    senders = np.bincount(distinct_senders, minlength=len(keys))   # distinct senders per window
-    receiver = keys // len(numbers)
-    # per receiver, the window with the most senders, the first in row order among equals
-    order = np.lexsort((first, -senders, receiver))
-    picks = order[np.r_[True, receiver[order][1:] != receiver[order][:-1]]]
-    chosen = np.full(len(keys), -1, np.int64)
-    chosen[picks] = np.arange(len(picks))
-    in_pick = chosen[win]                                         # each row's pick, or -1
-    rows_of = np.flatnonzero(in_pick >= 0)
-    by_pick = rows_of[np.argsort(in_pick[rows_of], kind="stable")]
-    bounds = np.searchsorted(in_pick[by_pick], np.arange(len(picks) + 1))
-    out = []
-    for i, pick in enumerate(picks.tolist()):
-        names = sorted_distinct(flow[by_pick[bounds[i]:bounds[i + 1]]]).tolist()
-        out.append((dsts[receiver[pick]], int(numbers[keys[pick] % len(numbers)]), {distinct[f] for f in names}))
-    return out
-
-
 def _signals(ctx: Context, dst: str, flows, start: int, end: int) -> list[str]:
-    ce = sum(_ce(ctx, n)[1] for n in flows)
+    a = ctx.arrays
+    rows = ctx.flow.rows(flows)
+    ce = int(a.ce[rows].sum())
     cnps = ctx.cnps_from(dst)
-    loss = sum(ctx.flow[n]["gap_events"] + ctx.flow[n]["retransmitted_packets"] for n in flows)
+    loss = int(a.gap_events[rows].sum() + a.retransmitted_packets[rows].sum())
     pauses = _pauses_near(ctx, dst, flows, start, end)
     out = []
     if ce:
@@ -231,12 +204,19 @@ def _pauses_near(ctx: Context, dst: str, flows, start: int, end: int) -> int:
     from a switch port (a MAC that is no RoCE host), on a priority the incast flows use (or 802.3x
     PAUSE). Pauses another host's NIC sends, or sent at another time, are not this receiver's."""
     from roceview.diagnose.pfc import pause_frames
-    from roceview.diagnose.priority import flow_priorities
+    from roceview.diagnose.priority import priority_rows
 
+    frames = pause_frames(ctx)
+    if not frames:
+        return 0
     hosts = ctx.host_macs()
-    prios = {str(p) for n in flows for p in flow_priorities(ctx, n)}
+    row, prio, _ = priority_rows(ctx)
+    mine = np.zeros(len(ctx.flow_names) + 1, bool)                # + 1: row -1, a flow not in the table
+    mine[ctx.flow.rows(flows)] = True
+    mine[-1] = False
+    prios = {str(p) for p in prio[mine[row]].tolist()}
     n = 0
-    for (mac, prio), rows in pause_frames(ctx).items():
+    for (mac, prio), rows in frames.items():
         owner = hosts.get(int(mac.replace(":", ""), 16))
         if (owner is not None and dst not in owner) or (prios and prio != "all" and prio not in prios):
             continue

@@ -80,12 +80,14 @@ def _fastest_host(ctx: Context):
     # overstates the rate (0.7 ms buckets in 1 ms windows: 1.4 ms of traffic in one window)
     width = bucket * max(1, -(-int(ctx.config.link_rate_window_ms * 1e6) // bucket))
     flows = Coded.of(tl["flow"])
-    hosts = sorted({h for n in flows.names if n in ctx.flow for h in (ctx.flow[n]["src_ip"], ctx.flow[n]["dst_ip"])})
+    rows = ctx.flow.rows(flows.names).tolist()          # -1: not in the flows table
+    src_ip, dst_ip = ctx.flow.column("src_ip"), ctx.flow.column("dst_ip")
+    hosts = sorted({h for r in rows if r >= 0 for h in (src_ip[r], dst_ip[r])})
     if not hosts:
         return None
     code = {h: i for i, h in enumerate(hosts)}
-    src = np.array([code[ctx.flow[n]["src_ip"]] if n in ctx.flow else -1 for n in flows.names], np.int64)
-    dst = np.array([code[ctx.flow[n]["dst_ip"]] if n in ctx.flow else -1 for n in flows.names], np.int64)
+    src = np.array([code[src_ip[r]] if r >= 0 else -1 for r in rows], np.int64)
+    dst = np.array([code[dst_ip[r]] if r >= 0 else -1 for r in rows], np.int64)
     nbytes = np.asarray(tl["bytes"], np.float64)
     start = np.asarray(tl["bucket_start"], np.int64)
     windows, win = np.unique(start // width, return_inverse=True)

@@ -123,32 +123,24 @@ def _pause(ctx: Context, row: dict, host, note: str) -> dict:
 
 def _flows_on(ctx: Context, prio: str, dst: str | None = None) -> list[str]:
     """Data flows whose packets travel on `prio` (all priorities for 'all'), optionally to `dst`."""
-    from roceview.diagnose.priority import flow_priorities
+    from roceview.diagnose.priority import flows_on
 
-    out = []
-    for name, f in ctx.flow.items():
-        if f["data_packets"] == 0 or f["transport"] in ("CNP", "UD") or (dst and f["dst_ip"] != dst):
-            continue
-        prios = flow_priorities(ctx, name)
-        if prio == "all" or not prios or int(prio) in prios:
-            out.append(name)
-    return out
+    a = ctx.arrays
+    data = a.data_flow & (a.dst == (a.hosts.index(dst) if dst in a.hosts else -1)) if dst else a.data_flow
+    rows = np.flatnonzero(data)
+    if prio != "all":
+        rows = rows[flows_on(ctx, rows, int(prio))]
+    return [ctx.flow_names[i] for i in rows.tolist()]
 
 def _marks(ctx: Context, flows: list[str]) -> tuple[int, int, int]:
     """(ECN-capable data packets, CE-marked, CNPs sent back by their receivers)."""
-    ect = ce = 0
-    for name in flows:
-        ff = ctx.flow_facts.get(name)
-        f = ctx.flow[name]
-        if ff is not None:
-            ect += ff.data_ect     # RoCEv1 excluded: switches do not mark it
-            ce += ff.data_ce
-        else:
-            ect += max(0, f["packets"] - f["ecn_not_ect"])
-            ce += f["ecn_ce"]
-    receivers = {ctx.flow[n]["dst_ip"] for n in flows}
-    cnps = sum(ctx.cnps_from(rx) for rx in receivers)
-    return ect, ce, cnps
+    a, rows = ctx.arrays, ctx.flow.rows(flows)
+    known = a.has_facts[rows]
+    # RoCEv1 excluded from the facts' ECT: switches do not mark it
+    ect = np.where(known, a.fact_column("data_ect")[rows], np.maximum(0, a.packets[rows] - a.ecn_not_ect[rows]))
+    ce = np.where(known, a.fact_column("data_ce")[rows], a.ecn_ce[rows])
+    cnps = sum(ctx.cnps_from(a.hosts[rx]) for rx in set(a.dst[rows].tolist()))
+    return int(ect.sum()), int(ce.sum()), cnps
 
 def _without_ecn(ctx: Context, row: dict, note: str) -> list[dict]:
     p = row["priority"]

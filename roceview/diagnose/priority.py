@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+import numpy as np
+
 from roceview.diagnose.context import Context
+from roceview.diagnose.flow_arrays import any_of, run_starts
 from roceview.diagnose.finding import finding
 from roceview.units import plural
 
@@ -32,6 +35,37 @@ def flow_priorities(ctx: Context, name: str, cnp: bool = False) -> dict[int, int
         if p is not None:
             out[p] += n
     return out
+
+
+def class_priorities(ctx: Context) -> tuple[np.ndarray, np.ndarray]:
+    """Per packet class (FlowFactsTable), the flows-table row of its flow (-1: none) and its
+    priority (-1: none); built once per Context."""
+    if "_class_priorities" not in ctx.__dict__:
+        facts, a = ctx.flow_facts, ctx.arrays
+        fact_row, prio = facts.class_priorities(lambda pcp, dscp: priority_of(ctx, pcp, dscp))
+        table_row = np.full(len(facts), -1, np.int64)
+        known = np.flatnonzero(a.fact >= 0)
+        table_row[a.fact[known]] = known
+        ctx.__dict__["_class_priorities"] = (table_row[fact_row], prio)
+    return ctx.__dict__["_class_priorities"]
+
+
+def priority_rows(ctx: Context, cnp: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(flows-table row, priority, packets) of the data+ACK classes (or the CNP classes) that
+    have a priority and a flow in the table: flow_priorities for every flow at once."""
+    row, prio = class_priorities(ctx)
+    keep = (ctx.flow_facts.class_cnp == cnp) & (prio >= 0) & (row >= 0)
+    return row[keep], prio[keep], ctx.flow_facts.class_packets[keep]
+
+
+def flows_on(ctx: Context, rows: np.ndarray, prio: int) -> np.ndarray:
+    """Which of the flows `rows` have a data or ACK packet on `prio`, or on no priority at all
+    (no facts): `not prios or prio in prios` of flow_priorities, per flow."""
+    row, p, _ = priority_rows(ctx)
+    any_prio, on = np.zeros(len(ctx.flow_names), bool), np.zeros(len(ctx.flow_names), bool)
+    any_prio[row] = True
+    on[row[p == prio]] = True
+    return ~any_prio[rows] | on[rows]
 
 
 def protected_priorities(ctx: Context) -> tuple[set[int], list[str]]:
@@ -61,13 +95,16 @@ def _mismatch(ctx: Context) -> list[dict]:
     protected, sources = protected_priorities(ctx)
     if not protected or not ctx.flow_facts:
         return []
-    out = []
+    out, a = [], ctx.arrays
     for cnp in (False, True):
         wrong: dict[tuple[str, int], list] = defaultdict(list)
-        for name, f in ctx.flow.items():
-            for p, n in flow_priorities(ctx, name, cnp).items():
-                if p not in protected:
-                    wrong[(f["src_ip"], p)].append((name, n))
+        row, p, n = priority_rows(ctx, cnp)
+        off = np.flatnonzero(~any_of(p, tuple(protected)))
+        off = off[np.lexsort((p[off], row[off]))]          # flow order, then priority: one sum each
+        starts = run_starts(row[off], p[off])
+        packets = np.add.reduceat(n[off], starts) if len(starts) else n[:0]
+        for r, q, count in zip(row[off][starts].tolist(), p[off][starts].tolist(), packets.tolist()):
+            wrong[(a.hosts[a.src[r]], q)].append((ctx.flow_names[r], count))
         out += [_finding(ctx, src, p, flows, protected, sources, cnp) for (src, p), flows in sorted(wrong.items())]
     return out
 
@@ -114,6 +151,9 @@ def version_findings(ctx: Context) -> list[dict]:
     RoCEv2: UDP 4791), so one host on a RoCEv1 GID and the other on a RoCEv2 GID is a GID-index /
     RDMA-CM default mismatch. It works on one L2 segment, but the RoCEv1 half is not routable, is
     never ECN-marked (no DCQCN for it) and ignores DSCP-based priority: one finding per host pair."""
+    facts = ctx.flow_facts
+    if not (len(facts) and facts.v1.any() and facts.v2.any()):
+        return []      # both versions on one QP pair needs a RoCEv1 and a RoCEv2 flow somewhere
     pairs: dict[tuple, list] = defaultdict(list)
     seen: set[str] = set()
     for name in sorted(ctx.flow):
