@@ -71,6 +71,10 @@ def analyze(files: list[str], *, client, roce_ports=(), chunk_packets: int, pmtu
                          (pmtu, link_speed, bucket_ms, facts)) if stream else None
 
     def restart():                          # every file read again, every partition analysed at once
+        nonlocal metas, bits, held, streamed, results
+        # the first attempt's futures dropped: its unfed parts (and reads still running) and its
+        # runs were held on the workers through the whole second run
+        metas = bits = held = streamed = results = None
         return analyze(files, client=client, roce_ports=roce_ports, chunk_packets=chunk_packets, pmtu=pmtu,
                        link_speed=link_speed, bucket_ms=bucket_ms, facts=facts, stream=False)
     fed = any(h is None for h in held[0])   # parts fed to the runs and freed: at once needs them read again
@@ -157,13 +161,25 @@ def _kept(client, futures: list, pinned: list) -> bool:
     """Wait for the partitions' runs; False as soon as a worker they are kept on has left (its
     runs are lost and, pinned, would wait for it for ever)."""
     waiting = list(futures)
-    while waiting and set(pinned) <= set(client.nthreads()):
+    while waiting and set(pinned) <= _workers(client):
         try:
             waiting[0].exception(timeout=0.5)      # done, whether it failed or not: nothing fetched
             waiting.pop(0)
         except TimeoutError:
             continue
     return not waiting
+
+
+def _workers(client) -> set:
+    """The scheduler's workers; the scheduler lost, one line (as result_of), not a traceback."""
+    from roceview.dask_engine import _one_line
+    from roceview.errors import BadInput
+
+    try:
+        return set(client.nthreads())
+    except Exception as exc:  # noqa: BLE001 - a closed connection: one line
+        raise BadInput(f"the Dask run could not complete (analysing partitions: {type(exc).__name__}: "
+                       f"{_one_line(exc)}); no result was written") from None
 
 
 def _on(workers: list, p: int) -> dict:

@@ -155,3 +155,46 @@ def test_a_later_file_beside_the_one_before_reads_the_files_again(in_process, tm
     monkeypatch.setattr(partition, "read", lambda path, *args: reads.append(path) or read(path, *args))
     same_as_local(_ring(tmp_path / "in", cap, ts, pieces=4), tmp_path, chunk_packets=100)
     assert len(reads) == 8 and sorted(reads[:4]) == sorted(reads[4:])
+
+
+def test_a_restart_holds_nothing_of_the_first_attempt(in_process, tmp_path, monkeypatch):
+    """The stream stopped after parts were fed (the third of four files opens at the second's
+    last nanosecond): the first attempt's futures (its reads, the parts not yet fed, its runs)
+    are dropped before the files are read again, not held on the workers through the second."""
+    import gc
+
+    import roceview.dask_run as run
+    from test_dask_review import _Done
+
+    cap = generate("incast", seed=3, scale=20)
+    ts = cap.ts_ns.copy()
+    cut = np.linspace(0, len(cap), 5).astype(int)[2]
+    ts[cut] = ts[cut - 1]
+    held, analyze = [], run.analyze
+
+    def again(*args, stream=True, **kwargs):
+        if not stream:
+            gc.collect()
+            held.append(sum(isinstance(o, _Done) for o in gc.get_objects()))
+        return analyze(*args, stream=stream, **kwargs)
+    monkeypatch.setattr(run, "analyze", again)
+    same_as_local(_ring(tmp_path / "in", cap, ts, pieces=4), tmp_path, chunk_packets=100)
+    assert held == [0]
+
+
+def test_the_scheduler_lost_while_the_runs_finish_is_one_line(tmp_path, monkeypatch):
+    """The scheduler gone while the driver waits for the partitions' runs (dask_run._kept asks
+    it for its workers): one line (BadInput), not a traceback."""
+    distributed = pytest.importorskip("dask.distributed")
+    import roceview
+    import roceview.dask_engine as engine
+    import roceview.dask_run as run
+    from roceview.errors import BadInput
+
+    monkeypatch.setattr(engine, "CONNECT_TIMEOUT", "2s")
+    d = _ring(tmp_path / "in", generate("incast", seed=3, scale=20))
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as c:
+        ready = run._ready_for_merge
+        monkeypatch.setattr(run, "_ready_for_merge", lambda rows: c.close() or ready(rows))
+        with pytest.raises(BadInput, match="could not complete .analysing partitions"):
+            roceview.analyze(d, engine="dask", scheduler=c.scheduler_address, chunk_packets=100)
