@@ -104,10 +104,11 @@ def analyze(files: list[str], *, client, roce_ports=(), chunk_packets: int, pmtu
                           pure=False, retries=RETRIES, **_on(workers, p)) for p in range(n_part + 1)]
     requested_ns = max(1, int(round(bucket_ms * 1_000_000)))          # as the local Timeline's
     _ready_for_merge(_timeline_rows(metas, len(names), sum(plan.n), requested_ns))
-    if streamed is not None and not _kept(client, results, workers[:n_part + 1]):
+    doing = [f"analysing partition {p + 1} of {n_part + 1}" for p in range(n_part + 1)]
+    done = _gather(results, doing) if streamed is None else _kept(client, results, workers[:n_part + 1], doing)
+    if done is None:
         return restart()                      # a worker lost with its partitions' runs
     del bits, held, streamed
-    done = _gather(results, [f"analysing partition {p + 1} of {n_part + 1}" for p in range(n_part + 1)])
     why, bucket_ns = exact(done, requested_ns, plan.n_chunks)
     if why is not None:
         return None, why
@@ -157,17 +158,21 @@ def _pinned(workers: list, p: int) -> dict:
     return {"workers": [workers[p % len(workers)]], "allow_other_workers": False}
 
 
-def _kept(client, futures: list, pinned: list) -> bool:
-    """Wait for the partitions' runs; False as soon as a worker they are kept on has left (its
-    runs are lost and, pinned, would wait for it for ever)."""
-    waiting = list(futures)
-    while waiting and set(pinned) <= _workers(client):
+def _kept(client, futures: list, pinned: list, doing: list[str]) -> list | None:
+    """The partitions' results; None as soon as a worker their runs are kept on has left, while
+    they run or while their results are fetched (its runs are lost and, pinned, would wait for
+    it for ever: a result lost after it was done is recomputed from the runs)."""
+    out, wait = [], 0.5
+    while len(out) < len(futures) and set(pinned) <= _workers(client):
+        future = futures[len(out)]
         try:
-            waiting[0].exception(timeout=0.5)      # done, whether it failed or not: nothing fetched
-            waiting.pop(0)
-        except TimeoutError:
-            continue
-    return not waiting
+            future.exception(timeout=0.5)          # done, whether it failed or not
+            if future.status in ("error", "cancelled"):
+                result_of(future, "", doing[len(out)])      # its one line
+            out.append(future.result(timeout=wait))
+        except TimeoutError:                       # not done, lost, or a large result: look again
+            wait = 2 * wait if future.done() else wait
+    return out if len(out) == len(futures) else None
 
 
 def _workers(client) -> set:

@@ -198,3 +198,70 @@ def test_the_scheduler_lost_while_the_runs_finish_is_one_line(tmp_path, monkeypa
         monkeypatch.setattr(run, "_ready_for_merge", lambda rows: c.close() or ready(rows))
         with pytest.raises(BadInput, match="could not complete .analysing partitions"):
             roceview.analyze(d, engine="dask", scheduler=c.scheduler_address, chunk_packets=100)
+
+
+def test_a_worker_lost_once_its_runs_are_done_analyses_again(tmp_path, monkeypatch):
+    """The worker holding a partition's result dies once the runs are all done, before the
+    driver has fetched it: the result, lost, would be recomputed from runs pinned to the gone
+    worker, waiting for ever; the files are read again and every partition analysed at once."""
+    import os
+    import signal
+    import threading
+    import time
+
+    distributed = pytest.importorskip("dask.distributed")
+    import roceview
+    import roceview.dask_engine as engine
+    from test_dask_review import _csvs
+
+    def fallback(*args, **kwargs):
+        raise AssertionError("fell back to the driver-side analysis")
+    monkeypatch.setattr(engine, "DaskBatches", fallback)
+    done, exception = [], distributed.Future.exception
+
+    def killing(self, *args, **kwargs):
+        out = exception(self, *args, **kwargs)      # TimeoutError while not done
+        done.append(self.key)
+        if len(done) == 3:                          # the last partition's run (2 workers: 3 partitions)
+            (where,) = self.client.who_has([self])[self.key]
+            os.kill(self.client.run(os.getpid, workers=[where])[where], signal.SIGKILL)
+            for _ in range(100):
+                if where not in self.client.nthreads():
+                    break
+                time.sleep(0.1)
+        return out
+    monkeypatch.setattr(distributed.Future, "exception", killing)
+    d = _ring(tmp_path / "in", generate("incast", seed=3, scale=20))
+    out = []
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as c:
+        run = threading.Thread(target=lambda: out.append(roceview.analyze(d, engine="dask", chunk_packets=100,
+                                                                          scheduler=c.scheduler_address)),
+                               daemon=True)
+        run.start()
+        run.join(60)
+        assert not run.is_alive(), "the run waits for a lost result for ever"
+    assert len(done) >= 3
+    assert _csvs(out[0], tmp_path / "d") == _csvs(roceview.analyze(d, chunk_packets=100), tmp_path / "l")
+
+
+def _fails(step):
+    def failing(run, file_parts, offset, *args):
+        if offset:                                  # the second file's part
+            raise RuntimeError("a step failed")
+        return step(run, file_parts, offset, *args)
+    return failing
+
+
+def test_a_step_that_fails_is_one_line(tmp_path, monkeypatch):
+    """A partition's run raising on a later file: the driver tells it in one line (BadInput),
+    no result, whether it notices while the runs finish or while their results are fetched."""
+    distributed = pytest.importorskip("dask.distributed")
+    import roceview
+    import roceview.dask_partition as partition
+    from roceview.errors import BadInput
+
+    monkeypatch.setattr(partition, "step", _fails(partition.step))
+    d = _ring(tmp_path / "in", generate("incast", seed=3, scale=20))
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as c:
+        with pytest.raises(BadInput, match=r"analysing partition 1 of 3: RuntimeError: a step failed\); no result"):
+            roceview.analyze(d, engine="dask", scheduler=c.scheduler_address, chunk_packets=100)
