@@ -265,3 +265,25 @@ def test_a_step_that_fails_is_one_line(tmp_path, monkeypatch):
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as c:
         with pytest.raises(BadInput, match=r"analysing partition 1 of 3: RuntimeError: a step failed\); no result"):
             roceview.analyze(d, engine="dask", scheduler=c.scheduler_address, chunk_packets=100)
+
+
+def test_a_worker_lost_analysing_overlapping_files_reads_its_rows_again(tmp_path, monkeypatch):
+    """test_dask_review2's lost worker now dies in a streamed step; files overlapping in time
+    are still analysed at once from the parts that arrived: a worker lost with them has them
+    read again (no future of the reads kept), the local result."""
+    distributed = pytest.importorskip("dask.distributed")
+    import roceview
+    import roceview.dask_engine as engine
+    import roceview.dask_partition as partition
+    from test_dask_review import _csvs
+    from test_dask_review2 import _dies_once
+
+    def fallback(*args, **kwargs):
+        raise AssertionError("fell back to the driver-side analysis")
+    monkeypatch.setattr(engine, "DaskBatches", fallback)
+    monkeypatch.setattr(partition, "analyse", _dies_once(str(tmp_path / "died"), partition.analyse))
+    d = _mirror_ports(tmp_path / "in", 20)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as c:
+        dask = roceview.analyze(d, engine="dask", scheduler=c.scheduler_address, chunk_packets=500)
+    assert (tmp_path / "died").exists()
+    assert _csvs(dask, tmp_path / "d") == _csvs(roceview.analyze(d, chunk_packets=500), tmp_path / "l")
