@@ -287,3 +287,42 @@ def test_a_worker_lost_analysing_overlapping_files_reads_its_rows_again(tmp_path
         dask = roceview.analyze(d, engine="dask", scheduler=c.scheduler_address, chunk_packets=500)
     assert (tmp_path / "died").exists()
     assert _csvs(dask, tmp_path / "d") == _csvs(roceview.analyze(d, chunk_packets=500), tmp_path / "l")
+
+
+def _cut_with_pfc(rng, d, cap):
+    """`cap` cut at random rows into files in sequence, with files of a few PFC frames (only
+    the PFC partition gets rows) or of other frames (no analysed row) between some of them."""
+    from roceview.capture.writer import write_pcap
+
+    d.mkdir(parents=True)
+    bounds = np.unique(np.r_[0, rng.integers(1, len(cap), int(rng.integers(0, 6))), len(cap)])
+    ends = np.cumsum(cap.lengths)
+    starts = ends - cap.lengths
+    for i, (a, b) in enumerate(zip(bounds, bounds[1:])):
+        write_pcap(d / f"r_{2 * i:03d}.pcap", cap.frames[starts[a]:ends[b - 1]], cap.lengths[a:b], cap.ts_ns[a:b])
+        gap = int(cap.ts_ns[b]) - int(cap.ts_ns[b - 1]) if b < len(cap) else 0
+        if gap > 8 and rng.random() < 0.6:
+            m = min(4, gap // 2 - 1)
+            frames = np.zeros((m, 64), np.uint8)
+            if rng.random() < 0.7:                  # 802.1Qbb PFC: MAC control opcode 0x0101
+                frames[:, 0:16] = (1, 0x80, 0xC2, 0, 0, 1, 2, 0, 0, 0, 0, 1, 0x88, 0x08, 1, 1)
+                frames[:, 17] = rng.integers(0, 256, m)
+                frames[:, 18:34] = rng.integers(0, 256, (m, 16))
+            else:
+                frames[:, 12:14] = (0x88, 0xB5)      # IEEE local experimental EtherType
+            write_pcap(d / f"r_{2 * i + 1:03d}.pcap", frames.ravel(), np.full(m, 64),
+                       int(cap.ts_ns[b - 1]) + 1 + np.arange(m))
+    return d
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_files_in_sequence_identical_to_local(in_process, tmp_path, seed):
+    """Scenarios cut into files in sequence at random rows, PFC-only and non-RoCE files between,
+    chunks of 1 to 333 rows, facts on or off: the streamed run is the local engine's."""
+    from roceview.generate import SCENARIOS
+
+    rng = np.random.default_rng(seed)
+    cap = generate(sorted(SCENARIOS)[seed * 5 % len(SCENARIOS)], seed=seed, scale=4)
+    chunk = int(rng.choice([1, 2, 3, 7, 50, 101, 333] if len(cap) < 1000 else [7, 50, 101, 333]))
+    same_as_local(_cut_with_pfc(rng, tmp_path / "in", cap), tmp_path, chunk_packets=chunk,
+                  pmtu=int(rng.choice([1024, 4096])), diagnose=bool(rng.random() < 0.5))
