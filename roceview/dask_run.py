@@ -167,24 +167,32 @@ def _kept(client, futures: list, pinned: list, doing: list[str]) -> list | None:
         future = futures[len(out)]
         try:
             future.exception(timeout=0.5)          # done, whether it failed or not
-            if future.status in ("error", "cancelled"):
-                result_of(future, "", doing[len(out)])      # its one line
-            out.append(future.result(timeout=wait))
+            if future.status not in ("error", "cancelled"):
+                out.append(future.result(timeout=wait))
+                continue
         except TimeoutError:                       # not done, lost, or a large result: look again
             wait = 2 * wait if future.done() else wait
+            continue
+        except Exception as exc:  # noqa: BLE001 - a closed connection: one line
+            raise _could_not(doing[len(out)], exc) from None
+        result_of(future, "", doing[len(out)])     # failed: its one line
     return out if len(out) == len(futures) else None
 
 
 def _workers(client) -> set:
     """The scheduler's workers; the scheduler lost, one line (as result_of), not a traceback."""
-    from roceview.dask_engine import _one_line
-    from roceview.errors import BadInput
-
     try:
         return set(client.nthreads())
     except Exception as exc:  # noqa: BLE001 - a closed connection: one line
-        raise BadInput(f"the Dask run could not complete (analysing partitions: {type(exc).__name__}: "
-                       f"{_one_line(exc)}); no result was written") from None
+        raise _could_not("analysing partitions", exc) from None
+
+
+def _could_not(doing: str, exc: Exception):
+    from roceview.dask_engine import _one_line
+    from roceview.errors import BadInput
+
+    return BadInput(f"the Dask run could not complete ({doing}: {type(exc).__name__}: {_one_line(exc)}); "
+                    "no result was written")
 
 
 def _on(workers: list, p: int) -> dict:
