@@ -71,6 +71,10 @@ def analyze(files: list[str], *, client, roce_ports=(), chunk_packets: int, pmtu
                          (pmtu, link_speed, bucket_ms, facts)) if stream else None
 
     def restart():                          # every file read again, every partition analysed at once
+        nonlocal metas, bits, held, streamed, results
+        # the first attempt's futures dropped: its unfed parts (and reads still running) and its
+        # runs were held on the workers through the whole second run
+        metas = bits = held = streamed = results = None
         return analyze(files, client=client, roce_ports=roce_ports, chunk_packets=chunk_packets, pmtu=pmtu,
                        link_speed=link_speed, bucket_ms=bucket_ms, facts=facts, stream=False)
     fed = any(h is None for h in held[0])   # parts fed to the runs and freed: at once needs them read again
@@ -100,10 +104,11 @@ def analyze(files: list[str], *, client, roce_ports=(), chunk_packets: int, pmtu
                           pure=False, retries=RETRIES, **_on(workers, p)) for p in range(n_part + 1)]
     requested_ns = max(1, int(round(bucket_ms * 1_000_000)))          # as the local Timeline's
     _ready_for_merge(_timeline_rows(metas, len(names), sum(plan.n), requested_ns))
-    if streamed is not None and not _kept(client, results, workers[:n_part + 1]):
+    doing = [f"analysing partition {p + 1} of {n_part + 1}" for p in range(n_part + 1)]
+    done = _gather(results, doing) if streamed is None else _kept(client, results, workers[:n_part + 1], doing)
+    if done is None:
         return restart()                      # a worker lost with its partitions' runs
     del bits, held, streamed
-    done = _gather(results, [f"analysing partition {p + 1} of {n_part + 1}" for p in range(n_part + 1)])
     why, bucket_ns = exact(done, requested_ns, plan.n_chunks)
     if why is not None:
         return None, why
@@ -153,17 +158,41 @@ def _pinned(workers: list, p: int) -> dict:
     return {"workers": [workers[p % len(workers)]], "allow_other_workers": False}
 
 
-def _kept(client, futures: list, pinned: list) -> bool:
-    """Wait for the partitions' runs; False as soon as a worker they are kept on has left (its
-    runs are lost and, pinned, would wait for it for ever)."""
-    waiting = list(futures)
-    while waiting and set(pinned) <= set(client.nthreads()):
+def _kept(client, futures: list, pinned: list, doing: list[str]) -> list | None:
+    """The partitions' results; None as soon as a worker their runs are kept on has left, while
+    they run or while their results are fetched (its runs are lost and, pinned, would wait for
+    it for ever: a result lost after it was done is recomputed from the runs)."""
+    out, wait = [], 0.5
+    while len(out) < len(futures) and set(pinned) <= _workers(client):
+        future = futures[len(out)]
         try:
-            waiting[0].exception(timeout=0.5)      # done, whether it failed or not: nothing fetched
-            waiting.pop(0)
-        except TimeoutError:
+            future.exception(timeout=0.5)          # done, whether it failed or not
+            if future.status not in ("error", "cancelled"):
+                out.append(future.result(timeout=wait))
+                continue
+        except TimeoutError:                       # not done, lost, or a large result: look again
+            wait = 2 * wait if future.done() else wait
             continue
-    return not waiting
+        except Exception as exc:  # noqa: BLE001 - a closed connection: one line
+            raise _could_not(doing[len(out)], exc) from None
+        result_of(future, "", doing[len(out)])     # failed: its one line
+    return out if len(out) == len(futures) else None
+
+
+def _workers(client) -> set:
+    """The scheduler's workers; the scheduler lost, one line (as result_of), not a traceback."""
+    try:
+        return set(client.nthreads())
+    except Exception as exc:  # noqa: BLE001 - a closed connection: one line
+        raise _could_not("analysing partitions", exc) from None
+
+
+def _could_not(doing: str, exc: Exception):
+    from roceview.dask_engine import _one_line
+    from roceview.errors import BadInput
+
+    return BadInput(f"the Dask run could not complete ({doing}: {type(exc).__name__}: {_one_line(exc)}); "
+                    "no result was written")
 
 
 def _on(workers: list, p: int) -> dict:

@@ -15,11 +15,16 @@ CSVS = [name for name, _ in CSV_FILES]
 
 
 class _Done:
+    status = "finished"
+
     def __init__(self, value):
         self.value = value
 
-    def result(self):
+    def result(self, timeout=None):
         return self.value
+
+    def done(self):
+        return True
 
     def exception(self, timeout=None):
         return None

@@ -155,3 +155,174 @@ def test_a_later_file_beside_the_one_before_reads_the_files_again(in_process, tm
     monkeypatch.setattr(partition, "read", lambda path, *args: reads.append(path) or read(path, *args))
     same_as_local(_ring(tmp_path / "in", cap, ts, pieces=4), tmp_path, chunk_packets=100)
     assert len(reads) == 8 and sorted(reads[:4]) == sorted(reads[4:])
+
+
+def test_a_restart_holds_nothing_of_the_first_attempt(in_process, tmp_path, monkeypatch):
+    """The stream stopped after parts were fed (the third of four files opens at the second's
+    last nanosecond): the first attempt's futures (its reads, the parts not yet fed, its runs)
+    are dropped before the files are read again, not held on the workers through the second."""
+    import gc
+
+    import roceview.dask_run as run
+    from test_dask_review import _Done
+
+    cap = generate("incast", seed=3, scale=20)
+    ts = cap.ts_ns.copy()
+    cut = np.linspace(0, len(cap), 5).astype(int)[2]
+    ts[cut] = ts[cut - 1]
+    held, analyze = [], run.analyze
+
+    def again(*args, stream=True, **kwargs):
+        if not stream:
+            gc.collect()
+            held.append(sum(isinstance(o, _Done) for o in gc.get_objects()))
+        return analyze(*args, stream=stream, **kwargs)
+    monkeypatch.setattr(run, "analyze", again)
+    same_as_local(_ring(tmp_path / "in", cap, ts, pieces=4), tmp_path, chunk_packets=100)
+    assert held == [0]
+
+
+def test_the_scheduler_lost_while_the_runs_finish_is_one_line(tmp_path, monkeypatch):
+    """The scheduler gone while the driver waits for the partitions' runs (dask_run._kept asks
+    it for its workers): one line (BadInput), not a traceback."""
+    distributed = pytest.importorskip("dask.distributed")
+    import roceview
+    import roceview.dask_engine as engine
+    import roceview.dask_run as run
+    from roceview.errors import BadInput
+
+    monkeypatch.setattr(engine, "CONNECT_TIMEOUT", "2s")
+    d = _ring(tmp_path / "in", generate("incast", seed=3, scale=20))
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as c:
+        ready = run._ready_for_merge
+        monkeypatch.setattr(run, "_ready_for_merge", lambda rows: c.close() or ready(rows))
+        with pytest.raises(BadInput, match="could not complete .analysing partitions"):
+            roceview.analyze(d, engine="dask", scheduler=c.scheduler_address, chunk_packets=100)
+
+
+def test_a_worker_lost_once_its_runs_are_done_analyses_again(tmp_path, monkeypatch):
+    """The worker holding a partition's result dies once the runs are all done, before the
+    driver has fetched it: the result, lost, would be recomputed from runs pinned to the gone
+    worker, waiting for ever; the files are read again and every partition analysed at once."""
+    import os
+    import signal
+    import threading
+    import time
+
+    distributed = pytest.importorskip("dask.distributed")
+    import roceview
+    import roceview.dask_engine as engine
+    from test_dask_review import _csvs
+
+    def fallback(*args, **kwargs):
+        raise AssertionError("fell back to the driver-side analysis")
+    monkeypatch.setattr(engine, "DaskBatches", fallback)
+    done, exception = [], distributed.Future.exception
+
+    def killing(self, *args, **kwargs):
+        out = exception(self, *args, **kwargs)      # TimeoutError while not done
+        done.append(self.key)
+        if len(done) == 3:                          # the last partition's run (2 workers: 3 partitions)
+            (where,) = self.client.who_has([self])[self.key]
+            os.kill(self.client.run(os.getpid, workers=[where])[where], signal.SIGKILL)
+            for _ in range(100):
+                if where not in self.client.nthreads():
+                    break
+                time.sleep(0.1)
+        return out
+    monkeypatch.setattr(distributed.Future, "exception", killing)
+    d = _ring(tmp_path / "in", generate("incast", seed=3, scale=20))
+    out = []
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as c:
+        run = threading.Thread(target=lambda: out.append(roceview.analyze(d, engine="dask", chunk_packets=100,
+                                                                          scheduler=c.scheduler_address)),
+                               daemon=True)
+        run.start()
+        run.join(60)
+        assert not run.is_alive(), "the run waits for a lost result for ever"
+    assert len(done) >= 3
+    assert _csvs(out[0], tmp_path / "d") == _csvs(roceview.analyze(d, chunk_packets=100), tmp_path / "l")
+
+
+def _fails(step):
+    def failing(run, file_parts, offset, *args):
+        if offset:                                  # the second file's part
+            raise RuntimeError("a step failed")
+        return step(run, file_parts, offset, *args)
+    return failing
+
+
+def test_a_step_that_fails_is_one_line(tmp_path, monkeypatch):
+    """A partition's run raising on a later file: the driver tells it in one line (BadInput),
+    no result, whether it notices while the runs finish or while their results are fetched."""
+    distributed = pytest.importorskip("dask.distributed")
+    import roceview
+    import roceview.dask_partition as partition
+    from roceview.errors import BadInput
+
+    monkeypatch.setattr(partition, "step", _fails(partition.step))
+    d = _ring(tmp_path / "in", generate("incast", seed=3, scale=20))
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as c:
+        with pytest.raises(BadInput, match=r"analysing partition 1 of 3: RuntimeError: a step failed\); no result"):
+            roceview.analyze(d, engine="dask", scheduler=c.scheduler_address, chunk_packets=100)
+
+
+def test_a_worker_lost_analysing_overlapping_files_reads_its_rows_again(tmp_path, monkeypatch):
+    """test_dask_review2's lost worker now dies in a streamed step; files overlapping in time
+    are still analysed at once from the parts that arrived: a worker lost with them has them
+    read again (no future of the reads kept), the local result."""
+    distributed = pytest.importorskip("dask.distributed")
+    import roceview
+    import roceview.dask_engine as engine
+    import roceview.dask_partition as partition
+    from test_dask_review import _csvs
+    from test_dask_review2 import _dies_once
+
+    def fallback(*args, **kwargs):
+        raise AssertionError("fell back to the driver-side analysis")
+    monkeypatch.setattr(engine, "DaskBatches", fallback)
+    monkeypatch.setattr(partition, "analyse", _dies_once(str(tmp_path / "died"), partition.analyse))
+    d = _mirror_ports(tmp_path / "in", 20)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as c:
+        dask = roceview.analyze(d, engine="dask", scheduler=c.scheduler_address, chunk_packets=500)
+    assert (tmp_path / "died").exists()
+    assert _csvs(dask, tmp_path / "d") == _csvs(roceview.analyze(d, chunk_packets=500), tmp_path / "l")
+
+
+def _cut_with_pfc(rng, d, cap):
+    """`cap` cut at random rows into files in sequence, with files of a few PFC frames (only
+    the PFC partition gets rows) or of other frames (no analysed row) between some of them."""
+    from roceview.capture.writer import write_pcap
+
+    d.mkdir(parents=True)
+    bounds = np.unique(np.r_[0, rng.integers(1, len(cap), int(rng.integers(0, 6))), len(cap)])
+    ends = np.cumsum(cap.lengths)
+    starts = ends - cap.lengths
+    for i, (a, b) in enumerate(zip(bounds, bounds[1:])):
+        write_pcap(d / f"r_{2 * i:03d}.pcap", cap.frames[starts[a]:ends[b - 1]], cap.lengths[a:b], cap.ts_ns[a:b])
+        gap = int(cap.ts_ns[b]) - int(cap.ts_ns[b - 1]) if b < len(cap) else 0
+        if gap > 8 and rng.random() < 0.6:
+            m = min(4, gap // 2 - 1)
+            frames = np.zeros((m, 64), np.uint8)
+            if rng.random() < 0.7:                  # 802.1Qbb PFC: MAC control opcode 0x0101
+                frames[:, 0:16] = (1, 0x80, 0xC2, 0, 0, 1, 2, 0, 0, 0, 0, 1, 0x88, 0x08, 1, 1)
+                frames[:, 17] = rng.integers(0, 256, m)
+                frames[:, 18:34] = rng.integers(0, 256, (m, 16))
+            else:
+                frames[:, 12:14] = (0x88, 0xB5)      # IEEE local experimental EtherType
+            write_pcap(d / f"r_{2 * i + 1:03d}.pcap", frames.ravel(), np.full(m, 64),
+                       int(cap.ts_ns[b - 1]) + 1 + np.arange(m))
+    return d
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_files_in_sequence_identical_to_local(in_process, tmp_path, seed):
+    """Scenarios cut into files in sequence at random rows, PFC-only and non-RoCE files between,
+    chunks of 1 to 333 rows, facts on or off: the streamed run is the local engine's."""
+    from roceview.generate import SCENARIOS
+
+    rng = np.random.default_rng(seed)
+    cap = generate(sorted(SCENARIOS)[seed * 5 % len(SCENARIOS)], seed=seed, scale=4)
+    chunk = int(rng.choice([1, 2, 3, 7, 50, 101, 333] if len(cap) < 1000 else [7, 50, 101, 333]))
+    same_as_local(_cut_with_pfc(rng, tmp_path / "in", cap), tmp_path, chunk_packets=chunk,
+                  pmtu=int(rng.choice([1024, 4096])), diagnose=bool(rng.random() < 0.5))
