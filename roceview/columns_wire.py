@@ -166,14 +166,15 @@ def _unpack_mask(packed) -> np.ndarray:
 
 class Packed(list):
     """A file's part (its packs, one a chunk read) as it stays on the worker that read it, sent
-    to another (pickled) as one buffer (Flat): copied only when it crosses."""
+    to another (pickled) as one buffer a pack (Flat; chunk-sized, so heap memory malloc
+    reuses): copied only when it crosses."""
 
     def __reduce__(self):
-        return _unflattened, (Flat(list(self)),)
+        return _unflattened, ([Flat(pack) for pack in self],)
 
 
-def _unflattened(flat: "Flat") -> Packed:
-    return Packed(flat.value())
+def _unflattened(flats: list) -> Packed:
+    return Packed(flat.value() for flat in flats)
 
 
 class Flat:
