@@ -164,6 +164,19 @@ def _unpack_mask(packed) -> np.ndarray:
     return np.unpackbits(packed[1], count=packed[2]).view(bool)
 
 
+class Packed(list):
+    """A file's part (its packs, one a chunk read) as it stays on the worker that read it, sent
+    to another (pickled) as one buffer a pack (Flat; chunk-sized, so heap memory malloc
+    reuses): copied only when it crosses."""
+
+    def __reduce__(self):
+        return _unflattened, ([Flat(pack) for pack in self],)
+
+
+def _unflattened(flats: list) -> Packed:
+    return Packed(flat.value() for flat in flats)
+
+
 class Flat:
     """Nested dicts, lists and tuples of numpy arrays (a partition's pieces of a file) with
     every array copied into one buffer: Dask sends each array of a message as a frame of its

@@ -22,7 +22,7 @@ import numpy as np
 
 from roceview.analysis.pmtu import _path_keys
 from roceview.batch import PROTO_CODE, PROTO_NAMES, Batch
-from roceview.columns_wire import Flat, pack, pack_split, unpack, unpack_column
+from roceview.columns_wire import Packed, pack, pack_split, unpack, unpack_column
 
 _ROCE = np.zeros(len(PROTO_NAMES), dtype=bool)
 _ROCE[[PROTO_CODE["roce_v1"], PROTO_CODE["roce_v2"], PROTO_CODE["ib"]]] = True
@@ -52,7 +52,7 @@ def _read(path: str, roce_ports: tuple, chunk_packets: int, projection: str | No
 
     warnings: list[str] = []
     ports, spans, flows = port_table(roce_ports), FileSpans(1), _FlowFirsts()
-    pieces: list[list[dict]] = [[] for _ in range(partitions + 1)]
+    pieces = [Packed() for _ in range(partitions + 1)]
     analysed, stats, row0, order_in = [], _Stats(), 0, _InOrder()
     for chunk in read_records(path, chunk_packets, warnings.append, release_lag=0):
         batch = decode_chunk(chunk, ports, 1, projection)
@@ -77,10 +77,10 @@ def _read(path: str, roce_ports: tuple, chunk_packets: int, projection: str | No
                 for p in range(partitions)]                     # None: every row in the partition
         for p, packed in enumerate(pack_split(roce_cols, mine, MACS)):
             if packed["lengths"][0]:
-                pieces[p].append(Flat(packed))
+                pieces[p].append(packed)
         pfc = np.flatnonzero(_PFC[proto])
         if len(pfc):
-            pieces[partitions].append(Flat(pack([batch.select(pfc)], coded=MACS)))
+            pieces[partitions].append(pack([batch.select(pfc)], coded=MACS))
         order_in.feed(batch.cols["ts_ns"], row0, sel)
         analysed.append(sel)
         row0 += batch.n
@@ -206,7 +206,7 @@ def spans(parts: list[Batch], rows, n: int):
     dask_plan.Plan.span_rows), from its RoCE rows: only they carry PSNs."""
     from roceview.merge import FileSpans
 
-    batch = Batch.concat([b for p in parts for flat in p for b in unpack(flat.value())])
+    batch = Batch.concat([b for p in parts for packed in p for b in unpack(packed)])
     batch = batch.select(np.argsort(batch.cols["_row"], kind="stable")) if batch.n else batch
     cuts = np.cumsum([0] + list(rows)) if isinstance(rows, (list, tuple)) else np.arange(0, n + rows, rows)
     at = np.searchsorted(batch.cols["_row"], cuts) if batch.n else []
@@ -310,7 +310,7 @@ class _FlowFirsts:
                 "qp": np.asarray(reg.qp).copy(), "first": self.first[:, :reg.n]}
 
 
-def analyse(parts: list[list[Flat]], gidx: list, chunk_starts: np.ndarray, gates: np.ndarray, pmtu,
+def analyse(parts: list[Packed], gidx: list, chunk_starts: np.ndarray, gates: np.ndarray, pmtu,
             link_speed: float, bucket_ms: float, facts: bool) -> dict:
     """A partition's rows (its part of every file) analysed in the local engine's chunks; gidx:
     per file the frame index (from 0) of each row, or of its first when they follow each other.
@@ -322,7 +322,7 @@ def analyse(parts: list[list[Flat]], gidx: list, chunk_starts: np.ndarray, gates
     return run_partition(_pieces(parts, gidx), chunk_starts, gates, pmtu, link_speed, bucket_ms, facts)
 
 
-def step(run, file_parts: list[Flat], offset: int, starts: np.ndarray, gates: np.ndarray, end: int | None,
+def step(run, file_parts: Packed, offset: int, starts: np.ndarray, gates: np.ndarray, end: int | None,
          pmtu, link_speed: float, bucket_ms: float, facts: bool):
     """The partition's run (dask_partition_run.PartitionRun; None: a new one) fed its part of
     the next file (whose first row is frame index `offset`) and the chunks closed with it
@@ -341,11 +341,11 @@ def finished(run, starts: np.ndarray, gates: np.ndarray) -> dict:
     return run.result()
 
 
-def _pieces(parts: list[list[Flat]], gidx: list) -> list[tuple[dict, np.ndarray]]:
+def _pieces(parts: list[Packed], gidx: list) -> list[tuple[dict, np.ndarray]]:
     """Each piece of the files' parts with its rows' frame indexes."""
     pieces = []
     for file_parts, g in zip(parts, gidx):
-        for packed in (flat.value() for flat in file_parts):
+        for packed in file_parts:
             rows = unpack_column(packed, "_row").astype(np.int64)
             pieces.append((packed, rows + g if np.isscalar(g) else np.asarray(g)[rows]))
     return pieces

@@ -439,3 +439,34 @@ def test_pack_split_gives_the_rows_pack_gives():
                 assert got.cols[name].dtype == want.cols[name].dtype
                 assert np.array_equal(got.cols[name], want.cols[name]), name
                 assert np.array_equal(got.mask(name), want.mask(name)), name
+
+
+def test_a_part_crosses_as_one_buffer_a_pack_and_comes_back_whole():
+    """columns_wire.Packed (a file's part): pickled (as Dask sends it to another worker, protocol
+    5, buffers out of band) one buffer a pack, every array back with its dtype, shape and
+    values, other values as they were; unpickled it is a Packed again."""
+    import pickle
+
+    from roceview.batch import Batch
+    from roceview.columns_wire import Packed, pack
+
+    rng = np.random.default_rng(2)
+    packs = []
+    for n in (1, 7, 40):
+        cols = {"a": rng.integers(0, 1 << 40, n).astype(np.uint64), "b": np.zeros(n, np.uint16),
+                "mac": rng.integers(0, 3, n).astype(np.uint64), "g": rng.integers(0, 256, (n, 16)).astype(np.uint8)}
+        packs.append(pack([Batch(n, cols, {"a": rng.random(n) < 0.5})], coded=("mac",)))
+    packs.append({"lengths": [0], "cols": {"e": ("raw", np.zeros((0, 16), np.uint8))}, "valid": {}})
+    buffers = []
+    back = pickle.loads(pickle.dumps(Packed(packs), protocol=5, buffer_callback=buffers.append), buffers=buffers)
+    assert isinstance(back, Packed) and len(buffers) == len(packs)
+
+    def same(x, y):
+        if isinstance(x, np.ndarray):
+            return isinstance(y, np.ndarray) and x.dtype == y.dtype and x.shape == y.shape and np.array_equal(x, y)
+        if isinstance(x, dict):
+            return x.keys() == y.keys() and all(same(x[k], y[k]) for k in x)
+        if isinstance(x, (list, tuple)):
+            return type(x) is type(y) and len(x) == len(y) and all(same(a, b) for a, b in zip(x, y))
+        return x == y
+    assert same(list(back), packs)
