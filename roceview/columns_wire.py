@@ -199,6 +199,8 @@ class Flat:
         self.offsets = [0] + ends[:-1]
 
     def value(self):
+        if self.blob.ctypes.data % self.ALIGN:     # received inside a message at any address
+            self.blob = self.blob.copy()           # (numpy's own allocations are aligned)
         return _filled(self.skeleton, self.blob, self.offsets)
 
 
