@@ -208,6 +208,18 @@ class FlowRows(Mapping):
                       for c in table.columns}
         self.names = list(self._cols["flow"])
         self._index = {name: i for i, name in enumerate(self.names)}
+        if len(self._index) < len(self.names):
+            self._listed()
+
+    def _listed(self) -> None:
+        """Two flows spelt alike (format_address writes IPv6 ::fefe:x:y as lid:0xy whatever x
+        is): one row per name, the last one, where the name first came (what iterating this
+        mapping gives), so the column-wide rules see each name once, as the name lookups do."""
+        rows = np.fromiter(self._index.values(), np.int64, len(self._index))
+        self._cols = {c: v[rows] if isinstance(v, np.ndarray) else [v[i] for i in rows.tolist()]
+                      for c, v in self._cols.items()}
+        self.names = list(self._index)
+        self._index = {name: i for i, name in enumerate(self.names)}
 
     def __getitem__(self, name: str) -> "FlowRow":
         return FlowRow(self._cols, self._index[name])
