@@ -61,10 +61,9 @@ def analyze(files: list[str], *, client, roce_ports=(), chunk_packets: int, pmtu
                          retries=RETRIES)
         metas.append(submit(meta, read_at, pure=False))
         bits.append(submit(analysed_bits, read_at, pure=False))     # a bit a row, fetched for a replayed plan
-        for p in range(n_part + 1):         # streamed: a part goes to its worker with its step
-            held[p].append(submit(part, read_at, p, pure=False))
-            if not stream:
-                held[p][-1] = submit(arrived, held[p][-1], pure=False, retries=RETRIES, **_on(workers, p))
+        for p in range(n_part + 1):
+            held[p].append(submit(arrived, submit(part, read_at, p, pure=False), pure=False, retries=RETRIES,
+                                  **_on(workers, p)))
     # no future of the reads themselves kept: a read's rows (every partition's) are freed on its
     # worker once they have arrived at their partitions' (kept, they were there twice until analysed)
     read_at = None
@@ -81,9 +80,6 @@ def analyze(files: list[str], *, client, roce_ports=(), chunk_packets: int, pmtu
     fed = any(h is None for h in held[0])   # parts fed to the runs and freed: at once needs them read again
     if streamed is None and fed:
         return restart()
-    if streamed is None and stream:         # the parts go to their partitions' workers while the plan is made
-        held = [[submit(arrived, h, pure=False, retries=RETRIES, **_on(workers, p)) for h in held[p]]
-                for p in range(n_part + 1)]
     metas = _gather(metas, [f"decoding {f}" for f in order])
     told: list[str] = []
     plan = Plan(order, starts, metas, chunk_packets, told.append,
