@@ -93,3 +93,25 @@ def test_diagnose_package_imports_no_rich_or_textual():
         names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
         assert not [m for m in names if m.split(".")[0] in ("rich", "textual")], path.name
         assert len(path.read_text().splitlines()) <= 400, path.name
+
+
+@pytest.mark.parametrize("setting", ["storm_ms", "storm_window_ms", "link_rate_window_ms", "incast_window_us",
+                                     "nak_window_us", "cnp_wait_us"])
+def test_a_duration_past_a_year_is_one_line_bad_input(tmp_path, setting):
+    """1e16 (ms or us) passed the range check and overflowed int64 nanoseconds in the rules: a
+    traceback from `analyze --config` (rev4's review)."""
+    import subprocess
+    import sys
+
+    from roceview.diagnose.config import YEAR_MS
+
+    path = tmp_path / "c.toml"
+    path.write_text(f"[diagnose]\n{setting} = 1e16\n")
+    with pytest.raises(BadInput, match=f"{setting} must be a duration .* at most a year"):
+        load_config(path)
+    year = YEAR_MS if setting.endswith("_ms") else YEAR_MS * 1000
+    assert getattr(load_config(**{setting: float(year)}), setting) == year
+    sample = Path(__file__).resolve().parents[1] / "captures" / "incast.pcap"
+    done = subprocess.run([sys.executable, "-m", "roceview", "analyze", str(sample), "--config", str(path)],
+                          capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr

@@ -61,13 +61,19 @@ class Config:
 
 DEFAULTS = Config()
 # (low, low_included, high) of each number; every float field is also checked finite
-SHARE, COUNT, DURATION, SPAN = (0.0, True, 1.0), (1, True, None), (0.0, False, None), (0.0, True, None)
-RANGES = {"storm_ms": DURATION, "storm_window_ms": DURATION, "storm_share": SHARE,
+# durations at most a year, so that in ns they stay in int64 (1e16 ms overflowed: a traceback)
+YEAR_MS = 365 * 86_400_000
+SHARE, COUNT = (0.0, True, 1.0), (1, True, None)
+DURATION_MS, DURATION_US, SPAN_US = (0.0, False, YEAR_MS), (0.0, False, YEAR_MS * 1000), (0.0, True, YEAR_MS * 1000)
+RANGES = {"storm_ms": DURATION_MS, "storm_window_ms": DURATION_MS, "storm_share": SHARE,
+          "link_rate_window_ms": DURATION_MS,
           "pause_warning_share": SHARE, "ce_warning_share": SHARE, "not_ect_share": SHARE,
-          "cnp_wait_us": SPAN, "incast_senders": COUNT, "incast_window_us": DURATION,
-          "nak_window_us": DURATION, "read_rerequest_span": COUNT, "max_examples": COUNT}
-_RANGE_TEXT = {SHARE: "a share from 0 to 1", COUNT: "a count >= 1", DURATION: "a duration > 0",
-               SPAN: "a duration >= 0"}
+          "cnp_wait_us": SPAN_US, "incast_senders": COUNT, "incast_window_us": DURATION_US,
+          "nak_window_us": DURATION_US, "read_rerequest_span": COUNT, "max_examples": COUNT}
+_RANGE_TEXT = {SHARE: "a share from 0 to 1", COUNT: "a count >= 1",
+               DURATION_MS: f"a duration > 0 and at most a year ({YEAR_MS:,} ms)",
+               DURATION_US: f"a duration > 0 and at most a year ({YEAR_MS * 1000:,} us)",
+               SPAN_US: f"a duration >= 0 and at most a year ({YEAR_MS * 1000:,} us)"}
 
 
 def load_config(path=None, **overrides) -> Config:
