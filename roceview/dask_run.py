@@ -161,9 +161,11 @@ def _pinned(workers: list, p: int) -> dict:
 def _kept(client, futures: list, pinned: list, doing: list[str]) -> list | None:
     """The partitions' results; None as soon as a worker their runs are kept on has left, while
     they run or while their results are fetched (its runs are lost and, pinned, would wait for
-    it for ever: a result lost after it was done is recomputed from the runs)."""
-    out, wait = [], 0.5
-    while len(out) < len(futures) and set(pinned) <= _workers(client):
+    it for ever: a result lost after it was done is recomputed from the runs), or has stayed
+    paused by Dask's memory monitor for PAUSED_PATIENCE seconds (its runs can neither move nor
+    be spilled to disk, and may be what fills it: given up, they free it)."""
+    out, wait, paused = [], 0.5, {}
+    while len(out) < len(futures) and _usable(client, pinned, paused):
         future = futures[len(out)]
         try:
             future.exception(timeout=0.5)          # done, whether it failed or not
@@ -179,12 +181,38 @@ def _kept(client, futures: list, pinned: list, doing: list[str]) -> list | None:
     return out if len(out) == len(futures) else None
 
 
-def _workers(client) -> set:
-    """The scheduler's workers; the scheduler lost, one line (as result_of), not a traceback."""
+PAUSED_PATIENCE = 30.0
+
+
+def _usable(client, pinned: list, paused: dict) -> bool:
+    """Whether every worker in `pinned` is still there, and running or paused (`paused`: since
+    when, as first seen) for less than PAUSED_PATIENCE seconds."""
+    import time
+
+    status, now = _statuses(client), time.monotonic()
+    for w in pinned:
+        if w not in status:
+            return False
+        if status[w] != "paused":
+            paused.pop(w, None)
+        elif now - paused.setdefault(w, now) >= PAUSED_PATIENCE:
+            return False
+    return True
+
+
+def _statuses(client) -> dict:
+    """Each worker's status (running, paused, ...); the scheduler lost, one line (as result_of),
+    not a traceback."""
     try:
-        return set(client.nthreads())
+        present = set(client.nthreads())           # raises once the scheduler is gone
+        try:
+            info = client.scheduler_info(n_workers=-1)      # distributed 2025.x lists 5 unless asked
+        except TypeError:                                   # before: every worker, no such argument
+            info = client.scheduler_info()
     except Exception as exc:  # noqa: BLE001 - a closed connection: one line
         raise _could_not("analysing partitions", exc) from None
+    # scheduler_info keeps what it last had when the scheduler cannot be asked: not for who is there
+    return {w: str(info["workers"].get(w, {}).get("status", "running")) for w in present}
 
 
 def _could_not(doing: str, exc: Exception):

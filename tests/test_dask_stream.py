@@ -326,3 +326,37 @@ def test_random_files_in_sequence_identical_to_local(in_process, tmp_path, seed)
     chunk = int(rng.choice([1, 2, 3, 7, 50, 101, 333] if len(cap) < 1000 else [7, 50, 101, 333]))
     same_as_local(_cut_with_pfc(rng, tmp_path / "in", cap), tmp_path, chunk_packets=chunk,
                   pmtu=int(rng.choice([1024, 4096])), diagnose=bool(rng.random() < 0.5))
+
+
+def test_a_worker_paused_for_good_gives_up_the_stream(tmp_path, monkeypatch):
+    """A worker that Dask's memory monitor keeps paused runs no task: its partitions' runs,
+    pinned to it, would wait for ever. Paused for PAUSED_PATIENCE seconds, it costs the run its
+    stream: every partition analysed at once, on the workers still running; the local result."""
+    distributed = pytest.importorskip("dask.distributed")
+    import threading
+
+    import dask
+
+    import roceview
+    import roceview.dask_run as run
+    from distributed.core import Status
+    from test_dask_review import _csvs
+
+    monkeypatch.setattr(run, "PAUSED_PATIENCE", 1.0)
+    d = _ring(tmp_path / "in", generate("incast", seed=3, scale=20), pieces=4)
+
+    def pause(dask_worker):
+        dask_worker.status = Status.paused
+
+    with dask.config.set({"distributed.worker.memory.pause": False}), \
+            distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as c, \
+            distributed.Client(c) as client:
+        client.run(pause, workers=[sorted(client.nthreads())[1]])
+        got = []
+        running = threading.Thread(target=lambda: got.append(
+            roceview.analyze(d, engine="dask", scheduler=c.scheduler_address, chunk_packets=500)), daemon=True)
+        running.start()
+        running.join(60)
+        assert not running.is_alive(), "waited for the paused worker"
+        assert [s["status"] for s in client.scheduler_info(n_workers=-1)["workers"].values()].count("paused") == 1
+    assert _csvs(got[0], tmp_path / "d") == _csvs(roceview.analyze(d, chunk_packets=500), tmp_path / "l")
