@@ -115,3 +115,17 @@ def test_a_duration_past_a_year_is_one_line_bad_input(tmp_path, setting):
     done = subprocess.run([sys.executable, "-m", "roceview", "analyze", str(sample), "--config", str(path)],
                           capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("setting", ["storm_ms", "storm_window_ms", "link_rate_window_ms", "incast_window_us",
+                                     "nak_window_us"])
+def test_a_duration_under_a_nanosecond_is_one_line_bad_input(tmp_path, setting):
+    """More than 0 but under 1 ns passed the range check and was 0 ns in the rules: a
+    storm_window_ms of 1e-7 divided by a zero-length window (a RuntimeWarning on stderr and a
+    pfc_storm 'paused inf%'); 1 ns itself is allowed."""
+    path = tmp_path / "c.toml"
+    path.write_text(f"[diagnose]\n{setting} = 1e-7\n")
+    with pytest.raises(BadInput, match=f"{setting} must be a duration of at least 1 ns"):
+        load_config(path)
+    ns = 1e-6 if setting.endswith("_ms") else 1e-3
+    assert getattr(load_config(**{setting: ns}), setting) == ns
