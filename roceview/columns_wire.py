@@ -172,6 +172,13 @@ class Packed(list):
     def __reduce__(self):
         return _unflattened, ([Flat(pack) for pack in self],)
 
+    def nbytes(self) -> int:
+        """Its arrays' bytes (dask.sizeof, registered in dask_partition: as a list Dask sampled
+        10 of a pack's columns, 0.47x to 1.55x of this from one call to the next)."""
+        arrays: list[np.ndarray] = []
+        _hollow(list(self), arrays)
+        return sum(a.nbytes for a in arrays)
+
 
 def _unflattened(flats: list) -> Packed:
     return Packed(flat.value() for flat in flats)

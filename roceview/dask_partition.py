@@ -349,3 +349,11 @@ def _pieces(parts: list[Packed], gidx: list) -> list[tuple[dict, np.ndarray]]:
             rows = unpack_column(packed, "_row").astype(np.int64)
             pieces.append((packed, rows + g if np.isscalar(g) else np.asarray(g)[rows]))
     return pieces
+
+
+try:                                                     # the workers' memory accounting
+    from dask.sizeof import sizeof as _sizeof
+
+    _sizeof.register(Packed)(lambda part: part.nbytes() + 1024 * len(part))    # + the dicts
+except ImportError:                                      # pragma: no cover - dask is an extra
+    pass

@@ -488,3 +488,19 @@ def test_a_part_received_at_an_odd_address_gives_aligned_columns():
     value = pickle.loads(data, buffers=[shifted[3:]]).value()
     assert value["a"][1].ctypes.data % 8 == 0 and value["a"][1].tolist() == list(range(9))
     assert value["b"][1].tolist() == list(range(5))
+
+
+def test_a_part_is_sized_for_dask_by_its_arrays():
+    """dask.sizeof of a Packed (what the worker's memory manager counts and spills by) is its
+    arrays' bytes: as a plain list it sampled 10 of a pack's columns at random, 0.47x to 1.55x
+    of a part's bytes from one call to the next (incast, 2 packs, 20 calls)."""
+    from dask.sizeof import sizeof
+
+    import roceview.dask_partition  # noqa: F401 - registers it, as the workers import it
+    from roceview.columns_wire import Packed
+
+    cols = {f"c{i}": ("raw", np.zeros(8, np.uint8)) for i in range(29)}
+    cols["big"] = ("raw", np.zeros(1 << 20, np.uint8))
+    part = Packed([{"lengths": [8], "cols": cols, "valid": {"v": ("bits", np.zeros(1, np.uint8), 8)}}])
+    sizes = {sizeof(part) for _ in range(20)}
+    assert len(sizes) == 1 and (1 << 20) + 29 * 8 <= sizes.pop() < (1 << 20) + 64 * 1024, sizes
