@@ -129,3 +129,14 @@ def test_a_duration_under_a_nanosecond_is_one_line_bad_input(tmp_path, setting):
         load_config(path)
     ns = 1e-6 if setting.endswith("_ms") else 1e-3
     assert getattr(load_config(**{setting: ns}), setting) == ns
+
+
+@pytest.mark.parametrize("setting, value, message", [("link_rate_margin", 0, "a factor > 0"),
+                                                     ("link_rate_margin", -1.25, "a factor > 0"),
+                                                     ("pause_only_min_gbps", -10, "a rate >= 0")])
+def test_a_negative_or_zero_factor_is_one_line_bad_input(setting, value, message):
+    """link_rate_margin <= 0 would call every host's rate a mismatch; a negative assumed PAUSE
+    speed means nothing (rev5's review): both were taken as given."""
+    with pytest.raises(BadInput, match=f"{setting} must be {message}"):
+        load_config(**{setting: value})
+    assert load_config(pause_only_min_gbps=0).pause_only_min_gbps == 0

@@ -64,14 +64,15 @@ DEFAULTS = Config()
 # durations at most a year, so that in ns they stay in int64 (1e16 ms overflowed: a traceback),
 # and at least 1 ns (the rules' unit: under it a window was 0 ns long, a division by zero)
 YEAR_MS = 365 * 86_400_000
-SHARE, COUNT = (0.0, True, 1.0), (1, True, None)
+SHARE, COUNT, FACTOR, RATE = (0.0, True, 1.0), (1, True, None), (0.0, False, None), (0.0, True, None)
 DURATION_MS, DURATION_US, SPAN_US = (1e-6, True, YEAR_MS), (1e-3, True, YEAR_MS * 1000), (0.0, True, YEAR_MS * 1000)
 RANGES = {"storm_ms": DURATION_MS, "storm_window_ms": DURATION_MS, "storm_share": SHARE,
-          "link_rate_window_ms": DURATION_MS,
+          "link_rate_window_ms": DURATION_MS, "link_rate_margin": FACTOR, "pause_only_min_gbps": RATE,
           "pause_warning_share": SHARE, "ce_warning_share": SHARE, "not_ect_share": SHARE,
           "cnp_wait_us": SPAN_US, "incast_senders": COUNT, "incast_window_us": DURATION_US,
           "nak_window_us": DURATION_US, "read_rerequest_span": COUNT, "max_examples": COUNT}
-_RANGE_TEXT = {SHARE: "a share from 0 to 1", COUNT: "a count >= 1",
+_RANGE_TEXT = {SHARE: "a share from 0 to 1", COUNT: "a count >= 1", FACTOR: "a factor > 0",
+               RATE: "a rate >= 0 (Gb/s)",
                DURATION_MS: f"a duration of at least 1 ns (1e-06 ms) and at most a year ({YEAR_MS:,} ms)",
                DURATION_US: f"a duration of at least 1 ns (0.001 us) and at most a year ({YEAR_MS * 1000:,} us)",
                SPAN_US: f"a duration >= 0 and at most a year ({YEAR_MS * 1000:,} us)"}
