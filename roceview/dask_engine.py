@@ -112,8 +112,13 @@ def result_of(future, path: str, doing: str | None = None):
     except BadInput:
         raise
     except Exception as exc:  # noqa: BLE001 - a lost worker, a closed connection: one line
-        raise BadInput(f"the Dask run could not complete ({doing or 'decoding ' + path}: {type(exc).__name__}: "
-                       f"{_one_line(exc)}); no result was written") from None
+        raise could_not(doing or "decoding " + path, exc) from None
+
+
+def could_not(doing: str, exc: Exception) -> BadInput:
+    """A Dask run that cannot complete, as one line saying what it was doing."""
+    return BadInput(f"the Dask run could not complete ({doing}: {type(exc).__name__}: {_one_line(exc)}); "
+                    "no result was written")
 
 
 def _one_line(exc: BaseException) -> str:

@@ -208,7 +208,10 @@ class PartitionRun:
     def nbytes(self) -> int:
         """What Dask is told the run holds (dask.sizeof): its waiting rows, and enough for the
         analysis state that moving it to another worker looks as costly as it is."""
-        return sum(_nbytes(p) + g.nbytes for p, g in self.waiting) + (64 << 20)
+        from roceview.columns_wire import array_bytes
+
+        return sum(array_bytes((p.cols, p.valid) if isinstance(p, Batch) else p) + g.nbytes
+                   for p, g in self.waiting) + (64 << 20)
 
     def result(self) -> dict:
         an, timeline, fc = self.an, self.timeline, self.fc
@@ -226,16 +229,6 @@ class PartitionRun:
             out["facts"] = {"classes": f.classes, "first_seen": fc.first_seen, "bad_icrc_frames": f.bad_icrc_frames,
                             "read_breaks": f.read_breaks}
         return out
-
-
-def _nbytes(value) -> int:
-    if isinstance(value, np.ndarray):
-        return value.nbytes
-    if isinstance(value, Batch):
-        return _nbytes(value.cols) + _nbytes(value.valid)
-    if isinstance(value, dict):
-        return sum(_nbytes(v) for v in value.values())
-    return sum(_nbytes(v) for v in value) if isinstance(value, (list, tuple)) else 0
 
 
 def _before(pieces: list[tuple], end: int) -> tuple[list[tuple], list[tuple]]:

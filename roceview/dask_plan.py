@@ -132,13 +132,21 @@ def _one_after_another(starts: list, metas: list[dict]) -> bool:
     """Whether each file's first packet comes after every packet of the file before it (as the
     workers read them: the first timestamps the driver ordered the files by are theirs): then
     the local engine opens each file once the one before is done, alone."""
-    if not metas or any(m["n"] == 0 for m in metas):
+    return bool(metas) and all(follows(starts, k, m) for k, m in enumerate(metas))
+
+
+def follows(starts: list, k: int, meta: dict) -> bool:
+    """_one_after_another for file k alone (dask_stream judges each file as it is read): read
+    with rows, first at the time it was ordered by, every packet of it before the next file's
+    first; a file alone is read as the local engine reads one file."""
+    if meta["n"] == 0:
         return False
-    if len(metas) == 1:                          # read alone, as the local engine reads one file
+    if len(starts) == 1:
         return True
-    if any(s is None or m["first_ts"] != s for s, m in zip(starts, metas)):
+    if starts[k] is None or meta["first_ts"] != starts[k]:
         return False
-    return all(s > max(hi for _, _, hi, _ in m["chunks"]) for s, m in zip(starts[1:], metas))
+    return k + 1 == len(starts) or (starts[k + 1] is not None and
+                                    starts[k + 1] > max(hi for _, _, hi, _ in meta["chunks"]))
 
 
 def _parts(ts: np.ndarray, k: int, cuts: list[int]):

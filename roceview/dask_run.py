@@ -12,7 +12,7 @@ driver-side path (dask_engine.DaskBatches) on the same cluster.
 """
 from __future__ import annotations
 
-from roceview.dask_engine import RETRIES, close_quietly, connect, result_of
+from roceview.dask_engine import RETRIES, close_quietly, connect, could_not, result_of
 
 
 def partitioned(files: list[str], scheduler, warn, **options):
@@ -144,18 +144,12 @@ def _streamed(client, order: list[str], starts: list, metas: list, held: list[li
         closed = stream.add(meta)
         # before the files still to read: a part analysed as it comes is a part not held
         runs = [client.submit(step, runs[p], held[p][k], offset, *closed, *options, pure=False, priority=1,
-                              **_pinned(workers, p)) for p in range(len(held))]
+                              **_on(workers, p, pinned=True)) for p in range(len(held))]
         for p in range(len(held)):          # freed once fed: a partition's worker holds a few files' rows
             held[p][k] = None
     last = stream.finish()[:2]
-    return [client.submit(finished, run, *last, pure=False, priority=1, **_pinned(workers, p))
+    return [client.submit(finished, run, *last, pure=False, priority=1, **_on(workers, p, pinned=True))
             for p, run in enumerate(runs)], stream
-
-
-def _pinned(workers: list, p: int) -> dict:
-    """Partition p's worker, and no other: a partition's run lives there between its files
-    (the Analyzer's state does not pickle, and moving it would cost more than the work)."""
-    return {"workers": [workers[p % len(workers)]], "allow_other_workers": False}
 
 
 def _kept(client, futures: list, pinned: list, doing: list[str]) -> list | None:
@@ -176,7 +170,7 @@ def _kept(client, futures: list, pinned: list, doing: list[str]) -> list | None:
             wait = 2 * wait if future.done() else wait
             continue
         except Exception as exc:  # noqa: BLE001 - a closed connection: one line
-            raise _could_not(doing[len(out)], exc) from None
+            raise could_not(doing[len(out)], exc) from None
         result_of(future, "", doing[len(out)])     # failed: its one line
     return out if len(out) == len(futures) else None
 
@@ -210,23 +204,17 @@ def _statuses(client) -> dict:
         except TypeError:                                   # before: every worker, no such argument
             info = client.scheduler_info()
     except Exception as exc:  # noqa: BLE001 - a closed connection: one line
-        raise _could_not("analysing partitions", exc) from None
+        raise could_not("analysing partitions", exc) from None
     # scheduler_info keeps what it last had when the scheduler cannot be asked: not for who is there
     return {w: str(info["workers"].get(w, {}).get("status", "running")) for w in present}
 
 
-def _could_not(doing: str, exc: Exception):
-    from roceview.dask_engine import _one_line
-    from roceview.errors import BadInput
-
-    return BadInput(f"the Dask run could not complete ({doing}: {type(exc).__name__}: {_one_line(exc)}); "
-                    "no result was written")
-
-
-def _on(workers: list, p: int) -> dict:
+def _on(workers: list, p: int, pinned: bool = False) -> dict:
     """Partition p's worker, where its pieces gather as the files are read and it is analysed
-    (another, should that worker be lost)."""
-    return {} if workers[0] is None else {"workers": [workers[p % len(workers)]], "allow_other_workers": True}
+    (another, should that worker be lost); pinned: that worker and no other, for a partition's
+    run that lives there between its files (the Analyzer's state does not pickle, and moving it
+    would cost more than the work)."""
+    return {} if workers[0] is None else {"workers": [workers[p % len(workers)]], "allow_other_workers": not pinned}
 
 
 def _timeline_rows(metas: list[dict], flows: int, packets: int, bucket_ns: int) -> int:

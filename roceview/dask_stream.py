@@ -1,5 +1,5 @@
 """The partitioned Dask run's plan made file by file, so that the partitions are analysed while
-the later files are still read (dask_run.streamed).
+the later files are still read (dask_run._streamed).
 
 For files that follow each other in time (a ring buffer), what a file's rows need before they
 can be analysed is known once the files up to it are read: frame numbers count the rows of
@@ -8,7 +8,7 @@ whose rule closes a group when the next entry comes; and a chunk's one cross-flo
 (dask_plan.pairing_open) reads the flows first seen up to its end. `StreamPlan.add` takes
 each file's summary (dask_partition.read's meta) in order and returns the chunks it closes
 with their decisions; `finish` the rest. Whether the files follow each other is judged file by
-file as in dask_plan._one_after_another; the run checks the streamed chunks and decisions
+file (dask_plan.follows, the rule of the whole Plan's); the run checks the streamed chunks and decisions
 against the whole Plan and gates at the end (dask_run), so a disagreement costs time, never
 a result.
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from roceview.dask_plan import NONE, fold_flows, pairing_open
+from roceview.dask_plan import NONE, fold_flows, follows, pairing_open
 from roceview.packets import Coalescer
 
 
@@ -24,9 +24,8 @@ class StreamPlan:
     """starts: the files' first timestamps, as the driver ordered them (packets._time_ordered)."""
 
     def __init__(self, starts: list, chunk_packets: int):
-        self.starts, self.files = starts, len(starts)
+        self.starts = starts
         self.joining = Coalescer(chunk_packets)
-        self.offsets: list[int] = []             # each file's first frame index (Plan.gidx)
         self.rows = 0                            # rows of the files added
         self.sizes: list[int] = []               # the closed chunks' rows
         self.last: list[int] = []                # and their last analysed frame index (NONE: none)
@@ -35,22 +34,13 @@ class StreamPlan:
         self.decided: list[np.ndarray] = []      # the closed chunks' decisions, as handed out
 
     def follows(self, k: int, meta: dict) -> bool:
-        """dask_plan._one_after_another for file k: read with rows, first at the time it was
-        ordered by, and every packet of it before the next file's first."""
-        if meta["n"] == 0:
-            return False
-        if self.files == 1:
-            return True
-        if self.starts[k] is None or meta["first_ts"] != self.starts[k]:
-            return False
-        return k + 1 == self.files or (self.starts[k + 1] is not None and
-                                       self.starts[k + 1] > max(hi for _, _, hi, _ in meta["chunks"]))
+        """Whether file k follows the one before in time (dask_plan.follows)."""
+        return follows(self.starts, k, meta)
 
     def add(self, meta: dict) -> tuple[np.ndarray, np.ndarray, int]:
         """File k's summary (k: the files added so far): (the frame index of each chunk it
         closes, their decisions, the end of the last: the rows before it can be analysed)."""
         o = self.rows
-        self.offsets.append(o)
         closed = []
         for n, lo, hi, at in meta["chunks"]:
             if n:
