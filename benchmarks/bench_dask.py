@@ -11,8 +11,11 @@ each; started, and their workers' imports done, before the clock starts): the fu
 driver plans and merges), and the decode alone on the workers. A Dask analysis is timed twice
 on its cluster: the second run (workers warmed by the first, as on a long-lived cluster) is the
 row, the first is beside it (`first_run`), and both scaling efficiencies are printed. The
-client process takes the CLI's malloc settings. Each configuration runs --repeat times; the
-run of median wall time is printed. Prints packets/s, CPU seconds and
+client process takes the CLI's malloc settings. The clusters are made as `analyze --engine dask`
+makes its own (dask_engine.local_cluster). Each configuration runs --repeat times, round by round
+(every configuration once, then again: a slow minute on a shared machine slows both worker
+counts, not one); the run of median wall time is printed, and the scaling efficiency of each
+round beside that of the medians. Prints packets/s, CPU seconds and
 peak RSS of the driver and of each worker, the scaling efficiency rate(2) / (2 x rate(1)),
 and checks the five CSV files of every Dask run equal the local engine's. Note the machine's
 load: others share it.
@@ -78,9 +81,11 @@ def one(mode: str, workers: int, directory: str, out: str, again: bool) -> dict:
         return _ceiling(directory)
     cluster = client = None
     if mode != "local":
-        from dask.distributed import Client, LocalCluster
+        from dask.distributed import Client
 
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0")
+        from roceview.dask_engine import local_cluster
+
+        cluster = local_cluster(workers)            # as `analyze --engine dask` without --scheduler makes it
         client = Client(cluster)
         client.run(_warm)                          # worker start-up (imports), paid once per cluster
     row = _timed(mode, workers, client, directory, out)
@@ -180,30 +185,39 @@ def main() -> None:
     if not a.dir.exists() or len(list(a.dir.glob("ring_*.pcap"))) < a.files:
         make_ring(a.dir, a.files, a.packets)
     print(f"load average before: {os.getloadavg()}, cores: {os.cpu_count()}")
-    rows = []
+    configs = (("local", 0), ("ceiling", 0), ("dask", 1), ("dask", 2), ("decode", 1), ("decode", 2))
+    runs: dict[tuple, list] = {c: [] for c in configs}
     with tempfile.TemporaryDirectory() as tmp:
-        for mode, workers in (("local", 0), ("ceiling", 0), ("dask", 1), ("dask", 2), ("decode", 1), ("decode", 2)):
-            out = os.path.join(tmp, f"{mode}{workers}")
-            runs = []
-            for _ in range(a.repeat):
+        for _ in range(a.repeat):        # round by round: a slow minute slows 1 and 2 workers alike
+            for mode, workers in configs:
+                out = os.path.join(tmp, f"{mode}{workers}")
                 done = subprocess.run([sys.executable, __file__, "--one", mode, str(workers), str(a.dir), out],
                                       capture_output=True, text=True, check=True, cwd=REPO)
-                runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
-            row = sorted(runs, key=lambda r: r["wall_s"])[len(runs) // 2]
-            row["walls_s"] = sorted(r["wall_s"] for r in runs)
-            if mode == "dask":
-                row["csvs_equal_local"] = all(Path(out, n).read_bytes() == Path(tmp, "local0", n).read_bytes()
-                                              for n in CSVS)
-            row["load_after"] = round(os.getloadavg()[0], 2)
-            rows.append(row)
+                row = json.loads(done.stdout.strip().splitlines()[-1])
+                if mode == "dask":
+                    row["csvs_equal_local"] = all(Path(out, n).read_bytes() == Path(tmp, "local0", n).read_bytes()
+                                                  for n in CSVS)
+                row["load_after"] = round(os.getloadavg()[0], 2)
+                runs[(mode, workers)].append(row)
+        rows = [_median_row(runs[c]) for c in configs]
+        for row in rows:
             print(json.dumps(row), flush=True)
     rate = {(r["mode"], r["workers"]): r["pkt_per_s"] for r in rows}
     first = {r["workers"]: r["first_run"]["pkt_per_s"] for r in rows if "first_run" in r}
     print(f"dask, first run on a new cluster: scaling efficiency with 2 workers = "
           f"{first[2] / (2 * first[1]):.0%} of 2x the 1-worker rate")
     for mode in ("dask", "decode"):
+        paired = sorted(two["pkt_per_s"] / (2 * one["pkt_per_s"]) for one, two in zip(runs[(mode, 1)], runs[(mode, 2)]))
         print(f"{mode}{', run again' if mode == 'dask' else ''}: scaling efficiency with 2 workers = "
-              f"{rate[(mode, 2)] / (2 * rate[(mode, 1)]):.0%} of 2x the 1-worker rate")
+              f"{rate[(mode, 2)] / (2 * rate[(mode, 1)]):.0%} of 2x the 1-worker rate (medians); "
+              f"round by round {', '.join(f'{e:.0%}' for e in paired)}")
+
+
+def _median_row(runs: list[dict]) -> dict:
+    """The run of median wall time, with every run's wall time beside it."""
+    row = dict(sorted(runs, key=lambda r: r["wall_s"])[len(runs) // 2])
+    row["walls_s"] = sorted(r["wall_s"] for r in runs)
+    return row
 
 
 if __name__ == "__main__":

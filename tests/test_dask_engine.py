@@ -363,3 +363,25 @@ def test_an_interrupted_local_cluster_run_leaves_no_tracker_warning(sig, code):
     time.sleep(1)                       # the tracker outlives the process: its last words come after
     assert proc.returncode == code
     assert b"resource_tracker" not in err and b"leaked semaphore" not in err, err
+
+
+def test_our_local_cluster_runs_without_the_profiler_and_the_20_ms_tick():
+    """local_cluster (no --scheduler) turns off housekeeping nobody reads there (QUIET): the
+    workers' 10 ms statistical profiler, the 20 ms event-loop tick; the caller's own Dask
+    configuration stays as it was."""
+    import dask
+
+    from roceview.dask_engine import local_cluster
+
+    before = dask.config.get("distributed.worker.profile.enabled")
+    cluster = local_cluster(1)
+    try:
+        with distributed.Client(cluster) as client:
+            callbacks = client.run(lambda dask_worker: sorted(dask_worker.periodic_callbacks))
+            ticks = client.run(lambda dask_worker: dask_worker._tick_interval)
+        assert len(callbacks) == 1
+        assert not [c for names in callbacks.values() for c in names if c.startswith("profile")]
+        assert list(ticks.values()) == [1.0] and cluster.scheduler._tick_interval == 1.0
+    finally:
+        cluster.close()
+    assert dask.config.get("distributed.worker.profile.enabled") == before
