@@ -524,3 +524,26 @@ def test_a_part_counts_its_bytes_as_it_grows_and_keeps_the_count_across_workers(
         assert part.nbytes() == array_bytes(list(part))
         back = pickle.loads(pickle.dumps(part, protocol=5))
         assert back.nbytes() == part.nbytes() and len(back) == len(part)
+
+
+def test_a_result_column_in_a_narrow_range_crosses_narrowed_and_comes_back_as_it_was():
+    """pack_array sends an integer column whose values sit in a narrow range above a large one
+    (a timeline's bucket starts) as that one and narrowed distances: lossless for every integer
+    type, negative and extreme values included, and smaller where it applies."""
+    from roceview.columns_wire import pack_array, unpack_array
+
+    rng = np.random.default_rng(7)
+    info = {t: np.iinfo(t) for t in (np.int16, np.int32, np.int64, np.uint16, np.uint32, np.uint64)}
+    for _ in range(400):
+        t = rng.choice(list(info))
+        lo, hi = int(info[t].min), int(info[t].max)
+        base = int(rng.integers(lo, hi, dtype=np.int64 if lo < 0 else np.uint64, endpoint=True))
+        span = int(rng.choice([0, 1, 255, 256, 65535, 1 << 20, 1 << 40]))
+        values = np.clip(base + rng.integers(0, span + 1, int(rng.integers(1, 40)), dtype=np.uint64).astype(object),
+                         lo, hi).astype(t)
+        back = unpack_array(pack_array(values))
+        assert back.dtype == values.dtype and np.array_equal(back, values), (t, base, span)
+    starts = np.arange(1_700_000_000_000_000_000, 1_700_000_001_000_000_000, 1_000_000, dtype=np.int64)
+    packed = pack_array(starts)
+    assert packed[0] == "offset" and packed[-1].nbytes == starts.nbytes // 2
+    assert np.array_equal(unpack_array(packed), starts)
