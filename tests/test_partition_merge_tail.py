@@ -1,0 +1,124 @@
+"""partition_merge._timeline places the partitions' timeline rows on a (bucket, flow) grid
+instead of sorting them: its table equals the merge by definition (sums per bucket and flow,
+in their order) however the rows are partitioned, numbered, ordered or bucketed."""
+import numpy as np
+import pytest
+
+import roceview.partition_merge as merge
+from roceview.analysis.tables import TIMELINE_COLUMNS, Coded, Table
+from roceview.analysis.timeline import Timeline
+from roceview.dask_partition_run import from_wire, to_wire
+
+
+def reference(timelines: list[Table], rank: dict, names: list[str], bucket_ns: int) -> Table:
+    """The merge by its definition, row by row: sums per (bucket, flow), in (bucket, flow)
+    order (what the argsort merge gave)."""
+    fields = [c for c in TIMELINE_COLUMNS[2:] if c != "gbps"]
+    sums: dict[tuple[int, int], list[int]] = {}
+    for t in timelines:
+        for i in range(len(t)):
+            key = (int(t.data["bucket_start"][i]) // bucket_ns, rank[t.data["flow"][i]])
+            row = sums.setdefault(key, [0] * len(fields))
+            for j, c in enumerate(fields):
+                row[j] += int(t.data[c][i])
+    if not sums:
+        return Table.empty(TIMELINE_COLUMNS)
+    keys = sorted(sums)
+    data = {"bucket_start": np.array([b for b, _ in keys], np.int64) * bucket_ns,
+            "flow": Coded(np.array([f for _, f in keys], np.int64), names)}
+    for j, c in enumerate(fields):
+        data[c] = np.array([sums[k][j] for k in keys], np.int64)
+    data["gbps"] = data["bytes"] * 8.0 / bucket_ns
+    return Table(TIMELINE_COLUMNS, data)
+
+
+def assert_same(got: Table, expect: Table) -> None:
+    assert got.columns == expect.columns
+    for c in expect.columns:
+        a, b = got.data[c], expect.data[c]
+        if isinstance(b, Coded):
+            assert a.names == b.names, c
+            a, b = a.codes, b.codes
+        a, b = np.asarray(a), np.asarray(b)
+        assert a.dtype == b.dtype and np.array_equal(a, b), c
+    assert got.text_rows() == expect.text_rows()
+
+
+def partitioned(rng, n_flows: int, n_parts: int, bucket_ns: int, rows: int, spread: int = 50,
+                empty: int = 0) -> tuple[list[Table], list[str]]:
+    """Partition timelines (Timeline.table, through the wire) of n_flows flows dealt at random
+    to n_parts partitions (`empty` more with no rows), each numbering its flows in its own
+    order of first appearance (not the whole capture's)."""
+    names = [f"qp{i}" for i in range(n_flows)]
+    owner = rng.integers(0, n_parts, n_flows)
+    t0 = 1_700_000_000_000_000_000
+    ts = np.sort(t0 + rng.integers(0, spread * bucket_ns, rows))
+    flow = rng.integers(0, n_flows, rows)
+    counters = {"bytes": rng.integers(60, 4200, rows), "ecn_ce": rng.integers(0, 2, rows),
+                "cnp_packets": None, "retransmitted_packets": (rng.random(rows) < 0.01).astype(np.int64)}
+    tables = []
+    for p in range(n_parts):
+        mine = owner[flow] == p
+        seen, local = np.unique(flow[mine], return_index=True)
+        by_first = seen[np.argsort(local)]                 # the partition's flows, first seen first
+        number = np.full(n_flows, -1)
+        number[by_first] = np.arange(len(by_first))
+        timeline = Timeline(bucket_ns)
+        timeline.feed(ts[mine], number[flow[mine]], {k: None if v is None else v[mine] for k, v in counters.items()},
+                      max(len(by_first), 1), True)
+        tables.append(from_wire(to_wire(timeline.table([names[i] for i in by_first]))))
+    return tables + [from_wire(to_wire(Timeline(bucket_ns).table([]))) for _ in range(empty)], names
+
+
+def check(tables: list[Table], names: list[str], bucket_ns: int) -> None:
+    rank = {n: i for i, n in enumerate(names)}
+    expect = reference(tables, rank, names, bucket_ns)
+    assert_same(merge._timeline(tables, rank, names, bucket_ns), expect)
+
+
+@pytest.mark.parametrize("n_parts, empty", [(1, 0), (2, 0), (3, 2), (5, 1), (1, 3)])
+@pytest.mark.parametrize("coarser", [0, 1, 3])
+def test_the_grid_merge_is_the_sorted_merge(n_parts, empty, coarser):
+    """Several partitions, empty ones, a single one; buckets as the partitions' or 2x, 8x as
+    long (rows of a partition then share a (bucket, flow) and are summed)."""
+    rng = np.random.default_rng(n_parts * 10 + empty + 100 * coarser)
+    tables, names = partitioned(rng, 37, n_parts, 1000, 4000, empty=empty)
+    check(tables, names, 1000 << coarser)
+
+
+def test_rows_out_of_order_or_shared_between_partitions_still_merge_exactly():
+    """The grid assumes no order of the rows: tables shuffled, flows numbered against the whole
+    capture's order, a flow's rows in two partitions (summed as the sort did)."""
+    rng = np.random.default_rng(3)
+    tables, names = partitioned(rng, 40, 3, 1000, 5000)
+    shuffled = [t.take(rng.permutation(len(t))) for t in tables]
+    check(shuffled, names, 1000)
+    check(shuffled, names, 4000)
+    reversed_ = [t.take(np.arange(len(t))[::-1]) for t in tables]
+    check(reversed_, names, 1000)
+    check(tables + tables[:1], names, 1000)                # the same rows twice: summed
+
+
+def test_no_rows_at_all_is_the_local_engines_empty_timeline():
+    tables = [from_wire(to_wire(Timeline(1000).table([]))) for _ in range(3)]
+    got = merge._timeline(tables, {}, [], 1000)
+    assert_same(got, Table.empty(TIMELINE_COLUMNS))
+    assert got.text_rows() == []
+
+
+def test_a_sparse_grid_falls_back_to_the_sort(monkeypatch):
+    """Few rows over many buckets and flows (a grid much larger than the rows) are sorted; both
+    ways give the same table."""
+    rng = np.random.default_rng(11)
+    tables, names = partitioned(rng, 300, 3, 1000, 200, spread=100_000)
+    rank = {n: i for i, n in enumerate(names)}
+    expect = reference(tables, rank, names, 1000)
+    sorted_, dense = [], []
+    real_sorted, real_dense = merge._sorted, merge._dense
+    monkeypatch.setattr(merge, "_sorted", lambda *a: sorted_.append(1) or real_sorted(*a))
+    monkeypatch.setattr(merge, "_dense", lambda *a: dense.append(1) or real_dense(*a))
+    assert_same(merge._timeline(tables, rank, names, 1000), expect)
+    assert sorted_ and not dense
+    monkeypatch.setattr(merge, "DENSE", 10 ** 9)
+    assert_same(merge._timeline(tables, rank, names, 1000), expect)
+    assert dense
