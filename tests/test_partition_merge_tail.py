@@ -119,7 +119,7 @@ def test_a_sparse_grid_falls_back_to_the_sort(monkeypatch):
     monkeypatch.setattr(merge, "_dense", lambda *a: dense.append(1) or real_dense(*a))
     assert_same(merge._timeline(tables, rank, names, 1000), expect)
     assert sorted_ and not dense
-    monkeypatch.setattr(merge, "DENSE", 10 ** 9)
+    monkeypatch.setattr(merge, "GRID_CELLS_A_ROW", 10 ** 9)
     assert_same(merge._timeline(tables, rank, names, 1000), expect)
     assert dense
 
@@ -145,3 +145,43 @@ def test_a_timeline_crosses_the_wire_without_gbps_and_with_bucket_steps():
     assert len(pickle.dumps(sent, protocol=5)) * 2 < len(pickle.dumps([to_wire(t) for t in tables], protocol=5))
     empty = from_wire(to_wire(Timeline(1000).table([]), {"bucket_start": 1000}, ("gbps",)))
     assert len(empty) == 0 and "gbps" not in empty.columns
+
+
+def timeline_by_definition(chunks: list, bucket_ns: int, names: list[str]) -> Table:
+    """Timeline.table by its definition, from every chunk's rows at once."""
+    ts = np.concatenate([c[0] for c in chunks])
+    flow = np.concatenate([c[1] for c in chunks])
+    data = {"bucket_start": ts // bucket_ns * bucket_ns, "flow": Coded(flow, names)}
+    for f in ("bytes", "ecn_ce", "cnp_packets", "retransmitted_packets"):
+        data[f] = np.concatenate([c[2][f] for c in chunks])
+    data["gbps"] = np.zeros(len(ts))
+    return reference([Table(TIMELINE_COLUMNS, data)], {n: i for i, n in enumerate(names)}, names, bucket_ns)
+
+
+@pytest.mark.parametrize("grid", [True, False])
+@pytest.mark.parametrize("in_order, max_rows", [(True, 10 ** 9), (False, 10 ** 9), (True, 400), (False, 400)])
+def test_the_timelines_merged_rows_are_its_sums_by_bucket_and_flow(monkeypatch, grid, in_order, max_rows):
+    """Timeline._merged places its parts' rows on a grid (or sorts them where the grid is too
+    large): chunks in time order or not, overlapping buckets, doubled buckets (a small row
+    bound) give the sums by definition, both ways."""
+    import roceview.analysis.timeline as timeline
+
+    monkeypatch.setattr(timeline, "GRID_CELLS_A_ROW", 10 ** 9 if grid else -10 ** 9)
+    rng = np.random.default_rng(max_rows + in_order)
+    names = [f"f{i}" for i in range(23)]
+    whole, chunks = Timeline(1000, max_rows=max_rows), []
+    for k in range(30):
+        n = int(rng.integers(0, 400))
+        start = (k if in_order else int(rng.integers(0, 30))) * 5000
+        ts = np.sort(start + rng.integers(0, 9000, n))
+        flow = rng.integers(0, 23, n)
+        values = {"bytes": rng.integers(1, 1500, n), "ecn_ce": rng.integers(0, 2, n), "cnp_packets": None,
+                  "retransmitted_packets": timeline.Rows(np.flatnonzero(rng.random(n) < 0.05))}
+        whole.feed(ts, flow, values, 23, True)
+        filled = {f: np.zeros(n, np.int64) if v is None else np.isin(np.arange(n), v.positions).astype(np.int64)
+                  if isinstance(v, timeline.Rows) else v for f, v in values.items()}
+        chunks.append((ts, flow, filled))
+    got = whole.table(names)
+    assert (whole.bucket_ns > 1000) == (max_rows == 400)
+    expect = timeline_by_definition(chunks, whole.bucket_ns, names)
+    assert_same(got, expect)
