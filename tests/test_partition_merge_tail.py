@@ -125,24 +125,29 @@ def test_a_sparse_grid_falls_back_to_the_sort(monkeypatch):
 
 
 def test_a_timeline_crosses_the_wire_without_gbps_and_with_bucket_steps():
-    """PartitionRun.result sends a timeline's bucket_start as steps of its bucket_ns (narrowed)
-    and no gbps (the merge computes it from bytes): from_wire gives the other columns as they
-    were, the merge the same table, and the wire is a third of the table's bytes."""
+    """PartitionRun.result sends a timeline's bucket_start as steps of its bucket_ns (counted
+    where in order and fewer than the rows) and no gbps (the merge computes it from bytes):
+    from_wire gives the other columns as they were, the merge the same table, and the wire is
+    under a third of the table's bytes."""
     import pickle
 
     rng = np.random.default_rng(5)
     tables, names = partitioned(rng, 50, 2, 1000, 6000)
+    sparse, _ = partitioned(rng, 50, 2, 1000, 300, spread=100_000)
     rank = {n: i for i, n in enumerate(names)}
+    for given in (tables, [t.take(rng.permutation(len(t))) for t in tables], sparse):
+        sent = [to_wire(t, {"bucket_start": 1000}, ("gbps",)) for t in given]
+        back = [from_wire(w) for w in sent]
+        for t, b in zip(given, back):
+            assert b.columns == tuple(c for c in TIMELINE_COLUMNS if c != "gbps")
+            for c in b.columns:
+                a, e = (b.data[c].codes, t.data[c].codes) if c == "flow" else (b.data[c], t.data[c])
+                assert a.dtype == e.dtype and np.array_equal(a, e), c
+        assert [from_wire(w).data["bucket_start"].tolist() for w in sent] == \
+            [b.data["bucket_start"].tolist() for b in back]                 # the wire left as it came
+        assert_same(merge._timeline(back, rank, names, 2000), reference(given, rank, names, 2000))
     sent = [to_wire(t, {"bucket_start": 1000}, ("gbps",)) for t in tables]
-    back = [from_wire(w) for w in sent]
-    for t, b in zip(tables, back):
-        assert b.columns == tuple(c for c in TIMELINE_COLUMNS if c != "gbps")
-        for c in b.columns:
-            a, e = (b.data[c].codes, t.data[c].codes) if c == "flow" else (b.data[c], t.data[c])
-            assert a.dtype == e.dtype and np.array_equal(a, e), c
-    assert [from_wire(w).data["bucket_start"].tolist() for w in sent] == [b.data["bucket_start"].tolist() for b in back]
-    assert_same(merge._timeline(back, rank, names, 2000), reference(tables, rank, names, 2000))
-    assert len(pickle.dumps(sent, protocol=5)) * 2 < len(pickle.dumps([to_wire(t) for t in tables], protocol=5))
+    assert len(pickle.dumps(sent, protocol=5)) * 3 < len(pickle.dumps([to_wire(t) for t in tables], protocol=5))
     empty = from_wire(to_wire(Timeline(1000).table([]), {"bucket_start": 1000}, ("gbps",)))
     assert len(empty) == 0 and "gbps" not in empty.columns
 

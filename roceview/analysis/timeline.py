@@ -12,7 +12,7 @@ from roceview.analysis.tables import TIMELINE_COLUMNS, Coded, Table
 
 _FIELDS = ("bytes", "ecn_ce", "cnp_packets", "retransmitted_packets")
 MAX_ROWS = 2_000_000     # a long capture with many flows would otherwise outgrow memory
-GRID_CELLS_A_ROW = 8     # grid_places' grid at most this many cells a row (else the rows are sorted)
+GRID_CELLS_A_ROW = 4     # grid_places' grid at most this many cells a row (else the rows are sorted)
 
 
 class Rows:
