@@ -245,8 +245,10 @@ class PartitionRun:
     def result(self) -> dict:
         an, timeline, fc = self.an, self.timeline, self.fc
         result = an.finish()
+        # the timeline's buckets as steps, its gbps computed again by the merge (partition_merge)
         out = {"flows": to_wire(result.flows_table), "events": to_wire(result.events_table),
-               "timeline": to_wire(result.timeline_table, {"bucket_start": timeline.bucket_ns}, ("gbps",)), "pfc": to_wire(result.pfc_table), "held": self.held,
+               "timeline": to_wire(result.timeline_table, {"bucket_start": timeline.bucket_ns}, ("gbps",)),
+               "pfc": to_wire(result.pfc_table), "held": self.held,
                "event_counts": {k: an.events.count(k) for k in an.events.kept},
                "bucket_ns": timeline.bucket_ns, "timeline_record": timeline.record,
                "timeline_unsure": timeline.unsure,
