@@ -1,0 +1,192 @@
+"""partition_merge._timeline places the partitions' timeline rows on a (bucket, flow) grid
+instead of sorting them: its table equals the merge by definition (sums per bucket and flow,
+in their order) however the rows are partitioned, numbered, ordered or bucketed."""
+import numpy as np
+import pytest
+
+import roceview.partition_merge as merge
+from roceview.analysis.tables import TIMELINE_COLUMNS, Coded, Table
+from roceview.analysis.timeline import Timeline
+from roceview.dask_partition_run import from_wire, to_wire
+
+
+def reference(timelines: list[Table], rank: dict, names: list[str], bucket_ns: int) -> Table:
+    """The merge by its definition, row by row: sums per (bucket, flow), in (bucket, flow)
+    order (what the argsort merge gave)."""
+    fields = [c for c in TIMELINE_COLUMNS[2:] if c != "gbps"]
+    sums: dict[tuple[int, int], list[int]] = {}
+    for t in timelines:
+        for i in range(len(t)):
+            key = (int(t.data["bucket_start"][i]) // bucket_ns, rank[t.data["flow"][i]])
+            row = sums.setdefault(key, [0] * len(fields))
+            for j, c in enumerate(fields):
+                row[j] += int(t.data[c][i])
+    if not sums:
+        return Table.empty(TIMELINE_COLUMNS)
+    keys = sorted(sums)
+    data = {"bucket_start": np.array([b for b, _ in keys], np.int64) * bucket_ns,
+            "flow": Coded(np.array([f for _, f in keys], np.int64), names)}
+    for j, c in enumerate(fields):
+        data[c] = np.array([sums[k][j] for k in keys], np.int64)
+    data["gbps"] = data["bytes"] * 8.0 / bucket_ns
+    return Table(TIMELINE_COLUMNS, data)
+
+
+def assert_same(got: Table, expect: Table) -> None:
+    assert got.columns == expect.columns
+    for c in expect.columns:
+        a, b = got.data[c], expect.data[c]
+        if isinstance(b, Coded):
+            assert a.names == b.names, c
+            a, b = a.codes, b.codes
+        a, b = np.asarray(a), np.asarray(b)
+        assert a.dtype == b.dtype and np.array_equal(a, b), c
+    assert got.text_rows() == expect.text_rows()
+
+
+def partitioned(rng, n_flows: int, n_parts: int, bucket_ns: int, rows: int, spread: int = 50,
+                empty: int = 0) -> tuple[list[Table], list[str]]:
+    """Partition timelines (Timeline.table, through the wire) of n_flows flows dealt at random
+    to n_parts partitions (`empty` more with no rows), each numbering its flows in its own
+    order of first appearance (not the whole capture's)."""
+    names = [f"qp{i}" for i in range(n_flows)]
+    owner = rng.integers(0, n_parts, n_flows)
+    t0 = 1_700_000_000_000_000_000
+    ts = np.sort(t0 + rng.integers(0, spread * bucket_ns, rows))
+    flow = rng.integers(0, n_flows, rows)
+    counters = {"bytes": rng.integers(60, 4200, rows), "ecn_ce": rng.integers(0, 2, rows),
+                "cnp_packets": None, "retransmitted_packets": (rng.random(rows) < 0.01).astype(np.int64)}
+    tables = []
+    for p in range(n_parts):
+        mine = owner[flow] == p
+        seen, local = np.unique(flow[mine], return_index=True)
+        by_first = seen[np.argsort(local)]                 # the partition's flows, first seen first
+        number = np.full(n_flows, -1)
+        number[by_first] = np.arange(len(by_first))
+        timeline = Timeline(bucket_ns)
+        timeline.feed(ts[mine], number[flow[mine]], {k: None if v is None else v[mine] for k, v in counters.items()},
+                      max(len(by_first), 1), True)
+        tables.append(from_wire(to_wire(timeline.table([names[i] for i in by_first]))))
+    return tables + [from_wire(to_wire(Timeline(bucket_ns).table([]))) for _ in range(empty)], names
+
+
+def check(tables: list[Table], names: list[str], bucket_ns: int) -> None:
+    rank = {n: i for i, n in enumerate(names)}
+    expect = reference(tables, rank, names, bucket_ns)
+    assert_same(merge._timeline(tables, rank, names, bucket_ns), expect)
+
+
+@pytest.mark.parametrize("n_parts, empty", [(1, 0), (2, 0), (3, 2), (5, 1), (1, 3)])
+@pytest.mark.parametrize("coarser", [0, 1, 3])
+def test_the_grid_merge_is_the_sorted_merge(n_parts, empty, coarser):
+    """Several partitions, empty ones, a single one; buckets as the partitions' or 2x, 8x as
+    long (rows of a partition then share a (bucket, flow) and are summed)."""
+    rng = np.random.default_rng(n_parts * 10 + empty + 100 * coarser)
+    tables, names = partitioned(rng, 37, n_parts, 1000, 4000, empty=empty)
+    check(tables, names, 1000 << coarser)
+
+
+def test_rows_out_of_order_or_shared_between_partitions_still_merge_exactly():
+    """The grid assumes no order of the rows: tables shuffled, flows numbered against the whole
+    capture's order, a flow's rows in two partitions (summed as the sort did)."""
+    rng = np.random.default_rng(3)
+    tables, names = partitioned(rng, 40, 3, 1000, 5000)
+    shuffled = [t.take(rng.permutation(len(t))) for t in tables]
+    check(shuffled, names, 1000)
+    check(shuffled, names, 4000)
+    reversed_ = [t.take(np.arange(len(t))[::-1]) for t in tables]
+    check(reversed_, names, 1000)
+    check(tables + tables[:1], names, 1000)                # the same rows twice: summed
+
+
+def test_no_rows_at_all_is_the_local_engines_empty_timeline():
+    tables = [from_wire(to_wire(Timeline(1000).table([]))) for _ in range(3)]
+    got = merge._timeline(tables, {}, [], 1000)
+    assert_same(got, Table.empty(TIMELINE_COLUMNS))
+    assert got.text_rows() == []
+
+
+def test_a_sparse_grid_falls_back_to_the_sort(monkeypatch):
+    """Few rows over many buckets and flows (a grid much larger than the rows) are sorted; both
+    ways give the same table."""
+    rng = np.random.default_rng(11)
+    tables, names = partitioned(rng, 300, 3, 1000, 200, spread=100_000)
+    rank = {n: i for i, n in enumerate(names)}
+    expect = reference(tables, rank, names, 1000)
+    sorted_, dense = [], []
+    real_sorted, real_dense = merge._sorted, merge._dense
+    monkeypatch.setattr(merge, "_sorted", lambda *a: sorted_.append(1) or real_sorted(*a))
+    monkeypatch.setattr(merge, "_dense", lambda *a: dense.append(1) or real_dense(*a))
+    assert_same(merge._timeline(tables, rank, names, 1000), expect)
+    assert sorted_ and not dense
+    monkeypatch.setattr(merge, "GRID_CELLS_A_ROW", 10 ** 9)
+    assert_same(merge._timeline(tables, rank, names, 1000), expect)
+    assert dense
+
+
+def test_a_timeline_crosses_the_wire_without_gbps_and_with_bucket_steps():
+    """PartitionRun.result sends a timeline's bucket_start as steps of its bucket_ns (counted
+    where in order and fewer than the rows) and no gbps (the merge computes it from bytes):
+    from_wire gives the other columns as they were, the merge the same table, and the wire is
+    under a third of the table's bytes."""
+    import pickle
+
+    rng = np.random.default_rng(5)
+    tables, names = partitioned(rng, 50, 2, 1000, 6000)
+    sparse, _ = partitioned(rng, 50, 2, 1000, 300, spread=100_000)
+    rank = {n: i for i, n in enumerate(names)}
+    for given in (tables, [t.take(rng.permutation(len(t))) for t in tables], sparse):
+        sent = [to_wire(t, {"bucket_start": 1000}, ("gbps",)) for t in given]
+        back = [from_wire(w) for w in sent]
+        for t, b in zip(given, back):
+            assert b.columns == tuple(c for c in TIMELINE_COLUMNS if c != "gbps")
+            for c in b.columns:
+                a, e = (b.data[c].codes, t.data[c].codes) if c == "flow" else (b.data[c], t.data[c])
+                assert a.dtype == e.dtype and np.array_equal(a, e), c
+        assert [from_wire(w).data["bucket_start"].tolist() for w in sent] == \
+            [b.data["bucket_start"].tolist() for b in back]                 # the wire left as it came
+        assert_same(merge._timeline(back, rank, names, 2000), reference(given, rank, names, 2000))
+    sent = [to_wire(t, {"bucket_start": 1000}, ("gbps",)) for t in tables]
+    assert len(pickle.dumps(sent, protocol=5)) * 3 < len(pickle.dumps([to_wire(t) for t in tables], protocol=5))
+    empty = from_wire(to_wire(Timeline(1000).table([]), {"bucket_start": 1000}, ("gbps",)))
+    assert len(empty) == 0 and "gbps" not in empty.columns
+
+
+def timeline_by_definition(chunks: list, bucket_ns: int, names: list[str]) -> Table:
+    """Timeline.table by its definition, from every chunk's rows at once."""
+    ts = np.concatenate([c[0] for c in chunks])
+    flow = np.concatenate([c[1] for c in chunks])
+    data = {"bucket_start": ts // bucket_ns * bucket_ns, "flow": Coded(flow, names)}
+    for f in ("bytes", "ecn_ce", "cnp_packets", "retransmitted_packets"):
+        data[f] = np.concatenate([c[2][f] for c in chunks])
+    data["gbps"] = np.zeros(len(ts))
+    return reference([Table(TIMELINE_COLUMNS, data)], {n: i for i, n in enumerate(names)}, names, bucket_ns)
+
+
+@pytest.mark.parametrize("grid", [True, False])
+@pytest.mark.parametrize("in_order, max_rows", [(True, 10 ** 9), (False, 10 ** 9), (True, 400), (False, 400)])
+def test_the_timelines_merged_rows_are_its_sums_by_bucket_and_flow(monkeypatch, grid, in_order, max_rows):
+    """Timeline._merged places its parts' rows on a grid (or sorts them where the grid is too
+    large): chunks in time order or not, overlapping buckets, doubled buckets (a small row
+    bound) give the sums by definition, both ways."""
+    import roceview.analysis.timeline as timeline
+
+    monkeypatch.setattr(timeline, "GRID_CELLS_A_ROW", 10 ** 9 if grid else -10 ** 9)
+    rng = np.random.default_rng(max_rows + in_order)
+    names = [f"f{i}" for i in range(23)]
+    whole, chunks = Timeline(1000, max_rows=max_rows), []
+    for k in range(30):
+        n = int(rng.integers(0, 400))
+        start = (k if in_order else int(rng.integers(0, 30))) * 5000
+        ts = np.sort(start + rng.integers(0, 9000, n))
+        flow = rng.integers(0, 23, n)
+        values = {"bytes": rng.integers(1, 1500, n), "ecn_ce": rng.integers(0, 2, n), "cnp_packets": None,
+                  "retransmitted_packets": timeline.Rows(np.flatnonzero(rng.random(n) < 0.05))}
+        whole.feed(ts, flow, values, 23, True)
+        filled = {f: np.zeros(n, np.int64) if v is None else np.isin(np.arange(n), v.positions).astype(np.int64)
+                  if isinstance(v, timeline.Rows) else v for f, v in values.items()}
+        chunks.append((ts, flow, filled))
+    got = whole.table(names)
+    assert (whole.bucket_ns > 1000) == (max_rows == 400)
+    expect = timeline_by_definition(chunks, whole.bucket_ns, names)
+    assert_same(got, expect)
