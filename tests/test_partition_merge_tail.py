@@ -124,12 +124,18 @@ def test_a_sparse_grid_falls_back_to_the_sort(monkeypatch):
     assert dense
 
 
+def _table_bytes(table) -> int:
+    return sum((v.codes if hasattr(v, "codes") else np.asarray(v)).nbytes for v in table.data.values())
+
+
 def test_a_timeline_crosses_the_wire_without_gbps_and_with_bucket_steps():
     """PartitionRun.result sends a timeline's bucket_start as steps of its bucket_ns (counted
     where in order and fewer than the rows) and no gbps (the merge computes it from bytes):
     from_wire gives the other columns as they were, the merge the same table, and the wire is
     under a third of the table's bytes."""
     import pickle
+
+    from roceview.columns_wire import array_bytes
 
     rng = np.random.default_rng(5)
     tables, names = partitioned(rng, 50, 2, 1000, 6000)
@@ -147,7 +153,9 @@ def test_a_timeline_crosses_the_wire_without_gbps_and_with_bucket_steps():
             [b.data["bucket_start"].tolist() for b in back]                 # the wire left as it came
         assert_same(merge._timeline(back, rank, names, 2000), reference(given, rank, names, 2000))
     sent = [to_wire(t, {"bucket_start": 1000}, ("gbps",)) for t in tables]
-    assert len(pickle.dumps(sent, protocol=5)) * 3 < len(pickle.dumps([to_wire(t) for t in tables], protocol=5))
+    assert len(pickle.dumps(sent, protocol=5)) * 3 < sum(_table_bytes(t) for t in tables)
+    for t, w in zip(tables, sent):            # in order: a count a bucket, not a value a row
+        assert "gbps" not in w["arrays"] and array_bytes(w["arrays"]["bucket_start"]) * 8 < len(t)
     empty = from_wire(to_wire(Timeline(1000).table([]), {"bucket_start": 1000}, ("gbps",)))
     assert len(empty) == 0 and "gbps" not in empty.columns
 
