@@ -73,12 +73,9 @@ def _read(path: str, roce_ports: tuple, chunk_packets: int, projection: str | No
         flows.feed(batch, name, np.flatnonzero(sel))
         rows = np.flatnonzero(roce)
         part = partition_of(_path_keys(_words(batch, "_src_addr", rows), _words(batch, "_dst_addr", rows)), partitions)
-        order = np.argsort(part, kind="stable")
-        bounds = np.searchsorted(part[order], np.arange(partitions + 1, dtype=np.uint64)).tolist()
         roce_cols = Batch(batch.n, {k: v for k, v in batch.cols.items() if k not in PFC_ONLY},
                           {k: v for k, v in batch.valid.items() if k not in PFC_ONLY})
-        mine = [None if bounds[p + 1] - bounds[p] == batch.n else rows[order[bounds[p]:bounds[p + 1]]]
-                for p in range(partitions)]                     # None: every row in the partition
+        mine = [None if len(r) == batch.n else r for r in _split(rows, part, partitions)]   # None: every row
         for p, packed in enumerate(pack_split(roce_cols, mine, MACS)):
             if packed["lengths"][0]:
                 pieces[p].append(packed)
@@ -94,6 +91,17 @@ def _read(path: str, roce_ports: tuple, chunk_packets: int, projection: str | No
             "spans": (int(spans.first[0]), int(spans.last[0]), spans._folded() if spans.parts else None)}
     bits = np.packbits(np.concatenate(analysed)) if analysed else np.zeros(0, np.uint8)
     return {"parts": pieces, "meta": meta, "analysed": bits}
+
+
+def _split(rows: np.ndarray, part: np.ndarray, partitions: int) -> list[np.ndarray]:
+    """Each partition's rows, in order: a compare a partition where they are few (a worker
+    each: ~0.07 ms a 65,536-row chunk for two, where the stable sort took ~1 ms on keys in
+    random order), one stable sort where they are many."""
+    if partitions <= 8:
+        return [rows[np.flatnonzero(part == p)] for p in range(partitions)]     # (a mask: 5x slower)
+    order = np.argsort(part, kind="stable")
+    bounds = np.searchsorted(part[order], np.arange(partitions + 1, dtype=np.uint64)).tolist()
+    return [rows[order[bounds[p]:bounds[p + 1]]] for p in range(partitions)]
 
 
 class _InOrder:

@@ -547,3 +547,20 @@ def test_a_result_column_in_a_narrow_range_crosses_narrowed_and_comes_back_as_it
     packed = pack_array(starts)
     assert packed[0] == "offset" and packed[-1].nbytes == starts.nbytes // 2
     assert np.array_equal(unpack_array(packed), starts)
+
+
+def test_a_chunks_rows_split_into_partitions_in_order_whether_few_or_many():
+    """dask_partition._split: each partition's rows, in row order, by a compare a partition
+    (up to 8) or by one stable sort (more): both the selection by definition."""
+    from roceview.dask_partition import _split
+
+    rng = np.random.default_rng(11)
+    for k in (1, 2, 3, 8, 9, 33):
+        rows = np.sort(rng.choice(1 << 17, 4000, replace=False))
+        part = rng.integers(0, k, len(rows)).astype(np.uint64)
+        if k > 2:
+            part[:100] = k - 1                         # a run of one partition, as flows send
+        got = _split(rows, part, k)
+        assert len(got) == k
+        for p, g in enumerate(got):
+            assert np.array_equal(g, rows[part == p]), (k, p)
