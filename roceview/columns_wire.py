@@ -194,6 +194,7 @@ class Packed(list):
         super().append(pack)
         self._nbytes += _pack_nbytes(pack)
 
+
     def __reduce__(self):
         return _unflattened, ([Flat(pack) for pack in self], self._nbytes)
 
@@ -204,6 +205,22 @@ class Packed(list):
         its part, its arrival), and walking its ~400 arrays each time cost 0.1-0.15 CPU s a
         worker per 8 M-packet run (py-spy), in the task's thread and the event loop's."""
         return self._nbytes
+
+
+def _recounted(name: str):
+    """list's method `name` for Packed, counting the packs again after it (only append, what
+    the reads do, counts as it goes; any other change would leave the count stale: rev6)."""
+    def changed(self, *args, **kwargs):
+        out = getattr(list, name)(self, *args, **kwargs)
+        self._nbytes = sum(_pack_nbytes(p) for p in self)
+        return self if name == "__iadd__" else out
+    changed.__name__ = name
+    return changed
+
+
+for _name in ("extend", "insert", "pop", "remove", "clear", "sort", "reverse", "__setitem__", "__delitem__",
+              "__iadd__"):
+    setattr(Packed, _name, _recounted(_name))
 
 
 def array_bytes(obj) -> int:

@@ -31,7 +31,7 @@ _PFC[[PROTO_CODE["pfc"], PROTO_CODE["pause"]]] = True
 # Read by neither the Analyzer nor the FactCollector (nor the read's own summaries): not
 # carried. icrc, ethertype, mirror_session, cap_len: 9 of a RoCE row's 48 bytes on the wire
 # (every output of `analyze` on the 23 generated scenarios and 25 real captures unchanged with
-# them taken from every batch the two are fed; test_dask_partitioned checks it on some).
+# them taken from every batch the two are fed; tests/test_dask_unused_columns.py checks it).
 UNUSED = ("frame", "interface", "icrc", "ethertype", "mirror_session", "cap_len")
 # MACs sent as codes into their few distinct values (columns_wire; hashing them cost about
 # what sending 14 bytes a row more did); addresses and lengths are narrowed instead.

@@ -564,3 +564,25 @@ def test_a_chunks_rows_split_into_partitions_in_order_whether_few_or_many():
         assert len(got) == k
         for p, g in enumerate(got):
             assert np.array_equal(g, rows[part == p]), (k, p)
+
+
+def test_a_part_changed_any_way_a_list_can_keeps_its_count():
+    """Packed counts as it is appended to; any other change a list allows (extend, +=, insert,
+    item assignment, del, pop, remove, clear, sort, reverse) counts it again (rev6: they left
+    the count stale, 10 bytes against 30)."""
+    from roceview.columns_wire import Packed, array_bytes
+
+    def pack(n):
+        return {"lengths": [n], "cols": {"a": ("raw", np.zeros(n, np.uint8))}, "valid": {}}
+
+    part = Packed([pack(3)])
+    changes = [lambda p: p.append(pack(5)), lambda p: p.extend([pack(7)]), lambda p: p.__iadd__([pack(11)]),
+               lambda p: p.insert(0, pack(13)), lambda p: p.__setitem__(0, pack(1)),
+               lambda p: p.__setitem__(slice(0, 2), [pack(2)]), lambda p: p.__delitem__(0), lambda p: p.pop(),
+               lambda p: p.remove(p[0]), lambda p: p.sort(key=lambda q: q["lengths"][0]), lambda p: p.reverse(),
+               lambda p: p.clear()]
+    for change in changes:
+        change(part)
+        assert type(part) is Packed and part.nbytes() == array_bytes(list(part))
+    part += [pack(4)]
+    assert type(part) is Packed and part.nbytes() == 4

@@ -12,6 +12,7 @@ from roceview.analysis.timeline import Rows, Timeline
 from roceview.columns_wire import Flat, Packed, _unflattened, array_bytes, pack_split
 from roceview.batch import Batch
 from roceview.dask_partition_run import from_wire, to_wire
+from test_partition_merge_tail import summed
 
 FIELDS = ("bytes", "ecn_ce", "cnp_packets", "retransmitted_packets")
 
@@ -24,15 +25,7 @@ def by_definition(rows: list[tuple], bucket_ns: int, names: list[str]) -> Table:
         row = sums.setdefault((ts // bucket_ns, flow), [0] * len(FIELDS))
         for i, v in enumerate(values):
             row[i] += v
-    if not sums:
-        return Table.empty(TIMELINE_COLUMNS)
-    keys = sorted(sums)
-    data = {"bucket_start": np.array([b * bucket_ns for b, _ in keys], np.int64),
-            "flow": Coded(np.array([f for _, f in keys], np.int64), names)}
-    for i, c in enumerate(FIELDS):
-        data[c] = np.array([sums[k][i] for k in keys], np.int64)
-    data["gbps"] = data["bytes"] * 8.0 / bucket_ns
-    return Table(TIMELINE_COLUMNS, data)
+    return summed(sums, FIELDS, names, bucket_ns)
 
 
 def assert_same(got: Table, expect: Table) -> None:

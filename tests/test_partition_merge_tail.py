@@ -21,6 +21,11 @@ def reference(timelines: list[Table], rank: dict, names: list[str], bucket_ns: i
             row = sums.setdefault(key, [0] * len(fields))
             for j, c in enumerate(fields):
                 row[j] += int(t.data[c][i])
+    return summed(sums, fields, names, bucket_ns)
+
+
+def summed(sums: dict, fields, names: list[str], bucket_ns: int) -> Table:
+    """A timeline table of sums per (bucket, flow) key, in key order."""
     if not sums:
         return Table.empty(TIMELINE_COLUMNS)
     keys = sorted(sums)
