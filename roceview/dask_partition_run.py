@@ -174,14 +174,14 @@ def to_wire(table: Table, steps: dict | None = None, derived: tuple = ()) -> dic
 def _stepped(values: np.ndarray, step: int) -> tuple:
     """(a column as steps from its least value, narrowed: in order, as the count of rows at
     each step where those are fewer than the rows, as a timeline's 2,000 buckets of 1 M rows;
-    (least, step, whether counted))."""
+    (least, step, whether counted, the column's dtype))."""
     from roceview.columns_wire import pack_array
 
     least = int(values.min())
     steps = (values - least) // step
     if int(steps[-1]) < len(steps) and bool((steps[1:] >= steps[:-1]).all()):
-        return pack_array(np.bincount(steps)), (least, step, True)
-    return pack_array(steps), (least, step, False)
+        return pack_array(np.bincount(steps)), (least, step, True, values.dtype.str)
+    return pack_array(steps), (least, step, False, values.dtype.str)
 
 
 def from_wire(wire: dict) -> Table:
@@ -190,12 +190,12 @@ def from_wire(wire: dict) -> Table:
 
     columns, names, lists, offsets = pickle.loads(wire["rest"])
     arrays = {c: unpack_array(v) for c, v in wire["arrays"].items()}
-    for c, (least, step, runs) in offsets.items():
-        if runs:
-            arrays[c] = np.repeat(least + step * np.arange(len(arrays[c]), dtype=np.int64), arrays[c])
-        else:
-            values = arrays[c] = arrays[c] * step    # a new array: the wire's is left as it came
-            values += least
+    for c, (least, step, runs, dtype) in offsets.items():
+        dtype = np.dtype(dtype)                      # the column's own (rev6: runs gave int64)
+        values = np.arange(len(arrays[c]), dtype=dtype) if runs else arrays[c].astype(dtype)
+        values *= dtype.type(step)                   # a new array: the wire's is left as it came
+        values += dtype.type(least)
+        arrays[c] = np.repeat(values, arrays[c]) if runs else values
     data = {c: Coded(arrays[c], names[c]) if c in names else lists[c] if c in lists else arrays[c] for c in columns}
     return Table(columns, data)
 

@@ -203,3 +203,25 @@ def test_the_timelines_merged_rows_are_its_sums_by_bucket_and_flow(monkeypatch, 
     assert (whole.bucket_ns > 1000) == (max_rows == 400)
     expect = timeline_by_definition(chunks, whole.bucket_ns, names)
     assert_same(got, expect)
+
+
+def test_a_stepped_column_comes_back_in_its_own_type_counted_or_not():
+    """to_wire's steps (a timeline's bucket_start) come back in the column's own dtype, counted
+    (in order, fewer steps than rows) or not, up to the type's extremes (rev6: counted ones
+    came back int64 whatever they were)."""
+    rng = np.random.default_rng(3)
+    for dtype in (np.int64, np.int32, np.uint32, np.uint64, np.int16):
+        info = np.iinfo(dtype)
+        for step in (1, 7, 1000):
+            for counted in (True, False):
+                n = 50
+                steps = np.sort(rng.integers(0, 10, n)) if counted else rng.integers(0, 10 * n, n)
+                high = int(info.max) - step * int(steps.max())
+                if high < int(info.min):
+                    continue                          # steps wider than the type
+                least = int(rng.integers(int(info.min), high, dtype=np.int64 if int(info.min) < 0 else np.uint64,
+                                         endpoint=True))
+                values = (steps.astype(object) * step + least).astype(dtype)
+                back = from_wire(to_wire(Table(("b",), {"b": values}), {"b": step}))
+                assert back.data["b"].dtype == values.dtype and np.array_equal(back.data["b"], values), \
+                    (dtype, step, counted)
