@@ -17,7 +17,7 @@ import numpy as np
 
 from roceview.analysis.events import KIND_CODE, MAX_PER_KIND
 from roceview.analysis.tables import TIMELINE_COLUMNS, Coded, Table
-from roceview.analysis.timeline import GRID_CELLS_A_ROW, MAX_ROWS, grid_places, placed, sorted_sums
+from roceview.analysis.timeline import MAX_ROWS, cell_rows, grid_cells, grid_places, placed, sorted_sums
 
 _FIELDS = tuple(c for c in TIMELINE_COLUMNS[2:] if c != "gbps")      # summed: gbps is computed
 
@@ -116,33 +116,24 @@ def _timeline(timelines: list[Table], rank: dict, names: list[str], bucket_ns: i
     tables = [t for t in timelines if len(t)]
     if not tables:
         return Table.empty(TIMELINE_COLUMNS)          # as Timeline.table with no rows
-    shift = max(len(names) - 1, 0).bit_length()      # a cell's flow in its low bits: no division
     bucket = [t.data["bucket_start"] // bucket_ns for t in tables]
     flow = [np.array([rank[x] for x in t.data["flow"].names], np.int64)[t.data["flow"].codes] for t in tables]
-    low = min(int(b.min()) for b in bucket)
-    size = (max(int(b.max()) for b in bucket) - low + 1) << shift
-    if size > GRID_CELLS_A_ROW * sum(len(t) for t in tables) + (1 << 16):
+    grid = grid_cells(bucket, flow, sum(len(t) for t in tables))
+    if grid is None:
         return _sorted(tables, np.concatenate(bucket), np.concatenate(flow), names, bucket_ns)
-    for b, f in zip(bucket, flow):       # each row's cell, in place: (bucket - low) << shift | flow
-        b -= low
-        b <<= shift
-        b |= f
-    return _dense(tables, bucket, size, (low, shift), names, bucket_ns)
+    return _dense(tables, bucket, grid, names, bucket_ns)
 
 
-def _dense(tables: list[Table], cells: list[np.ndarray], size: int, grid: tuple[int, int], names: list[str],
+def _dense(tables: list[Table], cells: list[np.ndarray], grid: tuple[int, int, int], names: list[str],
            bucket_ns: int) -> Table:
-    """The rows placed by their cell of a (bucket, flow) grid (`cells`: each table's; `grid`:
-    the first bucket, the bits of a flow; timeline.grid_places), so no sort (the stable argsort
-    of every row's key and a gather of every column were 0.07 s of the driver's 0.08 s merge, 2
-    partitions of 1 M rows). Whatever order the rows come in; rows sharing a cell are summed (a
-    partition's buckets shorter than the whole's)."""
-    at, places = grid_places(cells, size)
-    low, shift = grid
-    flow = at & ((1 << shift) - 1)
-    at >>= shift
-    at += low
-    return _table(at, flow, [placed(places, [t.data[c] for t in tables], len(at)) for c in _FIELDS], names,
+    """The rows placed by their cell of a (bucket, flow) grid (`cells`: each table's, `grid`:
+    timeline.grid_cells), so no sort (the stable argsort of every row's key and a gather of
+    every column were 0.07 s of the driver's 0.08 s merge, 2 partitions of 1 M rows). Whatever
+    order the rows come in; rows sharing a cell are summed (a partition's buckets shorter than
+    the whole's)."""
+    at, places = grid_places(cells, grid[0])
+    bucket, flow = cell_rows(at, grid)
+    return _table(bucket, flow, [placed(places, [t.data[c] for t in tables], len(at)) for c in _FIELDS], names,
                   bucket_ns)
 
 

@@ -114,6 +114,8 @@ def test_no_rows_at_all_is_the_local_engines_empty_timeline():
 def test_a_sparse_grid_falls_back_to_the_sort(monkeypatch):
     """Few rows over many buckets and flows (a grid much larger than the rows) are sorted; both
     ways give the same table."""
+    import roceview.analysis.timeline as timeline
+
     rng = np.random.default_rng(11)
     tables, names = partitioned(rng, 300, 3, 1000, 200, spread=100_000)
     rank = {n: i for i, n in enumerate(names)}
@@ -124,7 +126,7 @@ def test_a_sparse_grid_falls_back_to_the_sort(monkeypatch):
     monkeypatch.setattr(merge, "_dense", lambda *a: dense.append(1) or real_dense(*a))
     assert_same(merge._timeline(tables, rank, names, 1000), expect)
     assert sorted_ and not dense
-    monkeypatch.setattr(merge, "GRID_CELLS_A_ROW", 10 ** 9)
+    monkeypatch.setattr(timeline, "GRID_CELLS_A_ROW", 10 ** 9)     # the one limit, timeline.grid_cells's
     assert_same(merge._timeline(tables, rank, names, 1000), expect)
     assert dense
 

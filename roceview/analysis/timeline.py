@@ -70,6 +70,31 @@ def sorted_sums(bucket: np.ndarray, flow: np.ndarray, columns: list) -> tuple[np
     return (bucket[starts], flow[starts], *sums)
 
 
+def grid_cells(buckets: list[np.ndarray], flows: list[np.ndarray], rows: int) -> tuple[int, int, int] | None:
+    """Each row's cell of a (bucket, flow) grid, written over its bucket in place ((bucket -
+    first) << bits of a flow | flow): (the grid's size, the first bucket, the bits), or None,
+    the buckets untouched, where the grid would be much larger than the rows (flows active at
+    different times of a long capture: the rows are sorted then)."""
+    low, shift = min(int(b.min()) for b in buckets), max(int(f.max()) for f in flows).bit_length()
+    size = (max(int(b.max()) for b in buckets) - low + 1) << shift
+    if size > GRID_CELLS_A_ROW * rows + (1 << 16):
+        return None
+    for b, f in zip(buckets, flows):
+        b -= low
+        b <<= shift
+        b |= f
+    return size, low, shift
+
+
+def cell_rows(at: np.ndarray, grid: tuple[int, int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """(bucket, flow) of cells `at` of a grid (grid_cells), the buckets written over `at`."""
+    _, low, shift = grid
+    flow = at & ((1 << shift) - 1)
+    at >>= shift
+    at += low
+    return at, flow
+
+
 def grid_places(cells: list[np.ndarray], size: int) -> tuple[np.ndarray, list[np.ndarray]]:
     """Rows placed in the order of their cells of a grid of `size` cells (`cells`: each set of
     rows' own) without a sort: (the cells with rows, in order; each row's place, the count of
@@ -159,22 +184,13 @@ class Timeline:
         if factor != 1:
             bucket //= factor
         flow = _joined(columns, 1)
-        if not len(bucket):
+        grid = grid_cells([bucket], [flow], len(bucket)) if len(bucket) else None
+        if grid is None:
             return sorted_sums(bucket, flow, columns)
-        low, shift = int(bucket.min()), int(flow.max()).bit_length()
-        size = (int(bucket.max()) - low + 1) << shift
-        if size > GRID_CELLS_A_ROW * len(bucket) + (1 << 16):
-            return sorted_sums(bucket, flow, columns)
-        bucket -= low                   # the row's cell, in place: (bucket - low) << shift | flow
-        bucket <<= shift
-        bucket |= flow
-        flow = None
-        at, places = grid_places([bucket], size)
+        flow = None                     # the bucket is the row's cell now
+        at, places = grid_places([bucket], grid[0])
         sums = [placed(places, [_joined(columns, i)], len(at)) for i in range(2, len(columns))]
-        flow = at & ((1 << shift) - 1)
-        at >>= shift
-        at += low
-        return (at, flow, *sums)
+        return (*cell_rows(at, grid), *sums)
 
     def _bound(self) -> None:
         self._parts = [self._merged()]          # (no other reference: _merged lets each go)
