@@ -93,10 +93,11 @@ def _negative_zero(values: np.ndarray) -> bool:
 
 def pack_array(values: np.ndarray):
     """One array as pack() sends a column (zeros as nothing, narrowed), for unpack_array; an
-    integer column whose values sit in a narrow range above a large one (a timeline's bucket
-    starts, a table's timestamps) as that one and the narrowed distances to it: the results
-    cross to the driver after the last task, where every byte waits (a 512 k-row timeline's
-    bucket_start: 4 MB, was 8 MB). Not for parts (pack_split): their steps would add it back."""
+    integer column whose values sit in a narrow range above a large one (a result table's
+    timestamps: events' ts, a flow's first and last) as that one and the narrowed distances to
+    it: the results cross to the driver after the last task, where every byte waits (a
+    timeline's bucket_start goes as steps, dask_partition_run._stepped). Not for parts
+    (pack_split): their steps would add it back."""
     packed = _pack_values("", values, (), ())
     if packed[0] != "raw" or values.ndim != 1 or values.dtype.kind not in "ui" or values.itemsize == 1 \
             or not len(values):
@@ -188,12 +189,11 @@ class Packed(list):
 
     def __init__(self, packs=(), nbytes: int | None = None):
         super().__init__(packs)
-        self._nbytes = array_bytes(list(self)) if nbytes is None else nbytes
+        self._nbytes = _packs_nbytes(self) if nbytes is None else nbytes
 
     def append(self, pack) -> None:
         super().append(pack)
         self._nbytes += _pack_nbytes(pack)
-
 
     def __reduce__(self):
         return _unflattened, ([Flat(pack) for pack in self], self._nbytes)
@@ -212,7 +212,7 @@ def _recounted(name: str):
     the reads do, counts as it goes; any other change would leave the count stale: rev6)."""
     def changed(self, *args, **kwargs):
         out = getattr(list, name)(self, *args, **kwargs)
-        self._nbytes = sum(_pack_nbytes(p) for p in self)
+        self._nbytes = _packs_nbytes(self)
         return self if name == "__iadd__" else out
     changed.__name__ = name
     return changed
@@ -236,6 +236,10 @@ def _pack_nbytes(pack: dict) -> int:
     hold their arrays at the top (~35 arrays a pack, 16 packs a file a partition)."""
     return sum(x.nbytes for encodings in (pack["cols"], pack["valid"]) for encoded in encodings.values()
                for x in encoded if isinstance(x, np.ndarray))
+
+
+def _packs_nbytes(packs) -> int:
+    return sum(_pack_nbytes(p) for p in packs)
 
 
 def _unflattened(flats: list, nbytes: int | None = None) -> Packed:
