@@ -385,3 +385,42 @@ def test_our_local_cluster_runs_without_the_profiler_and_the_20_ms_tick():
     finally:
         cluster.close()
     assert dask.config.get("distributed.worker.profile.enabled") == before
+
+
+def test_our_local_cluster_workers_start_with_the_clis_malloc_settings(monkeypatch):
+    """local_cluster's worker processes start with one malloc arena and glibc keeping freed
+    blocks (dask_engine._malloc_environ), not Dask's MALLOC_TRIM_THRESHOLD_=65536; the
+    caller's own Dask configuration and environment stay as they were (Dask's nannies set
+    their workers' variables in the caller's environment and left them there; one set there
+    by the caller wins over the configuration, as Dask has it)."""
+    import os
+
+    import dask
+
+    for name in ("MALLOC_ARENA_MAX", "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_"):
+        monkeypatch.delenv(name, raising=False)     # left by another test's LocalCluster
+
+    from roceview.capture.memory import MMAP_THRESHOLD_MAX, TRIM_THRESHOLD
+    from roceview.dask_engine import local_cluster
+
+    before, env_before = dask.config.get("distributed.nanny.pre-spawn-environ"), dict(os.environ)
+    cluster = local_cluster(1)
+    try:
+        with distributed.Client(cluster) as client:
+            seen = list(client.run(_started_with).values())
+    finally:
+        cluster.close()
+    assert seen == [{"MALLOC_ARENA_MAX": "1", "MALLOC_TRIM_THRESHOLD_": str(TRIM_THRESHOLD),
+                     "MALLOC_MMAP_THRESHOLD_": str(MMAP_THRESHOLD_MAX), "OMP_NUM_THREADS": "1"}]
+    assert dask.config.get("distributed.nanny.pre-spawn-environ") == before
+    assert dict(os.environ) == env_before
+
+
+def _started_with() -> dict:
+    """The MALLOC_ and OMP_NUM_THREADS variables this process started with (what glibc read)."""
+    import os
+
+    raw = open(f"/proc/{os.getpid()}/environ", "rb").read().split(b"\0")
+    started = dict(x.decode().split("=", 1) for x in raw if b"=" in x)
+    return {k: started.get(k) for k in ("MALLOC_ARENA_MAX", "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_",
+                                         "OMP_NUM_THREADS")}
