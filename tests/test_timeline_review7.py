@@ -186,3 +186,28 @@ def test_a_partitions_record_does_not_depend_on_its_row_bound():
             assert run.unsure == runs[0].unsure
             assert [(c, k.tolist()) for c, k in run.record] == [(c, k.tolist()) for c, k in runs[0].record], seed
     assert doubled, "the bounds did not double the buckets different numbers of times"
+
+
+def test_a_bound_over_times_either_side_of_the_epoch_ends():
+    """rev7: with more than max_rows / 4 flows in buckets -1 and 0, halving the buckets kept
+    them apart for ever and _bound doubled without end (bucket_ns grew to a 189,056-bit
+    integer); it stops there now, as it stops at one bucket, with every row's sum kept."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = """if True:
+        import numpy as np
+        from roceview.analysis.timeline import Timeline
+        tl = Timeline(1000, max_rows=3)
+        tl.feed(np.array([-5000, -5000, 5000, 5000], np.int64), np.array([0, 1, 0, 1]),
+                {"bytes": np.array([1, 2, 3, 4]), "ecn_ce": None, "cnp_packets": None,
+                 "retransmitted_packets": None}, 2, True)
+        t = tl.table(["a", "b"])
+        print(tl.bucket_ns, t.data["bucket_start"].tolist(), t.data["bytes"].tolist())
+    """
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          cwd=str(Path(__file__).resolve().parents[1]))    # a hang: TimeoutExpired
+    assert done.returncode == 0, done.stderr
+    # buckets -5 and 5 of 1 us halved to -3, 2; -2, 1; -1, 0: 8 us, where halving can merge no more
+    assert done.stdout.split() == ["8000", "[-8000,", "-8000,", "0,", "0]", "[1,", "2,", "3,", "4]"]

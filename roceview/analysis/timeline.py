@@ -127,6 +127,16 @@ def placed(places: list[np.ndarray], values: list[np.ndarray], n: int, distinct:
     return out
 
 
+def _can_merge(bucket: np.ndarray) -> bool:
+    """Whether doubling the buckets merges any rows (`bucket`: in order, as _merged leaves it).
+    Doubling merges a flow's rows only: once all rows share one bucket (more flows than
+    max_rows // 2) it can merge no more and the flows keep a row each; nor once they are in
+    buckets -1 and 0 (times either side of the epoch), which halving keeps apart for ever
+    (rev7: _bound doubled without end)."""
+    first, last = int(bucket[0]), int(bucket[-1])
+    return first != last and not (first == -1 and last == 0)
+
+
 class Timeline:
     """Rows grow with duration x flows: past MAX_ROWS the buckets are merged into buckets twice
     as long (as often as needed), so memory stays bounded whatever the capture's length;
@@ -204,9 +214,7 @@ class Timeline:
 
     def _bound(self) -> None:
         self._parts = [self._merged()]          # (no other reference: _merged lets each go)
-        # doubling merges a flow's rows only: once all rows share one bucket (more flows than
-        # max_rows // 2), it can merge no more and the flows keep a row each
-        while len(self._parts[0][0]) > self.max_rows // 2 and self._parts[0][0][0] != self._parts[0][0][-1]:
+        while len(self._parts[0][0]) > self.max_rows // 2 and _can_merge(self._parts[0][0]):
             self.bucket_ns *= 2
             self._parts = [self._merged(2)]
         self._rows = len(self._parts[0][0])
