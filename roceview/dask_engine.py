@@ -88,7 +88,8 @@ def local_cluster(n_workers: int | None = None):
             return LocalCluster(n_workers=n_workers, processes=True, threads_per_worker=1, dashboard_address=":0",
                                 silence_logs=logging.CRITICAL)
     finally:        # the nannies set their workers' environment in ours and leave it there
-        _restore(os.environ, environ)
+        _restore(os.environ, environ)   # (a nanny restarting a lost worker sets it again, rev8;
+        # a worker added by scale() would take Dask's defaults: roceview never scales its cluster)
 
 
 def _restore(environ, was: dict) -> None:
