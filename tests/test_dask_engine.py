@@ -424,3 +424,16 @@ def _started_with() -> dict:
     started = dict(x.decode().split("=", 1) for x in raw if b"=" in x)
     return {k: started.get(k) for k in ("MALLOC_ARENA_MAX", "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_",
                                          "OMP_NUM_THREADS")}
+
+
+def test_a_decode_task_keeps_freed_memory_in_its_worker(ring, monkeypatch):
+    """decode_file (the exact driver-side path's task) sets the worker's glibc to keep freed
+    blocks, as the partitioned run's tasks do: on a worker started with Dask's defaults
+    (MALLOC_TRIM_THRESHOLD_=65536) 8 M packets decoded in 3.0-3.2 s instead of 1.1 s."""
+    from roceview.capture import memory
+    from roceview.dask_engine import decode_file
+
+    calls = []
+    monkeypatch.setattr(memory, "keep_freed_memory", lambda: calls.append(1) or True)
+    out = decode_file(str(sorted(Path(ring).iterdir())[0]), (), 1 << 16, "analysis")
+    assert calls and sum(out["chunks"]["lengths"]) > 0
