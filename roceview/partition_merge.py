@@ -16,10 +16,10 @@ from types import SimpleNamespace
 import numpy as np
 
 from roceview.analysis.events import KIND_CODE, MAX_PER_KIND
-from roceview.analysis.tables import TIMELINE_COLUMNS, Coded, Table
-from roceview.analysis.timeline import MAX_ROWS, cell_rows, grid_cells, grid_places, placed, sorted_sums
+from roceview.analysis.tables import TIMELINE_COLUMNS, Table
+from roceview.analysis.timeline import (FIELDS, MAX_ROWS, as_table, cell_rows, grid_cells, grid_places, placed,
+                                       sorted_sums)
 
-_FIELDS = tuple(c for c in TIMELINE_COLUMNS[2:] if c != "gbps")      # summed: gbps is computed
 
 
 def exact(parts: list[dict], bucket_ns: int, n_chunks: int) -> tuple[str | None, int]:
@@ -133,21 +133,15 @@ def _dense(tables: list[Table], cells: list[np.ndarray], grid: tuple[int, int, i
     the whole's)."""
     at, places = grid_places(cells, grid[0])
     bucket, flow = cell_rows(at, grid)
-    return _table(bucket, flow, [placed(places, [t.data[c] for t in tables], len(at)) for c in _FIELDS], names,
+    return as_table(bucket, flow, [placed(places, [t.data[c] for t in tables], len(at)) for c in FIELDS], names,
                   bucket_ns)
 
 
 def _sorted(tables: list[Table], bucket: np.ndarray, flow: np.ndarray, names: list[str], bucket_ns: int) -> Table:
     """_dense's rows by sorting them, where its grid would be much larger than the rows (flows
     active at different times of a long capture)."""
-    bucket, flow, *sums = sorted_sums(bucket, flow, [None, None] + [[t.data[c] for t in tables] for c in _FIELDS])
-    return _table(bucket, flow, sums, names, bucket_ns)
-
-
-def _table(bucket: np.ndarray, flow: np.ndarray, sums: list[np.ndarray], names: list[str], bucket_ns: int) -> Table:
-    data = {"bucket_start": bucket * bucket_ns, "flow": Coded(flow, names), **dict(zip(_FIELDS, sums))}
-    data["gbps"] = data["bytes"] * 8.0 / bucket_ns
-    return Table(TIMELINE_COLUMNS, data)
+    bucket, flow, *sums = sorted_sums(bucket, flow, [None, None] + [[t.data[c] for t in tables] for c in FIELDS])
+    return as_table(bucket, flow, sums, names, bucket_ns)
 
 
 def merge_facts(parts: list[dict], stats: list[dict], ts_backwards: tuple):

@@ -10,7 +10,7 @@ import numpy as np
 
 from roceview.analysis.tables import TIMELINE_COLUMNS, Coded, Table
 
-_FIELDS = ("bytes", "ecn_ce", "cnp_packets", "retransmitted_packets")
+FIELDS = ("bytes", "ecn_ce", "cnp_packets", "retransmitted_packets")     # summed; gbps from bytes
 MAX_ROWS = 2_000_000     # a long capture with many flows would otherwise outgrow memory
 GRID_CELLS_A_ROW = 4     # grid_places' grid at most this many cells a row (else the rows are sorted)
 
@@ -127,6 +127,15 @@ def placed(places: list[np.ndarray], values: list[np.ndarray], n: int, distinct:
     return out
 
 
+def as_table(bucket: np.ndarray, flow: np.ndarray, sums: list[np.ndarray], flow_names: list[str],
+             bucket_ns: int) -> Table:
+    """The timeline table of (bucket, flow) rows and their sums of FIELDS (gbps from bytes):
+    Timeline.table's, and the Dask client's merge of the partitions' (partition_merge)."""
+    data = {"bucket_start": bucket * bucket_ns, "flow": Coded(flow, flow_names), **dict(zip(FIELDS, sums))}
+    data["gbps"] = data["bytes"] * 8.0 / bucket_ns
+    return Table(TIMELINE_COLUMNS, data)
+
+
 def _can_merge(bucket: np.ndarray) -> bool:
     """Whether doubling the buckets merges any rows (`bucket`: in order, as _merged leaves it).
     Doubling merges a flow's rows only: once all rows share one bucket (more flows than
@@ -163,13 +172,13 @@ class Timeline:
             key *= n_flows
             key += flow
             size = width * n_flows
-            sums = [_sums(key, values[f], size) for f in _FIELDS]
+            sums = [_sums(key, values[f], size) for f in FIELDS]
             keys = np.flatnonzero(_present(key, values["bytes"], sums[0], size))
             sums = [s[keys] for s in sums]
         else:
             uniq, inv = np.unique((ts // self.bucket_ns - b0) * n_flows + flow, return_inverse=True)
             keys = uniq
-            sums = [_sums(inv.reshape(-1), values[f], len(uniq)) for f in _FIELDS]
+            sums = [_sums(inv.reshape(-1), values[f], len(uniq)) for f in FIELDS]
         flow_bytes = np.bincount(keys % n_flows, sums[0], minlength=n_flows)
         self._parts.append((keys // n_flows + b0, keys % n_flows,
                             *[np.rint(s).astype(np.int64) for s in sums]))
@@ -225,7 +234,4 @@ class Timeline:
         merged = self._merged()
         self._parts = [merged]     # the same sums, held once (_rows unchanged: _bound as before)
         bucket, flow, *sums = merged
-        data = {"bucket_start": bucket * self.bucket_ns, "flow": Coded(flow, flow_names)}
-        data.update(zip(_FIELDS, sums))
-        data["gbps"] = data["bytes"] * 8.0 / self.bucket_ns
-        return Table(TIMELINE_COLUMNS, data)
+        return as_table(bucket, flow, sums, flow_names, self.bucket_ns)
