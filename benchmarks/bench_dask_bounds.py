@@ -19,9 +19,11 @@ makes, in two more ways, 1 and 2 at a time:
   product's run. What Dask's own costs leave (its event loops, scheduler and client run on
   the second core in a 1-worker run, and on the cores that do the work with 2).
 
-Each round runs every configuration once (processes and clusters live across rounds, warmed
-by one round not counted); prints the median wall time and packets/s of each, and the scaling
-efficiency rate(2) / (2 x rate(1)) from the medians and round by round.
+Round by round (each configuration once, then again: a slow minute slows 1 and 2 alike), the
+processes first (started once, a first round to warm them not counted), then the clusters
+(a new one each round, timed on its second run); only the configuration measured runs. Prints
+the median wall time, packets/s and CPU of each (a Dask row's CPU is its worker processes'),
+and the scaling efficiency rate(2) / (2 x rate(1)) from the medians and round by round.
 """
 from __future__ import annotations
 
@@ -42,19 +44,19 @@ CHUNK = 1 << 16                            # the local engine's chunk (api.DEFAU
 OPTIONS = (None, 100.0, 1.0, True)         # pmtu, link_speed, bucket_ms, facts: analyze's defaults
 
 
-def plan(order: list[str], starts: list, n: int) -> tuple[list, tuple, list, int]:
-    """Every file read once, its parts kept: ((offset, the chunks it closes) per file, the
-    chunks left at the end, each file's parts, the packets), as dask_run._streamed hands
-    them to steps."""
+def plan(order: list[str], starts: list, n: int, keep=lambda k: False) -> tuple[list, tuple, list, int]:
+    """Every file read once: ((offset, the chunks it closes) per file, the chunks left at the
+    end, the parts of each file k with keep(k) (others None), the packets), as
+    dask_run._streamed hands them to steps."""
     from roceview.dask_partition import read
     from roceview.dask_stream import StreamPlan
 
     stream, closed, parts = StreamPlan(starts, CHUNK), [], []
-    for path in order:
+    for k, path in enumerate(order):
         got = read(path, (), CHUNK, "analysis", n)
         offset = stream.rows
         closed.append((offset, stream.add(got["meta"])))
-        parts.append(got["parts"])
+        parts.append(got["parts"] if keep(k) else None)
     return closed, stream.finish()[:2], parts, stream.rows
 
 
@@ -64,7 +66,7 @@ def process(me: int, n: int, order: list[str], starts: list, conn, barrier) -> N
     from roceview.dask_partition import finished, read, step
 
     keep_freed_memory()
-    closed, last, copy, _ = plan(order, starts, n)
+    closed, last, copy, _ = plan(order, starts, n, keep=lambda k: k % n != me)   # the others' files
     mine = [p for p in range(n + 1) if p % n == me]          # n partitions and the PFC one
     conn.send("ready")
     while conn.recv() == "go":
@@ -81,6 +83,8 @@ def process(me: int, n: int, order: list[str], starts: list, conn, barrier) -> N
 
 
 class Processes:
+    """n plain processes, idle between rounds (blocked on their pipe: no CPU)."""
+
     def __init__(self, n: int, order: list[str], starts: list):
         ctx = multiprocessing.get_context("spawn")
         barrier = ctx.Barrier(n)
@@ -88,6 +92,7 @@ class Processes:
         for me in range(n):
             ours, theirs = ctx.Pipe()
             ctx.Process(target=process, args=(me, n, order, starts, theirs, barrier), daemon=True).start()
+            theirs.close()                  # a process that dies ends our recv (EOFError), not hangs it
             self.conns.append(ours)
         for conn in self.conns:
             assert conn.recv() == "ready"
@@ -170,32 +175,57 @@ def main() -> None:
         make_ring(a.dir, 8, 1_000_000)
     order, starts = _time_ordered(expand_paths([str(a.dir)]))
     print(f"load average before: {os.getloadavg()}, cores: {os.cpu_count()}")
+    rounds = _processes(order, starts, a.repeat)
     plans = {n: plan(order, starts, n) for n in (1, 2)}
+    rounds.update(_minimal(order, plans, a.repeat))
     packets = plans[1][3]
-    runners = {("processes", n): Processes(n, order, starts) for n in (1, 2)}
-    runners.update({("dask-minimal", n): Minimal(n, order, *plans[n][:2]) for n in (1, 2)})
-    del plans
-    rounds: dict[tuple, list] = {c: [] for c in runners}
-    for r in range(a.repeat + 1):
-        for config, runner in runners.items():
-            row = runner.round()
-            if r:                                   # the first round warms, as a long-lived cluster is
-                rounds[config].append(row)
-    for name in [n for n in logging.root.manager.loggerDict if n.startswith("distributed")]:
-        logging.getLogger(name).setLevel(logging.ERROR)           # the clusters' closing, told at INFO
-    for runner in runners.values():
-        runner.close()
     for (mode, n), rows in rounds.items():
-        wall = statistics.median(row["wall_s"] for row in rows)
-        print(json.dumps({"mode": mode, "workers": n, "packets": packets, "wall_s": round(wall, 3),
-                          "pkt_per_s": round(packets / wall), "cpu_s": rows[len(rows) // 2]["cpu_s"],
-                          "walls_s": sorted(round(row["wall_s"], 3) for row in rows)}), flush=True)
+        row = sorted(rows, key=lambda r: r["wall_s"])[len(rows) // 2]          # the median round
+        print(json.dumps({"mode": mode, "workers": n, "packets": packets, "wall_s": round(row["wall_s"], 3),
+                          "pkt_per_s": round(packets / row["wall_s"]), "cpu_s": row["cpu_s"],
+                          "walls_s": sorted(round(r["wall_s"], 3) for r in rows)}), flush=True)
     for mode in ("processes", "dask-minimal"):
         one, two = rounds[(mode, 1)], rounds[(mode, 2)]
         median = statistics.median(r["wall_s"] for r in one) / (2 * statistics.median(r["wall_s"] for r in two))
         paired = sorted(x["wall_s"] / (2 * y["wall_s"]) for x, y in zip(one, two))
         print(f"{mode}: scaling efficiency with 2 = {median:.0%} of 2x the rate of 1 (medians); "
               f"round by round {', '.join(f'{e:.0%}' for e in paired)}")
+
+
+def _processes(order: list[str], starts: list, repeat: int) -> dict:
+    """1 and 2 plain processes, round by round (the first round, warming their heaps, not
+    counted); no cluster alive meanwhile (an idle one's ~0.1 CPU s a round falls on the
+    second core with 1 process and on the work with 2: rev9)."""
+    runners = {("processes", n): Processes(n, order, starts) for n in (1, 2)}
+    rounds: dict[tuple, list] = {c: [] for c in runners}
+    try:
+        for r in range(repeat + 1):
+            for config, runner in runners.items():
+                row = runner.round()
+                if r:
+                    rounds[config].append(row)
+    finally:
+        for runner in runners.values():
+            runner.close()
+    return rounds
+
+
+def _minimal(order: list[str], plans: dict, repeat: int) -> dict:
+    """1 and 2 workers, round by round, each round on a new cluster (the only one alive),
+    timed on its second run (the first warms its workers, as on a long-lived cluster and as
+    bench_dask.py times the product)."""
+    rounds: dict[tuple, list] = {("dask-minimal", n): [] for n in (1, 2)}
+    for _ in range(repeat):
+        for n in (1, 2):
+            runner = Minimal(n, order, *plans[n][:2])
+            try:
+                runner.round()
+                rounds[("dask-minimal", n)].append(runner.round())
+            finally:
+                for name in [m for m in logging.root.manager.loggerDict if m.startswith("distributed")]:
+                    logging.getLogger(name).setLevel(logging.ERROR)      # its closing, told at INFO
+                runner.close()
+    return rounds
 
 
 if __name__ == "__main__":
