@@ -21,7 +21,8 @@ makes, in two more ways, 1 and 2 at a time:
 
 Round by round (each configuration once, then again: a slow minute slows 1 and 2 alike), the
 processes first (started once, a first round to warm them not counted), then the clusters
-(a new one each round, timed on its second run); only the configuration measured runs. Prints
+(a new one each round, timed on its second run): only the configuration measured works (the
+other configuration's processes wait on their pipes; one cluster at a time). Prints
 the median wall time, packets/s and CPU of each (a Dask row's CPU is its worker processes'),
 and the scaling efficiency rate(2) / (2 x rate(1)) from the medians and round by round.
 """
