@@ -102,7 +102,7 @@ class Processes:
         for conn in self.conns:
             conn.send("go")
         done = [conn.recv() for conn in self.conns]
-        return {"wall_s": max(e for _, e, _ in done) - min(s for s, _, _ in done),
+        return {"wall_s": round(max(e for _, e, _ in done) - min(s for s, _, _ in done), 3),
                 "cpu_s": sorted(round(c, 2) for _, _, c in done)}
 
     def close(self) -> None:
@@ -115,10 +115,6 @@ def _on_read(run, got: dict, p: int, *args):
     from roceview.dask_partition import step
 
     return step(run, got["parts"][p], *args)
-
-
-def _cpu_s() -> float:
-    return time.process_time()
 
 
 class Minimal:
@@ -137,7 +133,7 @@ class Minimal:
         from roceview.dask_partition import arrived, finished, part, read, step
 
         client, n, submit = self.client, self.n, self.client.submit
-        cpu0, t0 = client.run(_cpu_s), time.monotonic()
+        cpu0, t0 = client.run(time.process_time), time.monotonic()
         runs = [None] * (n + 1)
         for k, path in enumerate(self.order):
             got = submit(read, path, (), CHUNK, "analysis", n, pure=False,
@@ -152,8 +148,8 @@ class Minimal:
                     runs[p] = submit(step, runs[p], moved, *args, pure=False, priority=1, **on)
         client.gather([submit(finished, runs[p], *self.last, pure=False, priority=1, workers=[self.workers[p % n]])
                        for p in range(n + 1)])
-        wall, cpu = time.monotonic() - t0, client.run(_cpu_s)
-        return {"wall_s": wall, "cpu_s": sorted(round(cpu[w] - cpu0[w], 2) for w in cpu)}
+        wall, cpu = time.monotonic() - t0, client.run(time.process_time)
+        return {"wall_s": round(wall, 3), "cpu_s": sorted(round(cpu[w] - cpu0[w], 2) for w in cpu)}
 
     def close(self) -> None:
         self.client.close()
@@ -165,7 +161,7 @@ def main() -> None:
     ap.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "roceview-bench-dask")
     ap.add_argument("--repeat", type=int, default=5)
     a = ap.parse_args()
-    from bench_dask import make_ring
+    from bench_dask import _median_row, make_ring
 
     from roceview.capture.memory import keep_freed_memory
     from roceview.capture.source import expand_paths
@@ -181,10 +177,9 @@ def main() -> None:
     rounds.update(_minimal(order, plans, a.repeat))
     packets = plans[1][3]
     for (mode, n), rows in rounds.items():
-        row = sorted(rows, key=lambda r: r["wall_s"])[len(rows) // 2]          # the median round
-        print(json.dumps({"mode": mode, "workers": n, "packets": packets, "wall_s": round(row["wall_s"], 3),
-                          "pkt_per_s": round(packets / row["wall_s"]), "cpu_s": row["cpu_s"],
-                          "walls_s": sorted(round(r["wall_s"], 3) for r in rows)}), flush=True)
+        row = _median_row(rows)                                     # the median round, every wall beside it
+        print(json.dumps({"mode": mode, "workers": n, "packets": packets, **row,
+                          "pkt_per_s": round(packets / row["wall_s"])}), flush=True)
     for mode in ("processes", "dask-minimal"):
         one, two = rounds[(mode, 1)], rounds[(mode, 2)]
         median = statistics.median(r["wall_s"] for r in one) / (2 * statistics.median(r["wall_s"] for r in two))
@@ -215,6 +210,10 @@ def _minimal(order: list[str], plans: dict, repeat: int) -> dict:
     """1 and 2 workers, round by round, each round on a new cluster (the only one alive),
     timed on its second run (the first warms its workers, as on a long-lived cluster and as
     bench_dask.py times the product)."""
+    import distributed  # noqa: F401  (its loggers, levels set from its configuration)
+
+    for name in [m for m in logging.root.manager.loggerDict if m.startswith("distributed")]:
+        logging.getLogger(name).setLevel(logging.ERROR)      # a cluster's closing, told at INFO
     rounds: dict[tuple, list] = {("dask-minimal", n): [] for n in (1, 2)}
     for _ in range(repeat):
         for n in (1, 2):
@@ -223,8 +222,6 @@ def _minimal(order: list[str], plans: dict, repeat: int) -> dict:
                 runner.round()
                 rounds[("dask-minimal", n)].append(runner.round())
             finally:
-                for name in [m for m in logging.root.manager.loggerDict if m.startswith("distributed")]:
-                    logging.getLogger(name).setLevel(logging.ERROR)      # its closing, told at INFO
                 runner.close()
     return rounds
 

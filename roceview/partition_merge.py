@@ -21,7 +21,6 @@ from roceview.analysis.timeline import (FIELDS, MAX_ROWS, as_table, cell_rows, g
                                        sorted_sums)
 
 
-
 def exact(parts: list[dict], bucket_ns: int, n_chunks: int) -> tuple[str | None, int]:
     """(why the partitions' results may differ from the local engine's or None, the timeline's
     bucket length the local engine ends with)."""
