@@ -25,7 +25,7 @@ import json, os, sys, time
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")      # process set-up as roceview.cli.entry does it
 from roceview.capture.memory import keep_freed_memory
 keep_freed_memory()
-import roceview.packets as P
+import roceview.packets.read as P
 from roceview.analysis import analyze_batches
 from roceview.render.export import write_csv_dir
 list(P.iter_batches(sys.argv[1]))                    # page cache warm (and the numba fallback's JIT cache)

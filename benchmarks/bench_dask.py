@@ -83,7 +83,7 @@ def one(mode: str, workers: int, directory: str, out: str, again: bool) -> dict:
     if mode != "local":
         from dask.distributed import Client
 
-        from roceview.dask_engine import local_cluster
+        from roceview.engines.dask.client import local_cluster
 
         cluster = local_cluster(workers)            # as `analyze --engine dask` without --scheduler makes it
         client = Client(cluster)
@@ -133,7 +133,7 @@ def _ceiling(directory: str) -> dict:
     decoded and merged in memory (the rate no number of workers can take the run past)."""
     from roceview.analysis import Analyzer
     from roceview.diagnose import FactCollector, find
-    from roceview.packets import iter_batches
+    from roceview.packets.read import iter_batches
 
     batches = list(iter_batches(directory, projection="analysis"))
     cpu0, t0 = _cpu_s(), time.perf_counter()
@@ -157,16 +157,16 @@ def _cpu_s() -> float:
 
 
 def _warm() -> None:
-    import roceview.columns_wire  # noqa: F401
-    import roceview.dask_engine  # noqa: F401
-    import roceview.dask_partition  # noqa: F401
-    import roceview.dask_partition_run  # noqa: F401  (the Analyzer, the FactCollector)
-    import roceview.decode  # noqa: F401
-    import roceview.table  # noqa: F401
+    import roceview.packets.wire  # noqa: F401
+    import roceview.engines.dask.client  # noqa: F401
+    import roceview.engines.dask.partition  # noqa: F401
+    import roceview.engines.dask.partition_run  # noqa: F401  (the Analyzer, the FactCollector)
+    import roceview.packets.decode  # noqa: F401
+    import roceview.packets.table  # noqa: F401
 
 
 def _decode_count(path: str) -> int:
-    from roceview.dask_engine import decode_file
+    from roceview.engines.dask.client import decode_file
 
     return sum(decode_file(path, (), 1 << 16, "analysis")["chunks"]["lengths"])
 

@@ -49,8 +49,8 @@ def plan(order: list[str], starts: list, n: int, keep=lambda k: False) -> tuple[
     """Every file read once: ((offset, the chunks it closes) per file, the chunks left at the
     end, the parts of each file k with keep(k) (others None), the packets), as
     dask_run._streamed hands them to steps."""
-    from roceview.dask_partition import read
-    from roceview.dask_stream import StreamPlan
+    from roceview.engines.dask.partition import read
+    from roceview.engines.dask.plan_stream import StreamPlan
 
     stream, closed, parts = StreamPlan(starts, CHUNK), [], []
     for k, path in enumerate(order):
@@ -64,7 +64,7 @@ def plan(order: list[str], starts: list, n: int, keep=lambda k: False) -> tuple[
 def process(me: int, n: int, order: list[str], starts: list, conn, barrier) -> None:
     """Plain process `me` of n: on each "go", its files read and its partitions analysed."""
     from roceview.capture.memory import keep_freed_memory
-    from roceview.dask_partition import finished, read, step
+    from roceview.engines.dask.partition import finished, read, step
 
     keep_freed_memory()
     closed, last, copy, _ = plan(order, starts, n, keep=lambda k: k % n != me)   # the others' files
@@ -112,7 +112,7 @@ class Processes:
 
 def _on_read(run, got: dict, p: int, *args):
     """A step fed its part from the read's result itself (read on this worker: no transfer)."""
-    from roceview.dask_partition import step
+    from roceview.engines.dask.partition import step
 
     return step(run, got["parts"][p], *args)
 
@@ -121,16 +121,16 @@ class Minimal:
     def __init__(self, n: int, order: list[str], closed: list, last: tuple):
         from dask.distributed import Client
 
-        from roceview.dask_engine import local_cluster
+        from roceview.engines.dask.client import local_cluster
 
         self.n, self.order, self.closed, self.last = n, order, closed, last
         self.cluster = local_cluster(n)
         self.client = Client(self.cluster, set_as_default=False)
-        self.client.run(lambda: __import__("roceview.dask_partition_run"))
+        self.client.run(lambda: __import__("roceview.engines.dask.partition_run"))
         self.workers = sorted(self.client.nthreads())
 
     def round(self) -> dict:
-        from roceview.dask_partition import arrived, finished, part, read, step
+        from roceview.engines.dask.partition import arrived, finished, part, read, step
 
         client, n, submit = self.client, self.n, self.client.submit
         cpu0, t0 = client.run(time.process_time), time.monotonic()
@@ -165,12 +165,12 @@ def main() -> None:
 
     from roceview.capture.memory import keep_freed_memory
     from roceview.capture.source import expand_paths
-    from roceview.packets import _time_ordered
+    from roceview.packets.read import time_ordered
 
     keep_freed_memory()
     if not a.dir.exists() or len(list(a.dir.glob("ring_*.pcap"))) < 8:
         make_ring(a.dir, 8, 1_000_000)
-    order, starts = _time_ordered(expand_paths([str(a.dir)]))
+    order, starts = time_ordered(expand_paths([str(a.dir)]))
     print(f"load average before: {os.getloadavg()}, cores: {os.cpu_count()}")
     rounds = _processes(order, starts, a.repeat)
     plans = {n: plan(order, starts, n) for n in (1, 2)}

@@ -37,8 +37,8 @@ t0 = time.perf_counter()
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")      # process set-up as roceview.cli.entry does it
 from roceview.capture.memory import keep_freed_memory
 keep_freed_memory()
-import roceview.packets as P
-from roceview.capture.kernels import BACKEND
+import roceview.packets.read as P
+from roceview.kernels.backend import BACKEND
 mode, path = sys.argv[1], sys.argv[2]
 if mode == "table":
     list(P.iter_batches(sys.argv[3]))  # warm-up (the numba fallback loads its JIT cache here)

@@ -23,7 +23,7 @@ from bench_decode import ROOT, captures, parse_args, wall  # noqa: E402
 INPROC = r"""
 import json, os, sys, time
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-import roceview.packets as P
+import roceview.packets.read as P
 path, repeat = sys.argv[1], int(sys.argv[2])
 batches = list(P.iter_batches(path))           # decoded once: only the analysis is timed
 def run(flags):

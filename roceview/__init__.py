@@ -5,7 +5,7 @@ __version__ = "0.1.0"
 def read_packets(paths, columns=None, roce_ports=(), warn=None, analysis=False, pmtu=None):
     """The packets table as a pandas DataFrame (columns: docs/columns.md); analysis=True adds
     the analysis flags and related frames (flags, missing_psns, rel_frame, rtt_ns)."""
-    from roceview.packets import read_packets as _read
+    from roceview.api import read_packets as _read
 
     return _read(paths, columns=columns, roce_ports=roce_ports, warn=warn, analysis=analysis, pmtu=pmtu)
 
@@ -13,7 +13,7 @@ def read_packets(paths, columns=None, roce_ports=(), warn=None, analysis=False, 
 def iter_packets(paths, columns=None, roce_ports=(), chunk_packets=1 << 18, warn=None, analysis=False, pmtu=None):
     """The packets table in DataFrame chunks, for files larger than memory; analysis=True as
     read_packets."""
-    from roceview.packets import iter_packets as _iter
+    from roceview.api import iter_packets as _iter
 
     return _iter(paths, columns=columns, roce_ports=roce_ports, chunk_packets=chunk_packets, warn=warn,
                  analysis=analysis, pmtu=pmtu)

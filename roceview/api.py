@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 
 if TYPE_CHECKING:
     from roceview.analysis import AnalysisResult
-    from roceview.batch import Batch
+    from roceview.packets.batch import Batch
 
 DEFAULT_CHUNK = 1 << 16
 
@@ -33,12 +33,12 @@ def analyze(paths, *, pmtu: int | None = None, link_speed: float = 100.0, bucket
     `tshark -R` (a QP whose ACKs are filtered out looks like loss); engine="dask" decodes the
     files on a Dask cluster (the scheduler at address `scheduler`, else a LocalCluster; `pip
     install 'roceview[dask]'`) with results identical to the local engine's
-    (roceview.dask_engine). Raises roceview.errors.BadInput for bad input (a bad filter included).
+    (roceview.engines.dask.client). Raises roceview.errors.BadInput for bad input (a bad filter included).
     """
-    from roceview.capture.source import expand_paths
+    from roceview import engines
 
-    _check_options(pmtu, link_speed, bucket_ms)
-    roce_ports = _checked_ports(roce_ports)
+    check_options(pmtu, link_speed, bucket_ms)
+    roce_ports = checked_ports(roce_ports)
     warnings: list[str] = []
 
     def on_warning(message: str) -> None:
@@ -50,21 +50,20 @@ def analyze(paths, *, pmtu: int | None = None, link_speed: float = 100.0, bucket
             print(f"roceview: warning: {message}", file=sys.stderr)
 
     display = _display_filter(display_filter)
-    files = expand_paths(paths) if engine != "dask" else _dask_inputs(paths)
-    settings = _config(config) if diagnose else None
+    chosen = engines.get(engine)
+    files = chosen.inputs(paths)
+    settings = load_settings(config) if diagnose else None
     connection = None
-    if engine == "dask" and not packets and display is None:     # the analysis on the workers
-        from roceview.dask_run import partitioned
-
+    if chosen.ANALYZES and not packets and display is None:     # the analysis on the workers
         if on_batch is not None:          # no batch passes here: the callback sees an empty one
             import numpy as np
 
-            from roceview.batch import Batch
+            from roceview.packets.batch import Batch
 
             on_batch(Batch(0, {"cap_len": np.zeros(0, np.uint32)}))
-        result, connection = partitioned(files, scheduler, on_warning, roce_ports=roce_ports,
-                                         chunk_packets=chunk_packets, pmtu=pmtu, link_speed=link_speed,
-                                         bucket_ms=bucket_ms, facts=diagnose)
+        result, connection = chosen.analyzed(files, scheduler, on_warning, roce_ports=roce_ports,
+                                             chunk_packets=chunk_packets, pmtu=pmtu, link_speed=link_speed,
+                                             bucket_ms=bucket_ms, facts=diagnose)
         if result is not None:
             if progress is not None:
                 progress(result.summary["packets"])
@@ -72,9 +71,9 @@ def analyze(paths, *, pmtu: int | None = None, link_speed: float = 100.0, bucket
     # Reading starts now, on its own thread: the analysis modules import meanwhile. The
     # analysis reads 22 of the declared columns: the kernel extracts only those, unless the
     # caller asked for the packets table as well.
-    batches = _batches(engine, scheduler, files, roce_ports=roce_ports, chunk_packets=chunk_packets,
-                       warn=on_warning, projection=None if packets else _projection(display), display_filter=display,
-                       connection=connection)
+    batches = chosen.batches(files, scheduler, roce_ports=roce_ports, chunk_packets=chunk_packets,
+                             warn=on_warning, projection=None if packets else _projection(display),
+                             display_filter=display, connection=connection)
     analysis = Analysis(pmtu, link_speed, bucket_ms, settings, diagnose=diagnose, keep_packets=packets)
     try:
         for batch in batches:
@@ -86,6 +85,49 @@ def analyze(paths, *, pmtu: int | None = None, link_speed: float = 100.0, bucket
     finally:
         batches.close()
     return analysis.finish(files, warnings)
+
+
+def iter_packets(paths, columns=None, roce_ports: Iterable[int] = (), chunk_packets: int = DEFAULT_CHUNK,
+                 warn=None, analysis: bool = False, pmtu: int | None = None):
+    """The packets table in chunks of pandas DataFrames; analysis=True adds the analysis
+    columns (flags, missing_psns, rel_frame, rtt_ns: docs/columns.md) from the same streaming
+    analysis as `analyze` (pmtu as there)."""
+    from roceview.packets.read import iter_batches
+    from roceview.packets.table import to_dataframe
+
+    batches = iter_batches(paths, roce_ports, chunk_packets, warn)
+    if analysis:
+        from roceview.analysis.annotate import analysed
+
+        batches = analysed(batches, pmtu)
+        columns = _with_analysis(columns)
+    for batch in batches:
+        yield to_dataframe(batch, columns)
+
+
+def read_packets(paths, columns=None, roce_ports: Iterable[int] = (), warn=None, analysis: bool = False,
+                 pmtu: int | None = None):
+    """The whole packets table as one pandas DataFrame (columns: docs/columns.md); analysis=True
+    adds the analysis columns, as iter_packets."""
+    from roceview.packets.batch import Batch
+    from roceview.packets.read import iter_batches
+    from roceview.packets.table import to_dataframe
+
+    batches = iter_batches(paths, roce_ports, warn=warn)
+    if analysis:
+        from roceview.analysis.annotate import analysed
+
+        batches = analysed(batches, pmtu)
+        columns = _with_analysis(columns)
+    batches = list(batches)
+    return to_dataframe(Batch.concat(batches) if batches else None, columns)
+
+
+def _with_analysis(columns):
+    from roceview.analysis.packet_flags import ANALYSIS_COLUMNS, packet_columns
+
+    return packet_columns() if columns is None else tuple(columns) + tuple(
+        c for c in ANALYSIS_COLUMNS if c not in columns)
 
 
 class Analysis:
@@ -134,43 +176,9 @@ def _display_filter(text: str | None):
 def _projection(display) -> str | None:
     """The analysis projection, grown to every column when the filter reads a header field
     outside it (packets.projection_for)."""
-    from roceview.packets import projection_for
+    from roceview.packets.read import projection_for
 
     return "analysis" if display is None else projection_for("analysis", display.fields)
-
-
-def _batches(engine: str, scheduler: str | None, files, display_filter=None, **options):
-    """The merged batches of `files`, decoded here (a reading thread) or on a Dask cluster;
-    only the rows `display_filter` matches."""
-    from roceview.errors import BadInput
-
-    connection = options.pop("connection", None)
-    if engine == "dask":
-        from roceview.dask_engine import DaskBatches
-
-        batches = DaskBatches(files, scheduler, connection=connection, **options)
-        return batches if display_filter is None else _selected(batches, display_filter)
-    if engine != "local":
-        raise BadInput(f"--engine must be local or dask (got {engine!r})")
-    if scheduler is not None:
-        raise BadInput("--scheduler needs --engine dask")
-    from roceview.packets import iter_batches
-
-    return iter_batches(files, display_filter=display_filter, **options)
-
-
-def _selected(batches, display):
-    try:
-        for batch in batches:
-            yield display.select(batch)
-    finally:
-        batches.close()
-
-
-def _dask_inputs(paths) -> list[str]:
-    from roceview.dask_engine import expand
-
-    return expand(paths)
 
 
 def _fact_collector():
@@ -179,7 +187,7 @@ def _fact_collector():
     return FactCollector()
 
 
-def _config(config):
+def load_settings(config):
     """A Config as is; a path is loaded (BadInput, one line, when it cannot be). Nothing is
     imported for the rest: the diagnoser's modules import once reading has started."""
     if config is None or not isinstance(config, (str, bytes)) and not hasattr(config, "__fspath__"):
@@ -192,7 +200,7 @@ def _config(config):
 MAX_BUCKET_MS = 365 * 86_400_000   # a year: the bucket in ns and its doublings stay in int64 (1e303 overflowed)
 
 
-def _check_options(pmtu, link_speed, bucket_ms) -> None:
+def check_options(pmtu, link_speed, bucket_ms) -> None:
     from roceview.errors import BadInput
 
     if pmtu is not None and pmtu not in (256, 512, 1024, 2048, 4096):
@@ -204,7 +212,7 @@ def _check_options(pmtu, link_speed, bucket_ms) -> None:
         raise BadInput(f"--bucket must be a number > 0 and at most {MAX_BUCKET_MS:,} ms, a year (got {bucket_ms})")
 
 
-def _checked_ports(roce_ports) -> tuple:
+def checked_ports(roce_ports) -> tuple:
     """Each a UDP port, 1-65535 (decode.port_table indexes a 65536-entry table by it)."""
     from operator import index
 

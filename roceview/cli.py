@@ -7,13 +7,12 @@ when their command runs, so `roceview --help` stays fast.
 from __future__ import annotations
 
 import argparse
-import enum
 import gc
 import importlib
 import os
 import sys
-from dataclasses import dataclass, field
-from typing import IO
+
+from roceview.commands.base import Environment, ExitStatus, udp_port  # noqa: F401  (roceview.cli's own names)
 
 COMMANDS = {
     "analyze": "per-queue-pair analysis report (PSN gaps, retransmits, NAKs, PFC, ECN/CNP)",
@@ -25,42 +24,9 @@ COMMANDS = {
 }
 
 
-class ExitStatus(enum.IntEnum):
-    OK = 0
-    ERROR = 1
-    BAD_INPUT = 2
-    FINDINGS = 3
-    INTERRUPTED = 130   # Ctrl-C: 128 + SIGINT (roceview/interrupt.py)
-
-
-@dataclass
-class Environment:
-    stdin: IO = field(default_factory=lambda: sys.stdin)
-    stdout: IO = field(default_factory=lambda: sys.stdout)
-    stderr: IO = field(default_factory=lambda: sys.stderr)
-
-    @property
-    def stderr_isatty(self) -> bool:
-        return hasattr(self.stderr, "isatty") and self.stderr.isatty()
-
-    def warn(self, message: str) -> None:
-        print(f"roceview: warning: {message}", file=self.stderr)
-
-
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, exit 2: usage errors are bad input
         raise SystemExit(_usage_error(self.prog, message))
-
-
-def udp_port(text: str) -> int:
-    """argparse type of --roce-port: a UDP port, 1-65535 (one usage line, exit 2, otherwise)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if not 1 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"must be a UDP port, 1-65535 (got {text!r})")
-    return value
 
 
 def _usage_error(prog: str, message: str) -> int:

@@ -1,4 +1,4 @@
-"""Build `roceview.batch.Batch` chunks directly from row dicts, for analysis unit tests.
+"""Build `roceview.packets.batch.Batch` chunks directly from row dicts, for analysis unit tests.
 
 A row is a dict; RoCE rows name `opcode`, `psn`, `qp` (dest QP), `src`/`dst` (IP text), `ts` (ns);
 optional `ackreq`, `payload`, `dmalen`, `syndrome`, `ecn`, `wire`. PFC rows: `proto="pfc"`,
@@ -12,7 +12,7 @@ import ipaddress
 import numpy as np
 
 from roceview.analysis import analyze_batches
-from roceview.batch import PROTO_CODE, Batch
+from roceview.packets.batch import PROTO_CODE, Batch
 
 A, B = "10.0.0.1", "10.0.0.2"
 T0 = 1_700_000_000_000_000_000  # ns

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from roceview.analysis import Analyzer
 from roceview.diagnose import FactCollector, find
-from roceview.packets import iter_batches
+from roceview.packets.read import iter_batches
 
 SEVERE = ("warning", "critical")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 import zlib
 
-from roceview.generate import ib
+from roceview.generate import ibta as ib
 from test_diagnose_boundaries import Cap as BoundaryCap
 from roceview.generate.frames import Addressing, PfcFrame, RocePacket, pfc_frame, roce_frame
 

@@ -104,8 +104,8 @@ def test_rich_is_not_imported_when_stderr_is_not_a_terminal(capture, tmp_path):
 def test_the_numba_fallback_first_compile_is_named_until_the_first_packets(monkeypatch):
     import io
 
-    from roceview.capture import kernels
-    from roceview.progress import Progress
+    from roceview.kernels import backend as kernels
+    from roceview.commands.progress import Progress
 
     monkeypatch.setattr(kernels, "BACKEND", "numba")
     bar = Progress(io.StringIO(), "analyzing")

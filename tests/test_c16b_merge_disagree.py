@@ -9,7 +9,7 @@ import numpy as np
 
 from analysis_helpers import T0, ack, req, write_rows_pcap
 from roceview.cli import Environment, main
-from roceview.packets import iter_batches
+from roceview.packets.read import iter_batches
 
 US = 1000
 DAY_NS = 86_400 * 10**9

@@ -7,8 +7,8 @@ import sys
 
 import numpy as np
 
-from roceview.batch import Batch
-from roceview.packets import _coalesced, iter_batches
+from roceview.packets.batch import Batch
+from roceview.packets.read import coalesced, iter_batches
 
 from conftest import REPO
 
@@ -23,7 +23,7 @@ def test_batches_that_overlap_in_time_are_not_joined():
     """Two files of the same moments (two mirror ports): joining them would put rows out of
     time order into one batch, and results would depend on the chunk size."""
     a, b, c = _batch(0, 10, ts0=1000), _batch(10, 10, ts0=1005), _batch(20, 10, ts0=2000)
-    out = list(_coalesced(iter([a, b, c]), 64))
+    out = list(coalesced(iter([a, b, c]), 64))
     assert [x.n for x in out] == [10, 20]
     assert out[0] is a and out[1].cols["frame"].tolist() == list(range(10, 30))
 
@@ -34,7 +34,7 @@ def test_small_batches_are_joined_in_order_up_to_the_target():
     for n in sizes:
         batches.append(_batch(start, n))
         start += n
-    out = list(_coalesced(iter(batches), 64))
+    out = list(coalesced(iter(batches), 64))
     assert [b.n for b in out] == [20, 70, 5, 100, 64, 2]
     assert out[1] is batches[2] and out[3] is batches[4]             # full batches are not copied
     frames = np.concatenate([b.cols["frame"] for b in out])
@@ -69,7 +69,7 @@ def test_files_overlapping_in_time_are_merged_and_dissect_warns(tmp_path):
     time, silently; dissect (file after file) says it does not; a ring buffer says nothing."""
     from roceview.capture.readers import read_records
     from roceview.capture.writer import write_pcap
-    from roceview.packets import iter_chunks
+    from roceview.packets.read import iter_chunks
 
     frames, ts = [], []
     for chunk in read_records(str(REPO / "captures" / "capture-drop.pcap"), 4096, lambda m: None):

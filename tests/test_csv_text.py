@@ -10,7 +10,7 @@ import pytest
 
 from roceview.analysis import tables
 from roceview.analysis.tables import Table
-from roceview.capture import kernels
+from roceview.kernels import backend as kernels
 from roceview.render import export
 
 from test_render_speed import INTS, _awkward_table, _timeline, reference_csv

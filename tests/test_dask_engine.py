@@ -30,7 +30,7 @@ def cluster():
 @pytest.fixture
 def partitioned(monkeypatch):
     """The run must take the partitioned path (dask_run), not the driver-side fallback."""
-    import roceview.dask_engine as engine
+    import roceview.engines.dask.client as engine
 
     def fallback(*args, **kwargs):
         raise AssertionError("the partitioned run fell back to the driver-side analysis")
@@ -199,7 +199,7 @@ def test_cli_engine_dask_writes_the_same_csvs(cluster, ring, tmp_path, partition
 
 
 def test_unreachable_scheduler_is_one_line_exit_2(ring, tmp_path, monkeypatch):
-    import roceview.dask_engine as engine
+    import roceview.engines.dask.client as engine
 
     monkeypatch.setattr(engine, "CONNECT_TIMEOUT", "1s")
     code, _, err = run([str(ring), "--engine", "dask", "--scheduler", "tcp://127.0.0.1:1",
@@ -210,7 +210,7 @@ def test_unreachable_scheduler_is_one_line_exit_2(ring, tmp_path, monkeypatch):
 
 
 def test_a_scheduler_without_workers_is_one_line_exit_2(ring, monkeypatch):
-    import roceview.dask_engine as engine
+    import roceview.engines.dask.client as engine
 
     monkeypatch.setattr(engine, "CONNECT_TIMEOUT", "1s")
     with distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=":0") as empty:
@@ -244,8 +244,8 @@ def test_scheduler_without_dask_engine_is_bad_input(ring):
 def test_a_lost_worker_whose_retries_ran_out_fails_the_run(cluster, ring, tmp_path, monkeypatch):
     """A task whose workers keep dying (KilledWorker after Dask's retries): one line, exit 2,
     no CSV written."""
-    import roceview.dask_engine as engine
-    import roceview.dask_partition as partition
+    import roceview.engines.dask.client as engine
+    import roceview.engines.dask.partition as partition
 
     monkeypatch.setattr(engine, "decode_file", _dies)
     monkeypatch.setattr(partition, "read", _dies_partitioned)
@@ -267,7 +267,7 @@ def _dies(path, *args):
 
     if path.endswith("00002.pcap"):
         os._exit(1)                                   # the worker process dies mid-task
-    from roceview.dask_engine import decode_file
+    from roceview.engines.dask.client import decode_file
 
     return decode_file(path, *args)
 
@@ -277,7 +277,7 @@ def _dies_partitioned(path, *args):
 
     if path.endswith("00002.pcap"):
         os._exit(1)
-    from roceview.dask_partition import read
+    from roceview.engines.dask.partition import read
 
     return read(path, *args)
 
@@ -285,7 +285,7 @@ def _dies_partitioned(path, *args):
 def test_a_lost_partition_task_names_the_partition(cluster, ring, tmp_path, monkeypatch):
     """A partition's analysis whose workers keep dying: one line, exit 2, no CSV, and the line
     says what failed (not a file the partition task never read)."""
-    import roceview.dask_partition as partition
+    import roceview.engines.dask.partition as partition
 
     monkeypatch.setattr(partition, "step", _dies_analysing)        # a file's part as it comes
     monkeypatch.setattr(partition, "analyse", _dies_analysing)     # every part, after a worker lost
@@ -302,7 +302,7 @@ def _dies_analysing(*args):
 def test_each_file_analysed_on_one_local_cluster(ring, tmp_path, monkeypatch, partitioned):
     """--each --engine dask without --scheduler: one LocalCluster for all the files (starting
     one takes seconds), each file's CSVs the local engine's."""
-    import roceview.dask_engine as engine
+    import roceview.engines.dask.client as engine
 
     started, real = [], engine.local_cluster
 
@@ -323,7 +323,7 @@ def test_each_file_analysed_on_one_local_cluster(ring, tmp_path, monkeypatch, pa
 
 
 def test_each_a_cluster_that_fails_to_close_does_not_change_the_outcome(cluster, ring, tmp_path, monkeypatch):
-    import roceview.dask_engine as engine
+    import roceview.engines.dask.client as engine
 
     class Closing:
         scheduler_address = cluster.scheduler_address
@@ -371,7 +371,7 @@ def test_our_local_cluster_runs_without_the_profiler_and_the_20_ms_tick():
     configuration stays as it was."""
     import dask
 
-    from roceview.dask_engine import local_cluster
+    from roceview.engines.dask.client import local_cluster
 
     before = dask.config.get("distributed.worker.profile.enabled")
     cluster = local_cluster(1)
@@ -401,7 +401,7 @@ def test_our_local_cluster_workers_start_with_the_clis_malloc_settings(monkeypat
         monkeypatch.delenv(name, raising=False)     # left by another test's LocalCluster
 
     from roceview.capture.memory import MMAP_THRESHOLD_MAX, TRIM_THRESHOLD
-    from roceview.dask_engine import local_cluster
+    from roceview.engines.dask.client import local_cluster
 
     before, env_before = dask.config.get("distributed.nanny.pre-spawn-environ"), dict(os.environ)
     cluster = local_cluster(1)
@@ -431,7 +431,7 @@ def test_a_decode_task_keeps_freed_memory_in_its_worker(ring, monkeypatch):
     blocks, as the partitioned run's tasks do: on a worker started with Dask's defaults
     (MALLOC_TRIM_THRESHOLD_=65536) 8 M packets decoded in 3.0-3.2 s instead of 1.1 s."""
     from roceview.capture import memory
-    from roceview.dask_engine import decode_file
+    from roceview.engines.dask.client import decode_file
 
     calls = []
     monkeypatch.setattr(memory, "keep_freed_memory", lambda: calls.append(1) or True)

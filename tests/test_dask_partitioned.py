@@ -53,11 +53,11 @@ def fabric(tmp_path_factory):
 def replay(paths, chunk: int):
     """The driver's Plan and gates, the files read in this process (no cluster)."""
     from roceview.capture.source import expand_paths
-    from roceview.dask_partition import read, times
-    from roceview.dask_plan import Plan, gates
-    from roceview.packets import _time_ordered
+    from roceview.engines.dask.partition import read, times
+    from roceview.engines.dask.plan import Plan, gates
+    from roceview.packets.read import time_ordered
 
-    order, starts = _time_ordered(expand_paths(paths))
+    order, starts = time_ordered(expand_paths(paths))
     reads = [read(f, (), chunk, "analysis", 2) for f in order]
     metas = [r["meta"] for r in reads]
     plan = Plan(order, starts, metas, chunk, lambda m: None, lambda: [times(f, chunk) for f in order])
@@ -80,7 +80,7 @@ class Recording(Analyzer):
 
 @pytest.mark.parametrize("chunk", [1 << 16, 5000])
 def test_replayed_chunks_gates_and_flow_order_are_the_local_engines(fabric, chunk):
-    from roceview.packets import iter_batches
+    from roceview.packets.read import iter_batches
 
     plan, gate, names = replay(fabric, chunk)
     an = Recording()
@@ -98,8 +98,8 @@ def test_replayed_chunks_gates_and_flow_order_are_the_local_engines(fabric, chun
 def test_timeline_doubling_replayed_from_partitions():
     """Two partitions' RecordingTimelines (flows apart) tell when one Timeline over every flow
     doubles its buckets (a small row bound here), and their rows merge into its table."""
-    from roceview.dask_partition_run import RecordingTimeline
-    from roceview.partition_merge import _timeline, _timeline_level
+    from roceview.engines.dask.partition_run import RecordingTimeline
+    from roceview.engines.dask.partition_merge import _timeline, _timeline_level
 
     rng = np.random.default_rng(7)
     whole = Timeline(1000, max_rows=600)
@@ -131,7 +131,7 @@ def test_timeline_doubling_replayed_from_partitions():
 
 def test_an_event_budget_reached_is_not_exact():
     from roceview.analysis.events import MAX_PER_KIND
-    from roceview.partition_merge import exact
+    from roceview.engines.dask.partition_merge import exact
 
     part = {"held": False, "timeline_record": [], "timeline_unsure": False, "bucket_ns": 10**6,
             "event_counts": {"ecn_ce": MAX_PER_KIND // 2 + 1}}
@@ -163,10 +163,10 @@ def test_flows_in_several_partitions_identical_to_local(cluster, fabric, tmp_pat
     """Files in sequence (a ring buffer): planned from the chunks' summaries, no timestamp goes
     to the driver (the task that would walk the files again for them fails here: sent by value
     to the workers). (The analysed bits are a task per file that runs anyway.)"""
-    import roceview.dask_engine as engine
-    import roceview.dask_partition as partition
-    from roceview.analysis.pmtu import _path_keys
-    from roceview.dask_partition import partition_of
+    import roceview.engines.dask.client as engine
+    import roceview.engines.dask.partition as partition
+    from roceview.analysis.pmtu import path_keys
+    from roceview.engines.dask.partition import partition_of
 
     def fallback(*args, **kwargs):
         raise AssertionError("fell back to the driver-side analysis")
@@ -181,7 +181,7 @@ def test_flows_in_several_partitions_identical_to_local(cluster, fabric, tmp_pat
     assert (tmp_path / "d.json").read_bytes() == (tmp_path / "l.json").read_bytes()
     assert "incast" in set(local.findings["kind"].astype(str))
     pairs = {tuple(sorted(p)) for p in zip(local.flows["src_ip"].astype(str), local.flows["dst_ip"].astype(str))}
-    assert {int(partition_of(_path_keys(_words(a), _words(b)), 2)[0]) for a, b in pairs} == {0, 1}
+    assert {int(partition_of(path_keys(_words(a), _words(b)), 2)[0]) for a, b in pairs} == {0, 1}
 
 
 def _words(ip: str) -> np.ndarray:
@@ -193,8 +193,8 @@ def _words(ip: str) -> np.ndarray:
 def test_a_run_that_cannot_be_exact_falls_back_to_the_same_result(cluster, fabric, tmp_path, monkeypatch):
     """partition_merge.exact saying no (an event budget reached, a hold for path-MTU evidence):
     the driver-side path on the same cluster, the same CSVs."""
-    import roceview.dask_engine as engine
-    import roceview.partition_merge as merge
+    import roceview.engines.dask.client as engine
+    import roceview.engines.dask.partition_merge as merge
 
     made, original = [], engine.DaskBatches
 
@@ -213,7 +213,7 @@ def test_a_run_that_cannot_be_exact_falls_back_to_the_same_result(cluster, fabri
 def test_real_captures_partitioned_identical_to_local(cluster, real_capture, tmp_path, monkeypatch):
     """Each real capture (RoCE v1 and v2, native IB, CM, bad ICRCs, cut frames, PAUSE, LLDP,
     mixed LAN traffic): the partitioned run, not the fallback, gives the local CSVs."""
-    import roceview.dask_engine as engine
+    import roceview.engines.dask.client as engine
 
     def fallback(*args, **kwargs):
         raise AssertionError("fell back to the driver-side analysis")
@@ -233,7 +233,7 @@ def test_files_overlapping_in_time_send_no_large_graph(cluster, tmp_path, monkey
 
     import dask
 
-    import roceview.dask_engine as engine
+    import roceview.engines.dask.client as engine
 
     cap = generate("incast", seed=2, scale=40)
     ends = np.cumsum(cap.lengths)
@@ -258,8 +258,8 @@ def test_timestamps_out_of_order_stay_partitioned_below_the_timeline_bound(clust
     """Packets stamped out of time order within a flow (neighbours swapped, one 5 ms back):
     the timeline's new rows cannot be replayed, but far below its row bound it never doubles
     its buckets, so the partitioned run is exact and must not redo the capture driver-side."""
-    import roceview.dask_engine as engine
-    from roceview.partition_merge import _timeline_level
+    import roceview.engines.dask.client as engine
+    from roceview.engines.dask.partition_merge import _timeline_level
 
     cap = generate("network-loss", seed=3)
     ts = cap.ts_ns.copy()
@@ -311,7 +311,7 @@ def test_a_partition_per_worker_past_five_workers(tmp_path, monkeypatch):
     """distributed 2025.x's Client.scheduler_info() listed at most 5 workers by default
     (dask/distributed#9045, undone by #9308; pyproject allows both): the partitions (one per
     worker, plus PFC) must count every worker of a 6-worker cluster, as the Client reports them."""
-    import roceview.partition_merge as merge
+    import roceview.engines.dask.partition_merge as merge
 
     original, sizes = distributed.Client.scheduler_info, []
 
@@ -337,12 +337,12 @@ def _plans(paths, chunk):
     """The driver's Plan of `paths` from the files' summaries and replayed on their
     timestamps, with whether the summaries' Plan asked for the timestamps."""
     from roceview.capture.source import expand_paths
-    from roceview.dask_partition import read, times
-    from roceview.dask_plan import Plan
-    from roceview.packets import _time_ordered
+    from roceview.engines.dask.partition import read, times
+    from roceview.engines.dask.plan import Plan
+    from roceview.packets.read import time_ordered
 
     files = expand_paths(paths)
-    order, starts = _time_ordered(files) if len(files) > 1 else (files, [None])
+    order, starts = time_ordered(files) if len(files) > 1 else (files, [None])
     reads = [read(f, (), chunk, "analysis", 2) for f in order]
     metas, asked, told = [r["meta"] for r in reads], [], ([], [])
 
@@ -357,7 +357,7 @@ def _plans(paths, chunk):
 
 
 def _frames(plan) -> list:
-    from roceview.dask_plan import frames
+    from roceview.engines.dask.plan import frames
 
     return [frames(g, np.arange(n)).tolist() for g, n in zip(plan.gidx, plan.n)]
 
@@ -380,7 +380,7 @@ def test_plan_of_files_in_sequence_is_the_replayed_plan(fabric, tmp_path, chunk)
     """A ring buffer's Plan from the chunks' sizes and time ranges equals the local merge
     replayed on every timestamp (frames, chunks, steps back in time, warnings), and does not
     fetch the timestamps."""
-    from roceview.dask_plan import last_analysed
+    from roceview.engines.dask.plan import last_analysed
 
     ring = _stepped_ring(tmp_path / "ring", 9)
     for paths in ([fabric], [ring], [sorted(fabric.iterdir())[0]], [sorted(ring.iterdir())[0]]):
@@ -418,8 +418,8 @@ def test_pack_split_gives_the_rows_pack_gives():
     """columns_wire.pack_split (a chunk cut into partitions, each column encoded once) unpacks
     to the rows and validity pack() gives for each selection: masks all valid, none valid or
     mixed, narrowed and zero columns, empty and whole selections."""
-    from roceview.batch import Batch
-    from roceview.columns_wire import pack, pack_split, unpack
+    from roceview.packets.batch import Batch
+    from roceview.packets.wire import pack, pack_split, unpack
 
     rng = np.random.default_rng(1)
     for _ in range(300):
@@ -447,8 +447,8 @@ def test_a_part_crosses_as_one_buffer_a_pack_and_comes_back_whole():
     values, other values as they were; unpickled it is a Packed again."""
     import pickle
 
-    from roceview.batch import Batch
-    from roceview.columns_wire import Packed, pack
+    from roceview.packets.batch import Batch
+    from roceview.packets.wire import Packed, pack
 
     rng = np.random.default_rng(2)
     packs = []
@@ -477,7 +477,7 @@ def test_a_part_received_at_an_odd_address_gives_aligned_columns():
     int64 columns come back aligned (numpy and the C/numba kernels assume it)."""
     import pickle
 
-    from roceview.columns_wire import Flat
+    from roceview.packets.wire import Flat
 
     flat = Flat({"a": ("raw", np.arange(9, dtype=np.int64)), "b": ("raw", np.arange(5, dtype=np.uint32))})
     buffers = []
@@ -496,8 +496,8 @@ def test_a_part_is_sized_for_dask_by_its_arrays():
     of a part's bytes from one call to the next (incast, 2 packs, 20 calls)."""
     from dask.sizeof import sizeof
 
-    import roceview.dask_partition  # noqa: F401 - registers it, as the workers import it
-    from roceview.columns_wire import Packed
+    import roceview.engines.dask.partition  # noqa: F401 - registers it, as the workers import it
+    from roceview.packets.wire import Packed
 
     cols = {f"c{i}": ("raw", np.zeros(8, np.uint8)) for i in range(29)}
     cols["big"] = ("raw", np.zeros(1 << 20, np.uint8))
@@ -512,8 +512,8 @@ def test_a_part_counts_its_bytes_as_it_grows_and_keeps_the_count_across_workers(
     count is the walk's (array_bytes) on a file's real parts, and crosses with a pickled part."""
     import pickle
 
-    from roceview.columns_wire import array_bytes
-    from roceview.dask_partition import read
+    from roceview.packets.wire import array_bytes
+    from roceview.engines.dask.partition import read
 
     cap = generate("incast", seed=2, scale=20)
     path = tmp_path / "incast.pcap"
@@ -530,7 +530,7 @@ def test_a_result_column_in_a_narrow_range_crosses_narrowed_and_comes_back_as_it
     """pack_array sends an integer column whose values sit in a narrow range above a large one
     (a timeline's bucket starts) as that one and narrowed distances: lossless for every integer
     type, negative and extreme values included, and smaller where it applies."""
-    from roceview.columns_wire import pack_array, unpack_array
+    from roceview.packets.wire import pack_array, unpack_array
 
     rng = np.random.default_rng(7)
     info = {t: np.iinfo(t) for t in (np.int16, np.int32, np.int64, np.uint16, np.uint32, np.uint64)}
@@ -552,7 +552,7 @@ def test_a_result_column_in_a_narrow_range_crosses_narrowed_and_comes_back_as_it
 def test_a_chunks_rows_split_into_partitions_in_order_whether_few_or_many():
     """dask_partition._split: each partition's rows, in row order, by a compare a partition
     (up to 8) or by one stable sort (more): both the selection by definition."""
-    from roceview.dask_partition import _split
+    from roceview.engines.dask.partition import _split
 
     rng = np.random.default_rng(11)
     for k in (1, 2, 3, 8, 9, 33):
@@ -570,7 +570,7 @@ def test_a_part_changed_any_way_a_list_can_keeps_its_count():
     """Packed counts as it is appended to; any other change a list allows (extend, +=, insert,
     item assignment, del, pop, remove, clear, sort, reverse) counts it again (rev6: they left
     the count stale, 10 bytes against 30)."""
-    from roceview.columns_wire import Packed, array_bytes
+    from roceview.packets.wire import Packed, array_bytes
 
     def pack(n):
         return {"lengths": [n], "cols": {"a": ("raw", np.zeros(n, np.uint8))}, "valid": {}}

@@ -64,8 +64,8 @@ class _Client:
 def in_process(monkeypatch):
     """roceview.analyze(engine="dask") on the in-process client; a fall back to the
     driver-side path fails the test."""
-    import roceview.dask_engine as engine
-    import roceview.dask_run as run
+    import roceview.engines.dask.client as engine
+    import roceview.engines.dask.run as run
 
     def fallback(*args, **kwargs):
         raise AssertionError("fell back to the driver-side analysis")
@@ -117,7 +117,7 @@ def _mirror_ports(directory: Path, scale: int, psn_shift: int = 0) -> Path:
 
 def _local_chunks(paths, chunk: int):
     """The chunks the local Analyzer is fed: (their sizes, every row's timestamp and file)."""
-    from roceview.packets import iter_batches
+    from roceview.packets.read import iter_batches
 
     batches = list(iter_batches(paths, chunk_packets=chunk, prefetch=False, projection="analysis",
                                 warn=lambda m: None))
@@ -127,11 +127,11 @@ def _local_chunks(paths, chunk: int):
 
 def _plan(paths, chunk: int):
     from roceview.capture.source import expand_paths
-    from roceview.dask_partition import read, times
-    from roceview.dask_plan import Plan
-    from roceview.packets import _time_ordered
+    from roceview.engines.dask.partition import read, times
+    from roceview.engines.dask.plan import Plan
+    from roceview.packets.read import time_ordered
 
-    order, starts = _time_ordered(expand_paths([str(paths)]))
+    order, starts = time_ordered(expand_paths([str(paths)]))
     reads = [read(f, (), chunk, "analysis", 2) for f in order]
     return Plan(order, starts, [r["meta"] for r in reads], chunk, lambda m: None,
                 lambda: [times(f, chunk) for f in order]), reads, order
@@ -145,11 +145,11 @@ def test_plan_of_mirror_ports_cuts_files_as_their_reader_does(tmp_path, monkeypa
     The plan's chunks and frames are the local engine's, and a file read beside the other has
     its spans observed in the chunks the local engine read it in (merge.FileSpans)."""
     import roceview.capture.readers as readers
-    from roceview.dask_partition import spans, times
-    from roceview.dask_plan import frames
-    from roceview.decode import decode_chunk, port_table
-    from roceview.merge import FileSpans
-    from roceview.packets import MIN_MERGE_CHUNK
+    from roceview.engines.dask.partition import spans, times
+    from roceview.engines.dask.plan import frames
+    from roceview.packets.decode import decode_chunk, port_table
+    from roceview.packets.merge import FileSpans
+    from roceview.packets.read import MIN_MERGE_CHUNK
 
     monkeypatch.setattr(readers, "MAP_WINDOW", window)
     two = _mirror_ports(tmp_path / "two", 80 if chunk > MIN_MERGE_CHUNK else 20)
@@ -167,7 +167,7 @@ def test_plan_of_mirror_ports_cuts_files_as_their_reader_does(tmp_path, monkeypa
         got = reads[1]["meta"]["spans"]
     else:
         got = spans([reads[1]["parts"][p] for p in range(2)], plan.span_rows[1], plan.n[1])
-    assert all(np.array_equal(a, b) for a, b in zip(got[2], local._folded()))
+    assert all(np.array_equal(a, b) for a, b in zip(got[2], local.folded()))
 
 
 def test_mirror_ports_in_short_reader_chunks_identical_to_local(in_process, tmp_path, monkeypatch):
@@ -190,8 +190,8 @@ def test_read_decodes_on_one_thread_and_puts_threads_back(tmp_path, monkeypatch)
     """A read task decodes on one thread (Dask gives each task a core); a cluster of threads
     (LocalCluster(processes=False)) runs it in the caller's process, whose decodes after it
     kept one thread: decode.THREADS stayed 1."""
-    from roceview import decode
-    from roceview.dask_partition import read
+    from roceview.packets import decode
+    from roceview.engines.dask.partition import read
 
     monkeypatch.setattr(decode, "THREADS", 2)
     seen, decode_chunk = [], decode.decode_chunk

@@ -40,7 +40,7 @@ def test_files_growing_during_the_run_planned_as_read(in_process, tmp_path, monk
     they were; a reader window of 50 kB cuts chunks short (test_dask_review.py)."""
     import roceview
     import roceview.capture.readers as readers
-    import roceview.dask_partition as partition
+    import roceview.engines.dask.partition as partition
     from roceview.generate import generate
 
     monkeypatch.setattr(readers, "MAP_WINDOW", window)
@@ -62,7 +62,7 @@ def test_a_file_cut_short_after_it_was_read_is_one_line(in_process, tmp_path, mo
     replayed plan cannot have the rows the read decoded: BadInput naming the file (was an
     IndexError traceback in Plan._positions)."""
     import roceview
-    import roceview.dask_partition as partition
+    import roceview.engines.dask.partition as partition
     from roceview.errors import BadInput
 
     two, read = _mirror_ports(tmp_path / "two", 20), partition.read
@@ -103,7 +103,7 @@ def test_a_result_column_of_negative_zeros_crosses_the_wire_as_it_was():
     """columns_wire.pack_array (c4c4fb0: the partitions' result tables, dask_partition_run.
     to_wire) is lossless: a float column whose values are all zero, some of them -0.0, was
     sent as 'zeros' and came back +0.0."""
-    from roceview.columns_wire import pack_array, unpack_array
+    from roceview.packets.wire import pack_array, unpack_array
 
     for values in (np.array([0.0, -0.0]), np.array([-0.0], np.float32), np.zeros((2, 2)) * -1,
                    np.array([0j, complex(-0.0, 0)])):
@@ -124,7 +124,7 @@ def test_a_files_rows_are_not_kept_on_its_reader_once_they_arrived(tmp_path, mon
 
     distributed = pytest.importorskip("dask.distributed")
     import roceview
-    import roceview.dask_plan as dask_plan
+    import roceview.engines.dask.plan as dask_plan
 
     _ring(tmp_path)
     kept, gates = [], dask_plan.gates
@@ -163,8 +163,8 @@ def test_a_worker_lost_with_arrived_rows_reads_them_again(tmp_path, monkeypatch)
     local engine's."""
     distributed = pytest.importorskip("dask.distributed")
     import roceview
-    import roceview.dask_engine as engine
-    import roceview.dask_partition as partition
+    import roceview.engines.dask.client as engine
+    import roceview.engines.dask.partition as partition
 
     _ring(tmp_path / "in")
 
@@ -182,7 +182,7 @@ def test_a_worker_lost_with_arrived_rows_reads_them_again(tmp_path, monkeypatch)
 
 def _ring_with_other_frames(d: Path) -> Path:
     """Files that follow each other in time, some of a few rows (joined into one chunk with
-    their neighbours: packets._coalesced), and two of non-RoCE frames only (chunks without an
+    their neighbours: packets.coalesced), and two of non-RoCE frames only (chunks without an
     analysed row), one between RoCE files, one at the end."""
     from roceview.capture.writer import write_pcap
     from roceview.generate import generate
@@ -210,7 +210,7 @@ def test_last_analysed_rows_of_files_in_sequence_from_their_chunks(in_process, t
     files included; the run is the local engine's."""
     from test_dask_partitioned import _plans
 
-    from roceview.dask_plan import NONE, last_analysed
+    from roceview.engines.dask.plan import NONE, last_analysed
 
     d = _ring_with_other_frames(tmp_path / "in")
     (quick, replayed), asked, _ = _plans([d], chunk)
@@ -223,7 +223,7 @@ def test_last_analysed_rows_of_files_in_sequence_from_their_chunks(in_process, t
 
 _LIBRARY_PROBE = r"""
 import roceview.capture.memory as memory
-from roceview.dask_run import _ready_for_merge
+from roceview.engines.dask.run import _ready_for_merge
 calls, keep = [], memory.keep_freed_memory
 memory.keep_freed_memory = lambda: calls.append(1) or keep()
 _ready_for_merge(2_000_000)                 # the Dask driver, in a library caller's process

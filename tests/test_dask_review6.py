@@ -6,12 +6,12 @@ import pickle
 import numpy as np
 import pytest
 
-import roceview.partition_merge as merge
+import roceview.engines.dask.partition_merge as merge
 from roceview.analysis.tables import TIMELINE_COLUMNS, Coded, Table
 from roceview.analysis.timeline import Rows, Timeline
-from roceview.columns_wire import Flat, Packed, _unflattened, array_bytes, pack_split
-from roceview.batch import Batch
-from roceview.dask_partition_run import from_wire, to_wire
+from roceview.packets.wire import Flat, Packed, _unflattened, array_bytes, pack_split
+from roceview.packets.batch import Batch
+from roceview.engines.dask.partition_run import from_wire, to_wire
 from test_partition_merge_tail import summed
 
 FIELDS = ("bytes", "ecn_ce", "cnp_packets", "retransmitted_packets")

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from roceview.dask_plan import NONE, Plan, gates
-from roceview.dask_stream import StreamPlan
+from roceview.engines.dask.plan import NONE, Plan, gates
+from roceview.engines.dask.plan_stream import StreamPlan
 from roceview.generate import generate
 from test_dask_review import _backwards, _gzipped, _mirror_ports, _pcapng_sections, _ring, _truncated, in_process, \
     same_as_local  # noqa: F401  (in_process: a fixture)
@@ -84,7 +84,7 @@ def test_a_file_not_after_the_one_before_stops_the_stream():
 def test_files_in_sequence_are_analysed_as_they_come(in_process, tmp_path, monkeypatch, make, chunk):
     """Files that follow each other: never analysed all at once (dask_partition.analyse), and
     the local engine's CSVs, summary and warnings."""
-    import roceview.dask_partition as partition
+    import roceview.engines.dask.partition as partition
 
     def at_once(*args):
         raise AssertionError("analysed at once")
@@ -93,7 +93,7 @@ def test_files_in_sequence_are_analysed_as_they_come(in_process, tmp_path, monke
 
 
 def test_files_overlapping_in_time_are_analysed_at_once(in_process, tmp_path, monkeypatch):
-    import roceview.dask_partition as partition
+    import roceview.engines.dask.partition as partition
 
     def fed(*args):
         raise AssertionError("fed as the files came")
@@ -104,8 +104,8 @@ def test_files_overlapping_in_time_are_analysed_at_once(in_process, tmp_path, mo
 def test_a_stream_that_disagrees_with_the_plan_is_analysed_again(in_process, tmp_path, monkeypatch):
     """Should the chunks or decisions handed out differ from the whole capture's, the streamed
     runs are dropped and every partition analysed at once: the local result still."""
-    import roceview.dask_partition as partition
-    import roceview.dask_stream as stream
+    import roceview.engines.dask.partition as partition
+    import roceview.engines.dask.plan_stream as stream
 
     again = []
     analyse = partition.analyse
@@ -116,13 +116,13 @@ def test_a_stream_that_disagrees_with_the_plan_is_analysed_again(in_process, tmp
 
 
 def test_each_chunk_is_fed_once_whole_as_when_analysed_at_once(in_process, tmp_path, monkeypatch):
-    """Files whose last chunks are joined with the next file's first (packets._coalesced: 100-row
+    """Files whose last chunks are joined with the next file's first (packets.coalesced: 100-row
     chunks, tails of fewer than 50 rows): a file's rows past its last closed chunk wait for the
     next file, so every partition is fed each chunk once, with the rows the run that analyses
     every partition at once feeds it."""
     import roceview
-    import roceview.dask_partition_run as run
-    import roceview.dask_stream as stream
+    import roceview.engines.dask.partition_run as run
+    import roceview.engines.dask.plan_stream as stream
 
     fed, chunks = [], run.chunks
 
@@ -145,7 +145,7 @@ def test_a_later_file_beside_the_one_before_reads_the_files_again(in_process, tm
     """The third of four files opens at the second's last nanosecond (the local engine reads them
     side by side): the parts of the files fed before were freed, so every file is read again
     and every partition analysed at once; the local result."""
-    import roceview.dask_partition as partition
+    import roceview.engines.dask.partition as partition
 
     cap = generate("incast", seed=3, scale=20)
     ts = cap.ts_ns.copy()
@@ -163,7 +163,7 @@ def test_a_restart_holds_nothing_of_the_first_attempt(in_process, tmp_path, monk
     are dropped before the files are read again, not held on the workers through the second."""
     import gc
 
-    import roceview.dask_run as run
+    import roceview.engines.dask.run as run
     from test_dask_review import _Done
 
     cap = generate("incast", seed=3, scale=20)
@@ -187,8 +187,8 @@ def test_the_scheduler_lost_while_the_runs_finish_is_one_line(tmp_path, monkeypa
     it for its workers): one line (BadInput), not a traceback."""
     distributed = pytest.importorskip("dask.distributed")
     import roceview
-    import roceview.dask_engine as engine
-    import roceview.dask_run as run
+    import roceview.engines.dask.client as engine
+    import roceview.engines.dask.run as run
     from roceview.errors import BadInput
 
     monkeypatch.setattr(engine, "CONNECT_TIMEOUT", "2s")
@@ -211,7 +211,7 @@ def test_a_worker_lost_once_its_runs_are_done_analyses_again(tmp_path, monkeypat
 
     distributed = pytest.importorskip("dask.distributed")
     import roceview
-    import roceview.dask_engine as engine
+    import roceview.engines.dask.client as engine
     from test_dask_review import _csvs
 
     def fallback(*args, **kwargs):
@@ -257,7 +257,7 @@ def test_a_step_that_fails_is_one_line(tmp_path, monkeypatch):
     no result, whether it notices while the runs finish or while their results are fetched."""
     distributed = pytest.importorskip("dask.distributed")
     import roceview
-    import roceview.dask_partition as partition
+    import roceview.engines.dask.partition as partition
     from roceview.errors import BadInput
 
     monkeypatch.setattr(partition, "step", _fails(partition.step))
@@ -273,8 +273,8 @@ def test_a_worker_lost_analysing_overlapping_files_reads_its_rows_again(tmp_path
     read again (no future of the reads kept), the local result."""
     distributed = pytest.importorskip("dask.distributed")
     import roceview
-    import roceview.dask_engine as engine
-    import roceview.dask_partition as partition
+    import roceview.engines.dask.client as engine
+    import roceview.engines.dask.partition as partition
     from test_dask_review import _csvs
     from test_dask_review2 import _dies_once
 
@@ -338,7 +338,7 @@ def test_a_worker_paused_for_good_gives_up_the_stream(tmp_path, monkeypatch):
     import dask
 
     import roceview
-    import roceview.dask_run as run
+    import roceview.engines.dask.run as run
     from distributed.core import Status
     from test_dask_review import _csvs
 

@@ -6,9 +6,9 @@ import pytest
 
 import roceview
 from roceview.analysis import Analyzer
-from roceview.batch import Batch
+from roceview.packets.batch import Batch
 from roceview.capture.writer import write_pcap
-from roceview.dask_partition import UNUSED
+from roceview.engines.dask.partition import UNUSED
 from roceview.diagnose import FactCollector
 from roceview.generate import generate
 from roceview.render.export import CSV_FILES, write_csv_dir

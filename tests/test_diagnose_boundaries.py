@@ -10,7 +10,7 @@ import pytest
 from diagnose_helpers import SEVERE, findings_of, kinds, show
 from roceview.capture.writer import write_pcapng
 from roceview.diagnose import load_config
-from roceview.generate import ib
+from roceview.generate import ibta as ib
 from roceview.generate.frames import Addressing, PfcFrame, RocePacket, pfc_frame, roce_frame
 
 T0 = 1_700_000_000_000_000_000

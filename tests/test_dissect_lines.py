@@ -11,13 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import roceview.packets as P
+import roceview.packets.read as P
 from roceview.analysis.packet_flags import packet_columns
 from roceview.generate import generate, write_capture
 from roceview.render.cells import cells_text
 from roceview.render.line_parts import seconds
 from roceview.render.lines import batch_text, packet_lines, packet_rows, packet_text
-from roceview.table import to_dataframe
+from roceview.packets.table import to_dataframe
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from analysis_helpers import write_rows_pcap  # noqa: E402

@@ -19,7 +19,7 @@ def tables(result):
 def test_more_flows_than_a_16_bit_sort_key_holds():
     """Sort keys of 33,000 flows pass 2^16 (two radix passes); PSN order per flow must survive."""
     from roceview.analysis import analyze_batches
-    from roceview.batch import Batch
+    from roceview.packets.batch import Batch
 
     n = 33_000
     first = make_batch([req(T0 + q * 10, 0, qp=q + 1) for q in range(n)])

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 import roceview
-from roceview.analysis.opcodes import CONTINUES_RESPONSE, OPCLASS, READ_RESPONSE
-from roceview.batch import PROTO_CODE, PROTO_NAMES, Batch
+from roceview.analysis.opcode_classes import CONTINUES_RESPONSE, OPCLASS, READ_RESPONSE
+from roceview.packets.batch import PROTO_CODE, PROTO_NAMES, Batch
 from roceview.diagnose import facts as F
 from roceview.diagnose import facts_kernels as K
 from roceview.diagnose.facts_kernels import distinct, hash_parts
-from roceview.packets import iter_batches
+from roceview.packets.read import iter_batches
 
 from conftest import SAMPLES, capture_files
 

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from dissectors.fields import decode_columns
-from roceview.capture import consts, fieldgen, layers
+from roceview.kernels import consts, fieldgen, layers
 from roceview.capture.readers import read_records
-from roceview.decode import EXT_OFFSETS, O, decode_chunk, port_table
+from roceview.packets.decode import EXT_OFFSETS, O, decode_chunk, port_table
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL = ROOT.parent / "shared" / "captures" / "real"
@@ -17,7 +17,7 @@ SAMPLES = sorted((ROOT / "captures").glob("*.pcap"))[:6] + sorted(REAL.glob("*.p
 
 def test_generated_kernel_is_current():
     text = fieldgen.generate()
-    assert fieldgen.TARGET.read_text() == text, "run `python -m roceview.capture.fieldgen` after changing a declaration"
+    assert fieldgen.TARGET.read_text() == text, "run `python -m roceview.kernels.fieldgen` after changing a declaration"
     assert fieldgen.C_TARGET.read_text() == fieldgen.generate_c(), "the C kernel's header is stale: run fieldgen"
     assert fieldgen.fused_stamp() == fieldgen.dependency_digest(), \
         "fused.py must carry the digest of what it calls (numba's cache is keyed by fused.py alone)"
@@ -43,7 +43,7 @@ def _reference(chunk):
 
 
 def _offsets(header, where, o, meta, chunk):
-    from roceview.batch import PROTO_CODE
+    from roceview.packets.batch import PROTO_CODE
 
     opc = np.where(o[:, O["bth"]] >= 0, chunk.buf[np.maximum(o[:, O["bth"]], 0)], -1)
     env = {"o": o, "meta": meta, "ext": EXT_OFFSETS, "PROTO_PFC": PROTO_CODE["pfc"],

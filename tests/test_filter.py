@@ -12,18 +12,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import REAL, SAMPLES, capture_files
-from roceview.batch import Batch
+from roceview.packets.batch import Batch
 from roceview.cli import Environment, main
 from roceview.errors import BadInput
 from roceview.filter import FilterError, compile_filter
-from roceview.filter import fields as F
+from roceview.filter import field_names as F
 from roceview.filter.evaluate import occurrences
 
 CLEAN = SAMPLES / "clean.pcap"
 
 
 def _batch(path) -> Batch:
-    from roceview.packets import iter_batches
+    from roceview.packets.read import iter_batches
 
     return Batch.concat(list(iter_batches([str(path)], prefetch=False)))
 
@@ -85,7 +85,7 @@ def test_flags_the_analysis_sets_need_its_flags_column():
     b = _batch(CLEAN)
     with pytest.raises(FilterError, match="roceview.gap needs the analysis flags: dissect -Y"):
         compile_filter("roceview.gap").mask(b)
-    from roceview.flags import Flag
+    from roceview.packets.flags import Flag
 
     b.cols["flags"] = np.where(b.cols["frame"] % 3 == 0, int(Flag.GAP | Flag.NAK), 0).astype(np.uint32)
     assert _frames("roceview.gap && roceview.nak", b) == [f for f in b.cols["frame"].tolist() if f % 3 == 0]
@@ -323,7 +323,7 @@ def test_analyze_filter_analyses_only_matching_packets():
 
 
 def test_a_filter_outside_the_analysis_projection_decodes_every_column():
-    from roceview.packets import projection_for
+    from roceview.packets.read import projection_for
 
     assert projection_for("analysis", compile_filter("infiniband.bth.psn > 3 && eth.src == 0:0:0:0:0:1".replace(
         "0:0:0:0:0:1", "00:00:00:00:00:01")).fields) == "analysis"
@@ -332,8 +332,8 @@ def test_a_filter_outside_the_analysis_projection_decodes_every_column():
 
 
 def test_docs_list_every_wireshark_field_and_flag():
-    from roceview.filter.fields import WIRESHARK_NAMES
-    from roceview.flags import FLAG_FIELDS
+    from roceview.filter.field_names import WIRESHARK_NAMES
+    from roceview.packets.flags import FLAG_FIELDS
 
     from conftest import REPO
 
@@ -357,7 +357,7 @@ def test_select_by_take_equals_batch_select():
 
 
 def test_iter_batches_yields_only_matching_rows():
-    from roceview.packets import iter_batches
+    from roceview.packets.read import iter_batches
 
     f = compile_filter("infiniband.bth.opcode == 17")
     frames = np.concatenate([x.cols["frame"] for x in iter_batches([str(CLEAN)], display_filter=f)])
@@ -366,9 +366,11 @@ def test_iter_batches_yields_only_matching_rows():
 
 def test_the_filter_imports_no_ui():
     """The TUI's `/` bar calls roceview.filter: it must not import rich or textual itself."""
-    from test_import_contract import ROOT, _files, _imports
+    import house
 
-    paths = _files("roceview/filter") + _files("roceview/flags.py")
+    paths = sorted((house.REPO / "roceview/filter").glob("*.py")) + [house.REPO / "roceview/packets/flags.py"]
     assert len(paths) >= 5
+    graph = house.graph()
     for path in paths:
-        assert not _imports(path) & {"rich", "textual"}, path
+        name = house.module_name(path)
+        assert not {i.imported.split(".")[0] for i in graph if i.importer == name} & {"rich", "textual"}, path

@@ -227,7 +227,7 @@ FIELD_EXCEPTIONS = {
 
 
 def _alias_fields() -> list[str]:
-    from roceview.filter.fields import FIELDS_BY_KIND_NONE, WIRESHARK_NAMES
+    from roceview.filter.field_names import FIELDS_BY_KIND_NONE, WIRESHARK_NAMES
 
     return [name for name in WIRESHARK_NAMES if name not in FIELDS_BY_KIND_NONE]
 

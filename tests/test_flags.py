@@ -9,9 +9,10 @@ import pytest
 import roceview
 from roceview.analysis import Analyzer
 from roceview.analysis.packet_flags import KIND_FLAG
-from roceview.flags import Flag
+from roceview.packets.flags import Flag
 from roceview import iter_packets, read_packets
-from roceview.packets import analysed, iter_batches
+from roceview.analysis.annotate import analysed
+from roceview.packets.read import iter_batches
 
 _EVENT_BIT = {kind: int(bit & ~Flag.RETRANSMISSION) if kind == "timeout_retransmit" else int(bit)
               for kind, bit in KIND_FLAG.items()}

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from roceview.cli import Environment, main
-from roceview.flags import Flag
-from roceview.packets import read_packets
+from roceview.packets.flags import Flag
+from roceview.api import read_packets
 
 REPO = Path(__file__).resolve().parents[1]
 SCENARIOS = {"loss-receiver": ("network-loss", "--mirror", "receiver"),

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from roceview.analysis.flows import CompiledFlowRegistry, FlowRegistry, address_words
-from roceview.capture import kernels
-from roceview.packets import iter_batches
+from roceview.kernels import backend as kernels
+from roceview.packets.read import iter_batches
 
 from conftest import REAL, SAMPLES, capture_files
 

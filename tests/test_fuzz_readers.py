@@ -30,7 +30,7 @@ import roceview
 from conftest import REAL, capture_files
 from roceview.capture.writer import pcapng_bytes, write_pcap
 from roceview.errors import RoceviewError
-from roceview.table import COLUMNS
+from roceview.packets.table import COLUMNS
 from test_tshark_compare import build_zoo, zoo_ts
 
 MAX_REAL_SEED = 32 * 1024
@@ -246,7 +246,7 @@ def test_large_capture_memory_does_not_grow_with_length(tmp_path):
         write_pcap(path, frames, np.full(n, len(frame)), np.arange(n, dtype=np.int64) * 1000)
         tracemalloc.start()
         try:
-            count = sum(len(b["frame"]) for b in (batch.cols for batch in roceview.packets.iter_batches(
+            count = sum(len(b["frame"]) for b in (batch.cols for batch in roceview.packets.read.iter_batches(
                 str(path), chunk_packets=16384)))
             _, peak = tracemalloc.get_traced_memory()
         finally:

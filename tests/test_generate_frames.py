@@ -11,7 +11,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Dot1Q, Ether
 from scapy.packet import Raw
 
-from roceview.generate import ib
+from roceview.generate import ibta as ib
 from roceview.generate.frames import Addressing, PfcFrame, RocePacket, ipv4_checksum, pfc_frame, roce_frame
 
 ADDR = Addressing(macs=(bytes.fromhex("0ec0de000010"), bytes.fromhex("0ec0de000011")),

@@ -17,7 +17,7 @@ import pytest
 from diagnose_helpers import SEVERE, findings_of, kinds, show
 from roceview.cli import Environment, main
 from roceview.generate import SCENARIOS, generate, write_capture
-from roceview.generate import ib
+from roceview.generate import ibta as ib
 from test_generate_frames import spec_icrc_ok
 
 _no_tshark = pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark not installed")

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from roceview.generate import SCENARIOS, generate, write_capture
-from roceview.generate import ib
+from roceview.generate import ibta as ib
 from test_generate_frames import spec_icrc_ok
 
 pytestmark = pytest.mark.tshark

@@ -15,9 +15,9 @@ from scapy.layers.l2 import Dot1Q, Ether
 from scapy.packet import Raw
 
 import roceview
-import roceview.decode as decode
+import roceview.packets.decode as decode
 from dissectors.scapy_layers import BTH, GRH, preferred, with_icrc
-from roceview.capture import crc
+from roceview.kernels import crc
 from roceview.capture.writer import write_pcap
 
 from conftest import REAL, capture_files

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from roceview.capture import kernels
+from roceview.kernels import backend as kernels
 from roceview.capture.readers import read_records
-from roceview.decode import decode_chunk, port_table
+from roceview.packets.decode import decode_chunk, port_table
 
 from conftest import REAL, SAMPLES, capture_files
 
@@ -39,7 +39,7 @@ def backends():
 
 def _decode_all(path: Path, backend, monkeypatch, chunk=4096, projection=None):
     """Every chunk's records and decoded batch with `backend`'s walks and decode kernel."""
-    import roceview.decode as decode
+    import roceview.packets.decode as decode
 
     for name in ("walk_pcap", "walk_pcapng", "decode_records", "parse_layers"):
         monkeypatch.setattr(kernels, name, getattr(backend, name))
@@ -161,7 +161,7 @@ def test_the_slice_by_8_crc_tables_give_zlibs_crc32():
     """The fallback ICRC loop's tables (crc.CRC_TABLES), used as slice-by-8 is defined."""
     import zlib
 
-    from roceview.capture.crc import CRC_TABLES
+    from roceview.kernels.crc import CRC_TABLES
 
     t = CRC_TABLES.astype(np.int64).tolist()
     data = bytes(range(256)) * 3 + b"roceview icrc"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from roceview.capture import live as capture
+from roceview.capture import live_stream as capture
 from roceview.capture.source import _widen_pipe
 
 CAPTURES = Path(__file__).resolve().parents[1] / "captures"
@@ -21,7 +21,7 @@ CAPTURES = Path(__file__).resolve().parents[1] / "captures"
 def test_records_already_read_are_walked_before_waiting_for_more(name, tmp_path):
     if name == "pcapng":                       # the pcapng walker refills its own way
         from roceview.capture.writer import write_pcapng
-        from roceview.packets import iter_chunks
+        from roceview.packets.read import iter_chunks
 
         chunk = next(iter_chunks([str(CAPTURES / "incast.pcap")]))[0]
         name = str(tmp_path / "incast.pcapng")
@@ -48,6 +48,6 @@ def test_records_already_read_are_walked_before_waiting_for_more(name, tmp_path)
     reader.join(20)
     os.close(read_end)
     assert seen, "no record was walked while the writer was quiet"
-    from roceview.packets import iter_chunks
+    from roceview.packets.read import iter_chunks
 
     assert sum(got) == sum(b.n for _, b in iter_chunks([str(path)]))

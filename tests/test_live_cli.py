@@ -280,7 +280,7 @@ def test_the_tui_gets_batches_and_live_stats(tmp_path, monkeypatch):
     import io
     import types
 
-    from roceview.batch import Batch
+    from roceview.packets.batch import Batch
     from roceview.cli import Environment, main
     from roceview.tui import Options
 

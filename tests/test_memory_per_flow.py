@@ -171,7 +171,7 @@ def test_the_timeline_table_holds_its_sums_once_and_feeding_after_it_changes_not
         for t in (asked, plain):
             t.feed(ts[sl], flow[sl], {k: v if v is None else v[sl] for k, v in values.items()}, 5, True)
         table = asked.table(names)
-        assert len(asked._parts) == 1 and np.shares_memory(table.data["bytes"], asked._parts[0][2])
+        assert len(asked.parts) == 1 and np.shares_memory(table.data["bytes"], asked.parts[0][2])
     a, b = asked.table(names), plain.table(names)
     assert asked.bucket_ns == plain.bucket_ns > 1000                # bounded at the same feeds
     for c in a.columns:

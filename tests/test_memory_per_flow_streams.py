@@ -97,7 +97,7 @@ def _outputs(capture: Path, snapshot_every: int) -> tuple:
     """The CSV and JSON bytes of `capture` fed in small chunks with a small timeline budget,
     asking for a snapshot every `snapshot_every` chunks (0: never), as the TUI does."""
     from roceview.analysis import Analyzer
-    from roceview.packets import iter_batches
+    from roceview.packets.read import iter_batches
     from roceview.render.json_export import document_json
 
     an = Analyzer(bucket_ms=0.01)

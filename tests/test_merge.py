@@ -1,4 +1,4 @@
-"""Several files are merged in time order (roceview.merge): two mirror ports' captures of the
+"""Several files are merged in time order (roceview.packets.merge): two mirror ports' captures of the
 same minutes analyse as the one capture they were split from; a ring buffer's files pass
 through batch by batch."""
 from __future__ import annotations
@@ -9,11 +9,11 @@ import sys
 import numpy as np
 import pytest
 
-from roceview.batch import Batch
+from roceview.packets.batch import Batch
 from roceview.capture.readers import read_records
 from roceview.capture.writer import write_pcap
-from roceview.merge import merge_in_time
-from roceview.packets import iter_batches
+from roceview.packets.merge import merge_in_time
+from roceview.packets.read import iter_batches
 
 from conftest import REPO, SAMPLES
 

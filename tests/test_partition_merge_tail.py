@@ -4,10 +4,10 @@ in their order) however the rows are partitioned, numbered, ordered or bucketed.
 import numpy as np
 import pytest
 
-import roceview.partition_merge as merge
+import roceview.engines.dask.partition_merge as merge
 from roceview.analysis.tables import TIMELINE_COLUMNS, Coded, Table
 from roceview.analysis.timeline import Timeline
-from roceview.dask_partition_run import from_wire, to_wire
+from roceview.engines.dask.partition_run import from_wire, to_wire
 
 
 def reference(timelines: list[Table], rank: dict, names: list[str], bucket_ns: int) -> Table:
@@ -142,7 +142,7 @@ def test_a_timeline_crosses_the_wire_without_gbps_and_with_bucket_steps():
     under a third of the table's bytes."""
     import pickle
 
-    from roceview.columns_wire import array_bytes
+    from roceview.packets.wire import array_bytes
 
     rng = np.random.default_rng(5)
     tables, names = partitioned(rng, 50, 2, 1000, 6000)

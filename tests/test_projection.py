@@ -12,11 +12,11 @@ import pandas as pd
 import pytest
 
 from roceview.analysis import Analyzer
-from roceview.capture import consts
-from roceview.decode import LAYOUT, LAYOUTS
+from roceview.kernels import consts
+from roceview.packets.decode import LAYOUT, LAYOUTS
 from roceview.diagnose import FactCollector, find
-from roceview.packets import iter_batches
-import roceview.packets as packets
+from roceview.packets.read import iter_batches
+import roceview.packets.read as packets
 
 from conftest import REAL, SAMPLES, capture_files
 

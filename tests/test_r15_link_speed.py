@@ -48,7 +48,7 @@ def test_a_pause_only_capture_is_not_called_a_slow_link(tmp_path):
 def _findings_with_bucket(path, bucket_ms: float) -> list[dict]:
     from roceview.analysis import Analyzer
     from roceview.diagnose import FactCollector, find
-    from roceview.packets import iter_batches
+    from roceview.packets.read import iter_batches
 
     analyzer, facts = Analyzer(bucket_ms=bucket_ms), FactCollector()
     for batch in iter_batches([str(path)], warn=lambda m: None):

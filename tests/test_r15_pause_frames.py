@@ -13,7 +13,7 @@ from roceview.analysis import Analyzer
 from roceview.diagnose.config import Config
 from roceview.diagnose.context import Context
 from roceview.diagnose.pfc import pause_frames
-from roceview.packets import iter_batches
+from roceview.packets.read import iter_batches
 from test_diagnose_boundaries import write_pcapng
 
 PAUSE_DETAIL = re.compile(r"priority (\w+) quanta (\d+)")   # the detail text's words

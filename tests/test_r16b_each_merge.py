@@ -7,7 +7,7 @@ from pathlib import Path
 
 from analysis_helpers import T0, req, write_rows_pcap
 from roceview.cli import Environment, main
-from roceview.packets import iter_batches
+from roceview.packets.read import iter_batches
 
 SAMPLES = Path(__file__).resolve().parent.parent / "captures"
 US = 1000

@@ -8,7 +8,7 @@ import io
 import pytest
 
 from conftest import SAMPLES
-from roceview.batch import Batch
+from roceview.packets.batch import Batch
 from roceview.cli import Environment, main
 from roceview.filter import FilterError, compile_filter
 
@@ -18,7 +18,7 @@ SE_FRAMES = [7, 8, 12, 20, 30, 46, 51, 60, 70, 74, 79, 82, 114, 120, 127, 135]  
 
 @pytest.fixture(scope="module")
 def clean() -> Batch:
-    from roceview.packets import iter_batches
+    from roceview.packets.read import iter_batches
 
     return Batch.concat(list(iter_batches([str(CLEAN)], prefetch=False)))
 
@@ -89,10 +89,10 @@ def test_a_flag_with_a_count_compares_the_count_not_a_boolean():
     boolean fields read a non-zero literal as TRUE."""
     import numpy as np
 
-    from roceview.filter import fields as F
+    from roceview.filter import field_names as F
     from roceview.filter.parse import Value
     from roceview.filter.values import compare_test, member_test
-    from roceview.flags import Flag, FlagField
+    from roceview.packets.flags import Flag, FlagField
 
     gap = F._flag(FlagField("gap", Flag.GAP, "PSNs missing", value_column="gap_psns"))
     counts = np.array([9, 1, 0, 12], np.uint32)

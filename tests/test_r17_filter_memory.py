@@ -9,7 +9,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from roceview.batch import Batch
+from roceview.packets.batch import Batch
 from roceview.filter import compile_filter
 
 N = 100_000

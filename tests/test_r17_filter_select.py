@@ -8,7 +8,7 @@ import io
 import numpy as np
 
 from conftest import SAMPLES
-from roceview.batch import Batch
+from roceview.packets.batch import Batch
 from roceview.cli import Environment, main
 from roceview.filter import compile_filter
 
@@ -16,7 +16,7 @@ CLEAN = SAMPLES / "clean.pcap"
 
 
 def test_selecting_no_row_gives_an_empty_batch_of_the_same_shapes():
-    from roceview.packets import iter_batches
+    from roceview.packets.read import iter_batches
 
     b = Batch.concat(list(iter_batches([str(CLEAN)], prefetch=False)))
     empty = compile_filter("frame.number > 1000000").select(b)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from roceview.api import analyze
-from roceview.packets import iter_batches
+from roceview.packets.read import iter_batches
 from roceview.tui.loader import Loader, Options
 from tui_helpers import SAMPLES
 
@@ -66,7 +66,7 @@ def test_the_packet_list_of_merged_files_is_in_analyze_frame_order(tmp_path):
 
 def test_scapy_dissects_ip_udp_of_lan_frames_not_raw():
     """A LAN frame (IPv4/UDP) in the packet tree: scapy's IP and UDP layers, not one 'Raw'."""
-    from roceview.tui.tree import scapy_nodes
+    from roceview.tui.detail_tree import scapy_nodes
 
     frame = bytes.fromhex("74d83ee794ab60f262ebb78e0800450000289" "6a300000111ceeac0a8b27ee00000fc"
                           "d40514eb0014c9f9" "000000000000000000000000")

@@ -10,7 +10,7 @@ import pytest
 
 from roceview.capture import readers
 from roceview.capture.writer import pcapng_bytes, write_pcap
-from roceview.packets import iter_batches
+from roceview.packets.read import iter_batches
 
 N = 9000
 SIZES = 1000 + (np.arange(N) * 37) % 200          # frames straddle every window boundary
@@ -63,7 +63,7 @@ def test_mapped_and_buffered_reads_agree(captures, name):
 
 
 def test_stdin_reads_the_same_packets(captures):
-    code = ("import sys; from roceview.packets import iter_batches; "
+    code = ("import sys; from roceview.packets.read import iter_batches; "
             "print(sum(b.n for b in iter_batches('-', prefetch=False)))")
     with open(captures / "big.pcap", "rb") as fh:
         out = subprocess.run([sys.executable, "-c", code], stdin=fh, capture_output=True, text=True, check=True)
@@ -133,7 +133,7 @@ def test_the_decode_worker_keeps_no_chunk_alive():
     import weakref
 
     from roceview.capture.readers import read_records
-    from roceview.decode import SPLIT_MIN, decode_chunk, port_table
+    from roceview.packets.decode import SPLIT_MIN, decode_chunk, port_table
 
     path = Path(__file__).resolve().parents[1] / "captures" / "capture-drop.pcap"
     chunk = next(read_records(str(path), 1 << 16, lambda m: None))
@@ -175,14 +175,14 @@ def test_reading_starts_at_once_and_stops_when_the_iterator_is_dropped(captures)
 
 _IMPORT_ORDER_PROBE = r"""
 import sys
-import roceview.packets as packets
+import roceview.packets.read as packets
 seen = []
-start = packets._Prefetched.__init__
+start = packets.Prefetched.__init__
 def recording(self, *a, **k):
     if not seen:
         seen.append(sorted(m for m in ("roceview.analysis", "roceview.diagnose") if m in sys.modules))
     start(self, *a, **k)
-packets._Prefetched.__init__ = recording
+packets.Prefetched.__init__ = recording
 import roceview
 result = roceview.analyze(sys.argv[1])
 print(len(result.flows), seen[0])

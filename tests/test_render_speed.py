@@ -277,7 +277,7 @@ def test_the_analyze_path_imports_neither_rich_pandas_nor_tomllib(tmp_path, samp
         "from roceview.cli import Environment, main\n"
         f"code = main(['analyze', {str(path)!r}, '--csv', {str(tmp_path / 'o')!r}],"
         " Environment(stdout=io.StringIO(), stderr=io.StringIO()))\n"
-        "from roceview.capture.kernels import BACKEND\n"
+        "from roceview.kernels.backend import BACKEND\n"
         "unwanted = ('rich', 'pandas', 'tomllib') + (('json', 'numpy.ma') if BACKEND == 'c' else ())\n"  # numba: both
         "print(code, sorted(m for m in unwanted if m in sys.modules))\n")
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=REPO)
@@ -291,7 +291,7 @@ def test_the_option_default_is_the_report_default():
 
 
 def test_progress_bar_only_on_a_terminal_and_warnings_above_it():
-    from roceview.progress import Progress
+    from roceview.commands.progress import Progress
 
     class Err(io.StringIO):
         def __init__(self, tty):

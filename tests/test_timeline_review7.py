@@ -166,7 +166,7 @@ def test_a_partitions_record_does_not_depend_on_its_row_bound():
     _bound, whose grid writes over the parts' buckets) or, buckets doubled, from the chunk's
     rows: the rows it records at each level are the same whatever its row bound. Fails with
     the part read after its buckets were doubled."""
-    from roceview.dask_partition_run import RecordingTimeline
+    from roceview.engines.dask.partition_run import RecordingTimeline
 
     doubled = 0
     for seed in range(30):

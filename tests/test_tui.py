@@ -12,8 +12,8 @@ from roceview.tui import Options, make_app
 from roceview.tui.base import NO_FILTERS, FilterBar
 from roceview.tui.help import HelpScreen
 from roceview.tui.overview import OverviewScreen
-from roceview.tui.packets import PacketsScreen
-from roceview.tui.pfc import PfcScreen
+from roceview.tui.packets_screen import PacketsScreen
+from roceview.tui.pfc_screen import PfcScreen
 from roceview.tui.qp_detail import QpDetailScreen
 from roceview.tui.qps import QueuePairsScreen
 from tui_helpers import SAMPLES, app_for, loaded, text_of
@@ -280,7 +280,7 @@ async def test_help_lists_every_key_and_esc_goes_back():
 
 
 async def test_a_live_stream_of_batches_and_its_stats():
-    from roceview.packets import iter_batches
+    from roceview.packets.read import iter_batches
 
     batches = iter_batches([str(SAMPLES / "network-loss.pcap")], prefetch=False)
     app = make_app(batches, title="live", live_stats=lambda: {"kernel drops": 7, "our drops": 0})

@@ -7,7 +7,7 @@ import pytest
 
 from roceview.analysis import Analyzer
 from roceview.api import analyze
-from roceview.packets import iter_batches
+from roceview.packets.read import iter_batches
 from roceview.tui import ladder
 from roceview.tui.loader import Loader, Options, exit_code
 from roceview.tui.text import bars, hexdump
@@ -99,7 +99,7 @@ def test_hexdump_and_bars():
 def test_scapy_dissects_what_roceview_does_not():
     from scapy.layers.l2 import ARP, Ether
 
-    from roceview.tui.tree import scapy_nodes
+    from roceview.tui.detail_tree import scapy_nodes
 
     frame = bytes(Ether(dst="ff:ff:ff:ff:ff:ff") / ARP(pdst="10.0.0.9"))
     nodes = scapy_nodes(frame, 1)

@@ -11,12 +11,13 @@ import sys
 import numpy as np
 import pytest
 
-from roceview.packets import analysed_pairs, iter_batches
+from roceview.analysis.annotate import analysed_pairs
+from roceview.packets.read import iter_batches
 from roceview.tui.index import FLAG_DTYPE
 from roceview.tui.loader import Loader
 from roceview.render.lines import packet_lines
 from roceview.tui.packet_list import summary_lines, table, tags_first
-from roceview.tui.packets import PacketsScreen
+from roceview.tui.packets_screen import PacketsScreen
 from tui_helpers import SAMPLES, app_for, loaded
 from test_r18_tui_merge import _split
 
@@ -285,7 +286,7 @@ def test_a_ring_batch_being_given_its_flags_decodes_as_not_yet_analysed():
 def _held_stream(gate):
     """A filter, the rows `dissect -Y` lists for it, and a stream of the capture in 16-packet
     batches that holds after the second until `gate` is set."""
-    from roceview.packets import iter_chunks
+    from roceview.packets.read import iter_chunks
 
     path = SAMPLES / "network-loss-receiver-side.pcap"
     text = "roceview.retransmission || roceview.gap > 2"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import io
 
-from roceview.analysis.engine import Analyzer
+from roceview.analysis.analyzer import Analyzer
 from roceview.cli import Environment, main
 from roceview.tui.app import RoceviewApp
 from test_live_cli import LOSS, packet_count, reference_csv, same_csvs

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from roceview.packets import iter_batches
+from roceview.packets.read import iter_batches
 from roceview.tui import Options, make_app
 from tui_helpers import SAMPLES
 

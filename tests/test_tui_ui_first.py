@@ -24,7 +24,7 @@ class _Counted:
 
 
 def _sample_batches():
-    from roceview.packets import iter_chunks
+    from roceview.packets.read import iter_chunks
     from tui_helpers import SAMPLES
 
     return [b for _, b in iter_chunks([str(SAMPLES / "network-loss-receiver-side.pcap")], chunk_packets=64)]

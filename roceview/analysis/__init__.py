@@ -1,9 +1,9 @@
 """Per-flow RoCE analysis: PSN gaps and retransmissions, NAKs, PFC pause time, ECN/CNP, RTT.
 
-`Analyzer` consumes `roceview.batch.Batch` chunks in capture order and returns an
+`Analyzer` consumes `roceview.packets.batch.Batch` chunks in capture order and returns an
 `AnalysisResult`; `analyze_batches` does both. Imports nothing from rich or textual.
 """
-from roceview.analysis.engine import Analyzer
+from roceview.analysis.analyzer import Analyzer
 from roceview.analysis.result import AnalysisResult
 from roceview.analysis.tables import (EVENT_COLUMNS, FINDINGS_COLUMNS, FLOW_COLUMNS, PFC_COLUMNS,
                                       TIMELINE_COLUMNS, Table)

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from roceview.analysis.opcodes import TRANSPORT_NAMES
+from roceview.analysis.opcode_classes import TRANSPORT_NAMES
 from roceview.analysis.result import AnalysisResult
 from roceview.analysis.tables import FLOW_COLUMNS, Table, format_ts
-from roceview.batch import PROTO_NAMES
+from roceview.packets.batch import PROTO_NAMES
+from roceview.packets.names import flow_name, mac_text
 
 _COPY = ("packets", "bytes", "data_packets", "payload_bytes", "acks", "naks_seq", "naks_rnr",
          "naks_other", "gap_events", "gap_psns", "retransmitted_packets", "retransmitted_bytes",
@@ -21,7 +22,7 @@ _COPY = ("packets", "bytes", "data_packets", "payload_bytes", "acks", "naks_seq"
 def flow_names(an) -> tuple[list[str], list[str], list[str]]:
     src, dst = an.registry.endpoint_names()
     qps = an.registry.qp.tolist()
-    return [f"{s}>{d}:0x{q:06x}" for s, d, q in zip(src, dst, qps)], src, dst
+    return [flow_name(s, d, q) for s, d, q in zip(src, dst, qps)], src, dst
 
 
 def flows_table(an, names, src, dst) -> Table:
@@ -81,11 +82,9 @@ def summary(an, files, warnings, flows: Table) -> dict:
 
 
 def build_result(an, files, warnings, packets) -> AnalysisResult:
-    from roceview.analysis.pfc import format_mac
-
     names, src, dst = flow_names(an)
     flows = flows_table(an, names, src, dst)
-    macs = [format_mac(m) for m in an.pfc.mac_list]
+    macs = [mac_text(m) for m in an.pfc.mac_list]
     return AnalysisResult(
         flows_table=flows, pfc_table=an.pfc.table(), events_table=an.events.table(names, macs),
         timeline_table=an.timeline.table(names), summary=summary(an, files, warnings, flows),

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from roceview.analysis import opcodes as op
+from roceview.analysis import opcode_classes as op
 from roceview.analysis.flows import address_words
 from roceview.analysis.segments import PSN_MOD, group_of
-from roceview.batch import Batch
-from roceview.capture import kernels
+from roceview.packets.batch import Batch
+from roceview.kernels import backend as kernels
 
 
 class ChunkRows:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from roceview.analysis import opcodes as op
+from roceview.analysis import opcode_classes as op
 from roceview.analysis.timeline import Rows
 
 

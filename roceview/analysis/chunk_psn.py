@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from roceview.analysis import opcodes as op
+from roceview.analysis import opcode_classes as op
 from roceview.analysis.pmtu import MIN_PMTU, ONLY_OR_LAST, PathMtu
 from roceview.analysis.sends import WINDOW as SEND_WINDOW
 from roceview.analysis.reuse import psn_reuse

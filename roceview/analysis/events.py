@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from roceview.analysis.opcodes import NAK_CODE_NAMES
+from roceview.analysis.opcode_classes import NAK_CODE_NAMES
 from roceview.analysis.tables import EVENT_COLUMNS, Table
 
 EVENT_KINDS = ("gap", "retransmit", "nak_seq", "nak_rnr", "nak_other", "timeout_retransmit", "cnp",

@@ -15,10 +15,10 @@ differs are compared with the flow's full key, and a hash collision is resolved 
 """
 from __future__ import annotations
 
-import ipaddress
 
 import numpy as np
 
+from roceview.packets.names import format_address  # noqa: F401  (the analysis's own name for it)
 _MULS = [np.uint64(c) for c in (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9,
                                 0xD6E8FEB86659FD93, 0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53)]
 
@@ -30,16 +30,6 @@ def address_words(batch, rows: np.ndarray | None, which: str) -> np.ndarray:
     raw = np.ascontiguousarray(batch.cols[f"_{which}_addr"], dtype=np.uint8)
     words = raw.view("<u8").reshape(len(raw), 2)
     return words if rows is None else words.take(rows, axis=0)
-
-
-def format_address(words: np.ndarray) -> str:
-    """Text form of one endpoint: dotted IPv4 for IPv4-mapped addresses, IPv6/GID, or, for IB
-    without a GRH (bytes 10-11 = 0xfefe after ten zero bytes, LID in bytes 14-15), lid:0xNNNN."""
-    raw = np.asarray(words, dtype="<u8").tobytes()
-    if raw[:10] == bytes(10) and raw[10:12] == b"\xfe\xfe":
-        return f"lid:0x{int.from_bytes(raw[14:16], 'big'):04x}"
-    addr = ipaddress.IPv6Address(raw)
-    return str(addr.ipv4_mapped) if addr.ipv4_mapped else str(addr)
 
 
 _MULS2 = [np.uint64(c) for c in (0xA0761D6478BD642F, 0xE7037ED1A0B428DB, 0x8EBC6AF09C88C6E3,
@@ -107,7 +97,7 @@ class _Slots:
 def new_registry():
     """The compiled flow index when the C kernels are built (capture/_flowindex.c: ~3x faster
     on a chunk), else the numpy one; both give the same ids (tests/test_flow_index.py)."""
-    from roceview.capture import kernels
+    from roceview.kernels import backend as kernels
 
     return CompiledFlowRegistry(kernels.flow_ids) if kernels.flow_ids is not None else FlowRegistry()
 

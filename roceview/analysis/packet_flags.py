@@ -7,7 +7,7 @@ A packet's flags depend only on packets before it (the analysis is one forward p
 here runs when flags are not asked for (EventLog.sink is None).
 
 Columns added to the Batch (docs/columns.md, "Analysis columns"):
-  flags          uint32, bits of roceview.flags.Flag
+  flags          uint32, bits of roceview.packets.flags.Flag
   missing_psns   PSNs missing just before this packet (valid where the GAP bit is set)
   rel_frame      the related frame (1-based): a retransmission -> the frame that first carried
                  its PSN; a NAK -> the frame that opened the gap it reports; a CNP -> the last
@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from roceview.flags import Flag
+from roceview.packets.flags import Flag
 
 ANALYSIS_COLUMNS = ("flags", "missing_psns", "rel_frame", "rtt_ns")
 
 
 def packet_columns() -> tuple:
     """The packets table's columns with the analysis columns (imports pandas: call lazily)."""
-    from roceview.table import COLUMNS
+    from roceview.packets.table import COLUMNS
 
     return tuple(COLUMNS) + ANALYSIS_COLUMNS
 KIND_FLAG = {"gap": Flag.GAP, "retransmit": Flag.RETRANSMISSION,

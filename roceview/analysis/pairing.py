@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from roceview.analysis.opcodes import TRANSPORT_CNP, TRANSPORT_UD
+from roceview.analysis.opcode_classes import TRANSPORT_CNP, TRANSPORT_UD
 
 
 class Pairing:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from roceview.analysis import opcodes as op
+from roceview.analysis import opcode_classes as op
 from roceview.analysis.segments import group_bounds, seg_running_max
 
 FALLBACK_PMTU = 1024  # the summary's path MTU when nothing shows one (RoCE default on 1500-byte links)
@@ -57,7 +57,7 @@ def _only_or_last() -> np.ndarray:
 ONLY_OR_LAST = _only_or_last()
 
 
-def _path_keys(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+def path_keys(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
     """One uint64 per unordered endpoint pair ((n, 2) uint64 address words each)."""
     swap = (src[:, 0] > dst[:, 0]) | ((src[:, 0] == dst[:, 0]) & (src[:, 1] > dst[:, 1]))
     lo, hi = np.where(swap[:, None], dst, src), np.where(swap[:, None], src, dst)
@@ -124,12 +124,12 @@ class PathMtu:
     @staticmethod
     def _keys(batch, rows: np.ndarray) -> np.ndarray:
         words = [np.ascontiguousarray(batch.cols[c][rows]).view("<u8").reshape(-1, 2) for c in ("_src_addr", "_dst_addr")]
-        return _path_keys(*words)
+        return path_keys(*words)
 
     @staticmethod
     def flow_paths(registry) -> np.ndarray:
         """The path key of every registered flow."""
-        return _path_keys(np.asarray(registry.src, dtype=np.uint64).reshape(-1, 2),
+        return path_keys(np.asarray(registry.src, dtype=np.uint64).reshape(-1, 2),
                           np.asarray(registry.dst, dtype=np.uint64).reshape(-1, 2))
 
     def per_row(self, path: np.ndarray, payload: np.ndarray, opcode: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

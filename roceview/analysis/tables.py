@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from roceview.packets.names import qp_text as format_qp  # noqa: F401  (the tables' name for it)
+
 FLOW_COLUMNS = ("flow", "src_ip", "dst_ip", "dest_qp", "peer_qp", "transport", "first_ts", "last_ts",
                 "packets", "bytes", "data_packets", "payload_bytes", "acks", "naks_seq", "naks_rnr",
                 "naks_other", "gap_events", "gap_psns", "unrecovered_psns", "retransmitted_packets",
@@ -52,10 +54,6 @@ def format_ts(ns) -> str:
     sign = "-" if ns < 0 else ""
     sec, frac = divmod(abs(ns), 1_000_000_000)
     return f"{sign}{sec}.{frac:09d}"
-
-
-def format_qp(qp) -> str:
-    return "" if qp is None or qp < 0 else f"0x{int(qp):06x}"
 
 
 def slow_text(values, kind: str, decimals: int = 6) -> list[str]:

@@ -149,13 +149,16 @@ def _can_merge(bucket: np.ndarray) -> bool:
 class Timeline:
     """Rows grow with duration x flows: past MAX_ROWS the buckets are merged into buckets twice
     as long (as often as needed), so memory stays bounded whatever the capture's length;
-    `bucket_ns` then says the length actually used."""
+    `bucket_ns` then says the length actually used.
+
+    `parts` (each fed chunk's distinct (bucket, flow) rows and sums, not yet merged) and `rows`
+    (their count) are read by the Dask engine's RecordingTimeline to replay the doublings."""
 
     def __init__(self, bucket_ns: int, max_rows: int = MAX_ROWS):
         self.bucket_ns = self.requested_ns = int(bucket_ns)
         self.max_rows = max_rows
-        self._parts: list[tuple[np.ndarray, ...]] = []
-        self._rows = 0
+        self.parts: list[tuple[np.ndarray, ...]] = []
+        self.rows = 0
 
     def feed(self, ts: np.ndarray, flow: np.ndarray, values: dict, n_flows: int,
              in_order: bool = False) -> np.ndarray:
@@ -180,10 +183,10 @@ class Timeline:
             keys = uniq
             sums = [_sums(inv.reshape(-1), values[f], len(uniq)) for f in FIELDS]
         flow_bytes = np.bincount(keys % n_flows, sums[0], minlength=n_flows)
-        self._parts.append((keys // n_flows + b0, keys % n_flows,
+        self.parts.append((keys // n_flows + b0, keys % n_flows,
                             *[np.rint(s).astype(np.int64) for s in sums]))
-        self._rows += len(keys)
-        if self._rows > self.max_rows:
+        self.rows += len(keys)
+        if self.rows > self.max_rows:
             self._bound()
         return flow_bytes
 
@@ -203,8 +206,8 @@ class Timeline:
         0.58 s step of a 1-worker Dask run at 8 M packets of 1,024 flows, cProfile; a new page
         costs ~2.5-25 us on our VMs). Sorted only where the grid would be much larger than
         the rows."""
-        columns = [list(c) for c in zip(*self._parts)]
-        self._parts = []
+        columns = [list(c) for c in zip(*self.parts)]
+        self.parts = []
         if factor != 1:
             columns[0] = [b // factor for b in columns[0]]
         rows = sum(len(b) for b in columns[0])
@@ -222,16 +225,16 @@ class Timeline:
         return (*cell_rows(at, grid), *sums)
 
     def _bound(self) -> None:
-        self._parts = [self._merged()]          # (no other reference: _merged lets each go)
-        while len(self._parts[0][0]) > self.max_rows // 2 and _can_merge(self._parts[0][0]):
+        self.parts = [self._merged()]          # (no other reference: _merged lets each go)
+        while len(self.parts[0][0]) > self.max_rows // 2 and _can_merge(self.parts[0][0]):
             self.bucket_ns *= 2
-            self._parts = [self._merged(2)]
-        self._rows = len(self._parts[0][0])
+            self.parts = [self._merged(2)]
+        self.rows = len(self.parts[0][0])
 
     def table(self, flow_names: list[str]) -> Table:
-        if not self._parts:
+        if not self.parts:
             return Table.empty(TIMELINE_COLUMNS)
         merged = self._merged()
-        self._parts = [merged]     # the same sums, held once (_rows unchanged: _bound as before)
+        self.parts = [merged]     # the same sums, held once (_rows unchanged: _bound as before)
         bucket, flow, *sums = merged
         return as_table(bucket, flow, sums, flow_names, self.bucket_ns)

@@ -7,7 +7,8 @@ from typing import Iterator
 import numpy as np
 
 from roceview.arrays import sorted_distinct
-from roceview.capture import consts, kernels
+from roceview.kernels import consts
+from roceview.kernels import backend as kernels
 from roceview.errors import BadInput
 
 SHB, IDB = 0x0A0D0D0A, 1
@@ -87,7 +88,7 @@ class _Damaged(Exception):
 
 
 def _pcapng(buf, chunk_packets: int, warn, iface_base: int) -> Iterator:
-    from roceview.capture.readers import _chunk, _linktype_checked, _Outputs
+    from roceview.capture.records import Outputs, chunk_of, linktype_checked
 
     if buf.filled - buf.pos < SHB_MIN_BYTES and not buf.eof:
         buf.refill()
@@ -95,7 +96,7 @@ def _pcapng(buf, chunk_packets: int, warn, iface_base: int) -> Iterator:
         raise BadInput(f"{buf.name}: pcapng section header is cut short")
     e = "<" if bytes(buf.store[8:12]) == b"\x4d\x3c\x2b\x1a" else ">"
     ifs = _Interfaces()
-    out = _Outputs(chunk_packets)
+    out = Outputs(chunk_packets)
     while True:
         try:
             blk = _block(buf, e)
@@ -117,7 +118,7 @@ def _pcapng(buf, chunk_packets: int, warn, iface_base: int) -> Iterator:
             resol = (opts.get(OPT_IF_TSRESOL) or b"\x06")[0]       # an empty option: the default
             off = opts.get(OPT_IF_TSOFFSET, b"")
             tsoff = struct.unpack(e + "q", off[:8])[0] if len(off) >= 8 else 0
-            ifs.add(_linktype_checked(lt, buf.name), resol, tsoff)
+            ifs.add(linktype_checked(lt, buf.name), resol, tsoff)
         big = e == ">"
         while True:
             if not buf.eof and buf.filled - buf.pos < consts.MAX_CAPLEN + 64:
@@ -128,7 +129,7 @@ def _pcapng(buf, chunk_packets: int, warn, iface_base: int) -> Iterator:
             buf.pos = pos
             good = _described(out, n, ifs)
             if good:
-                yield _records(buf, out, good, ifs, iface_base, _chunk)
+                yield _records(buf, out, good, ifs, iface_base, chunk_of)
                 buf.release()
             if good < n:
                 warn(f"{buf.name}: packet {good + 1} of this chunk refers to an interface that was never "

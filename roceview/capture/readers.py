@@ -11,13 +11,14 @@ from __future__ import annotations
 import mmap
 import os
 import struct
-from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Iterator
 
 import numpy as np
 
-from roceview.capture import consts, kernels
-from roceview.capture.consts import SUPPORTED_LINKTYPES
+from roceview.kernels import consts
+from roceview.kernels import backend as kernels
+from roceview.capture.pcapng import _pcapng
+from roceview.capture.records import Outputs, RecordChunk, Warn, chunk_of, linktype_checked  # noqa: F401  (RecordChunk: what read_records yields)
 from roceview.capture.source import PCAP_MAGICS, CorruptStream, _GzipStream, capture_kind, open_capture
 from roceview.errors import BadInput
 
@@ -32,25 +33,6 @@ RELEASE_LAG = 4 * MAP_WINDOW
 PAD = 1024                     # room for fixed-width gathers past the last record
 
 
-@dataclass
-class RecordChunk:
-    buf: np.ndarray            # uint8, valid while the chunk is current (mapped: to the end)
-    off: np.ndarray            # int64 offset of each record's first byte in buf
-    cap: np.ndarray            # uint32 captured length
-    wire: np.ndarray           # uint32 original length
-    ts: np.ndarray             # int64 ns since the epoch
-    iface: np.ndarray          # uint16 interface index
-    linktype: np.ndarray       # uint16 link type per record
-
-    @property
-    def n(self) -> int:
-        return len(self.off)
-
-    def frame(self, i: int) -> bytes:
-        return self.buf[self.off[i]: self.off[i] + self.cap[i]].tobytes()
-
-
-Warn = Callable[[str], None]
 
 
 class _Buffer:
@@ -149,15 +131,6 @@ def _open_buffer(stream, path: str, name: str, release_lag: int | None = None):
     return _Buffer(stream, name)
 
 
-class _Outputs:
-    def __init__(self, size: int):
-        self.off = np.empty(size, np.int64)
-        self.cap = np.empty(size, np.uint32)
-        self.wire = np.empty(size, np.uint32)
-        self.ts = np.empty(size, np.int64)
-        self.iface = np.zeros(size, np.uint32)
-
-
 def read_records(path: str, chunk_packets: int, warn: Warn, iface_base: int = 0,
                  release_lag: int | None = None) -> Iterator[RecordChunk]:
     """release_lag: how far behind the walk a memory map's pages are dropped (default
@@ -190,20 +163,13 @@ def read_records(path: str, chunk_packets: int, warn: Warn, iface_base: int = 0,
             stream.close()
 
 
-def _linktype_checked(linktype: int, name: str) -> int:
-    if linktype not in SUPPORTED_LINKTYPES:
-        raise BadInput(f"{name}: unsupported link type {linktype} (roceview reads "
-                       + ", ".join(f"{v} ({k})" for k, v in SUPPORTED_LINKTYPES.items()) + ")")
-    return linktype
-
-
 def _pcap(buf: _Buffer, chunk_packets: int, warn: Warn, iface_base: int) -> Iterator[RecordChunk]:
     header = buf.take(24)
     if len(header) < 24:
         raise BadInput(f"{buf.name}: pcap file header is cut short")
     _, big, frac_ns = PCAP_MAGICS[header[:4]]
-    linktype = _linktype_checked(struct.unpack((">" if big else "<") + "I", header[20:24])[0] & 0xFFFF, buf.name)
-    out = _Outputs(chunk_packets)
+    linktype = linktype_checked(struct.unpack((">" if big else "<") + "I", header[20:24])[0] & 0xFFFF, buf.name)
+    out = Outputs(chunk_packets)
     while True:
         if not buf.eof:
             buf.refill()
@@ -212,7 +178,7 @@ def _pcap(buf: _Buffer, chunk_packets: int, warn: Warn, iface_base: int) -> Iter
                                         out.off, out.cap, out.wire, out.ts)
         buf.pos = pos
         if n:
-            yield _chunk(buf, out, n, linktype_of=np.full(n, linktype, np.uint16), iface_base=iface_base)
+            yield chunk_of(buf, out, n, linktype_of=np.full(n, linktype, np.uint16), iface_base=iface_base)
             buf.release()
         if status == consts.ABSURD:
             cap = struct.unpack((">" if big else "<") + "I", bytes(buf.store[pos + 8:pos + 12]))[0]
@@ -224,13 +190,3 @@ def _pcap(buf: _Buffer, chunk_packets: int, warn: Warn, iface_base: int) -> Iter
                 warn(f"{buf.name}: file ends in the middle of a record "
                      f"({buf.filled - buf.pos} bytes left over); stopped reading there")
             return
-
-
-def _chunk(buf: _Buffer, out: _Outputs, n: int, linktype_of: np.ndarray, iface_base: int,
-           ts: np.ndarray | None = None) -> RecordChunk:
-    return RecordChunk(buf.arr, out.off[:n].copy(), out.cap[:n].copy(), out.wire[:n].copy(),
-                       (out.ts[:n] if ts is None else ts).copy(),
-                       (out.iface[:n] + iface_base).astype(np.uint16), linktype_of)
-
-
-from roceview.capture.pcapng import _pcapng  # noqa: E402  (pcapng needs the helpers above)

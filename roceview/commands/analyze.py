@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from roceview.cli import ExitStatus, udp_port
+from roceview.commands.base import ExitStatus, udp_port
 
 SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
 ENABLES_GC = True  # cli.main leaves the GC off: _after_imports turns it on after the first chunk
@@ -97,7 +97,7 @@ def _run_each(args, env) -> ExitStatus:
     folders = _folders(files)
     cluster = None
     if args.engine == "dask" and args.scheduler is None and len(files) > 1:
-        from roceview.dask_engine import local_cluster
+        from roceview.engines.dask.client import local_cluster
 
         cluster = local_cluster()        # one for every file: starting one takes seconds
         args = argparse.Namespace(**{**vars(args), "scheduler": cluster.scheduler_address})
@@ -105,7 +105,7 @@ def _run_each(args, env) -> ExitStatus:
         return _each(args, env, files, folders)
     finally:
         if cluster is not None:
-            from roceview.dask_engine import close_quietly
+            from roceview.engines.dask.client import close_quietly
 
             close_quietly(cluster)
 
@@ -163,7 +163,7 @@ def _run_one(args, env) -> ExitStatus:
     if args.engine == "local":                        # (dask: the workers hold the decoded files)
         prefault_heap(2 * _input_bytes(args.capture))  # on the idle core, while numpy imports
     from roceview.api import analyze
-    from roceview.progress import Progress, input_bytes
+    from roceview.commands.progress import Progress, input_bytes
 
     total = input_bytes(args.capture) if env.stderr_isatty else None
     with Progress(env.stderr, "analyzing", total) as bar:
@@ -223,7 +223,7 @@ def _after_imports(bar):
     (its bytes are summed only when there is a bar to show them)."""
     import gc
 
-    from roceview.progress import record_bytes
+    from roceview.commands.progress import record_bytes
 
     def advance(batch) -> None:
         bar.advance(batch.n, record_bytes(batch.cols["cap_len"]) if bar.active else 0)

@@ -1,7 +1,7 @@
 """`roceview convert CAPTURE -o FILE.parquet`: the packets table as Parquet."""
 from __future__ import annotations
 
-from roceview.cli import ExitStatus, udp_port
+from roceview.commands.base import ExitStatus, udp_port
 from roceview.errors import BadInput, WriteError
 
 
@@ -26,11 +26,11 @@ def run(args, env) -> ExitStatus:
     except ImportError:
         raise BadInput("convert needs pyarrow: pip install 'roceview[parquet]'") from None
     from roceview.capture.writer import atomic_output
-    from roceview.packets import iter_packets
-    from roceview.progress import Progress, input_bytes, record_bytes
+    from roceview.api import iter_packets
+    from roceview.commands.progress import Progress, input_bytes, record_bytes
 
     if args.partition_by:
-        from roceview.parquet_dataset import write_partitioned
+        from roceview.packets.parquet import write_partitioned
 
         rows = write_partitioned(iter_packets(args.capture, roce_ports=args.roce_port, warn=env.warn), args.output)
         print(f"wrote {rows} packets to {args.output}", file=env.stderr)

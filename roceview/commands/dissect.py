@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 
-from roceview.cli import ExitStatus, udp_port
+from roceview.commands.base import ExitStatus, udp_port
 
 
 def add_arguments(parser) -> None:
@@ -37,7 +37,8 @@ def _packets(args, env):
     analysis of `analyze`, run alongside). -V needs each packet's bytes, so it lists several
     files one after the other (iter_chunks); the lines and JSON come from the packets table,
     several files interleaved in time as analyze sees them (the same frame numbers)."""
-    from roceview.packets import analysed_pairs, iter_batches, iter_chunks
+    from roceview.analysis.annotate import analysed_pairs
+    from roceview.packets.read import iter_batches, iter_chunks
 
     if args.verbose or args.hex and args.output_format == "text" and not args.jsonl:
         pairs = iter_chunks(args.capture, roce_ports=args.roce_port, warn=env.warn)
@@ -107,7 +108,7 @@ def _limited(packets, count):
 def _write_text(args, chunk, batch, rows, first_ts, out) -> None:
     from roceview.analysis.packet_flags import packet_columns
     from roceview.render.lines import packet_lines
-    from roceview.table import to_dataframe
+    from roceview.packets.table import to_dataframe
 
     colour = _is_terminal(out)
     if not (args.jsonl or args.verbose or args.hex):

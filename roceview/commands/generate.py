@@ -21,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args, env):
-    from roceview.cli import ExitStatus
+    from roceview.commands.base import ExitStatus
     from roceview.generate import SCENARIOS, generate, write_capture
 
     if args.scenario == "list":
@@ -36,7 +36,7 @@ def run(args, env):
         raise BadInput(f"--seed must be >= 0, got {args.seed}")
     if not args.scale > 0 or args.scale > 1000:
         raise BadInput(f"--scale must be in (0, 1000], got {args.scale:g}")
-    from roceview.progress import Progress
+    from roceview.commands.progress import Progress
 
     with Progress(env.stderr, f"generating {args.scenario}", counts=False) as bar:
         cap = generate(args.scenario, seed=args.seed, scale=args.scale, mirror=args.mirror)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import time
 
-from roceview.cli import ExitStatus
+from roceview.commands.base import ExitStatus
 from roceview.commands.analyze import MAX_QP_ROWS, _count, add_analysis_options
 
 

@@ -1,7 +1,7 @@
 """`roceview tui`: the terminal UI over capture files (Overview, Queue pairs, Packets, PFC)."""
 from __future__ import annotations
 
-from roceview.cli import ExitStatus
+from roceview.commands.base import ExitStatus
 from roceview.commands.analyze import add_analysis_options
 
 
@@ -12,15 +12,15 @@ def add_arguments(parser) -> None:
 
 
 def run(args, env) -> ExitStatus:
-    from roceview.api import _check_options, _config
+    from roceview.api import check_options, load_settings
     from roceview.tui import Options, run_app
 
-    _check_options(args.pmtu, args.link_speed, args.bucket)
+    check_options(args.pmtu, args.link_speed, args.bucket)
     _check_captures(args.capture)
     if "-" in args.capture:
         _capture_from_stdin_keys_from_tty()
     options = Options(pmtu=args.pmtu, link_speed=args.link_speed, bucket_ms=args.bucket,
-                      roce_ports=tuple(args.roce_port), config=_config(args.config), fail_on=args.fail_on)
+                      roce_ports=tuple(args.roce_port), config=load_settings(args.config), fail_on=args.fail_on)
     title = "roceview " + " ".join(args.capture)
     return ExitStatus(run_app(list(args.capture), title=title, options=options, light=args.light))
 

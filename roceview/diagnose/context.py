@@ -14,8 +14,7 @@ from itertools import repeat
 
 import numpy as np
 
-from roceview.analysis.flows import format_address
-from roceview.analysis.pfc import format_mac
+from roceview.packets.names import flow_name, format_address, mac_text  # noqa: F401  (mac_text: this module's own name too)
 from roceview.diagnose.flow_arrays import FlowArrays, run_starts
 from roceview.diagnose.flow_facts import FlowFactsTable
 
@@ -127,7 +126,7 @@ class Context:
         f = self.flow.get(name)
         if f is None or f["peer_qp"] < 0:
             return None
-        peer = f"{f['dst_ip']}>{f['src_ip']}:0x{f['peer_qp']:06x}"
+        peer = flow_name(f["dst_ip"], f["src_ip"], f["peer_qp"])
         return peer if peer in self.flow else None
 
     def pair(self, name: str) -> list[str]:
@@ -194,7 +193,7 @@ class Context:
     def read_breaks(self) -> dict[str, list]:
         out: dict[str, list] = defaultdict(list)
         for ts, src, dst, qp, psn, expected in (self.facts.read_breaks if self.facts else []):
-            out[f"{_addr(src)}>{_addr(dst)}:0x{qp:06x}"].append((ts, psn, expected))
+            out[flow_name(_addr(src), _addr(dst), qp)].append((ts, psn, expected))
         return out
 
 
@@ -316,6 +315,3 @@ def _parse_ts(text: str) -> int:
     sign = -1 if sec.startswith("-") else 1
     return sign * (abs(int(sec)) * 1_000_000_000 + int((frac + "000000000")[:9]))
 
-
-def mac_text(mac: int) -> str:
-    return format_mac(mac)

@@ -21,9 +21,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from roceview.analysis.opcodes import CONTINUES_RESPONSE, OPCLASS, READ_RESPONSE
-from roceview.batch import PROTO_CODE, PROTO_NAMES
-from roceview.diagnose.facts_kernels import Groups, SortedMap, distinct, distinct_rank, hash_parts, mixed_radix
+from roceview.analysis.opcode_classes import CONTINUES_RESPONSE, OPCLASS, READ_RESPONSE
+from roceview.packets.batch import PROTO_CODE, PROTO_NAMES
+from roceview.diagnose.facts_kernels import (Groups, SortedMap, distinct, distinct_rank, hash_parts,
+                                             mixed_radix)
 
 PSN_MASK = (1 << 24) - 1
 _ROCE = [PROTO_CODE["roce_v1"], PROTO_CODE["roce_v2"], PROTO_CODE["ib"]]
@@ -46,7 +47,7 @@ class Klass:
     pcp: int          # -1: untagged
     dscp: int         # -1: none (IB without GRH)
     ecn: int          # -1: none
-    opclass: int      # roceview.analysis.opcodes class code
+    opclass: int      # roceview.analysis.opcode_classes class code
     src_mac: int      # -1: none
     dst_mac: int
     packets: int = 0
@@ -295,7 +296,7 @@ class FactCollector:
         index, found = self._index.get(h)
         if not found.all():
             new = np.flatnonzero(~found).tolist()
-            self._new_classes(v, h, last, new, groups.first() if first is None else first)
+            self.new_classes(v, h, last, new, groups.first() if first is None else first)
             index, _ = self._index.get(h)
         c = self._counters
         c[0, index] += counts
@@ -306,7 +307,7 @@ class FactCollector:
         c[3, index] = v.batch.cols["ts_ns"][v.at(last)]
         c[4, index] = v.col("psn", last, 0)
 
-    def _new_classes(self, v: _Rows, h, last, new, first) -> None:
+    def new_classes(self, v: _Rows, h, last, new, first) -> None:
         """Classes first seen in this chunk, numbered in the order the row-hash table numbers them."""
         if len(new) > 1:
             rank = distinct_rank(h, last)
@@ -378,7 +379,7 @@ class FactCollector:
 
 def facts_from_files(files, roce_ports=()) -> CaptureFacts | None:
     """Read the capture again for its facts (when the caller did not collect them)."""
-    from roceview.packets import iter_batches
+    from roceview.packets.read import iter_batches
 
     files = [f for f in files if f != "-"]
     if not files:

@@ -16,7 +16,8 @@ from operator import attrgetter
 
 import numpy as np
 
-from roceview.analysis.opcodes import ACKNOWLEDGE, ATOMIC_ACKNOWLEDGE, CNP, READ_REQUEST, READ_RESPONSE, REQUEST
+from roceview.analysis.opcode_classes import (ACKNOWLEDGE, ATOMIC_ACKNOWLEDGE, CNP, READ_REQUEST,
+                                              READ_RESPONSE, REQUEST)
 from roceview.diagnose.flow_arrays import any_of, distinct_codes
 
 DATA_CLASSES = (REQUEST, READ_REQUEST, READ_RESPONSE)

@@ -15,6 +15,7 @@ from roceview.diagnose.context import Context
 from roceview.diagnose.finding import finding
 from roceview.diagnose.link_speed import link_speed, link_speed_findings, speed_note
 from roceview.diagnose.pfc_storm import storm_finding
+from roceview.packets.names import mac_int
 from roceview.units import duration, plural
 
 def pause_frames(ctx: Context) -> dict[tuple[str, str], np.ndarray]:
@@ -74,7 +75,7 @@ def pfc_findings(ctx: Context) -> list[dict]:
             continue
         key = (row["src_mac"], row["priority"])
         per = periods.get(key, np.zeros((0, 2), dtype=np.int64))
-        host = hosts.get(_mac_int(row["src_mac"]))
+        host = hosts.get(mac_int(row["src_mac"]))
         out.append(_pause(ctx, row, host, note))
         storm = storm_finding(ctx, row, per, frames.get(key, _NO_FRAMES), _who(row["src_mac"], host),
                               _prio_text(row["priority"]), host, note)
@@ -85,9 +86,6 @@ def pfc_findings(ctx: Context) -> list[dict]:
         else:
             out += _without_ecn(ctx, row, note)
     return out + link_speed_findings(ctx)
-
-def _mac_int(text: str) -> int:
-    return int(text.replace(":", ""), 16)
 
 def _who(mac: str, host) -> str:
     return f"host NIC {mac} ({', '.join(sorted(host))})" if host else f"{mac}"

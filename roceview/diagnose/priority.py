@@ -82,7 +82,7 @@ def protected_priorities(ctx: Context) -> tuple[set[int], list[str]]:
 
 
 def _mac(mac: int) -> str:
-    from roceview.diagnose.context import mac_text
+    from roceview.packets.names import mac_text
 
     return mac_text(mac)
 

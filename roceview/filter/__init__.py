@@ -7,14 +7,14 @@
 The filter is parsed and compiled once (roceview/filter/parse.py, evaluate.py); `mask` runs a
 handful of numpy operations per test over whole columns, never Python per packet. A filter
 that cannot be compiled raises FilterError (a roceview.errors.BadInput: one line, exit 2 in
-the CLI) naming the column where it went wrong. Field names: roceview/filter/fields.py and
+the CLI) naming the column where it went wrong. Field names: roceview/filter/field_names.py and
 the table in docs/columns.md.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from roceview.batch import Batch
+from roceview.packets.batch import Batch
 from roceview.filter.parse import FilterError
 
 __all__ = ["DisplayFilter", "FilterError", "compile_filter"]

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from roceview.batch import PROTO_CODE, Batch
-from roceview.filter import fields as F
+from roceview.packets.batch import PROTO_CODE, Batch
+from roceview.filter import field_names as F
 from roceview.filter.parse import FilterError, Node
 from roceview.filter.values import LID_MARK, compare_test, member_test
 

@@ -14,7 +14,7 @@ import re
 
 import numpy as np
 
-from roceview.filter import fields as F
+from roceview.filter import field_names as F
 from roceview.filter.parse import FilterError, Value
 
 ORDER = {"==": operator.eq, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
@@ -25,7 +25,7 @@ _MAC = re.compile(r"^(?:[0-9a-f]{2}(?::[0-9a-f]{2}){5}|(?:[0-9a-f]{2})+(?:([\-.]
                   re.IGNORECASE)
 _INT = re.compile(r"^(0x[0-9a-f]+|0b[01]+|0[0-7]*|[1-9][0-9]*)$")   # Wireshark's: no 0o, no 1_000
 _LID = re.compile(r"^lid:(0x[0-9A-Fa-f]{1,4}|[1-9]\d{0,4}|0)$")
-LID_MARK = bytes(10) + b"\xfe\xfe"           # roceview.table.format_addr: IB LRH without GRH
+LID_MARK = bytes(10) + b"\xfe\xfe"           # roceview.packets.table.format_addr: IB LRH without GRH
 
 
 def parse_int(v: Value, field: F.FieldDef) -> int:
@@ -73,7 +73,7 @@ def parse_addr(v: Value, field: F.FieldDef) -> tuple[bytes, int]:
     if kind == F.IPV6 and net.version == 4 or kind == F.IPV4 and net.version == 6:
         raise FilterError(f'"{text}" is an IPv{net.version} address, {field.name} is IPv{10 - net.version}',
                           v.column)
-    if net.version == 4:     # the Batch stores IPv4 as ::ffff:a.b.c.d (roceview/batch.py)
+    if net.version == 4:     # the Batch stores IPv4 as ::ffff:a.b.c.d (roceview/packets/batch.py)
         return b"\0" * 10 + b"\xff\xff" + net.network_address.packed, 96 + net.prefixlen
     return net.network_address.packed, net.prefixlen
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 
-from roceview.generate import ib
+from roceview.generate import ibta as ib
 from roceview.generate.frames import RocePacket
 
 UD_SEND_ONLY = 0x64               # IBTA Table 38: UD, SEND Only

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from roceview.generate.engine import PS_PER_US
+from roceview.generate.simulator import PS_PER_US
 
 
 @dataclass

@@ -12,7 +12,7 @@ import struct
 import zlib
 from dataclasses import dataclass
 
-from roceview.generate import ib
+from roceview.generate import ibta as ib
 
 ETH_P_8021Q = 0x8100
 ETH_P_IPV4 = 0x0800

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections import deque
 
-from roceview.generate import ib
+from roceview.generate import ibta as ib
 from roceview.generate.dcqcn import NotificationPoint
-from roceview.generate.engine import serialisation_ps
+from roceview.generate.simulator import serialisation_ps
 from roceview.generate.frames import PfcFrame, RocePacket
-from roceview.generate.pfc import PauseSender
+from roceview.generate.pause_sender import PauseSender
 from roceview.generate.port import Port
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from roceview.generate.engine import serialisation_ps
+from roceview.generate.simulator import serialisation_ps
 from roceview.generate.frames import Addressing, PfcFrame, pfc_frame, roce_frame
 
 REPLICA_GBPS = 100.0     # the capture port's rate when `gbps` is not modelled

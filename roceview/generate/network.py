@@ -5,10 +5,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from roceview.generate import ib
+from roceview.generate import ibta as ib
 from roceview.generate.cm import ConnectionManager
 from roceview.generate.dcqcn import NotificationPoint
-from roceview.generate.engine import PS_PER_NS, Simulator
+from roceview.generate.simulator import PS_PER_NS, Simulator
 from roceview.generate.frames import Addressing, PfcFrame
 from roceview.generate.host import Host, ReceivePipeline
 from roceview.generate.mirror import Mirror

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Callable
 
-from roceview.generate.engine import Simulator, pause_quanta_ps, serialisation_ps
+from roceview.generate.simulator import Simulator, pause_quanta_ps, serialisation_ps
 from roceview.generate.frames import PfcFrame
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from roceview.generate import ib
+from roceview.generate import ibta as ib
 from roceview.generate.dcqcn import ReactionPoint
 from roceview.generate.frames import RocePacket
 from roceview.generate.requester import Requester

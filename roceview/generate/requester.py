@@ -11,8 +11,8 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
-from roceview.generate import ib
-from roceview.generate.engine import serialisation_ps
+from roceview.generate import ibta as ib
+from roceview.generate.simulator import serialisation_ps
 from roceview.generate.frames import RocePacket
 
 

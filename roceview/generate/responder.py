@@ -9,7 +9,7 @@ a NAK remote access error, after which the QP is in the Error state (9.7.5.2.3).
 """
 from __future__ import annotations
 
-from roceview.generate import ib
+from roceview.generate import ibta as ib
 
 
 class Responder:

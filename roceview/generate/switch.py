@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from roceview.generate.frames import PfcFrame, RocePacket
-from roceview.generate.pfc import PauseSender
+from roceview.generate.pause_sender import PauseSender
 from roceview.generate.port import Port
 
 

@@ -5,7 +5,7 @@ The analysis is the one `analyze` runs (Analyzer + FactCollector, the diagnoser 
 `live -r -` on a capture writes the same tables as `analyze` on the file. It is made once: with
 the TUI, the TUI's loader feeds it (StoppableBatches.analysis, on the loader's thread, with
 per-packet flags for the packet list) and shows its final result, the one --csv/--json get. Reading and decoding
-run on a worker thread (packets._Prefetched, two batches ahead); when the analysis falls
+run on a worker thread (packets.Prefetched, two batches ahead); when the analysis falls
 behind, the pipe fills and the kernel ring drops, which the capture tool counts.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from roceview.capture import live as capture
+from roceview.capture import live_stream as capture
 from roceview.errors import BadInput
 
 CHUNK_PACKETS = 1 << 16
@@ -31,10 +31,10 @@ STATS_EVERY_S = 0.9          # tcpdump is asked for its counters (SIGUSR1) at mo
 
 class LiveSession:
     def __init__(self, args, warn, packet_flags: bool = False):
-        from roceview.api import _check_options, _config
+        from roceview.api import check_options, load_settings
 
-        _check_options(args.pmtu, args.link_speed, args.bucket)
-        self.settings = _config(args.config)
+        check_options(args.pmtu, args.link_speed, args.bucket)
+        self.settings = load_settings(args.config)
         self.args, self._warn = args, warn
         self.warnings: list[str] = []
         self.stop_reason: str | None = None
@@ -73,7 +73,7 @@ class LiveSession:
     def _analysis_setup(self, packet_flags: bool) -> None:
         from roceview.analysis.events import EVENT_KINDS
         from roceview.api import Analysis
-        from roceview.decode import port_table
+        from roceview.packets.decode import port_table
 
         a = self.args
         self.analysis = Analysis(a.pmtu, a.link_speed, a.bucket, self.settings, packet_flags=packet_flags)
@@ -130,7 +130,7 @@ class LiveSession:
 
     # ---- the batches -----------------------------------------------------------------------------
     def _decoded(self, projection):
-        from roceview.decode import decode_chunk
+        from roceview.packets.decode import decode_chunk
 
         frame = 1
         for chunk, base in self.records:
@@ -148,9 +148,9 @@ class LiveSession:
     def batches(self, full: bool = False, analyse: bool = True):
         """Each batch as it is analyzed (full: every column, for the TUI's packet list; not
         `analyse`: the consumer feeds each to feed(), the TUI's loader on its own thread)."""
-        from roceview.packets import _Prefetched
+        from roceview.packets.read import Prefetched
 
-        source = _Prefetched(self._decoded(None if full else "analysis"))
+        source = Prefetched(self._decoded(None if full else "analysis"))
         given = 0
         try:
             for batch, ends in source:

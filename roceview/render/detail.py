@@ -11,14 +11,16 @@ from rich.tree import Tree
 
 from dissectors import ethernet, ib, ip, macctl, opcodes
 from dissectors.tree import header_node
-from roceview.capture import consts, kernels
-from roceview.decode import EXT_BY_NAME, O, port_table
+from roceview.kernels import consts
+from roceview.kernels import backend as kernels
+from roceview.packets.decode import EXT_BY_NAME, O, port_table
+from roceview.packets.names import flow_name
 
 _BY_SLOT = (("eth", ethernet.ETHERNET), ("sll", ethernet.SLL), ("sll2", ethernet.SLL2), ("vlan1", ethernet.VLAN),
             ("vlan2", ethernet.INNER_VLAN), ("lrh", ib.LRH))
 
 
-def _headers(frame: bytes, o: np.ndarray, start: int, meta: np.ndarray):
+def headers(frame: bytes, o: np.ndarray, start: int, meta: np.ndarray):
     """(Header, offset within frame) in wire order for one frame."""
     rel = {k: (o[i] - start if o[i] >= 0 else -1) for k, i in O.items()}
     out = [(h, rel[k]) for k, h in _BY_SLOT if rel[k] >= 0]
@@ -51,12 +53,12 @@ def hex_dump(frame: bytes) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _analysis_node(tree, row: dict, quanta, gbps: float) -> None:
+def analysis_node(tree, row: dict, quanta, gbps: float) -> None:
     """The packet's analysis flags, one sentence each (render/flag_text.py)."""
     from roceview.render.flag_text import flag_names, sentences
 
     src, dst = row["src_ip"] or row["src_mac"] or "?", row["dst_ip"] or row["dst_mac"] or "?"
-    flow = f"{src}>{dst}:0x{row['dest_qp']:06x}" if row["dest_qp"] is not None else f"{src}>{dst}"
+    flow = flow_name(src, dst, row["dest_qp"]) if row["dest_qp"] is not None else f"{src}>{dst}"
     branch = tree.add(f"[bold]Analysis[/bold] (roceview: {escape(', '.join(flag_names(row['flags'])))})")
     for text in sentences(row, quanta, flow, gbps):
         branch.add(escape("\n".join(textwrap.wrap(text, 100))))      # the tree crops at the console width
@@ -78,7 +80,7 @@ def print_details(chunk, df, first_ts, out, n, rows=None, hexdump: bool = False,
     for i, k in enumerate(rows):
         frame = chunk.frame(k)
         tree = Tree(escape(f"Frame {summaries[i].strip()}"))
-        for header, base in _headers(frame, o[k], int(chunk.off[k]), meta[k]):
+        for header, base in headers(frame, o[k], int(chunk.off[k]), meta[k]):
             node = header_node(header, frame, base)
             branch = tree.add(f"[bold]{node.title}[/bold] ({header.name}, {node.spec}) @ {base}")
             for label, value, meaning in node.lines:
@@ -90,7 +92,7 @@ def print_details(chunk, df, first_ts, out, n, rows=None, hexdump: bool = False,
             state = "not checked: truncated" if icrc is pd.NA else "ok" if icrc else "BAD"
             tree.add(escape(f"ICRC = 0x{int(df['icrc'].iloc[i]):08x} [{state}]"))
         if analysis is not None and analysis[i][0]["flags"]:
-            _analysis_node(tree, *analysis[i], gbps)
+            analysis_node(tree, *analysis[i], gbps)
         console.print(tree)
         if hexdump:
             out.write("\n" + hex_dump(frame) + "\n")

@@ -98,7 +98,7 @@ def _c_rows(table):
     """(lo, hi) -> the CSV rows lo..hi by the C formatter (None: not formatted there); None
     where it is not built or a column is not plain (a list holding None, ints past int64, more
     than 9 decimals): cells.py formats those."""
-    from roceview.capture import kernels
+    from roceview.kernels import backend as kernels
 
     if kernels.format_rows is None:
         return None

@@ -1,6 +1,6 @@
 """`dissect -T fields -e FIELD ... -E OPT=VALUE`: tshark's field output over a Batch.
 
-Field names are the display filter's (roceview/filter/fields.py): packets-table columns and
+Field names are the display filter's (roceview/filter/field_names.py): packets-table columns and
 their Wireshark aliases. Values print as tshark 4.0 prints them: integers in decimal, or
 `0x` + fixed hex digits where Wireshark shows the field in hex (BASE_HEX), booleans 1/0,
 addresses in their usual text, a field with several occurrences joined by the aggregator
@@ -13,9 +13,9 @@ import ipaddress
 
 import numpy as np
 
-from roceview.batch import Batch
+from roceview.packets.batch import Batch
 from roceview.errors import BadInput
-from roceview.filter import fields as F
+from roceview.filter import field_names as F
 from roceview.filter.evaluate import occurrences
 
 _SPECIAL = {"/t": "\t", "/s": " "}
@@ -123,9 +123,9 @@ def _format(field: F.FieldDef, v) -> str:
     if kind == F.IPV6:
         return _ipv6(bytes(v))
     if kind == F.ADDR:
-        from roceview.table import format_addr
+        from roceview.packets.names import address_text
 
-        return format_addr(bytes(v))
+        return address_text(bytes(v))
     return f"0x{int(v):0{field.hex_digits}x}" if field.hex_digits else str(int(v))
 
 

@@ -1,10 +1,10 @@
-"""A packet's analysis flags (roceview.flags, packets-table columns flags / missing_psns /
+"""A packet's analysis flags (roceview.packets.flags, packets-table columns flags / missing_psns /
 rel_frame / rtt_ns) in words: the bracketed tags of a `dissect` line (like tshark's
 `[TCP Retransmission]`), the sentences of the `-V` "Analysis" subtree, the names of `--jsonl`."""
 from __future__ import annotations
 
 from dissectors.ib import NAK_CODES
-from roceview.flags import FLAG_FIELDS, Flag
+from roceview.packets.flags import FLAG_FIELDS, Flag
 
 ANALYSIS_NAMES = ("flags", "missing_psns", "rel_frame", "rtt_ns")
 # RNR NAK timer codes in ms (IBTA Table 45)

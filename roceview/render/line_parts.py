@@ -78,9 +78,9 @@ class BatchColumns(Columns):
 
     def cat(self, name: str) -> tuple[np.ndarray, list]:
         if self._strings is None:
-            from roceview.table import _strings      # the DataFrame's own string columns
+            from roceview.packets.table import string_columns  # the DataFrame's own string columns
 
-            self._strings = _strings(self.batch)
+            self._strings = string_columns(self.batch)
         column = self._strings[name]
         return column.codes.astype(np.int64), list(column.categories)
 

@@ -6,7 +6,7 @@
             live_stats: Callable[[], dict] | None = None, light: bool = False) -> int
 
 `source`: capture paths (a path, a list of paths, a directory, '-'), or any iterable of
-`roceview.batch.Batch` (a live stream; items may also be `(RecordChunk, Batch)` pairs, and
+`roceview.packets.batch.Batch` (a live stream; items may also be `(RecordChunk, Batch)` pairs, and
 then the packet tree and hex of the kept packets are shown). Paths read through a memory map
 are listed from a frame -> (file, offset) index and decoded again when shown; a stream keeps a
 bounded ring of its most recent batches (index.RING_PACKETS, stated on the packets screen).

@@ -26,8 +26,8 @@ class RoceviewApp(App):
     ENABLE_COMMAND_PALETTE = False     # every action has its key (? lists them)
     MODES = {"overview": "roceview.tui.overview:OverviewScreen",
              "qps": "roceview.tui.qps:QueuePairsScreen",
-             "packets": "roceview.tui.packets:PacketsScreen",
-             "pfc": "roceview.tui.pfc:PfcScreen"}
+             "packets": "roceview.tui.packets_screen:PacketsScreen",
+             "pfc": "roceview.tui.pfc_screen:PfcScreen"}
     BINDINGS = [
         Binding("1", "mode('overview')", "Overview"), Binding("2", "mode('qps')", "QPs"),
         Binding("3", "mode('packets')", "Packets"), Binding("4", "mode('pfc')", "PFC"),

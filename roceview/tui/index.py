@@ -2,7 +2,7 @@
 
 A capture file read through a memory map keeps, per packet, its file, record offset, lengths,
 timestamp and link type (26 bytes a packet: 10 M packets = 260 MB), its flow id (4 more) and
-its analysis flags (roceview.flags bits, FLAG_DTYPE: 2 more); the flag values a packet's tags
+its analysis flags (roceview.packets.flags bits, FLAG_DTYPE: 2 more); the flag values a packet's tags
 name (PSNs missing, the related frame, the RTT) are kept only for the packets that have them
 (28 bytes each); the packets table itself is never kept. Rows are decoded on demand (decode.decode_chunk over
 the rows asked for) from a memory map of our own. A stream (stdin, gzip, a live capture) cannot
@@ -18,9 +18,9 @@ import threading
 
 import numpy as np
 
-from roceview.batch import Batch
+from roceview.packets.batch import Batch
 from roceview.capture.readers import RecordChunk
-from roceview.flags import Flag
+from roceview.packets.flags import Flag
 
 RING_PACKETS = 200_000          # rows kept of a stream (live capture, stdin, gzip)
 # the narrowest unsigned type holding every flag bit (14 bits: uint16; a 17th bit widens it)
@@ -231,7 +231,7 @@ class PacketIndex:
                            np.zeros(len(rows), np.uint16), self.linktype.a[rows])
 
     def _decode_mapped(self, rows: np.ndarray) -> list[Batch]:
-        from roceview.decode import decode_chunk
+        from roceview.packets.decode import decode_chunk
 
         rows = rows[(rows >= 0) & (rows < self.off.n)]
         files = self.file.a[rows]
@@ -251,7 +251,7 @@ class PacketIndex:
     def _decode_ring(self, rows: np.ndarray) -> Batch:
         """Kept rows: decoded again from their record chunk when there is one (the batch may
         hold only the analysis' columns), else the batch's own rows."""
-        from roceview.decode import decode_chunk
+        from roceview.packets.decode import decode_chunk
 
         parts = []
         for first, chunk, batch in list(self.ring):

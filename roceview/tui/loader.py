@@ -162,21 +162,21 @@ class Loader:
         self._post(self.analyzer.snapshot(), 0.0, done=True, error=message)
 
     def _prepare(self) -> None:
-        from roceview.api import Analysis, _config
-        from roceview.decode import port_table
+        from roceview.api import Analysis, load_settings
+        from roceview.packets.decode import port_table
 
         o = self.options
         self.index.ports = port_table(o.roce_ports)
-        self._settings = _config(o.config)
+        self._settings = load_settings(o.config)
         if self.analysis is None:
             self.analysis = Analysis(o.pmtu, o.link_speed, o.bucket_ms, self._settings, packet_flags=True)
         self.analyzer = self.analysis.analyzer
         import roceview.render.lines  # noqa: F401  (pandas: here, not on the UI thread's first packet list)
         if self._is_paths():
             from roceview.capture.source import expand_paths
-            from roceview.packets import _time_ordered
+            from roceview.packets.read import time_ordered
 
-            self.index.files, self._starts = _time_ordered(expand_paths(self.source))
+            self.index.files, self._starts = time_ordered(expand_paths(self.source))
             self._total_bytes = sum(_size(f) for f in self.index.files)
 
     def _is_paths(self) -> bool:
@@ -207,7 +207,7 @@ class Loader:
                                                           self.options.chunk_packets, self.warnings.append,
                                                           "analysis"))
             return
-        from roceview.packets import iter_chunks
+        from roceview.packets.read import iter_chunks
 
         yield from iter_chunks(self.index.files, roce_ports=self.options.roce_ports,
                                chunk_packets=self.options.chunk_packets, warn=self.warnings.append,

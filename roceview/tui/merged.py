@@ -1,5 +1,5 @@
 """Several capture files for the TUI, merged in time exactly as `analyze` merges them
-(roceview.merge.merge_in_time, the reading of packets._merged), with each row's record place
+(roceview.packets.merge.merge_in_time, the reading of packets.read.merged), with each row's record place
 carried along so the packet index still points at its bytes.
 
 Files that overlap in time (two mirror ports, requests in one file and responses in the other)
@@ -14,24 +14,24 @@ from typing import Iterator
 
 import numpy as np
 
-from roceview.batch import Batch
+from roceview.packets.batch import Batch
 
 REC_COLUMNS = ("off", "cap", "wire", "linktype")
 
 
 def merged_batches(files: list[str], starts: list, ports: np.ndarray, chunk_packets: int, warn,
                    projection: str | None) -> Iterator[Batch]:
-    """Batches of `files` (ordered by first timestamp, packets._time_ordered) in time order,
-    frames numbered in the merged order: packets._merged, each file's batch tagged with where
+    """Batches of `files` (ordered by first timestamp, packets.time_ordered) in time order,
+    frames numbered in the merged order: packets.read.merged, each file's batch tagged with where
     its rows' records are."""
-    from roceview.packets import _merged
+    from roceview.packets.read import merged
 
     def places(chunk, batch: Batch) -> None:
         for name in REC_COLUMNS:
             batch.cols["_rec_" + name] = np.array(getattr(chunk, name), copy=True)
         batch.cols["_mapped"] = np.full(batch.n, is_mapped(chunk), bool)
 
-    return _merged(files, starts, ports, chunk_packets, warn, False, projection, tag=places)
+    return merged(files, starts, ports, chunk_packets, warn, False, projection, tag=places)
 
 
 def is_mapped(chunk) -> bool:

@@ -20,7 +20,7 @@ BEFORE_INFO = re.compile(r"\s*\S+\s+\S+ \S+ → \S+ \S+ \S+")
 
 def table(batch):
     """The packets table of decoded rows, with the analysis columns the packet index adds."""
-    from roceview.table import to_dataframe
+    from roceview.packets.table import to_dataframe
 
     if "flags" in batch.cols:
         from roceview.analysis.packet_flags import packet_columns

@@ -1,0 +1,224 @@
+"""RecordChunk -> Batch: one pass of the decode kernel (capture/kernels.py: layer offsets,
+every declared field as generated from the header declarations in `dissectors` by
+capture/fieldgen.py, addresses, lengths, ICRC), then the rare protocols in Python."""
+from __future__ import annotations
+
+import os
+import queue
+import threading
+
+import numpy as np
+
+from dissectors import ib, opcodes
+from roceview.packets.batch import PROTO_CODE, Batch
+from roceview.kernels import consts
+from roceview.kernels.crc import CRC_TABLES, NATIVE_CRC32
+from roceview.kernels.fieldgen import DTYPES, PLACEMENTS, column_layout
+from roceview.kernels import backend as kernels
+from roceview.kernels.backend import decode_records
+from roceview.capture.readers import RecordChunk
+
+O = {name: k for k, name in enumerate(consts.OUT_FIELDS)}
+EXT_BY_NAME = {h.name: h for h in ib.EXT_HEADERS}
+
+
+class _Layout:
+    """The output matrices of one projection (consts.PROJECTIONS; None: every column)."""
+
+    def __init__(self, projection: str | None):
+        self.code = consts.PROJECTION_CODE[projection]
+        self.columns = column_layout(projection)
+        self.counts = {k: sum(1 for v in self.columns.values() if v[0] == k) for k in DTYPES}
+        c = self.columns                    # the rows the kernel itself reads: see fused.decode_records
+        self.rows = np.array([c["opcode"][1], c["pad"][1], c["slid"][1], c["dlid"][1], c["opcode"][2],
+                              c["slid"][2]], np.int64)
+
+
+LAYOUTS = {p: _Layout(p) for p in consts.PROJECTION_CODE}
+LAYOUT = LAYOUTS[None].columns  # every column -> (matrix, row, validity row): the kernels' full layout
+LENS_ROWS, FLAG_ROWS = 6, 9  # kernel outputs per record: see capture/fused.py decode_records
+SPLIT_MIN = 4096
+THREADS = min(2, os.cpu_count() or 1)
+BOOL_COLUMNS = {f.column for h, _ in PLACEMENTS for f in h.columns if f.kind == "bool"}
+
+
+def _ext_layout():
+    """Per opcode: offset of each extended header after the BTH (-1 absent), total length."""
+    offs = np.full((len(ib.EXT_HEADERS), 256), -1, np.int64)
+    total = np.zeros(256, np.int64)
+    for op, (_, _, names) in opcodes.OPCODES.items():
+        pos = 0
+        for name in names:
+            offs[ib.EXT_HEADERS.index(EXT_BY_NAME[name]), op] = pos
+            pos += EXT_BY_NAME[name].length
+        total[op] = pos
+    return offs, total
+
+
+EXT_OFFSETS, EXT_TOTAL = _ext_layout()
+
+
+def port_table(roce_ports=()) -> np.ndarray:
+    table = np.zeros(65536, dtype=np.bool_)
+    table[ib.ROCE_V2_UDP_PORT] = True
+    for p in roce_ports:
+        table[int(p)] = True
+    return table
+
+
+def decode_chunk(chunk: RecordChunk, ports: np.ndarray, first_frame: int, projection: str | None = None) -> Batch:
+    """The chunk's packets table: every column, or with `projection` (consts.PROJECTIONS) only
+    that projection's declared columns (and every column not taken from a header field)."""
+    n = chunk.n
+    layout = LAYOUTS[projection]
+    o = meta = None                          # layer offsets: kept on the kernel's stack
+    mats = {k: np.zeros((c, n), np.dtype(k.replace("u", "uint"))) for k, c in layout.counts.items()}
+    ok = np.zeros((len(layout.columns), n), np.bool_)
+    src, dst = np.zeros((n, 16), np.uint8), np.zeros((n, 16), np.uint8)
+    addr_ok = np.zeros(n, np.bool_)
+    lens = np.zeros((LENS_ROWS, n), np.uint32).T
+    flags = np.zeros((FLAG_ROWS, n), np.bool_).T
+    icrc = np.zeros(n, np.uint32)
+    args = (chunk.buf, chunk.off, chunk.cap, chunk.wire, chunk.linktype, ports, EXT_OFFSETS, EXT_TOTAL,
+            layout.rows, CRC_TABLES, NATIVE_CRC32, layout.code, o, meta,
+            mats["u8"], mats["u16"], mats["u32"], mats["u64"], ok, src, dst, addr_ok, lens, flags, icrc)
+    _run_split(n, args)
+    b = Batch(n)
+    cols, valid = b.cols, b.valid
+    for name, (key, row, vrow) in layout.columns.items():
+        values = mats[key][row]
+        cols[name] = values.view(np.bool_) if name in BOOL_COLUMNS else values
+        valid[name] = ok[vrow]
+    for raw, name in (("_src_mac", "src_mac"), ("_dst_mac", "dst_mac")):
+        cols[raw], valid[raw] = cols.pop(name), valid.pop(name)
+    cols["frame"] = np.arange(first_frame, first_frame + n, dtype=np.int64)
+    cols["ts_ns"] = chunk.ts
+    cols["interface"] = chunk.iface
+    cols["_src_addr"], cols["_dst_addr"] = src, dst
+    valid["_src_addr"] = valid["_dst_addr"] = addr_ok
+    cols["wire_len"], cols["cap_len"] = lens[:, 0], lens[:, 1]
+    cols["payload_len"], valid["payload_len"] = lens[:, 2], flags[:, 1]
+    cols["truncated"] = flags[:, 0]
+    cols["icrc"], valid["icrc"] = icrc, flags[:, 2]
+    cols["icrc_ok"], valid["icrc_ok"] = flags[:, 3], flags[:, 4]
+    _meta_columns(b, lens, flags)
+    _lldp_columns(b, chunk, ports)
+    _cm_columns(b, chunk, ports)
+    return b
+
+
+def _offsets(chunk: RecordChunk, rows: np.ndarray, ports: np.ndarray) -> np.ndarray:
+    """Layer offsets (consts.OUT_FIELDS) of a few rows, parsed again: rarer than keeping
+    120 bytes a packet for every packet."""
+    o = np.empty((len(rows), len(consts.OUT_FIELDS)), np.int64)
+    meta = np.empty((len(rows), len(consts.META_FIELDS)), np.int64)
+    kernels.parse_layers(chunk.buf, chunk.off[rows], chunk.cap[rows], chunk.linktype[rows], ports, o, meta)
+    return o
+
+
+def _run_split(n: int, args) -> None:
+    """The kernel releases the GIL: big chunks are decoded by two threads, one half each."""
+    if n < SPLIT_MIN or THREADS < 2:
+        decode_records(0, n, *args)
+        return
+    half = n // 2
+    done = _submit(decode_records, half, n, *args)
+    decode_records(0, half, *args)
+    error = done.get()
+    if error is not None:
+        raise error
+
+
+_JOBS = None
+_JOBS_LOCK = threading.Lock()
+
+
+def _submit(fn, *args) -> queue.SimpleQueue:
+    """Run fn(*args) on the one decode worker thread; returns a queue that receives None or
+    the exception. (Not concurrent.futures: it imports logging, ~11 ms of every run.)"""
+    global _JOBS
+    with _JOBS_LOCK:
+        if _JOBS is None:
+            _JOBS = queue.SimpleQueue()
+            threading.Thread(target=_work, args=(_JOBS,), name="roceview-decode", daemon=True).start()
+        jobs = _JOBS
+    done: queue.SimpleQueue = queue.SimpleQueue()
+    jobs.put((fn, args, done))
+    return done
+
+
+def _work(jobs: queue.SimpleQueue) -> None:
+    while True:
+        fn, args, done = jobs.get()
+        try:
+            fn(*args)
+            done.put(None)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller, raised there
+            done.put(exc)
+        # Drop the job before waiting for the next: its arguments hold the chunk's buffer (a
+        # view of the capture's memory map, which could not be closed) and ~30 MB of outputs.
+        del fn, args, done
+
+
+def _forget_worker() -> None:
+    """A forked child has no worker thread: start a new one on its first decode."""
+    global _JOBS, _JOBS_LOCK
+    _JOBS, _JOBS_LOCK = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_worker)
+
+
+def _meta_columns(b: Batch, lens: np.ndarray, flags: np.ndarray) -> None:
+    """The kernel's meta_columns rows (lens 3-5, flags 5-8), contiguous: cheap to narrow."""
+    b.cols["_proto"] = lens[:, 3].astype(np.uint8)
+    b.cols["mirror_session"], b.valid["mirror_session"] = lens[:, 4].astype(np.uint16), flags[:, 5]
+    b.cols["ethertype"], b.valid["ethertype"] = lens[:, 5].astype(np.uint16), flags[:, 6]
+    b.cols["ip_frag"], b.valid["ip_frag"] = flags[:, 7], flags[:, 8]
+
+
+def _lldp_columns(b: Batch, chunk, ports) -> None:
+    from dissectors import lldp
+
+    rows = np.flatnonzero(b.cols["_proto"] == PROTO_CODE["lldp"])
+    out = np.zeros(b.n, np.uint8)
+    ok = np.zeros(b.n, bool)
+    at = _offsets(chunk, rows, ports)[:, O["lldp"]] if len(rows) else rows
+    for i, start in zip(rows, at):          # LLDP is rare: one frame every few seconds
+        frame = chunk.buf[start:chunk.off[i] + chunk.cap[i]].tobytes()
+        bitmap = lldp.pfc_enable(frame, 0)
+        if bitmap is not None:
+            out[i], ok[i] = bitmap, True
+    b.cols["lldp_pfc_enable"], b.valid["lldp_pfc_enable"] = out, ok
+
+
+CM_COLUMNS = {"mad_class": np.uint8, "mad_attr_id": np.uint16, "cm_local_comm_id": np.uint32,
+              "cm_remote_comm_id": np.uint32, "cm_local_qpn": np.uint32, "cm_path_mtu": np.uint8}
+
+
+def _cm_columns(b: Batch, chunk, ports) -> None:
+    """RDMA CM REQ/REP on QP1 (UD SEND_ONLY + DETH + MAD): rare, so decoded per frame from
+    the declarations; their local QPNs pair the two directions of a QP (analysis/pairing)."""
+    from dissectors.fields import field_value
+
+    for name, dtype in CM_COLUMNS.items():
+        b.cols[name], b.valid[name] = np.zeros(b.n, dtype), np.zeros(b.n, bool)
+    rows = np.flatnonzero(b.cols["opcode"] == 0x64)        # UD SEND_ONLY: few, filter those
+    rows = rows[b.mask("opcode")[rows] & (b.cols["dest_qp"][rows] == ib.GSI_QP)]
+    if not len(rows):
+        return
+    cap_end = chunk.off[rows] + chunk.cap[rows]
+    mad_at = _offsets(chunk, rows, ports)[:, O["bth"]] + 12 + 8          # BTH, DETH
+    keep = mad_at + 24 <= cap_end
+    for i, mad, end in zip(rows[keep], mad_at[keep], cap_end[keep]):
+        frame = chunk.buf[mad:end].tobytes()
+        headers = [ib.MAD]
+        if field_value(frame, 0, ib.MAD.field("mgmt_class")) == ib.MGMT_CLASS_CM:
+            attr = field_value(frame, 0, ib.MAD.field("attribute_id"))
+            headers += {ib.CM_ATTR_REQ: [ib.CM_REQ], ib.CM_ATTR_REP: [ib.CM_REP]}.get(attr, [])
+        for header in headers:
+            for f in header.columns:
+                if f.end <= len(frame):
+                    b.cols[f.column][i] = field_value(frame, 0, f)
+                    b.valid[f.column][i] = True
