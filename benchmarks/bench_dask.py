@@ -7,7 +7,7 @@ file boundary (1,024 QPs over 4 pairs of hosts). Each configuration runs in a fr
 the local engine (`analyze DIR`); the local Analyzer + FactCollector + diagnoser alone over
 batches already in memory; then Dask LocalClusters of 1 and 2 worker processes (1 thread
 each; started, and their workers' imports done, before the clock starts): the full analysis
-(dask_run: the workers read, decode, cut by connection and analyse their partitions; the
+(dask_run: the workers read, decode, cut by connection and analyze their partitions; the
 driver plans and merges), and the decode alone on the workers. A Dask analysis is timed twice
 on its cluster: the second run (workers warmed by the first, as on a long-lived cluster) is the
 row, the first is beside it (`first_run`), and both scaling efficiencies are printed. The

@@ -62,7 +62,7 @@ def plan(order: list[str], starts: list, n: int, keep=lambda k: False) -> tuple[
 
 
 def process(me: int, n: int, order: list[str], starts: list, conn, barrier) -> None:
-    """Plain process `me` of n: on each "go", its files read and its partitions analysed."""
+    """Plain process `me` of n: on each "go", its files read and its partitions analyzed."""
     from roceview.capture.memory import keep_freed_memory
     from roceview.engines.dask.partition import finished, read, step
 

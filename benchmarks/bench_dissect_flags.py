@@ -6,7 +6,7 @@ Uses the captures of bench_decode.py (built once into benchmarks/data/, make_cap
 each file, whole processes writing to /dev/null: `roceview dissect FILE` (one line per packet,
 the analysis run alongside: flags in brackets) and `tshark -r FILE` (its one-line summary); and,
 in-process, in CPU time (a busy machine stretches wall times, not CPU times), reading the
-packets table with and without the analysis columns (packets.analysed): what the flags cost;
+packets table with and without the analysis columns (packets.analyzed): what the flags cost;
 and building the lines of all packets (render/lines.py batch_text, column-wise): what the text costs.
 """
 from __future__ import annotations

@@ -29,7 +29,7 @@ def analyze(paths, *, pmtu: int | None = None, link_speed: float = 100.0, bucket
     the number of packets of each chunk read, on_batch(batch) with the chunk itself (its
     `cap_len` column: the bytes read, for a progress bar); config: a roceview.diagnose.Config or
     the path of a TOML file of thresholds; display_filter: a Wireshark display filter
-    (roceview.filter): only the packets it matches are analysed (and counted by progress), like
+    (roceview.filter): only the packets it matches are analyzed (and counted by progress), like
     `tshark -R` (a QP whose ACKs are filtered out looks like loss); engine="dask" decodes the
     files on a Dask cluster (the scheduler at address `scheduler`, else a LocalCluster; `pip
     install 'roceview[dask]'`) with results identical to the local engine's
@@ -97,9 +97,9 @@ def iter_packets(paths, columns=None, roce_ports: Iterable[int] = (), chunk_pack
 
     batches = iter_batches(paths, roce_ports, chunk_packets, warn)
     if analysis:
-        from roceview.analysis.annotate import analysed
+        from roceview.analysis.annotate import analyzed
 
-        batches = analysed(batches, pmtu)
+        batches = analyzed(batches, pmtu)
         columns = _with_analysis(columns)
     for batch in batches:
         yield to_dataframe(batch, columns)
@@ -115,9 +115,9 @@ def read_packets(paths, columns=None, roce_ports: Iterable[int] = (), warn=None,
 
     batches = iter_batches(paths, roce_ports, warn=warn)
     if analysis:
-        from roceview.analysis.annotate import analysed
+        from roceview.analysis.annotate import analyzed
 
-        batches = analysed(batches, pmtu)
+        batches = analyzed(batches, pmtu)
         columns = _with_analysis(columns)
     batches = list(batches)
     return to_dataframe(Batch.concat(batches) if batches else None, columns)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-import house
+from helpers import house
 
 CORE = ["roceview/kernels", "roceview/capture", "roceview/packets", "roceview/filter", "roceview/analysis",
         "roceview/diagnose", "roceview/generate", "roceview/engines", "roceview/api.py", "roceview/errors.py",

@@ -82,10 +82,10 @@ class Analyzer:
         self.last_ts: int | None = None
         self._held: list[Batch] = []
         self._kept: list[Batch] | None = [] if keep_packets else None
-        # flags per packet (packet_flags.py): analysed batches get the columns; `analysed` lists
-        # those not yet taken (take_analysed), for a reader that streams them (packets.py)
+        # flags per packet (packet_flags.py): analyzed batches get the columns; `analyzed` lists
+        # those not yet taken (take_analyzed), for a reader that streams them (packets.py)
         self.packet_flags = packet_flags or keep_packets
-        self.analysed: list[Batch] = []
+        self.analyzed: list[Batch] = []
         self._flow_ids: tuple | None = None           # (batch, its RoCE rows' flow ids)
         self.last_rows: tuple | None = None           # (idx0, rows or None = all, flow ids) of the last chunk
 
@@ -147,21 +147,21 @@ class Analyzer:
     # ---- one chunk ---------------------------------------------------------------------------
     def _process(self, batch: Batch) -> None:
         if not self.packet_flags:
-            self._analyse(batch)
+            self._analyze(batch)
             return
         sink = FlagSink(batch.n, self.rows_seen)
         self.events.sink = self.rtt.sink = sink
         try:
-            self._analyse(batch)
+            self._analyze(batch)
         finally:
             self.events.sink = self.rtt.sink = None
         sink.attach(batch)
-        self.analysed.append(batch)
+        self.analyzed.append(batch)
         if self._kept is not None:
             self._kept.append(batch)
 
     def flush(self) -> None:
-        """Analyse the batches held back for path-MTU evidence (the end of the input)."""
+        """Analyze the batches held back for path-MTU evidence (the end of the input)."""
         if self._held:
             self._release()
 
@@ -170,12 +170,12 @@ class Analyzer:
         """Whether batches are held back, waiting for evidence of the path MTU (pmtu.py)."""
         return bool(self._held)
 
-    def take_analysed(self) -> list[Batch]:
-        """The batches analysed since the last call, with their flag columns (in order)."""
-        out, self.analysed = self.analysed, []
+    def take_analyzed(self) -> list[Batch]:
+        """The batches analyzed since the last call, with their flag columns (in order)."""
+        out, self.analyzed = self.analyzed, []
         return out
 
-    def _analyse(self, batch: Batch) -> None:
+    def _analyze(self, batch: Batch) -> None:
         idx0 = self.rows_seen
         self.rows_seen += batch.n
         proto = batch.cols["_proto"]

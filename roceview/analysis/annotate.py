@@ -11,14 +11,14 @@ if TYPE_CHECKING:
     from roceview.packets.batch import Batch
 
 
-def analysed(batches: Iterable[Batch], pmtu: int | None = None) -> Iterator[Batch]:
+def analyzed(batches: Iterable[Batch], pmtu: int | None = None) -> Iterator[Batch]:
     """The batches with the per-packet analysis columns (analysis/packet_flags.py), in order."""
-    return (b for _, b in analysed_pairs(((None, b) for b in batches), pmtu))
+    return (b for _, b in analyzed_pairs(((None, b) for b in batches), pmtu))
 
 
-def analysed_pairs(pairs, pmtu: int | None = None):
+def analyzed_pairs(pairs, pmtu: int | None = None):
     """(chunk, batch) pairs with the analysis columns written onto each batch, in order. The
-    analysis may hold batches back until it knows a path MTU and analyse them together: their
+    analysis may hold batches back until it knows a path MTU and analyze them together: their
     columns are cut back to each batch. Each packet's flags depend only on the packets before
     it; empty batches are dropped."""
     from collections import deque
@@ -28,7 +28,7 @@ def analysed_pairs(pairs, pmtu: int | None = None):
     an, queue = Analyzer(pmtu=pmtu, packet_flags=True), deque()
 
     def ready():
-        for done in an.take_analysed():
+        for done in an.take_analyzed():
             at = 0
             while at < done.n:
                 chunk, b = queue.popleft()

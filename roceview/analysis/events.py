@@ -26,7 +26,7 @@ class EventLog:
 
     def __init__(self, max_per_kind: int = MAX_PER_KIND):
         self._parts: list[tuple[np.ndarray, ...]] = []
-        self.sink = None         # packet_flags.FlagSink of the chunk being analysed, when flags are asked for
+        self.sink = None         # packet_flags.FlagSink of the chunk being analyzed, when flags are asked for
         self.max_per_kind = max_per_kind
         self.kept = {k: 0 for k in EVENT_KINDS}
         self.dropped = {k: 0 for k in EVENT_KINDS}

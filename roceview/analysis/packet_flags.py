@@ -1,7 +1,7 @@
 """Per-packet analysis flags: the events of one chunk written onto its packets.
 
 Every event the analysis adds (events.EventLog.add) is about one packet, its row index `idx`;
-while a chunk is analysed with flags asked for, EventLog hands each event to this chunk's
+while a chunk is analyzed with flags asked for, EventLog hands each event to this chunk's
 FlagSink, before the per-kind budget (MAX_PER_KIND), so the flags are the events, all of them.
 A packet's flags depend only on packets before it (the analysis is one forward pass). Nothing
 here runs when flags are not asked for (EventLog.sink is None).
@@ -36,7 +36,7 @@ KIND_FLAG = {"gap": Flag.GAP, "retransmit": Flag.RETRANSMISSION,
 
 
 class FlagSink:
-    """The flag columns of one analysed chunk (batch rows idx0 .. idx0 + n - 1)."""
+    """The flag columns of one analyzed chunk (batch rows idx0 .. idx0 + n - 1)."""
 
     def __init__(self, n: int, idx0: int):
         self.n, self.idx0 = n, idx0
@@ -80,7 +80,7 @@ class FlagSink:
         self.relate(r, req_idx[last][ok])
 
     def attach(self, batch) -> None:
-        """Write the columns onto `batch` (the chunk analysed), with the flags the packets table
+        """Write the columns onto `batch` (the chunk analyzed), with the flags the packets table
         decides by itself (bad ICRC, truncated)."""
         flags = self.flags
         if "icrc_ok" in batch.cols:

@@ -1,7 +1,7 @@
 """Result tables as plain numpy columns, with the CSV text forms and lazy pandas conversion.
 
 The CLI writes CSV/JSON straight from these columns (pandas is imported only when a DataFrame is
-asked for: importing it costs ~0.4 s, more than analysing a million packets). Column kinds:
+asked for: importing it costs ~0.4 s, more than analyzing a million packets). Column kinds:
   ts     int64 ns since the Unix epoch -> text `seconds.nnnnnnnnn` (exact, from integers);
          pandas: datetime64[ns, UTC]
   qp     int64, -1 = empty -> text `0x%06x`; pandas: UInt32 (nullable)

@@ -41,7 +41,7 @@ def keep_freed_memory() -> bool:
 def touch_heap(nbytes: int) -> bool:
     """Touch `nbytes` of heap on this thread, then free them (kept: keep_freed_memory), so that
     this thread's next allocations find their pages faulted in. For a thread about to wait
-    (the Dask driver while its workers analyse) that will then allocate: fresh pages cost
+    (the Dask driver while its workers analyze) that will then allocate: fresh pages cost
     ~2.5-25 us each to fault in here. Only in a process that keeps freed memory already (the
     CLI's; a library caller's malloc settings are its own, keep_freed_memory): elsewhere the
     pages would go back to the kernel as freed. False where nothing was done (that, not glibc,

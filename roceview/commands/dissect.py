@@ -37,7 +37,7 @@ def _packets(args, env):
     analysis of `analyze`, run alongside). -V needs each packet's bytes, so it lists several
     files one after the other (iter_chunks); the lines and JSON come from the packets table,
     several files interleaved in time as analyze sees them (the same frame numbers)."""
-    from roceview.analysis.annotate import analysed_pairs
+    from roceview.analysis.annotate import analyzed_pairs
     from roceview.packets.read import iter_batches, iter_chunks
 
     if args.verbose or args.hex and args.output_format == "text" and not args.jsonl:
@@ -45,7 +45,7 @@ def _packets(args, env):
     else:
         pairs = ((None, b) for b in iter_batches(args.capture, roce_ports=args.roce_port, warn=env.warn,
                                                  prefetch=False))
-    yield from analysed_pairs(pairs)
+    yield from analyzed_pairs(pairs)
 
 
 def run(args, env) -> ExitStatus:

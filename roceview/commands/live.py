@@ -6,7 +6,7 @@ and exits) and its pipe read to the end, or stdin is left after the last whole r
 the -w file is closed (cut after that record), the outputs written. Memory stays flat: the
 analysis keeps per-flow aggregates and bounded events/timeline, and batches are not kept (the
 TUI keeps a bounded ring of them). With the TUI, its loader feeds the session's analysis (each
-packet analysed once); the result it shows at the end is the one written.
+packet analyzed once); the result it shows at the end is the one written.
 """
 from __future__ import annotations
 

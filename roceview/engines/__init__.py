@@ -1,4 +1,4 @@
-"""Engines: where a capture's packets are decoded and, for Dask, analysed. The API picks one by
+"""Engines: where a capture's packets are decoded and, for Dask, analyzed. The API picks one by
 name (`analyze(..., engine="dask")`, `roceview analyze --engine dask`), as pandas picks an I/O
 engine; both give the same results byte for byte.
 

@@ -19,7 +19,7 @@ ICRC_LEN = 4
 
 @nb.njit(cache=True, nogil=True, boundscheck=False)
 def _lengths(i, p, end, wire_in, o, meta):
-    """(wire_len, cap_len, truncated) of the analysed frame: after decapsulation the
+    """(wire_len, cap_len, truncated) of the analyzed frame: after decapsulation the
     length comes from the inner IP/GRH length fields, never from the captured bytes, and a
     record whose IP/GRH length says the frame was longer than the record claims was cut."""
     start = o[i, 0] if o[i, 0] >= 0 else (o[i, 7] if o[i, 7] >= 0 else p)

@@ -145,9 +145,9 @@ class LiveSession:
         """The TUI's source: every column, and a stop() the TUI calls on quit (q)."""
         return StoppableBatches(self)
 
-    def batches(self, full: bool = False, analyse: bool = True):
+    def batches(self, full: bool = False, analyze: bool = True):
         """Each batch as it is analyzed (full: every column, for the TUI's packet list; not
-        `analyse`: the consumer feeds each to feed(), the TUI's loader on its own thread)."""
+        `analyze`: the consumer feeds each to feed(), the TUI's loader on its own thread)."""
         from roceview.packets.read import Prefetched
 
         source = Prefetched(self._decoded(None if full else "analysis"))
@@ -159,13 +159,13 @@ class LiveSession:
                     if batch.n > left:
                         batch = batch.select(np.arange(left))
                     self.cut_at = int(ends[left - 1])
-                    if analyse:
+                    if analyze:
                         self.feed(batch)
                     yield batch
                     self.stop("count")
                     return
                 given += batch.n
-                if analyse:
+                if analyze:
                     self.feed(batch)
                 yield batch
             self.ended = True
@@ -181,7 +181,7 @@ class LiveSession:
             source.close()
 
     def feed(self, batch) -> None:
-        """Analyse one batch, with the live bounds (RTT_SAMPLES)."""
+        """Analyze one batch, with the live bounds (RTT_SAMPLES)."""
         with self._lock:
             self.analysis.feed(batch)
             self.analyzer.rtt.keep_newest(RTT_SAMPLES)
@@ -254,8 +254,8 @@ class LiveSession:
 
 
 class StoppableBatches:
-    """session.batches(full=True) for the TUI, not analysed: the TUI's loader feeds each batch
-    to `analysis` (the session) on its own thread, so each packet is analysed once and the
+    """session.batches(full=True) for the TUI, not analyzed: the TUI's loader feeds each batch
+    to `analysis` (the session) on its own thread, so each packet is analyzed once and the
     loader's snapshots never race a feed. stop(): quitting ends the capture (tcpdump is
     stopped, a stream ends at its next read), so the TUI's loader thread, waiting for the next
     packet of a quiet interface, returns and the app can exit (it hung after q)."""
@@ -264,7 +264,7 @@ class StoppableBatches:
         self.session = self.analysis = session
 
     def __iter__(self):
-        return self.session.batches(full=True, analyse=False)
+        return self.session.batches(full=True, analyze=False)
 
     def stop(self) -> None:
         self.session.stop("quit")

@@ -122,7 +122,7 @@ def _pack_address(values: np.ndarray):
     """16-byte addresses whose first 12 bytes are one row's (IPv4 as ::ffff:a.b.c.d, the usual
     RoCEv2 GID) as those 12 bytes and 4 bytes a row: 32 of a packet's ~100 bytes were these
     columns, and every byte crosses between workers and stays in memory until its partition is
-    analysed. Two compares a row, where hashing them (coded) cost 20 % more than the decode."""
+    analyzed. Two compares a row, where hashing them (coded) cost 20 % more than the decode."""
     words = np.ascontiguousarray(values).view("<u8").reshape(len(values), 2)
     low = np.uint64(0xFFFFFFFF)
     if not ((words[:, 0] == words[0, 0]).all() and ((words[:, 1] & low) == (words[0, 1] & low)).all()):

@@ -18,7 +18,7 @@ Returns the exit status: 0, or 3 with options.fail_on when a finding is that sev
 a live source should end its iterator when its capture stops; if it has a `stop()`, that is
 called, so a source blocked waiting for a packet ends). A source with an `analysis`
 (roceview.api.Analysis's interface: analyzer with packet_flags, facts, feed, finish; `roceview
-live`'s session) is not analysed again: the loader feeds each batch to it. To keep the last snapshot (its
+live`'s session) is not analyzed again: the loader feeds each batch to it. To keep the last snapshot (its
 `result` for --csv/--json), use `app = make_app(...)`, `app.run()`, then `app.snapshot` and
 `app.return_code`.
 

@@ -130,34 +130,34 @@ class PacketIndex:
                 self.ring_rows -= self.ring.pop(0)[2].n
 
     def set_flows(self, idx0: int, rows: np.ndarray | None, fids: np.ndarray) -> None:
-        """Flow ids of analysed rows (Analyzer.last_rows), for a QP's packets and its ladder."""
+        """Flow ids of analyzed rows (Analyzer.last_rows), for a QP's packets and its ladder."""
         if self.flow.n == 0:
             return
         at = idx0 + (np.arange(len(fids)) if rows is None else rows)
         keep = at < self.flow.n
         self.flow.a[at[keep]] = fids[keep]
 
-    def set_flags(self, first: int, analysed: Batch) -> None:
+    def set_flags(self, first: int, analyzed: Batch) -> None:
         """The analysis columns (packet_flags.ANALYSIS_COLUMNS) of rows first.. (a batch of
-        Analyzer.take_analysed): into the flag store for files, onto the ring's batches for a
-        stream (the batch analysed is the ring's own unless the Analyzer held several back)."""
+        Analyzer.take_analyzed): into the flag store for files, onto the ring's batches for a
+        stream (the batch analyzed is the ring's own unless the Analyzer held several back)."""
         if self.ring:
             with self.lock:
-                _onto_ring(self.ring, first, analysed)
-                self.flagged = first + analysed.n
+                _onto_ring(self.ring, first, analyzed)
+                self.flagged = first + analyzed.n
             return
         with self.lock:
-            n = max(0, min(analysed.n, self.flag.n - first))
-            flags = analysed.cols["flags"][:n]
+            n = max(0, min(analyzed.n, self.flag.n - first))
+            flags = analyzed.cols["flags"][:n]
             self.flag.a[first: first + n] = flags
-            rel, rtt = analysed.cols["rel_frame"][:n], analysed.cols["rtt_ns"][:n]
-            has = np.flatnonzero((flags & GAP != 0) | analysed.valid["rel_frame"][:n] | (rtt >= 0))
+            rel, rtt = analyzed.cols["rel_frame"][:n], analyzed.cols["rtt_ns"][:n]
+            has = np.flatnonzero((flags & GAP != 0) | analyzed.valid["rel_frame"][:n] | (rtt >= 0))
             if len(has):
                 self.xrow.extend(has + first)
-                self.xmiss.extend(analysed.cols["missing_psns"][has])
-                self.xrel.extend(np.where(analysed.valid["rel_frame"][has], rel[has], 0))
+                self.xmiss.extend(analyzed.cols["missing_psns"][has])
+                self.xrel.extend(np.where(analyzed.valid["rel_frame"][has], rel[has], 0))
                 self.xrtt.extend(rtt[has])
-            self.flagged = first + analysed.n
+            self.flagged = first + analyzed.n
 
     # ---- read by the UI -----------------------------------------------------------------
     def visible_rows(self) -> RowRange:
@@ -269,7 +269,7 @@ class PacketIndex:
             got = [batch.cols.get(c) for c in ("flags", "missing_psns", "rel_frame", "rtt_ns")]
             if all(col is not None for col in got):
                 _put(part, *(col[at] for col in got))
-            else:                              # not analysed yet (held back, or being analysed)
+            else:                              # not analyzed yet (held back, or being analyzed)
                 _put_unflagged(part, len(at))
             parts.append(part)
         return Batch.concat(parts)
@@ -291,20 +291,20 @@ def _put(batch: Batch, flags, missing, rel, rtt) -> None:
 
 
 def _put_unflagged(batch: Batch, n: int) -> None:
-    """No flag, no tag value on n rows (not analysed yet)."""
+    """No flag, no tag value on n rows (not analyzed yet)."""
     _put(batch, np.zeros(n, np.uint32), np.zeros(n, np.int64), np.zeros(n, np.int64), np.full(n, -1, np.int64))
 
 
-def _onto_ring(ring: list, first: int, analysed: Batch) -> None:
-    """The analysed rows' columns onto the kept batches they belong to (dropped ones are gone)."""
+def _onto_ring(ring: list, first: int, analyzed: Batch) -> None:
+    """The analyzed rows' columns onto the kept batches they belong to (dropped ones are gone)."""
     for start, _, kept in ring:
-        lo, hi = max(first, start), min(first + analysed.n, start + kept.n)
-        if lo >= hi or kept is analysed:
+        lo, hi = max(first, start), min(first + analyzed.n, start + kept.n)
+        if lo >= hi or kept is analyzed:
             continue
         if "flags" not in kept.cols:
             _put_unflagged(kept, kept.n)
         src, dst = slice(lo - first, hi - first), slice(lo - start, hi - start)
         for name in ("flags", "missing_psns", "rel_frame", "rtt_ns"):
-            kept.cols[name][dst] = analysed.cols[name][src]
+            kept.cols[name][dst] = analyzed.cols[name][src]
             if name != "flags":
-                kept.valid[name][dst] = analysed.valid[name][src]
+                kept.valid[name][dst] = analyzed.valid[name][src]

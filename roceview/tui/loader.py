@@ -53,7 +53,7 @@ class Loader:
     its own `analysis` (roceview.api.Analysis's interface: analyzer, facts, feed(batch),
     finish(files, warnings)) which the loader feeds instead of making one. Its own, made like
     `analyze`'s, keeps each packet's flags for the packet list; a live source's brings its
-    live bounds, and each packet is analysed once."""
+    live bounds, and each packet is analyzed once."""
 
     def __init__(self, source, options: Options | None = None,
                  live_stats: Callable[[], dict] | None = None,
@@ -72,7 +72,7 @@ class Loader:
         self._start = time.monotonic()
         self._total_bytes = 0
         self._starts: list = []
-        self._findings_rows = 0             # rows analysed when the findings were last made
+        self._findings_rows = 0             # rows analyzed when the findings were last made
         self._read: dict[int, int] = {}     # file number -> offset of the last record read
         self._findings_at = 0.0
         self._findings: list[dict] = []
@@ -228,16 +228,16 @@ class Loader:
         else:
             self.index.add_stream(batch, chunk)
         self.analysis.feed(batch)
-        self._take_analysed()
+        self._take_analyzed()
 
-    def _take_analysed(self) -> None:
-        """Flow ids and flags of the rows the Analyzer analysed (it may hold rows back for
-        path-MTU evidence, and analyse them later together)."""
+    def _take_analyzed(self) -> None:
+        """Flow ids and flags of the rows the Analyzer analyzed (it may hold rows back for
+        path-MTU evidence, and analyze them later together)."""
         rows = self.analyzer.last_rows
         if rows is not None:
             self.analyzer.last_rows = None
             self.index.set_flows(*rows)
-        for done in self.analyzer.take_analysed():
+        for done in self.analyzer.take_analyzed():
             self.index.set_flags(self._flagged, done)
             self._flagged += done.n
 
@@ -267,7 +267,7 @@ class Loader:
 
     def _finish(self) -> None:
         result = self.analysis.finish(self._files(), self.warnings)
-        self._take_analysed()                        # rows held back for path-MTU evidence till now
+        self._take_analyzed()                        # rows held back for path-MTU evidence till now
         self._post(result, time.monotonic() - self._start, done=True)
 
     def _diagnose(self, result, facts) -> list[dict]:

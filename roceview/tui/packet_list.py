@@ -110,7 +110,7 @@ class PacketList(VirtualList):
         self.refresh()
 
     def flags_arrived(self) -> None:
-        """Draw again the blocks drawn before their rows were analysed (the Analyzer holds rows
+        """Draw again the blocks drawn before their rows were analyzed (the Analyzer holds rows
         back for path-MTU evidence; the loader lists rows before it analyses them), and the
         tree of the row under the cursor when its block was one: the row count may not change."""
         stale = [block for block, last in self._unflagged.items() if last < self.index.flagged]

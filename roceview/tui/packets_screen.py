@@ -66,7 +66,7 @@ class PacketsScreen(RoceScreen):
         if self.app.display_filter is not None:
             self.plist.set_rows(np.zeros(0, np.int64), keep_cursor=False)
             rows = self._base()
-            if self.base_rows is None:   # while loading: the analysed rows now, the rest as they come
+            if self.base_rows is None:   # while loading: the analyzed rows now, the rest as they come
                 self._scanned_to = self.app.index.flagged
                 rows = _upto(rows, self._scanned_to)
             self._start_scan(rows, None)
@@ -107,9 +107,9 @@ class PacketsScreen(RoceScreen):
         self.query_one("#packets-status", Static).update(Text("; ".join(parts)))
 
     def _scan_new_rows(self) -> None:
-        """A filter over every row, set while loading: scan the rows analysed since (their
+        """A filter over every row, set while loading: scan the rows analyzed since (their
         flags known), after what was found. Without this the list kept the rows of the moment
-        the filter was set, and rows not yet analysed were judged as having no flags."""
+        the filter was set, and rows not yet analyzed were judged as having no flags."""
         index = self.app.index
         if self.app.display_filter is None or self.base_rows is not None or self.scanning \
                 or index.flagged <= self._scanned_to:

@@ -1,8 +1,8 @@
 """`analyze --engine dask`: the files decoded, and the analysis run partitioned by connection,
 on a Dask cluster, with the local engine's results byte for byte (docs/dask.md).
 
-    run            the partitioned run: read -> plan -> gates -> analyse -> merge
-    plan           what the driver must know of the whole capture before parts are analysed
+    run            the partitioned run: read -> plan -> gates -> analyze -> merge
+    plan           what the driver must know of the whole capture before parts are analyzed
     plan_stream    that plan made file by file, while later files are still read
     partition      the tasks the workers run (read, step, finished)
     partition_run  one partition's analysis: the local engine's Analyzer and FactCollector

@@ -7,7 +7,7 @@
    of other protocols only counted. The parts stay on the worker; to the driver go the
    timestamps (it replays the local engine's merge on them, dask_plan.Plan, to learn every
    row's frame and the chunk the local engine analyses it in) and small per-file summaries.
-2. analyse: a partition's rows in frame order, fed chunk by chunk as the local engine's chunks
+2. analyze: a partition's rows in frame order, fed chunk by chunk as the local engine's chunks
    restricted to the partition, to the unchanged Analyzer and FactCollector: a flow's rows in
    a chunk are the same rows as locally, so its per-flow state evolves the same. The one
    decision that reads every flow (whether a chunk may still pair QPs: Analyzer.pairing_open)
@@ -57,7 +57,7 @@ def _read(path: str, roce_ports: tuple, chunk_packets: int, projection: str | No
     warnings: list[str] = []
     ports, spans, flows = port_table(roce_ports), FileSpans(1), _FlowFirsts()
     pieces = [Packed() for _ in range(partitions + 1)]
-    analysed, stats, row0, order_in = [], _Stats(), 0, _InOrder()
+    analyzed, stats, row0, order_in = [], _Stats(), 0, _InOrder()
     for chunk in read_records(path, chunk_packets, warnings.append, release_lag=0):
         batch = decode_chunk(chunk, ports, 1, projection)
         spans.observe(0, batch)                  # the local engine's parts while the file is open alone
@@ -83,14 +83,14 @@ def _read(path: str, roce_ports: tuple, chunk_packets: int, projection: str | No
         if len(pfc):
             pieces[partitions].append(pack([batch.select(pfc)], coded=MACS))
         order_in.feed(batch.cols["ts_ns"], row0, sel)
-        analysed.append(sel)
+        analyzed.append(sel)
         row0 += batch.n
     meta = {"n": row0, "chunks": order_in.chunks, "first_ts": order_in.first, "backwards": order_in.out(),
             "warnings": warnings,
             "stats": stats.out(), "flows": flows.out(),
             "spans": (int(spans.first[0]), int(spans.last[0]), spans.folded() if spans.parts else None)}
-    bits = np.packbits(np.concatenate(analysed)) if analysed else np.zeros(0, np.uint8)
-    return {"parts": pieces, "meta": meta, "analysed": bits}
+    bits = np.packbits(np.concatenate(analyzed)) if analyzed else np.zeros(0, np.uint8)
+    return {"parts": pieces, "meta": meta, "analyzed": bits}
 
 
 def _split(rows: np.ndarray, part: np.ndarray, partitions: int) -> list[np.ndarray]:
@@ -114,10 +114,10 @@ class _InOrder:
         self.chunks: list[tuple[int, int, int, int]] = []
         self.count, self.max_ns, self.rows, self.first, self.last = 0, 0, [], None, None
 
-    def feed(self, ts: np.ndarray, row0: int, analysed: np.ndarray) -> None:
+    def feed(self, ts: np.ndarray, row0: int, analyzed: np.ndarray) -> None:
         if not len(ts):
             return
-        at = len(analysed) - 1 - int(np.argmax(analysed[::-1])) if analysed.any() else -1
+        at = len(analyzed) - 1 - int(np.argmax(analyzed[::-1])) if analyzed.any() else -1
         self.chunks.append((len(ts), int(ts.min()), int(ts.max()), row0 + at if at >= 0 else -1))
         from roceview.diagnose.facts import steps_back
 
@@ -179,10 +179,10 @@ def meta(read_result: dict) -> dict:
     return read_result["meta"]
 
 
-def analysed_bits(read_result: dict) -> np.ndarray:
+def analyzed_bits(read_result: dict) -> np.ndarray:
     """A bit per row of the file: whether the Analyzer analyses it. Only a plan of files
-    overlapping in time needs them (dask_plan.last_analysed): they stay on the worker."""
-    return read_result["analysed"]
+    overlapping in time needs them (dask_plan.last_analyzed): they stay on the worker."""
+    return read_result["analyzed"]
 
 
 def times(path: str, chunk_packets: int, n: int | None = None) -> np.ndarray:
@@ -322,9 +322,9 @@ class _FlowFirsts:
                 "qp": np.asarray(reg.qp).copy(), "first": self.first[:, :reg.n]}
 
 
-def analyse(parts: list[Packed], gidx: list, chunk_starts: np.ndarray, gates: np.ndarray, pmtu,
+def analyze(parts: list[Packed], gidx: list, chunk_starts: np.ndarray, gates: np.ndarray, pmtu,
             link_speed: float, bucket_ms: float, facts: bool) -> dict:
-    """A partition's rows (its part of every file) analysed in the local engine's chunks; gidx:
+    """A partition's rows (its part of every file) analyzed in the local engine's chunks; gidx:
     per file the frame index (from 0) of each row, or of its first when they follow each other.
     The pieces stay packed until their chunk is fed (dask_partition_run.chunks): unpacked, a
     partition's rows took twice the memory they take packed."""
@@ -348,7 +348,7 @@ def step(run, file_parts: Packed, offset: int, starts: np.ndarray, gates: np.nda
 
 
 def finished(run, starts: np.ndarray, gates: np.ndarray) -> dict:
-    """The partition's result (as analyse's), once the last chunks are closed."""
+    """The partition's result (as analyze's), once the last chunks are closed."""
     run.add([], starts, gates, None)
     return run.result()
 

@@ -18,7 +18,7 @@ from roceview.packets.batch import Batch
 
 
 
-NONE = -(1 << 62)           # no row: a chunk without an analysed row
+NONE = -(1 << 62)           # no row: a chunk without an analyzed row
 
 
 class Plan:
@@ -49,7 +49,7 @@ class Plan:
                    for m, o in zip(metas, offsets) for n, lo, hi, at in m["chunks"] if n)
         groups = list(coalesce(entries, chunk_packets))
         sizes = [sum(n for n, _ in group) for group in groups]
-        self.last_analysed = np.array([max(at for _, at in group) for group in groups], np.int64)
+        self.last_analyzed = np.array([max(at for _, at in group) for group in groups], np.int64)
         for m in metas:
             for message in m["warnings"]:
                 warn(message)
@@ -73,7 +73,7 @@ class Plan:
         on together. Read in chunk_packets the workers saw the cuts; in fewer, `lengths` finds them."""
         from roceview.packets.read import MIN_MERGE_CHUNK, coalesced
 
-        self.last_analysed = None                # found from the files' bits (last_analysed)
+        self.last_analyzed = None                # found from the files' bits (last_analyzed)
         self.span_rows: list = [None] * len(files)
         sizes, files_in, rows_in, ts_in = [], [], [], []
 
@@ -195,15 +195,15 @@ def frames(gidx, rows) -> np.ndarray:
     return rows + gidx if np.isscalar(gidx) else np.asarray(gidx)[rows]
 
 
-def last_analysed(plan: "Plan", analysed) -> np.ndarray:
-    """Per chunk the frame index of its last analysed row (NONE where none): a plan of files
+def last_analyzed(plan: "Plan", analyzed) -> np.ndarray:
+    """Per chunk the frame index of its last analyzed row (NONE where none): a plan of files
     in sequence knows it from their chunks (each of its chunks is whole chunks read); else from
     each file's bit per row (RoCE with an opcode and a dest QP: engine._roce_rows)."""
-    if plan.last_analysed is not None:
-        return plan.last_analysed
-    analysed = analysed() if callable(analysed) else analysed     # fetched only here
+    if plan.last_analyzed is not None:
+        return plan.last_analyzed
+    analyzed = analyzed() if callable(analyzed) else analyzed     # fetched only here
     seen = np.zeros(sum(plan.n), bool)
-    for k, bits in enumerate(analysed):
+    for k, bits in enumerate(analyzed):
         seen[frames(plan.gidx[k], np.flatnonzero(np.unpackbits(bits, count=plan.n[k])))] = True
     at = np.flatnonzero(seen)
     ends = np.r_[plan.chunk_starts[1:], len(seen)] if plan.n_chunks else np.zeros(0, np.int64)
@@ -212,13 +212,13 @@ def last_analysed(plan: "Plan", analysed) -> np.ndarray:
     return np.where(last >= plan.chunk_starts[:len(last)], last, NONE)
 
 
-def gates(plan: "Plan", flows: list[dict], analysed) -> tuple[np.ndarray, list[str]]:
+def gates(plan: "Plan", flows: list[dict], analyzed) -> tuple[np.ndarray, list[str]]:
     """(per chunk whether the local Analyzer pairs QPs in it, the flow names in qps.csv order)
-    from the files' flow summaries (dask_partition._FlowFirsts); analysed: each file's bit
-    per row (dask_partition.analysed_bits), or a callable giving them when asked."""
+    from the files' flow summaries (dask_partition._FlowFirsts); analyzed: each file's bit
+    per row (dask_partition.analyzed_bits), or a callable giving them when asked."""
     n_chunks = max(plan.n_chunks, 1)
     last = np.full(n_chunks, NONE, np.int64)
-    last[:plan.n_chunks] = last_analysed(plan, analysed)
+    last[:plan.n_chunks] = last_analyzed(plan, analyzed)
     key, best = fold_flows(plan.gidx, flows)
     if not len(key):
         return np.zeros(n_chunks, bool), []
@@ -246,7 +246,7 @@ def fold_flows(gidx: list, flows: list[dict]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def pairing_open(chunk_starts: np.ndarray, last: np.ndarray, best: np.ndarray) -> np.ndarray:
-    """Per chunk Analyzer.pairing_open: its last analysed row (`last`) within PAIRING_HORIZON
+    """Per chunk Analyzer.pairing_open: its last analyzed row (`last`) within PAIRING_HORIZON
     of the newest flow's first row so far (`best`: fold_flows')."""
     from roceview.analysis.chunk_psn import PAIRING_HORIZON
 

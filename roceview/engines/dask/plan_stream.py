@@ -1,8 +1,8 @@
-"""The partitioned Dask run's plan made file by file, so that the partitions are analysed while
+"""The partitioned Dask run's plan made file by file, so that the partitions are analyzed while
 the later files are still read (dask_run._streamed).
 
 For files that follow each other in time (a ring buffer), what a file's rows need before they
-can be analysed is known once the files up to it are read: frame numbers count the rows of
+can be analyzed is known once the files up to it are read: frame numbers count the rows of
 the files before; the local engine's chunks are the reader's, joined by packets.coalesced,
 whose rule closes a group when the next entry comes; and a chunk's one cross-flow decision
 (dask_plan.pairing_open) reads the flows first seen up to its end. `StreamPlan.add` takes
@@ -28,7 +28,7 @@ class StreamPlan:
         self.joining = Coalescer(chunk_packets)
         self.rows = 0                            # rows of the files added
         self.sizes: list[int] = []               # the closed chunks' rows
-        self.last: list[int] = []                # and their last analysed frame index (NONE: none)
+        self.last: list[int] = []                # and their last analyzed frame index (NONE: none)
         self.key = np.zeros((0, 5), np.uint64)   # the flows so far, folded (dask_plan.fold_flows)
         self.best = np.zeros((4, 0), np.int64)
         self.decided: list[np.ndarray] = []      # the closed chunks' decisions, as handed out
@@ -39,7 +39,7 @@ class StreamPlan:
 
     def add(self, meta: dict) -> tuple[np.ndarray, np.ndarray, int]:
         """File k's summary (k: the files added so far): (the frame index of each chunk it
-        closes, their decisions, the end of the last: the rows before it can be analysed)."""
+        closes, their decisions, the end of the last: the rows before it can be analyzed)."""
         o = self.rows
         closed = []
         for n, lo, hi, at in meta["chunks"]:
@@ -74,7 +74,7 @@ class StreamPlan:
     def agrees(self, plan, gate: np.ndarray) -> bool:
         """Whether the chunks and decisions handed out are the whole capture's (dask_plan.Plan
         and gates, once every file is read): a run fed them is the local engine's. Only the
-        decisions of chunks with an analysed row count: the Analyzer reads no other's
+        decisions of chunks with an analyzed row count: the Analyzer reads no other's
         (engine.ChunkAnalysis), and gates() leaves them all False in a capture without a flow."""
         n = plan.n_chunks
         starts = np.cumsum([0] + self.sizes[:-1]).astype(np.int64)

@@ -1,11 +1,11 @@
 """`analyze --engine dask` with the analysis on the workers, partitioned by connection.
 
     read (per file: decode, cut into partitions) -> Plan (driver, on timestamps: frames, chunks)
-        -> gates (driver: the one cross-flow decision per chunk) -> analyse (per partition)
+        -> gates (driver: the one cross-flow decision per chunk) -> analyze (per partition)
         -> merge (driver: partition_merge) -> the diagnoser, once (api.py)
 
 Only timestamps, per-file summaries and the partitions' result tables travel to the driver;
-the packets go, packed (columns_wire), from the worker that read them to the worker analysing
+the packets go, packed (columns_wire), from the worker that read them to the worker analyzing
 their partition. When a partitioned run cannot promise the local engine's result
 (partition_merge.exact), `partitioned` returns None and the caller runs the exact
 driver-side path (dask_engine.DaskBatches) on the same cluster.
@@ -43,10 +43,10 @@ def _close(connection) -> None:
 def analyze(files: list[str], *, client, roce_ports=(), chunk_packets: int, pmtu, link_speed: float,
             bucket_ms: float, facts: bool, stream: bool = True):
     """(AnalysisResult with result.facts, the warnings to tell), or (None, why) when the
-    partitions cannot give the local result. stream: each file's part analysed as it comes
+    partitions cannot give the local result. stream: each file's part analyzed as it comes
     where the files follow each other in time (_streamed); should that fail once parts were
     fed and freed, the run starts again without."""
-    from roceview.engines.dask.partition import (analyse, analysed_bits, arrived, meta, part, read, spans,
+    from roceview.engines.dask.partition import (analyze, analyzed_bits, arrived, meta, part, read, spans,
                                                  times)
     from roceview.engines.dask.plan import Plan, _walked, gates
     from roceview.packets.read import time_ordered
@@ -61,17 +61,17 @@ def analyze(files: list[str], *, client, roce_ports=(), chunk_packets: int, pmtu
         read_at = submit(read, path, tuple(roce_ports), chunk_packets, "analysis", n_part, pure=False,
                          retries=RETRIES)
         metas.append(submit(meta, read_at, pure=False))
-        bits.append(submit(analysed_bits, read_at, pure=False))     # a bit a row, fetched for a replayed plan
+        bits.append(submit(analyzed_bits, read_at, pure=False))     # a bit a row, fetched for a replayed plan
         for p in range(n_part + 1):
             held[p].append(submit(arrived, submit(part, read_at, p, pure=False), pure=False, retries=RETRIES,
                                   **_on(workers, p)))
     # no future of the reads themselves kept: a read's rows (every partition's) are freed on its
-    # worker once they have arrived at their partitions' (kept, they were there twice until analysed)
+    # worker once they have arrived at their partitions' (kept, they were there twice until analyzed)
     read_at = None
     streamed = _streamed(client, order, starts, metas, held, workers, chunk_packets,
                          (pmtu, link_speed, bucket_ms, facts)) if stream else None
 
-    def restart():                          # every file read again, every partition analysed at once
+    def restart():                          # every file read again, every partition analyzed at once
         nonlocal metas, bits, held, streamed, results
         # the first attempt's futures dropped: its unfed parts (and reads still running) and its
         # runs were held on the workers through the whole second run
@@ -101,7 +101,7 @@ def analyze(files: list[str], *, client, roce_ports=(), chunk_packets: int, pmtu
         results = streamed[0]
     else:                                   # files overlapping in time: every partition once all are read
         gidx = _scattered(client, plan.gidx)
-        results = [submit(analyse, held[p], gidx, plan.chunk_starts, gate, pmtu, link_speed, bucket_ms, facts,
+        results = [submit(analyze, held[p], gidx, plan.chunk_starts, gate, pmtu, link_speed, bucket_ms, facts,
                           pure=False, retries=RETRIES, **_on(workers, p)) for p in range(n_part + 1)]
     requested_ns = max(1, int(round(bucket_ms * 1_000_000)))          # as the local Timeline's
     _ready_for_merge(_timeline_rows(metas, len(names), sum(plan.n), requested_ns))
@@ -127,7 +127,7 @@ def analyze(files: list[str], *, client, roce_ports=(), chunk_packets: int, pmtu
 
 def _streamed(client, order: list[str], starts: list, metas: list, held: list[list], workers: list,
               chunk_packets: int, options: tuple):
-    """(each partition's result future, the StreamPlan) with each file's part analysed as soon
+    """(each partition's result future, the StreamPlan) with each file's part analyzed as soon
     as the file is read and its chunks are known (dask_stream), the partitions' runs kept on
     their workers between files; None once a file does not follow the one before in time (a
     Plan replayed on the timestamps is needed: dask_run.analyze analyses every partition then)."""
@@ -143,7 +143,7 @@ def _streamed(client, order: list[str], starts: list, metas: list, held: list[li
             return None
         offset = stream.rows
         closed = stream.add(meta)
-        # before the files still to read: a part analysed as it comes is a part not held
+        # before the files still to read: a part analyzed as it comes is a part not held
         runs = [client.submit(step, runs[p], held[p][k], offset, *closed, *options, pure=False, priority=1,
                               **_on(workers, p, pinned=True)) for p in range(len(held))]
         for p in range(len(held)):          # freed once fed: a partition's worker holds a few files' rows
@@ -211,7 +211,7 @@ def _statuses(client) -> dict:
 
 
 def _on(workers: list, p: int, pinned: bool = False) -> dict:
-    """Partition p's worker, where its pieces gather as the files are read and it is analysed
+    """Partition p's worker, where its pieces gather as the files are read and it is analyzed
     (another, should that worker be lost); pinned: that worker and no other, for a partition's
     run that lives there between its files (the Analyzer's state does not pickle, and moving it
     would cost more than the work)."""
@@ -230,7 +230,7 @@ def _timeline_rows(metas: list[dict], flows: int, packets: int, bucket_ns: int) 
 
 
 def _ready_for_merge(rows: int) -> None:
-    """While the workers analyse, fault in the heap the merge of `rows` timeline rows will take
+    """While the workers analyze, fault in the heap the merge of `rows` timeline rows will take
     (partition_merge: ~130 bytes a row), so that it is not faulted in after them, when nothing
     else runs (0.5-0.8 s of a 2 s run at 8 M packets on our VMs: the driver's first merge)."""
     from roceview.capture.memory import touch_heap
