@@ -1,4 +1,5 @@
-"""The README's TUI screenshots (Textual's save_screenshot), from the sample captures:
+"""The TUI screenshots of the README and docs/commands.md (Textual's save_screenshot), from the
+sample captures:
 
     python docs/img/make_screenshots.py
 """
@@ -12,7 +13,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
-from tui_helpers import app_for, loaded  # noqa: E402
+from helpers.tui import app_for, loaded  # noqa: E402
 
 SHOTS = (("tui-overview.svg", "network-loss.pcap", ()), ("tui-queue-pairs.svg", "incast.pcap", ("2",)),
          ("tui-qp-detail.svg", "network-loss.pcap", ("2", "enter")),

@@ -288,7 +288,7 @@ def test_a_lost_partition_task_names_the_partition(cluster, ring, tmp_path, monk
     import roceview.engines.dask.partition as partition
 
     monkeypatch.setattr(partition, "step", _dies_analyzing)        # a file's part as it comes
-    monkeypatch.setattr(partition, "analyze", _dies_analyzing)     # every part, after a worker lost
+    monkeypatch.setattr(partition, "analyze_partition", _dies_analyzing)     # every part, after a worker lost
     err = _failed_in_one_line(cluster, ring, tmp_path)
     assert "the Dask run could not complete (analysing partition 1 of " in err
 

@@ -82,13 +82,13 @@ def test_a_file_not_after_the_one_before_stops_the_stream():
 @pytest.mark.parametrize("make, chunk", [(_ring, 100), (_ring, 333), (_backwards, 64), (_truncated, 100),
                                          (_gzipped, 100), (_pcapng_sections, 100)])
 def test_files_in_sequence_are_analyzed_as_they_come(in_process, tmp_path, monkeypatch, make, chunk):
-    """Files that follow each other: never analyzed all at once (dask_partition.analyze), and
+    """Files that follow each other: never analyzed all at once (partition.analyze_partition), and
     the local engine's CSVs, summary and warnings."""
     import roceview.engines.dask.partition as partition
 
     def at_once(*args):
         raise AssertionError("analysed at once")
-    monkeypatch.setattr(partition, "analyze", at_once)
+    monkeypatch.setattr(partition, "analyze_partition", at_once)
     same_as_local(make(tmp_path / "in", generate("incast", seed=3, scale=20)), tmp_path, chunk_packets=chunk)
 
 
@@ -108,9 +108,9 @@ def test_a_stream_that_disagrees_with_the_plan_is_analyzed_again(in_process, tmp
     import roceview.engines.dask.plan_stream as stream
 
     again = []
-    analyze = partition.analyze
+    analyze = partition.analyze_partition
     monkeypatch.setattr(stream.StreamPlan, "agrees", lambda self, plan, gate: False)
-    monkeypatch.setattr(partition, "analyze", lambda *args: again.append(1) or analyze(*args))
+    monkeypatch.setattr(partition, "analyze_partition", lambda *args: again.append(1) or analyze(*args))
     same_as_local(_ring(tmp_path / "in", generate("incast", seed=3, scale=20)), tmp_path, chunk_packets=100)
     assert again
 
@@ -281,7 +281,7 @@ def test_a_worker_lost_analyzing_overlapping_files_reads_its_rows_again(tmp_path
     def fallback(*args, **kwargs):
         raise AssertionError("fell back to the driver-side analysis")
     monkeypatch.setattr(engine, "DaskBatches", fallback)
-    monkeypatch.setattr(partition, "analyze", _dies_once(str(tmp_path / "died"), partition.analyze))
+    monkeypatch.setattr(partition, "analyze_partition", _dies_once(str(tmp_path / "died"), partition.analyze_partition))
     d = _mirror_ports(tmp_path / "in", 20)
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as c:
         dask = roceview.analyze(d, engine="dask", scheduler=c.scheduler_address, chunk_packets=500)

@@ -7,7 +7,7 @@
    of other protocols only counted. The parts stay on the worker; to the driver go the
    timestamps (it replays the local engine's merge on them, dask_plan.Plan, to learn every
    row's frame and the chunk the local engine analyses it in) and small per-file summaries.
-2. analyze: a partition's rows in frame order, fed chunk by chunk as the local engine's chunks
+2. analyze_partition: a partition's rows in frame order, fed chunk by chunk as the local engine's chunks
    restricted to the partition, to the unchanged Analyzer and FactCollector: a flow's rows in
    a chunk are the same rows as locally, so its per-flow state evolves the same. The one
    decision that reads every flow (whether a chunk may still pair QPs: Analyzer.pairing_open)
@@ -322,7 +322,7 @@ class _FlowFirsts:
                 "qp": np.asarray(reg.qp).copy(), "first": self.first[:, :reg.n]}
 
 
-def analyze(parts: list[Packed], gidx: list, chunk_starts: np.ndarray, gates: np.ndarray, pmtu,
+def analyze_partition(parts: list[Packed], gidx: list, chunk_starts: np.ndarray, gates: np.ndarray, pmtu,
             link_speed: float, bucket_ms: float, facts: bool) -> dict:
     """A partition's rows (its part of every file) analyzed in the local engine's chunks; gidx:
     per file the frame index (from 0) of each row, or of its first when they follow each other.
@@ -348,7 +348,7 @@ def step(run, file_parts: Packed, offset: int, starts: np.ndarray, gates: np.nda
 
 
 def finished(run, starts: np.ndarray, gates: np.ndarray) -> dict:
-    """The partition's result (as analyze's), once the last chunks are closed."""
+    """The partition's result (as analyze_partition's), once the last chunks are closed."""
     run.add([], starts, gates, None)
     return run.result()
 

@@ -1,4 +1,4 @@
-"""One partition's analysis on a worker (dask_partition.analyze): the unchanged Analyzer and
+"""One partition's analysis on a worker (partition.analyze_partition): the unchanged Analyzer and
 FactCollector fed the local engine's chunks restricted to the partition, and what the driver
 needs to merge the partitions exactly (partition_merge.py) or to see that it cannot."""
 from __future__ import annotations

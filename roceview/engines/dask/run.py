@@ -46,7 +46,7 @@ def analyze(files: list[str], *, client, roce_ports=(), chunk_packets: int, pmtu
     partitions cannot give the local result. stream: each file's part analyzed as it comes
     where the files follow each other in time (_streamed); should that fail once parts were
     fed and freed, the run starts again without."""
-    from roceview.engines.dask.partition import (analyze, analyzed_bits, arrived, meta, part, read, spans,
+    from roceview.engines.dask.partition import (analyze_partition, analyzed_bits, arrived, meta, part, read, spans,
                                                  times)
     from roceview.engines.dask.plan import Plan, _walked, gates
     from roceview.packets.read import time_ordered
@@ -101,7 +101,7 @@ def analyze(files: list[str], *, client, roce_ports=(), chunk_packets: int, pmtu
         results = streamed[0]
     else:                                   # files overlapping in time: every partition once all are read
         gidx = _scattered(client, plan.gidx)
-        results = [submit(analyze, held[p], gidx, plan.chunk_starts, gate, pmtu, link_speed, bucket_ms, facts,
+        results = [submit(analyze_partition, held[p], gidx, plan.chunk_starts, gate, pmtu, link_speed, bucket_ms, facts,
                           pure=False, retries=RETRIES, **_on(workers, p)) for p in range(n_part + 1)]
     requested_ns = max(1, int(round(bucket_ms * 1_000_000)))          # as the local Timeline's
     _ready_for_merge(_timeline_rows(metas, len(names), sum(plan.n), requested_ns))
