@@ -38,6 +38,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")      # process set-up as roce
 from roceview.capture.memory import keep_freed_memory
 keep_freed_memory()
 import roceview.packets.read as P
+from roceview.api import read_packets
 from roceview.kernels.backend import BACKEND
 mode, path = sys.argv[1], sys.argv[2]
 if mode == "table":
@@ -46,7 +47,7 @@ t1 = time.perf_counter()
 passes = []
 for _ in range({"decode": 2, "once": 1, "table": 1}[mode]):
     t = time.perf_counter()
-    n = len(P.read_packets(path)) if mode == "table" else sum(b.n for b in P.iter_batches(path))
+    n = len(read_packets(path)) if mode == "table" else sum(b.n for b in P.iter_batches(path))
     passes.append(time.perf_counter() - t)
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 print(json.dumps({"n": n, "import_s": t1 - t0, "work_s": passes[-1], "first_s": passes[0], "rss_mb": rss,

@@ -24,16 +24,17 @@ INPROC = r"""
 import json, os, sys, time
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import roceview.packets.read as P
+from roceview.analysis.annotate import analyzed
 path, repeat = sys.argv[1], int(sys.argv[2])
 batches = list(P.iter_batches(path))           # decoded once: only the analysis is timed
 def run(flags):
     t = time.process_time()
-    n = sum(b.n for b in (P.analysed(iter(batches)) if flags else batches))
+    n = sum(b.n for b in (analyzed(iter(batches)) if flags else batches))
     return time.process_time() - t, n
 plain = min(run(False)[0] for _ in range(repeat))
 flagged = min(run(True)[0] for _ in range(repeat))
 from roceview.render.lines import batch_text
-done = list(P.analysed(iter(batches)))
+done = list(analyzed(iter(batches)))
 def text():
     t = time.process_time()
     size = sum(len(batch_text(b, int(done[0].cols["ts_ns"][0]))) for b in done)

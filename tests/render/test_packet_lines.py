@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import roceview.packets.read as P
+from roceview.analysis.annotate import analyzed
 from roceview.analysis.packet_flags import packet_columns
 from roceview.generate import generate, write_capture
 from roceview.render.cells import cells_text
@@ -62,7 +63,7 @@ def _reference(df, first_ts, gbps=100.0, colour=False) -> list[str]:
 
 def _frames(paths):
     for path in paths:
-        for batch in P.analyzed(P.iter_batches(path, chunk_packets=500)):
+        for batch in analyzed(P.iter_batches(path, chunk_packets=500)):
             yield to_dataframe(batch, packet_columns())
 
 
@@ -91,7 +92,7 @@ def test_large_blocks_and_text_bytes(captures, monkeypatch):
     import roceview.render.lines as lines
 
     monkeypatch.setattr(lines, "BLOCK_ROWS", 7)
-    for batch in P.analyzed(P.iter_batches(captures[0])):
+    for batch in analyzed(P.iter_batches(captures[0])):
         df = to_dataframe(batch, packet_columns())
         expected = "".join(line + "\n" for line in _reference(df, 5, 40.0))
         assert packet_text(df, 5, 40.0).decode("utf-8") == expected
