@@ -63,12 +63,23 @@ def iter_batches(paths, roce_ports: Iterable[int] = (), chunk_packets: int = DEF
 def _batches(paths, roce_ports, chunk_packets: int, warn, walk_ahead: bool, projection) -> Iterator[Batch]:
     """A generator, so the files are looked at (first packets) on the reading thread."""
     files, starts = time_ordered(expand_paths(paths))
+    yield from (batch for _, batch in decoded(files, starts, roce_ports, chunk_packets, warn, walk_ahead=walk_ahead,
+                                              projection=projection))
+
+
+def decoded(files: list[str], starts: list, roce_ports: Iterable[int], chunk_packets: int, warn, *,
+            walk_ahead: bool = False, projection: str | None = None, tag=None) -> Iterator[tuple]:
+    """The read pipeline every reader of files shares (the local engine, the TUI): `files` in
+    the order time_ordered gives, with their first timestamps, as (RecordChunk, Batch) pairs in
+    capture order. Several files (stdin not among them) are merged in time, as mergecap does:
+    their rows come from several chunks, so the pair's chunk is None and tag(chunk, batch), if
+    given, notes on each file's batch where its rows' records are (merged). Otherwise the files
+    are read one after the other, each batch with its chunk."""
     if len(files) > 1 and "-" not in files:
-        yield from merged(files, starts, port_table(roce_ports), chunk_packets, warn or _stderr_warn, walk_ahead,
-                           projection)
+        yield from ((None, batch) for batch in merged(files, starts, port_table(roce_ports), chunk_packets,
+                                                       warn or _stderr_warn, walk_ahead, projection, tag=tag))
     else:
-        yield from (batch for _, batch in iter_chunks(files, roce_ports, chunk_packets, warn, walk_ahead=walk_ahead,
-                                                      projection=projection))
+        yield from iter_chunks(files, roce_ports, chunk_packets, warn, walk_ahead=walk_ahead, projection=projection)
 
 
 def merged(files, starts, ports, chunk_packets: int, warn, walk_ahead: bool, projection,

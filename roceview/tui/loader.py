@@ -200,18 +200,12 @@ class Loader:
             for item in self.source:
                 yield item if isinstance(item, tuple) else (None, item)
             return
-        if len(self.index.files) > 1 and "-" not in self.index.files:      # merged in time, as analyze
-            from roceview.tui.merged import merged_batches
+        from roceview.packets.read import decoded
+        from roceview.tui.merged import tag_places
 
-            yield from ((None, b) for b in merged_batches(self.index.files, self._starts, self.index.ports,
-                                                          self.options.chunk_packets, self.warnings.append,
-                                                          "analysis"))
-            return
-        from roceview.packets.read import iter_chunks
-
-        yield from iter_chunks(self.index.files, roce_ports=self.options.roce_ports,
-                               chunk_packets=self.options.chunk_packets, warn=self.warnings.append,
-                               walk_ahead=True, projection="analysis")
+        merging = len(self.index.files) > 1 and "-" not in self.index.files     # in time, as analyze
+        yield from decoded(self.index.files, self._starts, self.options.roce_ports, self.options.chunk_packets,
+                           self.warnings.append, walk_ahead=not merging, projection="analysis", tag=tag_places)
 
     def _feed(self, item) -> None:
         chunk, batch = item

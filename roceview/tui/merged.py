@@ -10,7 +10,6 @@ type (`_rec_*`) and whether that file is memory-mapped (`_mapped`: a gzip file i
 """
 from __future__ import annotations
 
-from typing import Iterator
 
 import numpy as np
 
@@ -19,19 +18,13 @@ from roceview.packets.batch import Batch
 REC_COLUMNS = ("off", "cap", "wire", "linktype")
 
 
-def merged_batches(files: list[str], starts: list, ports: np.ndarray, chunk_packets: int, warn,
-                   projection: str | None) -> Iterator[Batch]:
-    """Batches of `files` (ordered by first timestamp, packets.time_ordered) in time order,
-    frames numbered in the merged order: packets.read.merged, each file's batch tagged with where
-    its rows' records are."""
-    from roceview.packets.read import merged
-
-    def places(chunk, batch: Batch) -> None:
-        for name in REC_COLUMNS:
-            batch.cols["_rec_" + name] = np.array(getattr(chunk, name), copy=True)
-        batch.cols["_mapped"] = np.full(batch.n, is_mapped(chunk), bool)
-
-    return merged(files, starts, ports, chunk_packets, warn, False, projection, tag=places)
+def tag_places(chunk, batch: Batch) -> None:
+    """Note on a merged file's batch where its rows' records are (packets.read.decoded's tag):
+    the rows of a merged batch come from several files' chunks, so the packet index finds each
+    row's bytes through these columns (record_places)."""
+    for name in REC_COLUMNS:
+        batch.cols["_rec_" + name] = np.array(getattr(chunk, name), copy=True)
+    batch.cols["_mapped"] = np.full(batch.n, is_mapped(chunk), bool)
 
 
 def is_mapped(chunk) -> bool:
