@@ -7,12 +7,12 @@ file boundary (1,024 QPs over 4 pairs of hosts). Each configuration runs in a fr
 the local engine (`analyze DIR`); the local Analyzer + FactCollector + diagnoser alone over
 batches already in memory; then Dask LocalClusters of 1 and 2 worker processes (1 thread
 each; started, and their workers' imports done, before the clock starts): the full analysis
-(dask_run: the workers read, decode, cut by connection and analyze their partitions; the
+(engines.dask.run: the workers read, decode, cut by connection and analyze their partitions; the
 driver plans and merges), and the decode alone on the workers. A Dask analysis is timed twice
 on its cluster: the second run (workers warmed by the first, as on a long-lived cluster) is the
 row, the first is beside it (`first_run`), and both scaling efficiencies are printed. The
 client process takes the CLI's malloc settings. The clusters are made as `analyze --engine dask`
-makes its own (dask_engine.local_cluster). Each configuration runs --repeat times, round by round
+makes its own (engines.dask.client.local_cluster). Each configuration runs --repeat times, round by round
 (every configuration once, then again: a slow minute on a shared machine slows both worker
 counts, not one); the run of median wall time is printed, and the scaling efficiency of each
 round beside that of the medians. Prints packets/s, CPU seconds and

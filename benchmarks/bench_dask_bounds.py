@@ -3,8 +3,8 @@
     python benchmarks/bench_dask_bounds.py [--dir /tmp/roceview-bench-dask] [--repeat 5]
 
 bench_dask.py measures the product's run. This runs the very tasks its workers run
-(dask_partition.read, step and finished, fed the chunks dask_stream.StreamPlan closes, as
-dask_run._streamed feeds them) with the driver's plan made beforehand (it needs each file's
+(engines.dask.partition.read, step and finished, fed the chunks plan_stream.StreamPlan closes,
+as run._streamed feeds them) with the driver's plan made beforehand (it needs each file's
 summary: every file is read once before the clock starts), on the ring buffer bench_dask.py
 makes, in two more ways, 1 and 2 at a time:
 
@@ -13,7 +13,7 @@ makes, in two more ways, 1 and 2 at a time:
   its own copy, read before the clock starts: a hand-over that costs nothing. What the
   engine's own work allows (memory and caches shared by the two cores included).
 - dask-minimal: the same tasks on a LocalCluster as `analyze --engine dask` makes it
-  (dask_engine.local_cluster), all submitted at once (no round trip to the driver per file,
+  (engines.dask.client.local_cluster), all submitted at once (no round trip to the driver per file,
   no merge, no diagnoser): file k read on worker k mod n, its own partitions' steps fed from
   the read's result, the other partitions' parts fetched by `arrived` tasks as in the
   product's run. What Dask's own costs leave (its event loops, scheduler and client run on
@@ -48,7 +48,7 @@ OPTIONS = (None, 100.0, 1.0, True)         # pmtu, link_speed, bucket_ms, facts:
 def plan(order: list[str], starts: list, n: int, keep=lambda k: False) -> tuple[list, tuple, list, int]:
     """Every file read once: ((offset, the chunks it closes) per file, the chunks left at the
     end, the parts of each file k with keep(k) (others None), the packets), as
-    dask_run._streamed hands them to steps."""
+    engines.dask.run._streamed hands them to steps."""
     from roceview.engines.dask.partition import read
     from roceview.engines.dask.plan_stream import StreamPlan
 
@@ -191,7 +191,7 @@ def main() -> None:
 def _processes(order: list[str], starts: list, repeat: int) -> dict:
     """1 and 2 plain processes, round by round (the first round, warming their heaps, not
     counted); no cluster alive meanwhile (an idle one's ~0.1 CPU s a round falls on the
-    second core with 1 process and on the work with 2: rev9)."""
+    second core with 1 process and on the work with 2)."""
     runners = {("processes", n): Processes(n, order, starts) for n in (1, 2)}
     rounds: dict[tuple, list] = {c: [] for c in runners}
     try:

@@ -175,7 +175,7 @@ def _display_filter(text: str | None):
 
 def _projection(display) -> str | None:
     """The analysis projection, grown to every column when the filter reads a header field
-    outside it (packets.projection_for)."""
+    outside it (packets.read.projection_for)."""
     from roceview.packets.read import projection_for
 
     return "analysis" if display is None else projection_for("analysis", display.fields)

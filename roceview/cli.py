@@ -131,6 +131,6 @@ def entry() -> None:
         sys.stderr.flush()
     except (BrokenPipeError, ValueError):
         pass
-    # Skip interpreter teardown (0.1-0.15 s with numba loaded, PERFORMANCE-NOTES): every
+    # Skip interpreter teardown (0.1-0.15 s with numba loaded, docs/DESIGN.md): every
     # output was written and renamed into place before main() returned.
     os._exit(code)

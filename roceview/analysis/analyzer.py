@@ -2,7 +2,7 @@
 
 Per chunk, the RoCE rows are grouped by flow and PSN space (one stable radix sort, chunk.py) and
 every step is a numpy operation over the chunk; only per-flow / per-space state crosses chunk
-boundaries (see psn.py, rtt.py, pfc.py), so memory is bounded by flows, not packets, and the result
+boundaries (see psn.py, rtt.py, pauses.py), so memory is bounded by flows, not packets, and the result
 does not depend on the chunk size. Within a flow, packets are taken in capture order. Steps skip
 what a chunk does not contain (no PFC frames, no NAKs, no retransmissions, ...), so in-order
 traffic costs a few passes over the chunk.
@@ -83,7 +83,7 @@ class Analyzer:
         self._held: list[Batch] = []
         self._kept: list[Batch] | None = [] if keep_packets else None
         # flags per packet (packet_flags.py): analyzed batches get the columns; `analyzed` lists
-        # those not yet taken (take_analyzed), for a reader that streams them (packets.py)
+        # those not yet taken (take_analyzed), for a reader that streams them (packets/read.py)
         self.packet_flags = packet_flags or keep_packets
         self.analyzed: list[Batch] = []
         self._flow_ids: tuple | None = None           # (batch, its RoCE rows' flow ids)
@@ -141,7 +141,7 @@ class Analyzer:
 
     def pairing_open(self, last_idx: int) -> bool:
         """Whether a chunk ending at row `last_idx` may still pair QPs: a flow appeared within
-        PAIRING_HORIZON rows (dask_partition: a partition is told the whole capture's answer)."""
+        PAIRING_HORIZON rows (engines/dask/partition: a partition is told the whole capture's answer)."""
         return last_idx - self.last_new_flow_idx < PAIRING_HORIZON
 
     # ---- one chunk ---------------------------------------------------------------------------

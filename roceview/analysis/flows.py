@@ -1,12 +1,12 @@
 """Flow registry: maps (src address, dst address, dest QP) to dense flow ids, chunk after chunk.
 
-A flow is one direction of a queue pair (issue 4). Addresses are the raw 16-byte forms of the
+A flow is one direction of a queue pair. Addresses are the raw 16-byte forms of the
 Batch (`_src_addr`/`_dst_addr`: IPv4 as ::ffff:a.b.c.d, GIDs as is), so a RoCEv1 GID that is
 IPv4-mapped and the RoCEv2 IPv4 address of the same host are the same endpoint. Native IB
-frames without a GRH have no GID: their LIDs stand in (`lid:0xNNNN`, marked by packets.py).
+frames without a GRH have no GID: their LIDs stand in (`lid:0xNNNN`, as packets/names.py writes them).
 
 Ids are given in order of first appearance in the capture, so they do not depend on chunking.
-With the C kernels built, `new_registry()` gives the compiled index (capture/_flowindex.c: an
+With the C kernels built, `new_registry()` gives the compiled index (kernels/_flowindex.c: an
 open-addressing table comparing whole keys); FlowRegistry below is the numpy fallback, giving
 the same ids. There, rows are matched by a 64-bit hash: a direct-mapped table indexed by the hash's top bits answers
 almost every row with two gathers; rows it cannot answer (new flows, two hashes in one slot) search
@@ -95,7 +95,7 @@ class _Slots:
 
 
 def new_registry():
-    """The compiled flow index when the C kernels are built (capture/_flowindex.c: ~3x faster
+    """The compiled flow index when the C kernels are built (kernels/_flowindex.c: ~3x faster
     on a chunk), else the numpy one; both give the same ids (tests/test_flow_index.py)."""
     from roceview.kernels import backend as kernels
 
@@ -103,7 +103,7 @@ def new_registry():
 
 
 class CompiledFlowRegistry:
-    """FlowRegistry's interface over capture/_flowindex.c: a slot table of flow ids and the
+    """FlowRegistry's interface over kernels/_flowindex.c: a slot table of flow ids and the
     registry columns, grown (doubled) by Python when the kernel stops for room."""
 
     def __init__(self, flow_ids):

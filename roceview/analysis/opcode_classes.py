@@ -54,7 +54,7 @@ def _build_tables():
 
 
 OPCLASS, SPACE_OF_OPCODE, FIRST_OR_MIDDLE = _build_tables()
-IS_DATA = np.zeros(256, dtype=bool)  # data packet: a request or a READ response (issue 4)
+IS_DATA = np.zeros(256, dtype=bool)  # data packet: a request or a READ response
 IS_DATA[(OPCLASS == REQUEST) | (OPCLASS == READ_REQUEST) | (OPCLASS == READ_RESPONSE)] = True
 
 

@@ -1,11 +1,11 @@
-"""Path MTU per path, from the traffic (issues 4 and 15), and the PSN span of READ requests.
+"""Path MTU per path, from the traffic, and the PSN span of READ requests.
 
 A fabric can mix MTUs (a 4096 storage network beside 1024 legacy hosts), so the evidence is
 kept per pair of endpoints, either direction: READ responses travel back over the READ's path.
 
 - A FIRST or MIDDLE packet carries exactly one path MTU of payload (IBTA 9.7.7): the largest such
   payload that is an IBTA MTU (256..4096) seen so far on the path is its path MTU ("exact"). Rows
-  before the first such packet of their path use the path's first one in the chunk (the engine
+  before the first such packet of their path use the path's first one in the chunk (the Analyzer
   holds chunks back until it shows up, so that does not depend on chunking).
 - An ONLY or LAST packet (RC, UC, RD, XRC) carries at most one path MTU: its payload, rounded up to an IBTA MTU, is
   a lower bound (a 4096-byte READ at path MTU 4096 is answered by one READ RESPONSE ONLY).

@@ -1,6 +1,6 @@
 """PSN spaces: unwrap 24-bit PSNs, highest-seen marks, gaps, retransmissions, unrecovered PSNs.
 
-One direction of an RC QP has two PSN spaces (issue 4): its requests and its responses to the
+One direction of an RC QP has two PSN spaces: its requests and its responses to the
 peer. A space id is `flow * 2 + space`. Rows arrive sorted by space id, capture order inside a
 space. For every row:
   u       the PSN unwrapped into a monotone 64-bit sequence (24-bit serial arithmetic from the

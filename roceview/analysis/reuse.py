@@ -1,7 +1,7 @@
 """PSN reuse: a request (SEND, WRITE, ATOMIC) carrying a PSN that the requester's own earlier
 READ request already consumed (a READ takes ceil(len / PMTU) PSNs, IBTA 9.7.5.1.2).
 
-By the issue's definition such a packet is "retransmitted" (its PSN is behind the highest seen),
+By the analysis's definition such a packet is "retransmitted" (its PSN is behind the highest seen),
 but no packet was lost: the requester numbered it wrongly, the responder takes it for a duplicate
 and answers with an ACK instead of executing it, and the QP stalls. A re-issued READ inside the
 span is legitimate (a requester re-reads the part it did not get), so only non-READ requests

@@ -40,7 +40,7 @@ def _present(key: np.ndarray, weights, weight_sums: np.ndarray, size: int) -> np
 def _by_bucket_and_flow(bucket: np.ndarray, flow: np.ndarray) -> np.ndarray:
     """The order by (bucket, flow). Each part is already in that order and the parts follow
     each other in time, so one stable sort of a combined key meets a few long sorted runs
-    (timsort merges them): 30 sorted runs, 2.1 M rows, in 0.076 s against 0.314 s for lexsort."""
+    (timsort merges them): about 4x as fast as lexsort (docs/performance.md)."""
     if not len(bucket):
         return np.zeros(0, dtype=np.int64)
     lo, span, flows = int(bucket.min()), int(bucket.max()) - int(bucket.min()) + 1, int(flow.max()) + 1
@@ -112,7 +112,7 @@ def placed(places: list[np.ndarray], values: list[np.ndarray], n: int, distinct:
     """n sums of values at their places (grid_places): a copy where no two rows share a place.
     distinct: no two rows of one set share a place (a Timeline's parts, each of distinct
     (bucket, flow) rows), so a set adds in with one indexed add: np.add.at took 8x as long
-    (0.10 s against 0.013 s for 2 M rows in 120 parts, numpy 2.4)."""
+    (docs/performance.md)."""
     out = np.zeros(n, np.result_type(*values))
     shared = n < sum(len(p) for p in places)
     for place, v in zip(places, values):
@@ -141,7 +141,7 @@ def _can_merge(bucket: np.ndarray) -> bool:
     Doubling merges a flow's rows only: once all rows share one bucket (more flows than
     max_rows // 2) it can merge no more and the flows keep a row each; nor once they are in
     buckets -1 and 0 (times either side of the epoch), which halving keeps apart for ever
-    (rev7: _bound doubled without end)."""
+    (else _bound would double them without end)."""
     first, last = int(bucket[0]), int(bucket[-1])
     return first != last and not (first == -1 and last == 0)
 
@@ -202,10 +202,9 @@ class Timeline:
         """All parts as one: (bucket, flow) sums, buckets first divided by `factor`. Takes the
         parts (the caller puts the result back). The rows are placed part by part on a (bucket,
         flow) grid (grid_places), each column let go once placed. Concatenated first, the
-        columns were copied once more (2 M rows: 96 MB of pages new to the process, 0.26 s of a
-        0.58 s step of a 1-worker Dask run at 8 M packets of 1,024 flows, cProfile; a new page
-        costs ~2.5-25 us on our VMs). Sorted only where the grid would be much larger than
-        the rows."""
+        columns were copied once more, into pages new to the process, which cost almost half
+        of a Dask step's time (docs/performance.md). Sorted only where the grid would be much
+        larger than the rows."""
         columns = [list(c) for c in zip(*self.parts)]
         self.parts = []
         if factor != 1:
@@ -235,6 +234,6 @@ class Timeline:
         if not self.parts:
             return Table.empty(TIMELINE_COLUMNS)
         merged = self._merged()
-        self.parts = [merged]     # the same sums, held once (_rows unchanged: _bound as before)
+        self.parts = [merged]     # the same sums, held once (rows unchanged: _bound as before)
         bucket, flow, *sums = merged
         return as_table(bucket, flow, sums, flow_names, self.bucket_ns)

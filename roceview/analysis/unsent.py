@@ -1,4 +1,4 @@
-"""Responses for PSNs the requester never sent (issue 15): a conformance error of the responder.
+"""Responses for PSNs the requester never sent: a conformance error of the responder.
 
 A response (ACK, NAK, ATOMIC ACK, READ response) acknowledges request PSNs up to its own (a NAK
 PSN sequence error up to its PSN - 1, IBTA 9.7.5.1.3), so its PSN lies among those its peer's
@@ -21,7 +21,7 @@ import numpy as np
 from roceview.analysis.segments import IDX_SHIFT, PSN_MOD, psn_delta
 
 OUTSIDE_LIMIT = 1 << 22
-_CHECKED = np.zeros(9, dtype=bool)        # transport codes (opcodes.TRANSPORT_NAMES; -1 = last)
+_CHECKED = np.zeros(9, dtype=bool)        # transport codes (opcode_classes.TRANSPORT_NAMES; -1 = last)
 _CHECKED[[0, 5]] = True                   # RC, XRC
 
 

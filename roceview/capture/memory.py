@@ -1,6 +1,6 @@
 """Process memory settings for decoding big captures.
 
-A chunk's columns are ~30 MB for 64 k packets (decode.py). glibc serves blocks over its
+A chunk's columns are ~30 MB for 64 k packets (packets/decode.py). glibc serves blocks over its
 adaptive mmap threshold with mmap and trims the heap top above twice that threshold, so with
 its defaults a long decode keeps giving chunk buffers back to the kernel and faulting them in
 again: on these VMs every fresh 4 KiB page costs a fault of ~2-3 us on first touch, which made
@@ -13,8 +13,8 @@ MMAP_THRESHOLD_MAX = 32 << 20                   # glibc's ceiling for M_MMAP_THR
 TRIM_THRESHOLD = 1 << 30
 PREFAULT_BLOCK = 16 << 20                       # under the mmap threshold: served from the heap
 # The analyze pipeline's own heap at snaplen 128: ~16 k pages reused. (96 MB, sized before the
-# analysis projection shrank the decode outputs, left ~8 k pages nobody used: A/B medians 0.311
-# vs 0.298 s and 0.312 vs 0.291 s at 1 M packets, 0.02-0.06 s more CPU; full frames reuse fewer.)
+# analysis projection shrank the decode outputs, left ~8 k pages nobody used and cost more CPU,
+# docs/performance.md; full frames reuse fewer.)
 PREFAULT_MAX = 64 << 20
 _KEEPING = [False]              # whether keep_freed_memory took in this process (touch_heap's condition)
 

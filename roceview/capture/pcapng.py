@@ -1,4 +1,4 @@
-"""pcapng sections, interfaces and timestamps; the block walk itself is in the kernels (kernels.py)."""
+"""pcapng sections, interfaces and timestamps; the block walk itself is in the kernels (kernels/backend.py)."""
 from __future__ import annotations
 
 import struct

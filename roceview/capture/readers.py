@@ -25,9 +25,9 @@ from roceview.errors import BadInput
 BUFFER_BYTES = 8 << 20
 # A memory map is walked in bigger windows: a window is one chunk at most, and with full 1 KB
 # frames 8 MB windows made 100 chunks of 10 k packets per 1 M, whose fixed per-chunk costs
-# doubled the analysis time (measured 0.83 s with 8 MB, 0.38-0.44 s with 32-64 MB). Mapped
-# pages are released RELEASE_LAG behind the walk (which may run a few chunks ahead of the
-# decode, packets._walk_ahead), so RSS grows by at most a few windows.
+# doubled the analysis time (docs/performance.md). Mapped pages are released RELEASE_LAG behind
+# the walk (which may run a few chunks ahead of the decode, packets.read._walk_ahead), so RSS
+# grows by at most a few windows.
 MAP_WINDOW = 32 << 20
 RELEASE_LAG = 4 * MAP_WINDOW
 PAD = 1024                     # room for fixed-width gathers past the last record
@@ -38,7 +38,7 @@ PAD = 1024                     # room for fixed-width gathers past the last reco
 class _Buffer:
     """A read buffer that keeps the unconsumed tail across refills. Each refill reads into a
     fresh store (the tail copied over), so chunks handed out earlier keep theirs: the walk can
-    run ahead on another thread while they are decoded (packets._walk_ahead), and a stdin or
+    run ahead on another thread while they are decoded (packets.read._walk_ahead), and a stdin or
     gzip stream is read (and inflated) while the previous chunk is decoded."""
 
     def __init__(self, stream, name: str):

@@ -19,8 +19,8 @@ CAPTURE_SUFFIXES = (".pcap", ".pcapng", ".cap", ".pcap.gz", ".pcapng.gz", ".erf.
 
 
 def _inflate_module():
-    """zlib-ng where it loads (inflates 128 MB of capture in 0.04 s here against 0.115 s for
-    the system zlib behind the standard library's gzip), else zlib; and the errors it raises."""
+    """zlib-ng where it loads (inflates about 3x as fast as the system zlib behind the
+    standard library's gzip: docs/performance.md), else zlib; and the errors it raises."""
     try:
         from zlib_ng import zlib_ng
     except ImportError:
@@ -139,8 +139,9 @@ PIPE_BYTES = 1 << 20      # /proc/sys/fs/pipe-max-size: the most an unprivileged
 
 def _widen_pipe(stream) -> None:
     """A pipe's 64 KB buffer makes the writer and this reader take turns 13,000 times for
-    855 MB of capture (0.80 s here); at 1 MB the same read takes 0.29 s. Best effort, and
-    never smaller: not a pipe, already wider, not Linux or refused leaves it as it was."""
+    855 MB of capture; at 1 MB the same read takes about a third of the time (docs/performance.md).
+    Best effort, and never smaller: not a pipe, already wider, not Linux or refused leaves it
+    as it was."""
     import stat
 
     try:

@@ -1,6 +1,6 @@
 """What every rule reads: the result tables as plain Python/numpy, indexed by flow, plus facts.
 
-Flow ids are the engine's `SRC>DST:0xQPN`; the reverse flow of a QP pair is found from
+Flow ids are the analysis's `SRC>DST:0xQPN`; the reverse flow of a QP pair is found from
 `peer_qp`. Per-flow facts (priority, ECN, MACs, PSN ranges) are folded from the FactCollector's
 classes by rebuilding the same flow id.
 """
@@ -284,7 +284,7 @@ def in_arcs(psn: int, arcs, slack: int = 64) -> bool:
 
 
 def _flow_names():
-    """name_of((src, dst, qp)) -> the flow id as the engine spells it; the "src>dst:0x" part
+    """name_of((src, dst, qp)) -> the flow id as the analysis spells it; the "src>dst:0x" part
     kept per host pair (100 k queue pairs over a few hosts: 100 k names)."""
     prefixes: dict[tuple, str] = {}
 

@@ -1,9 +1,9 @@
 """PFC findings: pfc_storm, pfc_pause, pfc_without_ecn, slow_receiver.
 
-Pause intervals are rebuilt from the pfc_pause / pfc_resume events exactly as the engine accounts
-them (802.1Qbb: q x 512 bit times at the link speed, cut short by the next frame from the same
-source for that priority; quanta 0 resumes). A pause refreshed before it ran out continues the
-same paused period. Only enabled class slots ever become events (36.1.3).
+Pause intervals are rebuilt from the pfc_pause / pfc_resume events exactly as the analysis accounts
+them (analysis/pauses.py; 802.1Qbb: q x 512 bit times at the link speed, cut short by the next
+frame from the same source for that priority; quanta 0 resumes). A pause refreshed before it ran
+out continues the same paused period. Only enabled class slots ever become events (36.1.3).
 """
 from __future__ import annotations
 

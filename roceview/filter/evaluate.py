@@ -5,9 +5,9 @@ computed once per batch and shared by every test of that field. Semantics are Wi
 (wireshark-filter(4)), checked against tshark 4.0 (tests/test_filter_tshark.py): a comparison is
 true when ANY occurrence satisfies it (`==`, `<`, `in`, ...) and false on a frame without the
 field; `a != b` is all_ne: the field is present and no occurrence equals b (`ip.addr != X`:
-neither address is X). tshark 4.0 does NOT match a frame without the field with `!=` (the issue
-text assumed it would): `!(ip.src == X)` and `ip.src not in {X}` do. `===` wants every occurrence
-equal, `!==` some occurrence different; a bare field is "present".
+neither address is X). tshark 4.0 does NOT match a frame without the field with `!=`:
+`!(ip.src == X)` and `ip.src not in {X}` do. `===` wants every occurrence equal, `!==` some
+occurrence different; a bare field is "present".
 """
 from __future__ import annotations
 

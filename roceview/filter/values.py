@@ -25,7 +25,7 @@ _MAC = re.compile(r"^(?:[0-9a-f]{2}(?::[0-9a-f]{2}){5}|(?:[0-9a-f]{2})+(?:([\-.]
                   re.IGNORECASE)
 _INT = re.compile(r"^(0x[0-9a-f]+|0b[01]+|0[0-7]*|[1-9][0-9]*)$")   # Wireshark's: no 0o, no 1_000
 _LID = re.compile(r"^lid:(0x[0-9A-Fa-f]{1,4}|[1-9]\d{0,4}|0)$")
-LID_MARK = bytes(10) + b"\xfe\xfe"           # roceview.packets.table.format_addr: IB LRH without GRH
+LID_MARK = bytes(10) + b"\xfe\xfe"           # roceview.packets.names.address_text: IB LRH without GRH
 
 
 def parse_int(v: Value, field: F.FieldDef) -> int:

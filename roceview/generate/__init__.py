@@ -1,4 +1,4 @@
-"""Synthetic RoCEv2 fault captures from a discrete-event model (issue 5).
+"""Synthetic RoCEv2 fault captures from a discrete-event model.
 
     from roceview.generate import generate, write_capture
     cap = generate("network-loss", seed=1)

@@ -16,7 +16,7 @@ ALL_KINDS = ("network_loss", "capture_loss", "timeout_retransmit", "rnr", "remot
              "pfc_storm", "pfc_pause", "pfc_without_ecn", "incast", "ecn_congestion",
              "ecn_not_enabled", "cnp_missing", "priority_mismatch", "slow_receiver", "bad_icrc",
              "roce_version_mixed", "link_speed_mismatch",
-             # issue 15: psn_reuse is the false finding a wrong path MTU causes
+             # psn_reuse is the false finding a wrong path MTU causes
              "psn_reuse", "duplicate_frames", "ack_unsent_psn", "pmtu_mismatch")
 
 
@@ -172,7 +172,7 @@ def _slow_receiver(rng, scale, truth):
     return net, [0], [1]
 
 
-# ---- issue 15: healthy traffic that looks like a fault, and capture-path faults --------------
+# ---- healthy traffic that looks like a fault, and capture-path faults -----------------------
 def _pmtu_4096(rng, scale, truth, rdma_cm: bool = False):
     # hosts 0 and 1: a 4096-MTU storage pair (NVMe-oF style 4 KiB READs, no multi-packet
     # request between them); host 2: a legacy 1024-MTU NIC writing to host 1

@@ -116,7 +116,7 @@ class _C:
         return order
 
     def format_rows(self, kinds, decimals, ints, floats, str_off, str_bytes, cap: int) -> bytes | None:
-        """CSV rows (render/_celltext.c): per column a kind code (0-5: int, nint, ts, qp, float,
+        """CSV rows (_celltext.c): per column a kind code (0-5: int, nint, ts, qp, float,
         str) with, for kinds 0-3, int64 values; float: float64 values and 0-9 decimals; str:
         int64 codes into a table of texts (offsets, bytes). None where a kind has no such array;
         all columns of one length. None when `cap` bytes were not enough."""

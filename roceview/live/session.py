@@ -5,7 +5,7 @@ The analysis is the one `analyze` runs (Analyzer + FactCollector, the diagnoser 
 `live -r -` on a capture writes the same tables as `analyze` on the file. It is made once: with
 the TUI, the TUI's loader feeds it (StoppableBatches.analysis, on the loader's thread, with
 per-packet flags for the packet list) and shows its final result, the one --csv/--json get. Reading and decoding
-run on a worker thread (packets.Prefetched, two batches ahead); when the analysis falls
+run on a worker thread (packets.read.Prefetched, two batches ahead); when the analysis falls
 behind, the pipe fills and the kernel ring drops, which the capture tool counts.
 """
 from __future__ import annotations

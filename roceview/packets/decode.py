@@ -1,6 +1,6 @@
-"""RecordChunk -> Batch: one pass of the decode kernel (capture/kernels.py: layer offsets,
+"""RecordChunk -> Batch: one pass of the decode kernel (kernels/backend.py: layer offsets,
 every declared field as generated from the header declarations in `dissectors` by
-capture/fieldgen.py, addresses, lengths, ICRC), then the rare protocols in Python."""
+kernels/fieldgen.py, addresses, lengths, ICRC), then the rare protocols in Python."""
 from __future__ import annotations
 
 import os
@@ -36,7 +36,7 @@ class _Layout:
 
 LAYOUTS = {p: _Layout(p) for p in consts.PROJECTION_CODE}
 LAYOUT = LAYOUTS[None].columns  # every column -> (matrix, row, validity row): the kernels' full layout
-LENS_ROWS, FLAG_ROWS = 6, 9  # kernel outputs per record: see capture/fused.py decode_records
+LENS_ROWS, FLAG_ROWS = 6, 9  # kernel outputs per record: see kernels/fused.py decode_records
 SPLIT_MIN = 4096
 THREADS = min(2, os.cpu_count() or 1)
 BOOL_COLUMNS = {f.column for h, _ in PLACEMENTS for f in h.columns if f.kind == "bool"}

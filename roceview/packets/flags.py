@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 
 class Flag(enum.IntFlag):
-    """One bit per kind of per-packet analysis finding (issue 17 part 1)."""
+    """One bit per kind of per-packet analysis finding."""
     GAP = 1 << 0                     # PSNs missing before this packet
     RETRANSMISSION = 1 << 1          # a PSN carried again
     TIMEOUT_RETRANSMISSION = 1 << 2  # ... after the local ACK timeout, no NAK

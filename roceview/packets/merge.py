@@ -4,7 +4,7 @@ A ring buffer's files follow each other: only one is open at a time and its batc
 through as they are. Files that overlap in time (two mirror ports) are interleaved: a file is
 opened once the open files have reached its first packet, and each open file hands on the rows
 no other file can still precede (`_bounds`), so memory holds about one batch per open file
-(packets.py reads a file opened beside n others in chunks of 1/(n+1) the size). A file's own
+(read.merged reads a file opened beside n others in chunks of 1/(n+1) the size). A file's own
 order is kept: rows are merged by the running maximum of their file's timestamps (a packet
 stamped earlier than its predecessor stays behind it). Equal times keep the files' order
 (first packet, then name). Frames are numbered in the merged order.

@@ -126,7 +126,7 @@ def frame_range(path: str) -> tuple[int, int]:
 def read_frames(path: str, lo: int, hi: int, projection: str | None = "analysis") -> dict:
     """On a worker: rows with lo <= frame < hi, in frame order, as the decoder's columns (the
     public columns with their validity, the raw `_` columns rebuilt from the strings; with a
-    projection, not the header fields it leaves out), packed for the trip (columns_wire)."""
+    projection, not the header fields it leaves out), packed for the trip (wire.py)."""
     import pyarrow.dataset as ds
 
     from roceview.packets.wire import pack

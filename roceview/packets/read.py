@@ -168,8 +168,8 @@ def allow_open_files(files: int) -> None:
 
 def coalesced(batches: Iterator[Batch], target: int) -> Iterator[Batch]:
     """Small batches (the ends of files: a ring buffer of many small files) joined, in order,
-    into batches of up to `target` rows. Each batch costs the analysis ~3 ms whatever its size:
-    100 files of 10 k packets took 0.87 s against 0.24 s for the same packets in one file.
+    into batches of up to `target` rows. Each batch costs the analysis ~3 ms whatever its size
+    (docs/performance.md).
     Only batches that follow each other in time are joined (not across a step back in time:
     files given with stdin are read one after the other, not merged), so results do not
     depend on the chunk size."""
@@ -184,7 +184,7 @@ def _time_range(batch: Batch) -> tuple[int | None, int | None]:
 
 def coalesce(entries: Iterable[tuple], target: int) -> Iterator[list]:
     """coalesced's rule on summaries: entries (item, rows, first ts, last ts; None without
-    timestamps) grouped as their batches are joined. The Dask plan (dask_plan.Plan) applies
+    timestamps) grouped as their batches are joined. The Dask plan (engines.dask.plan.Plan) applies
     it to the chunks' time ranges alone."""
     joining = Coalescer(target)
     for entry in entries:
@@ -194,7 +194,7 @@ def coalesce(entries: Iterable[tuple], target: int) -> Iterator[list]:
 
 class Coalescer:
     """coalesce's rule entry by entry (push), for a plan made as the files' summaries come
-    (dask_stream): the groups each entry closes, then (flush) the last."""
+    (engines.dask.plan_stream): the groups each entry closes, then (flush) the last."""
 
     def __init__(self, target: int):
         self.target, self.pending, self.total, self.last_ts = target, [], 0, None
@@ -291,7 +291,7 @@ def projection_for(base: str | None, columns) -> str | None:
     """The projection (consts.PROJECTIONS) to decode for a consumer of projection `base` that
     also reads `columns` (Batch names, e.g. a display filter's DisplayFilter.fields): `base`
     when it decodes them all, else every column. The kernels are compiled per projection
-    (capture/fieldgen.py), so a projection cannot grow by a column at run time; the columns not
+    (kernels/fieldgen.py), so a projection cannot grow by a column at run time; the columns not
     taken from a header field (frame, lengths, addresses, proto, ICRC verdict, ...) are in
     every projection."""
     if base is None:

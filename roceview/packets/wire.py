@@ -1,8 +1,7 @@
 """A file's decoded chunks packed for the trip from a Dask worker to the driver, and back.
 
-Measured on a 1 M-packet file (benchmarks/bench_dask.py): the analysis projection's columns are
-186 bytes a packet as decoded, and fetching them (1,315 buffers) took 2.3 s against 0.6 s to
-decode them. Packed, lossless: one buffer per column for the whole file (the chunk lengths
+As decoded, the analysis projection's columns took about 4x as long to fetch as to decode
+(docs/performance.md). Packed, lossless: one buffer per column for the whole file (the chunk lengths
 kept, so the driver's chunks are the reader's), validity masks as bits (or nothing when every
 row or no row is valid), columns with no value and no valid row as nothing, and the MAC and
 16-byte address columns (few distinct values) as codes into their distinct values, or where
@@ -24,7 +23,7 @@ UNSENT = ("frame",)
 
 def pack(batches: list[Batch], unsent=UNSENT, coded=CODED) -> dict:
     """coded: the columns sent as codes into their distinct values (() for none: cheaper to
-    pack when the trip is short, dask_partition)."""
+    pack when the trip is short, engines.dask.partition)."""
     lengths = [b.n for b in batches]
     if not batches or not sum(lengths):
         return {"lengths": [], "cols": {}, "valid": {}}
@@ -96,7 +95,7 @@ def pack_array(values: np.ndarray):
     integer column whose values sit in a narrow range above a large one (a result table's
     timestamps: events' ts, a flow's first and last) as that one and the narrowed distances to
     it: the results cross to the driver after the last task, where every byte waits (a
-    timeline's bucket_start goes as steps, dask_partition_run._stepped). Not for parts
+    timeline's bucket_start goes as steps, engines.dask.partition_run._stepped). Not for parts
     (pack_split): their steps would add it back."""
     packed = _pack_values("", values, (), ())
     if packed[0] != "raw" or values.ndim != 1 or values.dtype.kind not in "ui" or values.itemsize == 1 \
@@ -199,7 +198,7 @@ class Packed(list):
         return _unflattened, ([Flat(pack) for pack in self], self._nbytes)
 
     def nbytes(self) -> int:
-        """Its arrays' bytes (dask.sizeof, registered in dask_partition: as a list Dask sampled
+        """Its arrays' bytes (dask.sizeof, registered in engines.dask.partition: as a list Dask sampled
         10 of a pack's columns, 0.47x to 1.55x of this from one call to the next), counted as
         packs are appended: the workers size a part each time it is stored (the read's result,
         its part, its arrival), and walking its ~400 arrays each time cost 0.1-0.15 CPU s a
@@ -209,7 +208,7 @@ class Packed(list):
 
 def _recounted(name: str):
     """list's method `name` for Packed, counting the packs again after it (only append, what
-    the reads do, counts as it goes; any other change would leave the count stale: rev6)."""
+    the reads do, counts as it goes; any other change would leave the count stale)."""
     def changed(self, *args, **kwargs):
         out = getattr(list, name)(self, *args, **kwargs)
         self._nbytes = _packs_nbytes(self)

@@ -31,7 +31,7 @@ def table_csv(table) -> str:
 
 def table_csv_bytes(table) -> bytes:
     """The CSV file of a Table: the same bytes as csv.writer (`\\n` line ends) writing its
-    text rows (`slow_text`), built in C (render/_celltext.c) or vectorised (render/cells.py)."""
+    text rows (`slow_text`), built in C (kernels/_celltext.c) or vectorised (render/cells.py)."""
     return b"".join(table_csv_chunks(table))
 
 

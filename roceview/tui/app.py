@@ -66,8 +66,8 @@ class RoceviewApp(App):
     def _compose_modes(self, *modes: str) -> None:
         """Build the other screens now, before the first frame (~0.05-0.1 s): a screen's first
         visit composed it and applied its CSS while the loader ran, 100-140 ms for the packets
-        and PFC screens on 10 M packets; then 70-80 ms at worst. Textual's own step for a mode's
-        first switch (App._init_mode, textual 8); without it the screens are built when shown."""
+        and PFC screens (docs/performance.md). Textual's own step for a mode's first switch
+        (App._init_mode, textual 8); without it the screens are built when shown."""
         init = getattr(self, "_init_mode", None)
         for mode in modes if callable(init) else ():
             init(mode)
@@ -155,8 +155,8 @@ def _freeze_startup_objects() -> None:
     """The app's start-up objects (the imports', the four screens') live as long as it: moved
     out of the cyclic GC's reach, a full collection traverses only what came after them. Full
     collections over them were the 100-140 ms a screen switch took now and then while loading
-    (10 M packets: 6 runs of 64 keys after, worst 64-97 ms). Garbage is collected first, so
-    none is kept for good (a caller running several apps in one process)."""
+    (docs/performance.md). Garbage is collected first, so none is kept for good (a caller
+    running several apps in one process)."""
     import gc
 
     gc.collect()

@@ -1,6 +1,6 @@
 """`analyze --engine dask`: the connection, errors, and the exact driver-side path.
 
-The usual run analyses on the workers, partitioned by connection (dask_run.py). This module
+The usual run analyses on the workers, partitioned by connection (run.py). This module
 holds what both paths share (connect, result_of, decode_file) and `DaskBatches`, the path
 taken when a partitioned run cannot promise the local result (partition_merge.exact: an event
 budget reached, rows held back for path-MTU evidence, a timeline that cannot be told; and for
@@ -30,9 +30,9 @@ def decode_file(path: str, roce_ports: tuple, chunk_packets: int, projection: st
     """On a worker: one file's decoded chunks (interface numbers from 0; the driver adds the
     file's base) and the warnings its reading gave, in order. Plain dicts of numpy arrays:
     they travel as pickle-5 buffers, no per-packet objects. One decode thread, as the
-    partitioned run's tasks (dask_partition._one_decode_thread: a core per task), in a worker
+    partitioned run's tasks (partition._one_decode_thread: a core per task), in a worker
     that keeps freed memory as theirs: on a worker started with Dask's defaults
-    (MALLOC_TRIM_THRESHOLD_=65536), 8 files of 1 M packets decoded in 3.0-3.2 s warm, 1.1 s now."""
+    (MALLOC_TRIM_THRESHOLD_=65536) the same decode took about 3x as long (docs/performance.md)."""
     from roceview.capture.readers import read_records
     from roceview.packets.wire import pack
     from roceview.engines.dask.partition import _keep_freed_memory, _one_decode_thread
@@ -64,9 +64,9 @@ def expand(paths) -> list[str]:
 # Our own LocalCluster's housekeeping, off where nobody reads it: the workers' statistical
 # profiler (a dashboard view) woke each worker's event loop every 10 ms to walk the task's
 # stack, and the event-loop health tick every 20 ms; each wake-up takes the GIL from the
-# task and, with a worker per core, a core from the other worker. strace of a 1-worker run
-# (3 x 8 M packets): 20,001 futex and 4,415 epoll_wait calls with them, 11,255 and 1,930
-# without. GIL polling (only where gilknocker is installed) polls every 1 ms.
+# task and, with a worker per core, a core from the other worker (strace: about twice the futex
+# and epoll_wait calls with them, docs/performance.md). GIL polling (only where gilknocker is
+# installed) polls every 1 ms.
 QUIET = {"distributed.worker.profile.enabled": False, "distributed.admin.tick.interval": "1s",
          "distributed.admin.system-monitor.gil.enabled": False}
 
@@ -91,7 +91,7 @@ def local_cluster(n_workers: int | None = None):
             return LocalCluster(n_workers=n_workers, processes=True, threads_per_worker=1, dashboard_address=":0",
                                 silence_logs=logging.CRITICAL)
     finally:        # the nannies set their workers' environment in ours and leave it there
-        _restore(os.environ, environ)   # (a nanny restarting a lost worker sets it again, rev8;
+        _restore(os.environ, environ)   # (a nanny restarting a lost worker sets it again;
         # a worker added by scale() would take Dask's defaults: roceview never scales its cluster)
 
 
@@ -109,10 +109,9 @@ def _malloc_environ(dask) -> dict:
     CLI's process tells it (capture.memory): keep freed blocks (Dask's own default,
     MALLOC_TRIM_THRESHOLD_=65536, hands them back; keep_freed_memory undoes that at the first
     task) and one malloc arena. Without the one arena the task thread allocates from an arena
-    of its own, whose 64 MB heaps glibc unmaps once empty: a warm 1-worker run over 8 M packets
-    faulted 21-30 k pages in again each run, 15.6-17 k with it (a new page costs ~6 us on our
-    VMs; the timeline's merge past 2 M rows was most of the difference). glibc reads these at
-    process start only, so only our own workers, spawned with them, get them."""
+    of its own, whose 64 MB heaps glibc unmaps once empty, so a warm run faults those pages in
+    again each run (docs/performance.md). glibc reads these at process start only, so only our
+    own workers, spawned with them, get them."""
     from roceview.capture.memory import MMAP_THRESHOLD_MAX, TRIM_THRESHOLD
 
     environ = dict(dask.config.get("distributed.nanny.pre-spawn-environ", {}) or {})

@@ -1,11 +1,11 @@
-"""`analyze --engine dask`, partitioned: the tasks the workers run (dask_run.py drives them).
+"""`analyze --engine dask`, partitioned: the tasks the workers run (run.py drives them).
 
 1. read: a file decoded (the analysis projection) and its rows cut at once into partitions by
    the unordered pair of endpoints (RoCE v1 GIDs or v2 addresses, as path MTUs are kept:
    pmtu.path_keys), so both directions of a connection, their QP pairing, CM handshake and
    path MTU stay in one partition; PFC and PAUSE frames in one partition of their own; rows
    of other protocols only counted. The parts stay on the worker; to the driver go the
-   timestamps (it replays the local engine's merge on them, dask_plan.Plan, to learn every
+   timestamps (it replays the local engine's merge on them, plan.Plan, to learn every
    row's frame and the chunk the local engine analyses it in) and small per-file summaries.
 2. analyze_partition: a partition's rows in frame order, fed chunk by chunk as the local engine's chunks
    restricted to the partition, to the unchanged Analyzer and FactCollector: a flow's rows in
@@ -33,7 +33,7 @@ _PFC[[PROTO_CODE["pfc"], PROTO_CODE["pause"]]] = True
 # (every output of `analyze` on the 23 generated scenarios and 25 real captures unchanged with
 # them taken from every batch the two are fed; tests/test_dask_unused_columns.py checks it).
 UNUSED = ("frame", "interface", "icrc", "ethertype", "mirror_session", "cap_len")
-# MACs sent as codes into their few distinct values (columns_wire; hashing them cost about
+# MACs sent as codes into their few distinct values (packets.wire; hashing them cost about
 # what sending 14 bytes a row more did); addresses and lengths are narrowed instead.
 MACS = ("_src_mac", "_dst_mac")
 # Read only from PFC, PAUSE and LLDP frames (Analyzer._pfc_rows, FactCollector._lldp), which
@@ -105,7 +105,7 @@ def _split(rows: np.ndarray, part: np.ndarray, partitions: int) -> list[np.ndarr
 
 
 class _InOrder:
-    """A file's timestamps summed up for the driver's plan (dask_plan.Plan): per chunk read its
+    """A file's timestamps summed up for the driver's plan (plan.Plan): per chunk read its
     rows, time range and last row the Analyzer analyses (-1: none), and the rows stamped before
     the row before them (FactCollector._timestamps): the plan of files that follow each other
     in time needs no more."""
@@ -181,7 +181,7 @@ def meta(read_result: dict) -> dict:
 
 def analyzed_bits(read_result: dict) -> np.ndarray:
     """A bit per row of the file: whether the Analyzer analyses it. Only a plan of files
-    overlapping in time needs them (dask_plan.last_analyzed): they stay on the worker."""
+    overlapping in time needs them (plan.last_analyzed): they stay on the worker."""
     return read_result["analyzed"]
 
 
@@ -201,7 +201,7 @@ def times(path: str, chunk_packets: int, n: int | None = None) -> np.ndarray:
 
 def part(read_result: dict, p: int) -> list[dict]:
     """Partition p's rows of the file, in pieces (one per chunk read), each packed for the trip
-    to its partition's worker (columns_wire: validity as bits, columns without a value as
+    to its partition's worker (packets.wire: validity as bits, columns without a value as
     nothing, MACs as codes, addresses and lengths narrowed: ~55 bytes a RoCE row, was 100)."""
     return read_result["parts"][p]
 
@@ -215,7 +215,7 @@ def arrived(pieces: list[dict]) -> list[dict]:
 def spans(parts: list[Batch], rows, n: int):
     """A file's merge.FileSpans (as file 0) observed in parts of `rows` rows, or of the lengths
     in the list `rows` (the local engine reads a file opened beside others in smaller chunks, as
-    dask_plan.Plan.span_rows), from its RoCE rows: only they carry PSNs."""
+    plan.Plan.span_rows), from its RoCE rows: only they carry PSNs."""
     from roceview.packets.merge import FileSpans
 
     batch = Batch.concat([b for p in parts for packed in p for b in unpack(packed)])
@@ -326,7 +326,7 @@ def analyze_partition(parts: list[Packed], gidx: list, chunk_starts: np.ndarray,
             link_speed: float, bucket_ms: float, facts: bool) -> dict:
     """A partition's rows (its part of every file) analyzed in the local engine's chunks; gidx:
     per file the frame index (from 0) of each row, or of its first when they follow each other.
-    The pieces stay packed until their chunk is fed (dask_partition_run.chunks): unpacked, a
+    The pieces stay packed until their chunk is fed (partition_run.chunks): unpacked, a
     partition's rows took twice the memory they take packed."""
     from roceview.engines.dask.partition_run import run_partition
 
@@ -336,9 +336,9 @@ def analyze_partition(parts: list[Packed], gidx: list, chunk_starts: np.ndarray,
 
 def step(run, file_parts: Packed, offset: int, starts: np.ndarray, gates: np.ndarray, end: int | None,
          pmtu, link_speed: float, bucket_ms: float, facts: bool):
-    """The partition's run (dask_partition_run.PartitionRun; None: a new one) fed its part of
+    """The partition's run (partition_run.PartitionRun; None: a new one) fed its part of
     the next file (whose first row is frame index `offset`) and the chunks closed with it
-    (dask_stream.StreamPlan.add); the same run is returned, kept on this worker for the next."""
+    (plan_stream.StreamPlan.add); the same run is returned, kept on this worker for the next."""
     from roceview.engines.dask.partition_run import PartitionRun
 
     _keep_freed_memory()

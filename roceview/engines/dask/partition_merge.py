@@ -1,4 +1,4 @@
-"""Partitions' analysis results (dask_partition_run.run_partition) merged into the result the
+"""Partitions' analysis results (partition_run.run_partition) merged into the result the
 local engine gives on the whole capture, or None when a partitioned run cannot promise that.
 
 Flows are disjoint across partitions, so per-flow rows are taken as they are and put in the

@@ -100,7 +100,7 @@ def _runs(sorted_ids: np.ndarray) -> np.ndarray:
 
 
 def chunks(pieces: list[tuple[dict, np.ndarray]], chunk_starts: np.ndarray):
-    """(chunk, its rows in frame order) from the partition's pieces (columns_wire packs, each
+    """(chunk, its rows in frame order) from the partition's pieces (packets.wire packs, each
     with its rows' frame indexes, in frame order within a file): a piece is unpacked when its
     first chunk comes and dropped after its last, so memory holds the pieces of about one
     chunk; a chunk's rows are copied only when they come from several pieces."""
@@ -191,7 +191,7 @@ def from_wire(wire: dict) -> Table:
     columns, names, lists, offsets = pickle.loads(wire["rest"])
     arrays = {c: unpack_array(v) for c, v in wire["arrays"].items()}
     for c, (least, step, runs, dtype) in offsets.items():
-        dtype = np.dtype(dtype)                      # the column's own (rev6: runs gave int64)
+        dtype = np.dtype(dtype)                      # the column's own (else runs give int64)
         values = np.arange(len(arrays[c]), dtype=dtype) if runs else arrays[c].astype(dtype)
         values *= dtype.type(step)                   # a new array: the wire's is left as it came
         values += dtype.type(least)
@@ -208,7 +208,7 @@ def run_partition(parts: list[tuple[dict, np.ndarray]], chunk_starts: np.ndarray
 
 
 class PartitionRun:
-    """A partition's analysis fed as the files come (dask_stream): each file's pieces with the
+    """A partition's analysis fed as the files come (plan_stream): each file's pieces with the
     chunks closed so far; the rows past the last closed chunk wait for the next file."""
 
     def __init__(self, pmtu, link_speed: float, bucket_ms: float, facts: bool):

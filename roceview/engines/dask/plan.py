@@ -6,7 +6,7 @@ and time ranges of the chunks they were read in; for files overlapping in time b
 the local engine's merge (packets.read.merged / iter_chunks, then coalesced) on their timestamps
 alone, with its own code (merge.merge_in_time). `gates` combines
 the split's per-file flow summaries into the local Analyzer's one cross-flow decision per chunk
-(engine.ChunkAnalysis: may this chunk still pair QPs?) and the flows' order in qps.csv.
+(analyzer.ChunkAnalysis: may this chunk still pair QPs?) and the flows' order in qps.csv.
 """
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ NONE = -(1 << 62)           # no row: a chunk without an analyzed row
 
 
 class Plan:
-    """files: in the local engine's order (packets.time_ordered) with their first timestamps;
-    metas: each file's summary (dask_partition.read); times(): each file's timestamps, asked
+    """files: in the local engine's order (packets.read.time_ordered) with their first timestamps;
+    metas: each file's summary (partition.read); times(): each file's timestamps, asked
     for only when the files overlap in time; warnings: each file's reading warnings, told (as
     the local engine tells them) once its last row is merged."""
 
@@ -39,7 +39,7 @@ class Plan:
 
     def _in_sequence(self, metas: list[dict], chunk_packets: int, warn) -> None:
         """Files that follow each other in time (a ring buffer): the local engine reads each
-        alone, its chunks passing through as read, joined by packets.coalesced; frames number
+        alone, its chunks passing through as read, joined by packets.read.coalesced; frames number
         the files' rows one file after another. Only the chunks' sizes and time ranges count."""
         from roceview.packets.read import coalesce
 
@@ -136,7 +136,7 @@ def _one_after_another(starts: list, metas: list[dict]) -> bool:
 
 
 def follows(starts: list, k: int, meta: dict) -> bool:
-    """_one_after_another for file k alone (dask_stream judges each file as it is read): read
+    """_one_after_another for file k alone (plan_stream judges each file as it is read): read
     with rows, first at the time it was ordered by, every packet of it before the next file's
     first; a file alone is read as the local engine reads one file."""
     if meta["n"] == 0:
@@ -198,7 +198,7 @@ def frames(gidx, rows) -> np.ndarray:
 def last_analyzed(plan: "Plan", analyzed) -> np.ndarray:
     """Per chunk the frame index of its last analyzed row (NONE where none): a plan of files
     in sequence knows it from their chunks (each of its chunks is whole chunks read); else from
-    each file's bit per row (RoCE with an opcode and a dest QP: engine._roce_rows)."""
+    each file's bit per row (RoCE with an opcode and a dest QP: Analyzer._roce_rows)."""
     if plan.last_analyzed is not None:
         return plan.last_analyzed
     analyzed = analyzed() if callable(analyzed) else analyzed     # fetched only here
@@ -214,8 +214,8 @@ def last_analyzed(plan: "Plan", analyzed) -> np.ndarray:
 
 def gates(plan: "Plan", flows: list[dict], analyzed) -> tuple[np.ndarray, list[str]]:
     """(per chunk whether the local Analyzer pairs QPs in it, the flow names in qps.csv order)
-    from the files' flow summaries (dask_partition._FlowFirsts); analyzed: each file's bit
-    per row (dask_partition.analyzed_bits), or a callable giving them when asked."""
+    from the files' flow summaries (partition._FlowFirsts); analyzed: each file's bit
+    per row (partition.analyzed_bits), or a callable giving them when asked."""
     n_chunks = max(plan.n_chunks, 1)
     last = np.full(n_chunks, NONE, np.int64)
     last[:plan.n_chunks] = last_analyzed(plan, analyzed)

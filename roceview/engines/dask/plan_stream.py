@@ -1,15 +1,15 @@
 """The partitioned Dask run's plan made file by file, so that the partitions are analyzed while
-the later files are still read (dask_run._streamed).
+the later files are still read (run._streamed).
 
 For files that follow each other in time (a ring buffer), what a file's rows need before they
 can be analyzed is known once the files up to it are read: frame numbers count the rows of
-the files before; the local engine's chunks are the reader's, joined by packets.coalesced,
+the files before; the local engine's chunks are the reader's, joined by packets.read.coalesced,
 whose rule closes a group when the next entry comes; and a chunk's one cross-flow decision
-(dask_plan.pairing_open) reads the flows first seen up to its end. `StreamPlan.add` takes
-each file's summary (dask_partition.read's meta) in order and returns the chunks it closes
+(plan.pairing_open) reads the flows first seen up to its end. `StreamPlan.add` takes
+each file's summary (partition.read's meta) in order and returns the chunks it closes
 with their decisions; `finish` the rest. Whether the files follow each other is judged file by
-file (dask_plan.follows, the rule of the whole Plan's); the run checks the streamed chunks and decisions
-against the whole Plan and gates at the end (dask_run), so a disagreement costs time, never
+file (plan.follows, the rule of the whole Plan's); the run checks the streamed chunks and decisions
+against the whole Plan and gates at the end (run), so a disagreement costs time, never
 a result.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ from roceview.packets.read import Coalescer
 
 
 class StreamPlan:
-    """starts: the files' first timestamps, as the driver ordered them (packets.time_ordered)."""
+    """starts: the files' first timestamps, as the driver ordered them (packets.read.time_ordered)."""
 
     def __init__(self, starts: list, chunk_packets: int):
         self.starts = starts
@@ -29,12 +29,12 @@ class StreamPlan:
         self.rows = 0                            # rows of the files added
         self.sizes: list[int] = []               # the closed chunks' rows
         self.last: list[int] = []                # and their last analyzed frame index (NONE: none)
-        self.key = np.zeros((0, 5), np.uint64)   # the flows so far, folded (dask_plan.fold_flows)
+        self.key = np.zeros((0, 5), np.uint64)   # the flows so far, folded (plan.fold_flows)
         self.best = np.zeros((4, 0), np.int64)
         self.decided: list[np.ndarray] = []      # the closed chunks' decisions, as handed out
 
     def follows(self, k: int, meta: dict) -> bool:
-        """Whether file k follows the one before in time (dask_plan.follows)."""
+        """Whether file k follows the one before in time (plan.follows)."""
         return follows(self.starts, k, meta)
 
     def add(self, meta: dict) -> tuple[np.ndarray, np.ndarray, int]:
@@ -72,10 +72,10 @@ class StreamPlan:
         return bounds[before:len(self.sizes)], self.decided[-1], int(bounds[-1])
 
     def agrees(self, plan, gate: np.ndarray) -> bool:
-        """Whether the chunks and decisions handed out are the whole capture's (dask_plan.Plan
+        """Whether the chunks and decisions handed out are the whole capture's (plan.Plan
         and gates, once every file is read): a run fed them is the local engine's. Only the
         decisions of chunks with an analyzed row count: the Analyzer reads no other's
-        (engine.ChunkAnalysis), and gates() leaves them all False in a capture without a flow."""
+        (analyzer.ChunkAnalysis), and gates() leaves them all False in a capture without a flow."""
         n = plan.n_chunks
         starts = np.cumsum([0] + self.sizes[:-1]).astype(np.int64)
         if n != len(self.sizes) or not np.array_equal(plan.chunk_starts[:n], starts):

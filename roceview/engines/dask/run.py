@@ -5,10 +5,10 @@
         -> merge (driver: partition_merge) -> the diagnoser, once (api.py)
 
 Only timestamps, per-file summaries and the partitions' result tables travel to the driver;
-the packets go, packed (columns_wire), from the worker that read them to the worker analyzing
+the packets go, packed (packets.wire), from the worker that read them to the worker analyzing
 their partition. When a partitioned run cannot promise the local engine's result
 (partition_merge.exact), `partitioned` returns None and the caller runs the exact
-driver-side path (dask_engine.DaskBatches) on the same cluster.
+driver-side path (client.DaskBatches) on the same cluster.
 """
 from __future__ import annotations
 
@@ -128,9 +128,9 @@ def analyze(files: list[str], *, client, roce_ports=(), chunk_packets: int, pmtu
 def _streamed(client, order: list[str], starts: list, metas: list, held: list[list], workers: list,
               chunk_packets: int, options: tuple):
     """(each partition's result future, the StreamPlan) with each file's part analyzed as soon
-    as the file is read and its chunks are known (dask_stream), the partitions' runs kept on
+    as the file is read and its chunks are known (plan_stream), the partitions' runs kept on
     their workers between files; None once a file does not follow the one before in time (a
-    Plan replayed on the timestamps is needed: dask_run.analyze analyses every partition then)."""
+    Plan replayed on the timestamps is needed: run.analyze analyses every partition then)."""
     from roceview.engines.dask.partition import finished, step
     from roceview.engines.dask.plan_stream import StreamPlan
 
@@ -232,7 +232,7 @@ def _timeline_rows(metas: list[dict], flows: int, packets: int, bucket_ns: int) 
 def _ready_for_merge(rows: int) -> None:
     """While the workers analyze, fault in the heap the merge of `rows` timeline rows will take
     (partition_merge: ~130 bytes a row), so that it is not faulted in after them, when nothing
-    else runs (0.5-0.8 s of a 2 s run at 8 M packets on our VMs: the driver's first merge)."""
+    else runs (up to 40 % of a run's wall time, in the driver's first merge: docs/performance.md)."""
     from roceview.capture.memory import touch_heap
 
     touch_heap(rows * 128)
