@@ -13,7 +13,7 @@ import numpy as np
 
 from roceview.analysis import chunk_counts, chunk_psn, related, unsent
 from roceview.analysis.chunk import ChunkRows
-from roceview.analysis.chunk_psn import PAIRING_HORIZON
+from roceview.analysis.chunk_psn import NO_NEW_FLOW, pairing_window_open
 from roceview.analysis.events import EventLog
 from roceview.analysis.packet_flags import FlagSink
 from roceview.analysis.flows import new_registry
@@ -76,7 +76,7 @@ class Analyzer:
         self.timeline = Timeline(max(1, int(round(bucket_ms * 1_000_000))))
         self.events = EventLog()
         self.rows_seen = 0
-        self.last_new_flow_idx = -PAIRING_HORIZON
+        self.last_new_flow_idx = NO_NEW_FLOW
         self.proto_counts = np.zeros(len(PROTO_NAMES), dtype=np.int64)
         self.first_ts: int | None = None
         self.last_ts: int | None = None
@@ -142,7 +142,7 @@ class Analyzer:
     def pairing_open(self, last_idx: int) -> bool:
         """Whether a chunk ending at row `last_idx` may still pair QPs: a flow appeared within
         PAIRING_HORIZON rows (engines/dask/partition: a partition is told the whole capture's answer)."""
-        return last_idx - self.last_new_flow_idx < PAIRING_HORIZON
+        return bool(pairing_window_open(last_idx, self.last_new_flow_idx))
 
     # ---- one chunk ---------------------------------------------------------------------------
     def _process(self, batch: Batch) -> None:

@@ -28,6 +28,14 @@ def last_per_flow(flow: np.ndarray, idx: np.ndarray) -> np.ndarray:
 # its AckReq requests are no longer kept for RTT matching (bounds work and memory), and
 # PSN-following evidence is gathered only while some flow is that young.
 PAIRING_HORIZON = 1 << 16
+NO_NEW_FLOW = -PAIRING_HORIZON          # the newest flow's first row before any flow is seen
+
+
+def pairing_window_open(last_row, newest_flow_row):
+    """Whether a chunk whose last analyzed row is `last_row` may still pair QPs from traffic:
+    a flow first appeared within PAIRING_HORIZON rows of it. Scalars for the Analyzer, arrays (a
+    row per chunk) for the Dask engine's plan, so both engines take the one decision."""
+    return last_row - newest_flow_row < PAIRING_HORIZON
 # A data packet with the PSN, opcode, AckReq and lengths of the previous packet of its PSN space,
 # at most this long after it, is the capture's second copy of one frame (a mirror of ingress and
 # egress, two mirror sessions): no endpoint resends that fast (the minimum RNR NAK timer is

@@ -248,7 +248,7 @@ def fold_flows(gidx: list, flows: list[dict]) -> tuple[np.ndarray, np.ndarray]:
 def pairing_open(chunk_starts: np.ndarray, last: np.ndarray, best: np.ndarray) -> np.ndarray:
     """Per chunk Analyzer.pairing_open: its last analyzed row (`last`) within PAIRING_HORIZON
     of the newest flow's first row so far (`best`: fold_flows')."""
-    from roceview.analysis.chunk_psn import PAIRING_HORIZON
+    from roceview.analysis.chunk_psn import NO_NEW_FLOW, pairing_window_open
 
     chunk = np.searchsorted(chunk_starts, best, side="right") - 1
     # first_idx: the flow's first row in (PSN space, frame) order within its first chunk
@@ -256,10 +256,10 @@ def pairing_open(chunk_starts: np.ndarray, last: np.ndarray, best: np.ndarray) -
     for space in (3, 2, 1):
         in_first = (best[space] != np.iinfo(np.int64).max) & (chunk[space] == chunk[0])
         first_idx = np.where(in_first, best[space], first_idx)
-    newest = np.full(len(last), -PAIRING_HORIZON, np.int64)     # Analyzer.last_new_flow_idx
+    newest = np.full(len(last), NO_NEW_FLOW, np.int64)          # Analyzer.last_new_flow_idx
     np.maximum.at(newest, chunk[0], first_idx)
     newest = np.maximum.accumulate(newest)
-    return last - newest < PAIRING_HORIZON
+    return pairing_window_open(last, newest)
 
 
 def _names(keys: np.ndarray) -> list[str]:
