@@ -50,9 +50,9 @@ def analyze(paths, *, pmtu: int | None = None, link_speed: float = 100.0, bucket
             print(f"roceview: warning: {message}", file=sys.stderr)
 
     display = _display_filter(display_filter)
-    chosen = engines.get(engine)
-    files = chosen.inputs(paths)
+    files = engines.get(engine if engine in engines.NAMES else "local").inputs(paths)
     settings = load_settings(config) if diagnose else None
+    chosen = engines.get(engine)          # an unknown name: refused once the inputs and config are
     connection = None
     if chosen.ANALYZES and not packets and display is None:     # the analysis on the workers
         if on_batch is not None:          # no batch passes here: the callback sees an empty one

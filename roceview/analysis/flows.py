@@ -96,7 +96,7 @@ class _Slots:
 
 def new_registry():
     """The compiled flow index when the C kernels are built (kernels/_flowindex.c: ~3x faster
-    on a chunk), else the numpy one; both give the same ids (tests/test_flow_index.py)."""
+    on a chunk), else the numpy one; both give the same ids (tests/kernels/test_flow_index.py)."""
     from roceview.kernels import backend as kernels
 
     return CompiledFlowRegistry(kernels.flow_ids) if kernels.flow_ids is not None else FlowRegistry()

@@ -2,7 +2,7 @@
 
 Each test node becomes `fn(ctx) -> bool array`; a field's occurrences (values, present) are
 computed once per batch and shared by every test of that field. Semantics are Wireshark's
-(wireshark-filter(4)), checked against tshark 4.0 (tests/test_filter_tshark.py): a comparison is
+(wireshark-filter(4)), checked against tshark 4.0 (tests/filter/test_filter_equals_tshark.py): a comparison is
 true when ANY occurrence satisfies it (`==`, `<`, `in`, ...) and false on a frame without the
 field; `a != b` is all_ne: the field is present and no occurrence equals b (`ip.addr != X`:
 neither address is X). tshark 4.0 does NOT match a frame without the field with `!=`:

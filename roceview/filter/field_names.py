@@ -105,7 +105,7 @@ _WIRESHARK = [
     _w("infiniband.rdeth.eecnxt", INT, "rdeth_ee_context"),
     _w("infiniband.deth.q_key", INT, "deth_qkey", hex_digits=16), _w("infiniband.deth.srcqp", INT, "deth_src_qp",
                                                                    hex_digits=8),
-    # tshark 4.0 shows AtomicETH's VA and R_Key under the RETH names (tests/test_tshark_compare.py, 6)
+    # tshark 4.0 shows AtomicETH's VA and R_Key under the RETH names (tests/packets/test_decode_equals_tshark.py, 6)
     _w("infiniband.reth.va", INT, "reth_va", hex_digits=16, extra=("atomic_va",)),
     _w("infiniband.reth.r_key", INT, "reth_rkey", hex_digits=8, extra=("atomic_rkey",)),
     _w("infiniband.reth.dmalen", INT, "reth_dmalen"),

@@ -1,5 +1,5 @@
 /* The decode kernels, compiled ahead of time (no numba import or JIT-cache load at run
-   time: measured 0.5-0.8 s of a 1 M-packet run). Called through ctypes (capture/ckernel.py),
+   time: docs/performance.md). Called through ctypes (roceview/kernels/backend.py),
    which releases the GIL, so two threads can decode disjoint rows of one chunk.
 
    Mirrors the numba fallback line for line (walk.py, layers.py, fused.py, icrc.py); a test
@@ -7,7 +7,7 @@
    The field extraction (extract_one) and every shared constant come from the generated
    _fields_kernel.h (python -m roceview.kernels.fieldgen): headers are declared once. The
    record walks are in _walk.c, the analysis's flow index in _flowindex.c, the CSV text in
-   render/_celltext.c: one extension. */
+   _celltext.c: one extension. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>

@@ -43,7 +43,7 @@ BLOCK = 3            # pcapng: a block Python must parse (SHB, IDB) starts at po
 BAD_BLOCK = 4        # pcapng: a block length that cannot be right
 
 # Projections: the declared columns a consumer reads. `roceview analyze` reads only these
-# (analysis/, diagnose/; tests/test_projection.py checks it reads nothing else and gets the
+# (analysis/, diagnose/; tests/packets/test_projection.py checks it reads nothing else and gets the
 # same results), so its kernel extracts 22 columns instead of all of them: 170 bytes a packet
 # written instead of 477. KERNEL_COLUMNS are read by the kernel itself (payload length,
 # IB addresses) and are in every projection.

@@ -1,6 +1,6 @@
 """The bracketed analysis tags at the end of a `dissect` line (`[PSN gap: 9 missing]`), built
 column-wise (render/line_parts.py). The words are render/flag_text.py's `tags` (its per-packet
-definition, used by `-V`); tests/test_dissect_lines.py checks both agree on every tag."""
+definition, used by `-V`); tests/render/test_packet_lines.py checks both agree on every tag."""
 from __future__ import annotations
 
 import numpy as np

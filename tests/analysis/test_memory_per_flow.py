@@ -217,7 +217,6 @@ def test_the_json_document_is_written_a_block_at_a_time(tmp_path, monkeypatch):
     assert json.loads(b"".join(rows)) == json.loads(json.dumps(table.records()))
 
 
-REPO = Path(__file__).resolve().parents[2]
 NAMES = [name for name, _ in export.CSV_FILES]
 
 

@@ -38,7 +38,6 @@ def test_path_mtu_evidence_is_carried_across_chunks():
     assert (r["gap_events"], r["gap_psns"]) == ("0", "0")
 
 
-US = 1000
 REQ = flow_id(A, B, 0xD2)
 COUNTERS = ("gap_events", "gap_psns", "unrecovered_psns", "retransmitted_packets")
 

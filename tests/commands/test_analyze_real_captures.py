@@ -146,7 +146,7 @@ RD_ACKNOWLEDGE = 0x51
 
 
 def _dc_ack_syndrome(path: Path, frame_number: int, bth_hex: str) -> int:
-    """Exception 9 of test_tshark_compare: tshark 4.0 reads a ConnectX DC ACKNOWLEDGE without
+    """Exception 9 of test_decode_equals_tshark: tshark 4.0 reads a ConnectX DC ACKNOWLEDGE without
     its RDETH, so its AETH syndrome is the RDETH's reserved byte. The real one follows the
     20 bytes tshark calls the BTH, the RDETH and the DETH: read it from the frame's bytes."""
     from scapy.utils import RawPcapReader

@@ -81,7 +81,6 @@ def test_analyze_prints_the_warning_once_on_stderr_and_each_is_quiet(tmp_path):
 
 
 SAMPLES = Path(__file__).resolve().parents[2] / "captures"
-US = 1000
 YEAR_NS = 365 * 86_400 * 10**9
 
 
@@ -119,11 +118,6 @@ def test_each_folder_of_a_file_named_dot_dot_pcap_stays_inside_dir(tmp_path):
     assert len(folders) == 2 and all((out_dir / f / "qps.csv").is_file() for f in folders), folders
 
 
-def _warnings(paths) -> list[str]:
-    got: list[str] = []
-    for _ in iter_batches([str(p) for p in paths], warn=got.append):
-        pass
-    return got
 
 
 def _flows(t0: int, first_psn: int, qps=(0xD2,), n: int = 40) -> list[dict]:

@@ -211,7 +211,6 @@ def test_an_existing_csv_folder_is_kept_with_its_files(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["mine.txt"]
 
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 def test_sigint_while_a_partitioned_dataset_is_written_leaves_nothing(tmp_path):

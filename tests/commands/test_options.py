@@ -123,8 +123,6 @@ def test_a_pcapng_with_only_its_section_header_is_zero_packets(tmp_path):
     assert code == 0, err
 
 
-REPO = Path(__file__).resolve().parents[2]
-CAPTURE = REPO / "captures" / "clean.pcap"
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "1e400", "0"])

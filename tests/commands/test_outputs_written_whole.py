@@ -237,7 +237,7 @@ def test_csv_dir_names_the_files_it_wrote_on_one_stderr_line(tmp_path):
 def test_stdout_by_its_proc_name_is_written_through_the_same_open_file():
     """/proc/self/fd/1 (what /dev/stdout links to; testing /dev/stdout itself would let a
     broken writer replace the system's) is '-': the JSON alone down the pipe, the report on
-    stderr (tests/test_json_stdout.py: a redirected stdout too)."""
+    stderr (tests/commands/test_json_stdout.py: a redirected stdout too)."""
     proc = roceview("analyze", CAPTURE, "--json", "/proc/self/fd/1")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout.decode())["summary"]["packets"] > 0
@@ -277,8 +277,6 @@ def test_a_failed_csv_write_removes_the_folders_it_created(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-REPO = Path(__file__).resolve().parents[2]
-CAPTURE = REPO / "captures" / "clean.pcap"
 
 
 @pytest.mark.parametrize("argv", [["analyze", "{x}", "--json", "{link}"], ["analyze", "{x}", "--json", "{x}"],

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))   # test_interrupt beside this file
 from test_interrupt import write_big_capture  # noqa: E402
 
 CAPTURE = REPO / "captures" / "clean.pcap"

@@ -3,7 +3,7 @@
 The two real DC captures are read byte by byte here, independently of the declarations: the
 8 vendor bytes after the BTH, then RDETH and DETH, then RETH (RDMA WRITE) or AETH
 (ACKNOWLEDGE, which carries a DETH too). What tshark 4.0 cannot confirm (its RD ACKNOWLEDGE
-has no RDETH, it hides what follows a RESYNC's BTH; test_tshark_compare exception 9) is
+has no RDETH, it hides what follows a RESYNC's BTH; test_decode_equals_tshark exception 9) is
 confirmed by the bytes adding up: WRITE ONLY payloads equal their RETH DMA length and ACKs
 end exactly at the ICRC.
 """

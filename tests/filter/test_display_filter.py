@@ -379,7 +379,6 @@ def test_the_filter_imports_no_ui():
         assert not {i.imported.split(".")[0] for i in graph if i.importer == name} & {"rich", "textual"}, path
 
 
-CLEAN = SAMPLES / "clean.pcap"
 
 
 def test_selecting_no_row_gives_an_empty_batch_of_the_same_shapes():

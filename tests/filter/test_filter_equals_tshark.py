@@ -11,10 +11,10 @@ ones the exception names, in the files it names)
   A. `frame.len` on frames whose record length is not the frame's: roceview's wire_len of a
      frame cut silently (`magnate3_rocev2_uc-write-imm_cut-243B.pcap`, orig_len = caplen) comes
      from its IP total length (docs/columns.md: sizes never come from the captured bytes),
-     where tshark's frame.len is the record's orig_len (tests/test_tshark_compare.py, 12).
+     where tshark's frame.len is the record's orig_len (tests/packets/test_decode_equals_tshark.py, 12).
   B. RD ACKNOWLEDGE (ConnectX DC transport, opcode 0x51): tshark 4.0 decodes it without its
      RDETH and DETH, so its `infiniband.aeth.*` fields are the RDETH's bytes and it shows no
-     `infiniband.rdeth.*` / `infiniband.deth.*` there (test_tshark_compare.py, 9).
+     `infiniband.rdeth.*` / `infiniband.deth.*` there (test_decode_equals_tshark.py, 9).
   C. IPoIB: tshark decodes the IPv4/IPv6 packets native IB carries as payload
      (`rdma-softroce-demo_native-ib-erf_cm-ipoib.pcap`) and shows their `ip.*` / `ipv6.*`; the
      packets table stops at the InfiniBand headers (payload is not decoded), so `ip.*` / `ipv6.*`
@@ -142,7 +142,7 @@ def _file_starts(files: list[Path]) -> np.ndarray:
 
 
 def _tshark_options(tshark: str, path: Path) -> list[str]:
-    """Payload heuristics off and, as in test_tshark_compare, every protocol tshark prefers to
+    """Payload heuristics off and, as in test_decode_equals_tshark, every protocol tshark prefers to
     InfiniBand on UDP port 4791 (TFTP for source port 69) disabled."""
     extra = [a for name in PAYLOAD_HEURISTICS if name in _known_protocols(tshark)
              for a in ("--disable-protocol", name)]
@@ -218,7 +218,7 @@ def test_dissect_filters_select_the_frames_tshark_selects(corpus, tshark):
 # --------------------------------------------------------------------------- -T fields, -x
 
 # `-T fields` differences that are the exceptions above (letter) or tshark 4.0's own silences
-# (tests/test_tshark_compare.py numbers them): (field prefix, file) -> reason
+# (tests/packets/test_decode_equals_tshark.py numbers them): (field prefix, file) -> reason
 FIELD_EXCEPTIONS = {
     ("frame.len", "magnate3_rocev2_uc-write-imm_cut-243B.pcap"): "A",
     **{(f"infiniband.{h}.", dc): "B: tshark decodes RD ACKNOWLEDGE without RDETH and DETH"

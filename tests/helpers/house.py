@@ -4,6 +4,7 @@ commands `cli` loads by name (importlib.import_module)."""
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,8 +28,6 @@ LAYERS = [
     ["roceview.cli"],
     ["roceview.__main__", "roceview"],
 ]
-# cli loads each command module by name (cli._command_parser): an edge no import statement shows
-DYNAMIC = {"roceview.cli": "roceview.commands.*"}
 SCREEN = ("rich", "textual")
 # Private names of other libraries that roceview reads on purpose (not another stage's)
 THIRD_PARTY_PRIVATE = {"_data": "the values of a pandas masked array (render/lines.py: no copy)"}
@@ -75,9 +74,27 @@ def imports_of(path: Path, modules: set[str], root: Path = REPO) -> list[Import]
                     found.append(Import(importer, sub, (), node.lineno))
                 else:
                     found.append(Import(importer, source, (a.name,), node.lineno))
-    found += [Import(importer, m, (), 0) for m in modules
-              if DYNAMIC.get(importer, "-").endswith("*") and m.startswith(DYNAMIC[importer][:-1])]
+        found += [Import(importer, m, (), node.lineno) for m in _loaded_by_name(node, modules)]
     return [i for i in found if i.imported.split(".")[0] in ("roceview", "dissectors", *SCREEN)]
+
+
+def _loaded_by_name(node: ast.AST, modules: set[str]) -> list[str]:
+    """Modules a call loads by name, an edge no import statement shows: import_module("x"),
+    __import__("x"), import_module(f"roceview.commands.{name}") (every module under that
+    prefix: cli loads its commands so), and "module:attribute" strings (the TUI's screens)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) and re.fullmatch(r"[\w.]+:\w+", node.value):
+        name = node.value.split(":")[0]
+        return [name] if name in modules else []
+    if not (isinstance(node, ast.Call) and node.args and ast.unparse(node.func).split(".")[-1] in
+            ("import_module", "__import__")):
+        return []
+    arg = node.args[0]
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        return [arg.value]
+    if isinstance(arg, ast.JoinedStr) and arg.values and isinstance(arg.values[0], ast.Constant):
+        prefix = arg.values[0].value
+        return sorted(m for m in modules if m.startswith(prefix) and m != prefix.rstrip("."))
+    return []
 
 
 def graph(root: Path = REPO) -> list[Import]:
@@ -86,12 +103,17 @@ def graph(root: Path = REPO) -> list[Import]:
     return [i for p in files for i in imports_of(p, modules, root)]
 
 
+# stages that are one module, not a folder: a module below them is no part of them
+SINGLE = {"roceview", "roceview.__main__"}
+
+
 def stage(module: str) -> tuple[int, str]:
-    """(layer, stage) of a module: the longest stage name it starts with."""
+    """(layer, stage) of a module: the longest stage name it starts with; (-1, "") for none."""
     best = (-1, "")
     for level, stages in enumerate(LAYERS):
         for name in stages:
-            if (module == name or module.startswith(name + ".")) and len(name) > len(best[1]):
+            inside = module == name or (module.startswith(name + ".") and name not in SINGLE)
+            if inside and len(name) > len(best[1]):
                 best = (level, name)
     return best
 
@@ -173,9 +195,9 @@ def private_uses(root: Path = REPO) -> list[tuple[str, int, str]]:
         aliases, foreign = {}, set()
         for i in imports_of(path, modules, root):
             ours = i.imported.split(".")[0] in ("roceview", "dissectors")
-            if ours and i.names and i.names[0].startswith("_") and not _dunder(i.names[0]) \
-                    and package(i.imported) != mine:
-                found.append((me, i.line, f"from {i.imported} import {i.names[0]}"))
+            private = i.names[0] if i.names else i.imported.split(".")[-1]
+            if ours and private.startswith("_") and not _dunder(private) and package(i.imported) != mine:
+                found.append((me, i.line, f"from {i.imported} import {private}" if i.names else i.imported))
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 for a in node.names:
@@ -192,11 +214,11 @@ def private_uses(root: Path = REPO) -> list[tuple[str, int, str]]:
             if not isinstance(node, ast.Attribute) or not node.attr.startswith("_") or _dunder(node.attr):
                 continue
             base = node.value
-            if isinstance(base, ast.Name) and base.id in foreign or node.attr in THIRD_PARTY_PRIVATE:
-                continue
             if isinstance(base, ast.Name) and base.id in aliases:
                 if package(aliases[base.id]) != mine:
                     found.append((me, node.lineno, f"{aliases[base.id]}.{node.attr}"))
+            elif isinstance(base, ast.Name) and base.id in foreign or node.attr in THIRD_PARTY_PRIVATE:
+                continue
             elif node.attr in elsewhere and node.attr not in defined.get(mine, set()):
                 found.append((me, node.lineno, f"{ast.unparse(base)}.{node.attr}"))
             elif isinstance(base, ast.Call) and ast.unparse(base.func) == "super" and node.attr in elsewhere:

@@ -3,7 +3,7 @@ pauses) sent over a veth pair between two network namespaces this test creates, 
 `roceview live -i` in the other namespace; every per-flow counter equals `analyze` on the
 capture that was sent. Root only (namespaces, AF_PACKET); frames go on that veth only.
 
-Run as a script (`python tests/test_live_netns.py IFACE CAPTURE`) it is the sender: each
+Run as a script (`python tests/live/test_live_netns.py IFACE CAPTURE`) it is the sender: each
 frame of CAPTURE sent on IFACE through an AF_PACKET socket at its capture time.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The C CSV formatter (render/_celltext.c, used by export.table_csv_bytes when the kernels are
+"""The C CSV formatter (kernels/_celltext.c, used by export.table_csv_bytes when the kernels are
 built) writes the bytes csv.writer writes over the per-cell text (`slow_text`, the definition),
 as the numpy formatter (render/cells.py, the fallback) does; awkward values included."""
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """`dissect`'s one-line summaries, built column-wise (render/lines.py, line_parts.py,
-line_tags.py), against the same lines formatted packet by packet (tests/lines_helpers.py) on a
+line_tags.py), against the same lines formatted packet by packet (tests/helpers/lines.py) on a
 crafted capture with every kind of line and on generated fault scenarios with every flag."""
 from __future__ import annotations
 

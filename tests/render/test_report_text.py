@@ -228,7 +228,6 @@ def test_short_flow_names_stay_whole_for_ipv4_and_when_they_would_collide():
     assert _short_flows(alike, 36, "…") == alike                     # the middles differ: kept whole
 
 
-SAMPLES = Path(__file__).resolve().parents[2] / "captures"
 UNIT_START = re.compile(r"^\s*(ns|us|µs|ms|s|Gb/s|Mb/s|GB|MB|KB)\b")
 
 

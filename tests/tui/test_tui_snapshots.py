@@ -1,5 +1,5 @@
 """Snapshot tests (pytest-textual-snapshot) of each screen at 80x24 on the sample captures.
-Update after a deliberate change of the screens: `pytest tests/test_tui_snapshots.py --snapshot-update`."""
+Update after a deliberate change of the screens: `pytest tests/tui/test_tui_snapshots.py --snapshot-update`."""
 from __future__ import annotations
 
 import pytest

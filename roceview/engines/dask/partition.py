@@ -31,7 +31,7 @@ _PFC[[PROTO_CODE["pfc"], PROTO_CODE["pause"]]] = True
 # Read by neither the Analyzer nor the FactCollector (nor the read's own summaries): not
 # carried. icrc, ethertype, mirror_session, cap_len: 9 of a RoCE row's 48 bytes on the wire
 # (every output of `analyze` on the 23 generated scenarios and 25 real captures unchanged with
-# them taken from every batch the two are fed; tests/test_dask_unused_columns.py checks it).
+# them taken from every batch the two are fed; tests/engines/test_dask_unused_columns.py checks it).
 UNUSED = ("frame", "interface", "icrc", "ethertype", "mirror_session", "cap_len")
 # MACs sent as codes into their few distinct values (packets.wire; hashing them cost about
 # what sending 14 bytes a row more did); addresses and lengths are narrowed instead.
@@ -234,11 +234,11 @@ def _words(batch: Batch, name: str, rows: np.ndarray) -> np.ndarray:
     return words if len(rows) == batch.n else words[rows]
 
 
-def partition_of(path_keys: np.ndarray, partitions: int) -> np.ndarray:
+def partition_of(keys: np.ndarray, partitions: int) -> np.ndarray:
     """The partition of each path key: its top bits after one more multiply (the keys' low bits
     are poorly mixed for IPv4 addresses, whose first word is zero)."""
     with np.errstate(over="ignore"):
-        mixed = (path_keys * np.uint64(0xD6E8FEB86659FD93)) >> np.uint64(32)
+        mixed = (keys * np.uint64(0xD6E8FEB86659FD93)) >> np.uint64(32)
     return mixed % np.uint64(partitions)
 
 
