@@ -52,7 +52,7 @@ def analyze(paths, *, pmtu: int | None = None, link_speed: float = 100.0, bucket
     display = _display_filter(display_filter)
     files = engines.get(engine if engine in engines.NAMES else "local").inputs(paths)
     settings = load_settings(config) if diagnose else None
-    chosen = engines.get(engine)          # an unknown name: refused once the inputs and config are
+    chosen = engines.get(engine)          # an unknown name is refused after bad inputs and config are
     connection = None
     if chosen.ANALYZES and not packets and display is None:     # the analysis on the workers
         if on_batch is not None:          # no batch passes here: the callback sees an empty one
@@ -97,10 +97,7 @@ def iter_packets(paths, columns=None, roce_ports: Iterable[int] = (), chunk_pack
 
     batches = iter_batches(paths, roce_ports, chunk_packets, warn)
     if analysis:
-        from roceview.analysis.annotate import analyzed
-
-        batches = analyzed(batches, pmtu)
-        columns = _with_analysis(columns)
+        batches, columns = _with_analysis(batches, columns, pmtu)
     for batch in batches:
         yield to_dataframe(batch, columns)
 
@@ -115,19 +112,20 @@ def read_packets(paths, columns=None, roce_ports: Iterable[int] = (), warn=None,
 
     batches = iter_batches(paths, roce_ports, warn=warn)
     if analysis:
-        from roceview.analysis.annotate import analyzed
-
-        batches = analyzed(batches, pmtu)
-        columns = _with_analysis(columns)
+        batches, columns = _with_analysis(batches, columns, pmtu)
     batches = list(batches)
     return to_dataframe(Batch.concat(batches) if batches else None, columns)
 
 
-def _with_analysis(columns):
+def _with_analysis(batches, columns, pmtu):
+    """The batches with the analysis columns written on (annotate.analyzed), and the columns
+    asked for grown by them."""
+    from roceview.analysis.annotate import analyzed
     from roceview.analysis.packet_flags import ANALYSIS_COLUMNS, packet_columns
 
-    return packet_columns() if columns is None else tuple(columns) + tuple(
+    columns = packet_columns() if columns is None else tuple(columns) + tuple(
         c for c in ANALYSIS_COLUMNS if c not in columns)
+    return analyzed(batches, pmtu), columns
 
 
 class Analysis:

@@ -38,12 +38,6 @@ def mac_text(value: int) -> str:
     return ":".join(f"{(int(value) >> s) & 0xFF:02x}" for s in range(40, -8, -8))
 
 
-def mac_texts(values: np.ndarray) -> np.ndarray:
-    """mac_text of every value of a uint64 column, as an object array."""
-    b = values.astype(">u8").view(np.uint8).reshape(-1, 8)[:, 2:]
-    return np.array([":".join(f"{x:02x}" for x in row) for row in b], dtype=object)
-
-
 def mac_int(text: str) -> int:
     """A MAC's text back to its integer."""
     return int(text.replace(":", ""), 16)

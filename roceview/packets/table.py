@@ -7,7 +7,7 @@ import pandas as pd
 
 from dissectors import ib, opcodes
 from roceview.packets.batch import PROTO_NAMES, Batch
-from roceview.packets.names import address_text, mac_texts
+from roceview.packets.names import address_text, mac_text
 
 COLUMNS = (
     "frame ts_ns wire_len cap_len interface mirror_session src_mac dst_mac vlan_id pcp "
@@ -62,8 +62,8 @@ def _unique_formatted(values: np.ndarray, ok: np.ndarray, fmt) -> pd.Categorical
 
 def string_columns(b: Batch) -> dict:
     out = {}
-    out["src_mac"] = _unique_formatted(b.cols["_src_mac"], b.mask("_src_mac"), lambda v: mac_texts(np.array([v]))[0])
-    out["dst_mac"] = _unique_formatted(b.cols["_dst_mac"], b.mask("_dst_mac"), lambda v: mac_texts(np.array([v]))[0])
+    out["src_mac"] = _unique_formatted(b.cols["_src_mac"], b.mask("_src_mac"), mac_text)
+    out["dst_mac"] = _unique_formatted(b.cols["_dst_mac"], b.mask("_dst_mac"), mac_text)
     out["proto"] = _categorical(b.cols["_proto"], np.ones(b.n, bool), PROTO_NAMES)
     out["src_ip"] = _unique_formatted(b.cols["_src_addr"], b.mask("_src_addr"), lambda v: address_text(v.tobytes()))
     out["dst_ip"] = _unique_formatted(b.cols["_dst_addr"], b.mask("_dst_addr"), lambda v: address_text(v.tobytes()))

@@ -4,6 +4,7 @@ commands `cli` loads by name (importlib.import_module)."""
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,9 +99,22 @@ def _loaded_by_name(node: ast.AST, modules: set[str]) -> list[str]:
 
 
 def graph(root: Path = REPO) -> list[Import]:
+    """Every import of the tree at root; the repository's own is read once per test session
+    (the per-file tests ask for it a hundred times), a copy of the tree each time."""
+    if root == REPO:
+        return list(_repo_graph())
+    return _graph(root)
+
+
+def _graph(root: Path) -> list[Import]:
     files = source_files(root)
     modules = {module_name(p, root) for p in files}
     return [i for p in files for i in imports_of(p, modules, root)]
+
+
+@functools.cache
+def _repo_graph() -> tuple[Import, ...]:
+    return tuple(_graph(REPO))
 
 
 # stages that are one module, not a folder: a module below them is no part of them
@@ -187,6 +201,7 @@ def private_uses(root: Path = REPO) -> list[tuple[str, int, str]]:
     files = source_files(root)
     modules = {module_name(p, root) for p in files}
     defined = private_definitions(root)
+    others = {stage: set().union(*(v for k, v in defined.items() if k != stage)) for stage in defined}
     found = []
     for path in files:
         me = module_name(path, root)
@@ -209,7 +224,7 @@ def private_uses(root: Path = REPO) -> list[tuple[str, int, str]]:
                 for a in node.names:
                     if f"{node.module}.{a.name}" in modules:
                         aliases[a.asname or a.name] = f"{node.module}.{a.name}"
-        elsewhere = set().union(*(v for k, v in defined.items() if k != mine))
+        elsewhere = others[mine]
         for node in ast.walk(tree):
             if not isinstance(node, ast.Attribute) or not node.attr.startswith("_") or _dunder(node.attr):
                 continue
