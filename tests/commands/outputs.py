@@ -94,7 +94,10 @@ def inputs(gen_folder: Path) -> list[tuple[str, str, bool]]:
     """(key, path to pass, use dask) for every capture: samples, real ones, generated."""
     found = [(f"captures/{p.name}", f"captures/{p.name}", True) for p in sorted((REPO / "captures").glob("*.pcap"))]
     if REAL.is_dir():
-        found += [(f"real/{p.name}", str(p), False) for p in sorted(REAL.iterdir()) if p.name != "MANIFEST.md"]
+        # relative to the repository (the working folder): the report and JSON print the path,
+        # and ../shared sits beside every checkout while its absolute place differs machine to machine
+        found += [(f"real/{p.name}", os.path.relpath(p, REPO), False)
+                  for p in sorted(REAL.iterdir()) if p.name != "MANIFEST.md"]
     found += [(f"generated/{name}", str(gen_folder / name), False) for name in generated(gen_folder)]
     return found
 
