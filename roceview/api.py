@@ -185,9 +185,18 @@ def _fact_collector():
     return FactCollector()
 
 
-def load_settings(config):
+def load_settings(config, pfc_priorities=None):
     """A Config as is; a path is loaded (BadInput, one line, when it cannot be). Nothing is
-    imported for the rest: the diagnoser's modules import once reading has started."""
+    imported for the rest: the diagnoser's modules import once reading has started.
+    `pfc_priorities` (--pfc-priorities) is laid over the file's or the Config's setting."""
+    if pfc_priorities is not None:
+        import dataclasses
+
+        from roceview.diagnose import load_config
+
+        if config is not None and not isinstance(config, (str, bytes)) and not hasattr(config, "__fspath__"):
+            return dataclasses.replace(config, pfc_priorities=sorted(set(pfc_priorities)))
+        return load_config(config, pfc_priorities=list(pfc_priorities))
     if config is None or not isinstance(config, (str, bytes)) and not hasattr(config, "__fspath__"):
         return config
     from roceview.diagnose import load_config

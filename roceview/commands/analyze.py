@@ -47,7 +47,23 @@ def add_analysis_options(parser, fail_on_help: str = "exit 3 when a finding of t
     parser.add_argument("--bucket", type=float, default=1.0, metavar="MS", help="timeline bucket (default 1 ms)")
     parser.add_argument("--config", metavar="FILE.toml", default=None,
                         help="diagnoser thresholds ([diagnose] table; see docs/findings.md)")
+    parser.add_argument("--pfc-priorities", type=priority_list, default=None, metavar="P[,P...]",
+                        help="priorities PFC is enabled on, e.g. 3 (default: what LLDP DCBX frames in the "
+                             "capture say; PFC pause frames only show which priorities were paused)")
     parser.add_argument("--fail-on", choices=("warning", "critical"), default=None, help=fail_on_help)
+
+
+def priority_list(text: str) -> tuple[int, ...]:
+    """--pfc-priorities: comma-separated priorities 0-7 ('' or 'none': none has PFC)."""
+    if text.strip().lower() in ("", "none"):
+        return ()
+    try:
+        prios = tuple(sorted({int(p) for p in text.split(",")}))
+    except ValueError:
+        prios = (-1,)
+    if not all(0 <= p <= 7 for p in prios):
+        raise argparse.ArgumentTypeError(f"must be priorities 0-7 separated by commas, e.g. 3 or 3,4 (got {text!r})")
+    return prios
 
 
 def _count(text: str) -> int:
@@ -162,14 +178,15 @@ def _run_one(args, env) -> ExitStatus:
 
     if args.engine == "local":                        # (dask: the workers hold the decoded files)
         prefault_heap(2 * _input_bytes(args.capture))  # on the idle core, while numpy imports
-    from roceview.api import analyze
+    from roceview.api import analyze, load_settings
     from roceview.commands.progress import Progress, input_bytes
 
     total = input_bytes(args.capture) if env.stderr_isatty else None
     with Progress(env.stderr, "analyzing", total) as bar:
         result = analyze(args.capture, pmtu=args.pmtu, link_speed=args.link_speed, bucket_ms=args.bucket,
                          roce_ports=args.roce_port, warn=bar.warn, on_batch=_after_imports(bar),
-                         config=args.config, display_filter=args.filter, engine=args.engine,
+                         config=load_settings(args.config, args.pfc_priorities),
+                         display_filter=args.filter, engine=args.engine,
                          scheduler=args.scheduler)
     return write_and_report(result, args, env)
 

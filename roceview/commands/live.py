@@ -83,8 +83,11 @@ def _tui_stats(stats: dict) -> dict:
 
 
 def _tui_options(tui, args):
+    from roceview.api import load_settings
+
     return tui.Options(pmtu=args.pmtu, link_speed=args.link_speed, bucket_ms=args.bucket,
-                   roce_ports=tuple(args.roce_port or ()), config=args.config, fail_on=args.fail_on)
+                       roce_ports=tuple(args.roce_port or ()), config=load_settings(args.config, args.pfc_priorities),
+                       fail_on=args.fail_on)
 
 
 def _check(args) -> None:

@@ -20,7 +20,7 @@ def run(args, env) -> ExitStatus:
     if "-" in args.capture:
         _capture_from_stdin_keys_from_tty()
     options = Options(pmtu=args.pmtu, link_speed=args.link_speed, bucket_ms=args.bucket,
-                      roce_ports=tuple(args.roce_port), config=load_settings(args.config), fail_on=args.fail_on)
+                      roce_ports=tuple(args.roce_port), config=load_settings(args.config, args.pfc_priorities), fail_on=args.fail_on)
     title = "roceview " + " ".join(args.capture)
     return ExitStatus(run_app(list(args.capture), title=title, options=options, light=args.light))
 

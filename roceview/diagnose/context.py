@@ -315,3 +315,8 @@ def _parse_ts(text: str) -> int:
     sign = -1 if sec.startswith("-") else 1
     return sign * (abs(int(sec)) * 1_000_000_000 + int((frac + "000000000")[:9]))
 
+
+def requester_side(ctx: Context, name: str) -> list[str]:
+    """The flows that answer `name`: its peer QP's flow, else every flow in the other direction."""
+    peer = ctx.peer(name)
+    return [peer] if peer else ctx.reverse_flows(name)

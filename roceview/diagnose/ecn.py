@@ -166,11 +166,16 @@ def _incast(ctx: Context) -> list[dict]:
         senders = sorted({senders_of[n] for n in flows})
         if len(senders) < ctx.config.incast_senders:
             continue
+        # a burst: enough of them start in this window, idle toward dst in the one before (six
+        # senders DCQCN keeps shaped into one port send in every window: congestion, no incast)
+        new = sorted({senders_of[n] for n in flows} - _active_senders(ctx, tl, flows, senders_of, w - 1, width))
+        if len(new) < ctx.config.incast_senders:
+            continue
         signals = _signals(ctx, dst, flows, w * width, (w + 1) * width)
         if not signals:
             continue
-        summary = (f"Incast: {plural(len(senders), 'sender')} burst into {dst} within {width / 1e6:g} ms, with "
-                   f"{', '.join(signals)} there.")
+        summary = (f"Incast: {plural(len(new), 'sender')} burst into {dst} within {width / 1e6:g} ms, with "
+                   f"{', '.join(signals)} in that window.")
         advice = ("Many-to-one bursts overflow the egress queue toward the receiver: spread or stagger the senders "
                   "(collective algorithm, fewer outstanding READ/WRITE per QP), let DCQCN react early (lower Kmin), "
                   "and check the receiver's `ethtool -S` rx_prio<p>_discards and the switch egress port toward it "
@@ -180,12 +185,36 @@ def _incast(ctx: Context) -> list[dict]:
     return out
 
 
+def _active_senders(ctx: Context, tl, flows, senders_of: dict, w: int, width: int) -> set:
+    """The senders of `flows` with bytes in window w (timeline rows)."""
+    if w < 0:
+        return set()
+    start = np.asarray(tl["bucket_start"], np.int64)
+    busy = (start >= w * width) & (start < (w + 1) * width) & (np.asarray(tl["bytes"]) != 0)
+    names = tl["flow"]
+    return {senders_of[names[i]] for i in np.flatnonzero(busy).tolist() if names[i] in flows}
+
+
+def _in_window(ctx: Context, flows, column: str, start: int, end: int) -> int:
+    """The timeline's `column` summed over `flows` and the buckets that start in [start, end)."""
+    tl = ctx.timeline
+    ts = np.asarray(tl["bucket_start"], np.int64)
+    rows = np.flatnonzero((ts >= start) & (ts < end))
+    names = tl["flow"]
+    values = np.asarray(tl[column])
+    return int(sum(int(values[i]) for i in rows.tolist() if names[i] in flows))
+
+
 def _signals(ctx: Context, dst: str, flows, start: int, end: int) -> list[str]:
-    a = ctx.arrays
-    rows = ctx.flow.rows(flows)
-    ce = int(a.ce[rows].sum())
-    cnps = ctx.cnps_from(dst)
-    loss = int(a.gap_events[rows].sum() + a.retransmitted_packets[rows].sum())
+    """What the burst did, counted in its own window [start, end): CE marks, CNPs from dst back
+    to the senders, pause frames, gaps and retransmissions."""
+    flows = set(flows)
+    senders = {ctx.flow[n]["src_ip"] for n in flows}
+    back = {n for n in ctx.flow_names if ctx.flow[n]["src_ip"] == dst and ctx.flow[n]["dst_ip"] in senders}
+    ce = _in_window(ctx, flows, "ecn_ce", start, end)
+    cnps = _in_window(ctx, back, "cnp_packets", start, end)
+    gaps = sum(int(((g.ts >= start) & (g.ts < end)).sum()) for g in (ctx.ev("gap", n) for n in flows))
+    loss = gaps + _in_window(ctx, flows, "retransmitted_packets", start, end)
     pauses = _pauses_near(ctx, dst, flows, start, end)
     out = []
     if ce:

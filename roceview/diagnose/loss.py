@@ -14,15 +14,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from roceview.analysis.events import nak_meaning
-from roceview.diagnose.context import PSN_MOD, Context, Events, in_arcs
+from roceview.diagnose.context import PSN_MOD, Context, Events, in_arcs, requester_side
 from roceview.diagnose.finding import finding, psn_list
+from roceview.diagnose.rnr import rnr_findings
 from roceview.diagnose.psn_conformance import duplicate_findings, pmtu_findings, unsent_ack_findings
 from roceview.units import duration, plural
-
-# IBTA Table 45: RNR NAK timer field -> minimum RNR NAK timer, ms
-RNR_TIMER_MS = (655.36, 0.01, 0.02, 0.03, 0.04, 0.06, 0.08, 0.12, 0.16, 0.24, 0.32, 0.48, 0.64, 0.96,
-                1.28, 1.92, 2.56, 3.84, 5.12, 7.68, 10.24, 15.36, 20.48, 30.72, 40.96, 61.44, 81.92,
-                122.88, 163.84, 245.76, 327.68, 491.52)
 
 # Counter names: mlx5 counters.rst (ethtool) and drivers/infiniband/hw/mlx5/counters.c (RDMA hw
 # counters); docs/findings.md, Sources.
@@ -31,8 +27,17 @@ LOSS_ADVICE = ("Read `ethtool -S <if>` rx_prio<p>_discards and rx_discards_phy o
                "out_of_sequence (the receiver's: requests that arrived out of order) and packet_seq_err (the "
                "requester's: NAK sequence errors it received) with the NAKs and retransmissions seen here. "
                "Lossless RoCE needs PFC on its priority end to end (`mlnx_qos -i <if> --trust dscp --pfc "
-               "0,0,0,1,0,0,0,0` or `dcb pfc set dev <if> prio-pfc 3:on`) and the same MTU end to end; for "
+               "{vector}` or `dcb pfc set dev <if> prio-pfc {dcb}`) and the same MTU end to end; for "
                "bit errors read rx_crc_errors_phy, rx_symbol_err_phy and rx_corrected_bits_phy.")
+
+
+def loss_advice(ctx: Context, name: str) -> str:
+    """LOSS_ADVICE with a PFC vector that keeps PFC on where it is (DCBX, --pfc-priorities, PFC
+    frames seen) and adds the flow's own priority (3 when none is known)."""
+    from roceview.diagnose.priority import flow_priorities, keep_on, pfc_vector, protected_priorities
+
+    prios = keep_on(ctx, protected_priorities(ctx)[0]) | (set(flow_priorities(ctx, name)) or {3})
+    return LOSS_ADVICE.format(vector=pfc_vector(prios), dcb=" ".join(f"{p}:on" for p in sorted(prios)))
 
 
 @dataclass
@@ -40,6 +45,7 @@ class FlowLoss:
     naks: list = field(default_factory=list)       # (nak ts, psn, retx delay ns|None, resent, gen delay|None)
     net_gaps: list = field(default_factory=list)   # (ts, first missing, count)
     cap_gaps: list = field(default_factory=list)
+    blind: bool = False     # the requester's direction is not in the capture (or the filter)
 
 
 def loss_findings(ctx: Context) -> list[dict]:
@@ -55,7 +61,7 @@ def loss_findings(ctx: Context) -> list[dict]:
     captured = {name: fl.cap_gaps for name, fl in per_flow.items() if fl.cap_gaps}
     if captured:
         out.append(_capture_loss(captured))
-    out += _timeouts(ctx) + _psn_reuse(ctx) + _rnr(ctx) + _remote_errors(ctx)
+    out += _timeouts(ctx) + _psn_reuse(ctx) + rnr_findings(ctx) + _remote_errors(ctx)
     out += duplicate_findings(ctx) + unsent_ack_findings(ctx) + pmtu_findings(ctx)
     return out
 
@@ -108,13 +114,8 @@ def _window(ctx: Context, ev, ts: int) -> np.ndarray:
     return (ev.ts >= ts) & (ev.ts <= ts + int(ctx.config.nak_window_us * 1000))
 
 
-def _requester_side(ctx: Context, name: str) -> list[str]:
-    peer = ctx.peer(name)
-    return [peer] if peer else ctx.reverse_flows(name)
-
-
 def _nak_for(ctx, name, ts, first, psn) -> bool:
-    for other in _requester_side(ctx, name):
+    for other in requester_side(ctx, name):
         ev = ctx.ev("nak_seq", other)
         if (_window(ctx, ev, ts) & _between(ev.psn, first, psn)).any():
             return True
@@ -129,7 +130,7 @@ def _resent(ctx, name, ts, first, psn) -> bool:
 def _reread(ctx, name, ts, first, psn) -> bool:
     """A missing READ response that the requester asked for again (a new READ request)."""
     lo = (first - ctx.config.read_rerequest_span) % PSN_MOD
-    for other in _requester_side(ctx, name):
+    for other in requester_side(ctx, name):
         ev = ctx.ev("retransmit", other)
         if (_window(ctx, ev, ts + 1) & _between(ev.psn, lo, psn)).any():
             return True
@@ -139,11 +140,12 @@ def _reread(ctx, name, ts, first, psn) -> bool:
 # ---- NAK PSN sequence error -> go-back-N -----------------------------------------------------
 def _naks(ctx: Context, responder: str, per_flow) -> None:
     naks = ctx.ev("nak_seq", responder)
-    requesters = _requester_side(ctx, responder)
+    requesters = requester_side(ctx, responder)
     req = requesters[0] if len(requesters) == 1 else None
     retx = ctx.ev("retransmit", req) if req else None
     gaps = ctx.ev("gap", req) if req else None
     target = per_flow.setdefault(req or responder, FlowLoss())
+    target.blind = not requesters
     nts = naks.ts.tolist() + [np.iinfo(np.int64).max]
     for i, (ts, e) in enumerate(zip(naks.ts.tolist(), naks.psn.tolist())):
         delay = resent = gen = None
@@ -159,14 +161,18 @@ def _naks(ctx: Context, responder: str, per_flow) -> None:
 
 
 def _network_loss(ctx: Context, name: str, fl: FlowLoss) -> dict:
-    unrecovered = [e for _, e, d, _, _ in fl.naks if d is None]
-    resent = sum(r or 0 for *_, r, _ in fl.naks)
+    unrecovered = [] if fl.blind else [e for _, e, d, _, _ in fl.naks if d is None]
+    # the QP table's count, so the finding and the table agree whatever --filter or the capture
+    # point left out (NAKs filtered away still leave the resent packets in this flow)
+    resent = int(ctx.flow[name]["retransmitted_packets"])
     delays = [d for _, _, d, _, _ in fl.naks if d is not None]
     gens = [g for *_, g in fl.naks if g is not None]
     times = [t for t, *_ in fl.naks] + [t for t, *_ in fl.net_gaps]
     gap_psns = sum(c for *_, c in fl.net_gaps)
-    evidence = [f"{plural(len(fl.naks), 'NAK')} (PSN sequence error) at PSN {psn_list([e for _, e, *_ in fl.naks])}",
-                f"{plural(resent, 'packet')} resent by go-back-N after the NAKs"]
+    evidence = [f"{plural(len(fl.naks), 'NAK')} (PSN sequence error) at PSN {psn_list([e for _, e, *_ in fl.naks])}"
+                if fl.naks else "no NAK captured (the other direction is not in this capture or filter)",
+                "the requester's direction is not in this capture or filter: its resends cannot be seen" if fl.blind
+                else f"{plural(resent, 'packet')} resent by go-back-N (the QP table's retx)"]
     if fl.net_gaps:
         evidence.append(f"{plural(len(fl.net_gaps), 'gap')} of {plural(gap_psns, 'PSN')} seen before the "
                         "NAK/retransmission (capture point after the loss point)")
@@ -180,12 +186,15 @@ def _network_loss(ctx: Context, name: str, fl: FlowLoss) -> dict:
     if unrecovered:
         evidence.append(f"never retransmitted after the NAK: PSN {psn_list(unrecovered)}")
     n_lost = len(fl.naks) or len(fl.net_gaps)
-    summary = (f"Flow {name} lost packets in the network: {plural(len(fl.naks), 'NAK')}, "
-               f"{plural(resent, 'packet')} resent by go-back-N"
+    told = (f"{plural(len(fl.naks), 'NAK')}, " if fl.naks else
+            f"{plural(len(fl.net_gaps), 'gap')} of {plural(gap_psns, 'PSN')}, no NAK captured, ")
+    summary = (f"Flow {name} lost packets in the network: {told}"
+               + ("the requester's direction not captured" if fl.blind else
+                  f"{plural(resent, 'packet')} resent by go-back-N")
                + (f", {plural(len(unrecovered), 'PSN')} not recovered" if unrecovered else "") + ".")
     return finding("critical" if unrecovered else "warning", "network_loss", summary,
-                   [name] + _requester_side(ctx, name)[:1] if n_lost else [name],
-                   min(times), max(times), evidence, LOSS_ADVICE)
+                   [name] + requester_side(ctx, name)[:1] if n_lost else [name],
+                   min(times), max(times), evidence, loss_advice(ctx, name))
 
 
 def _capture_loss(captured: dict[str, list]) -> dict:
@@ -286,42 +295,6 @@ def _psn_reuse(ctx: Context) -> list[dict]:
         out.append(finding("warning", "psn_reuse", summary, ctx.pair(name),
                            int(ev.ts.min()), int(ev.ts.max()), evidence, advice))
     return out
-
-
-def _rnr(ctx: Context) -> list[dict]:
-    out = []
-    for name in ctx.flows_with("nak_rnr"):
-        ev = ctx.ev("nak_rnr", name)
-        codes = sorted({c for c in ev.col("rnr_timer").tolist() if c >= 0})
-        timers = ", ".join(f"code {c} = {RNR_TIMER_MS[c]:g} ms" for c in codes)
-        waits = _rnr_waits(ctx, name, ev)
-        evidence = [f"{plural(len(ev.ts), 'RNR NAK')} at PSN {psn_list(ev.psn)}", f"RNR timer {timers or 'unknown'}"]
-        if waits:
-            evidence.append(f"RNR NAK to resend median {duration(np.median(waits))}, min {duration(min(waits))}")
-        summary = (f"The receiver of {ctx.peer(name) or name} had no receive WQE posted: "
-                   f"{plural(len(ev.ts), 'RNR NAK')} ({timers or 'timer unknown'}).")
-        advice = ("The application posts receive buffers too slowly: post more receive WQEs up front (larger RQ "
-                  "or SRQ), repost sooner; raise the responder QP's min_rnr_timer (the wait it asks for) and the "
-                  "requester's `rnr_retry` (7 = infinite). Counters (mlx5 RDMA hw counters): the requester's "
-                  "rnr_nak_retry_err counts RNR NAKs received within the retry limit, req_rnr_retries_exceeded "
-                  "(and an RNR-retry-exceeded completion error) the times it gave up; the responder's "
-                  "out_of_buffer counts requests that found no receive WQE.")
-        out.append(finding("warning", "rnr", summary, ctx.pair(name),
-                           int(ev.ts.min()), int(ev.ts.max()), evidence, advice))
-    return out
-
-
-def _rnr_waits(ctx, name, ev) -> list[int]:
-    peer = ctx.peer(name)
-    if not peer:
-        return []
-    retx = ctx.ev("retransmit", peer)
-    waits = []
-    for ts, psn in zip(ev.ts.tolist(), ev.psn.tolist()):
-        m = (retx.ts > ts) & (retx.psn == psn)
-        if m.any():
-            waits.append(int(retx.ts[m][0] - ts))
-    return waits
 
 
 INVALID_RD_REQUEST = "invalid RD request"    # NAK code 4 (IBTA Table 44): RD only, i.e. ConnectX DC

@@ -15,6 +15,7 @@ from roceview.diagnose.context import Context
 from roceview.diagnose.finding import finding
 from roceview.diagnose.link_speed import link_speed, link_speed_findings, speed_note
 from roceview.diagnose.pfc_storm import storm_finding
+from roceview.diagnose.priority import pfc_vector
 from roceview.packets.names import mac_int
 from roceview.units import duration, plural
 
@@ -69,6 +70,7 @@ def pfc_findings(ctx: Context) -> list[dict]:
     periods = pause_periods(ctx, frames)
     hosts = ctx.host_macs()
     note = speed_note(ctx)
+    speed = link_speed_findings(ctx)      # the capture contradicts the assumed speed: shares are doubtful
     out = []
     for row in ctx.pfc:
         if not row["pause_frames"]:
@@ -76,7 +78,7 @@ def pfc_findings(ctx: Context) -> list[dict]:
         key = (row["src_mac"], row["priority"])
         per = periods.get(key, np.zeros((0, 2), dtype=np.int64))
         host = hosts.get(mac_int(row["src_mac"]))
-        out.append(_pause(ctx, row, host, note))
+        out.append(_pause(ctx, row, host, note, trusted_speed=not speed))
         storm = storm_finding(ctx, row, per, frames.get(key, _NO_FRAMES), _who(row["src_mac"], host),
                               _prio_text(row["priority"]), host, note)
         if storm:
@@ -85,7 +87,7 @@ def pfc_findings(ctx: Context) -> list[dict]:
             out += _slow_receiver(ctx, row, host, note)
         else:
             out += _without_ecn(ctx, row, note)
-    return out + link_speed_findings(ctx)
+    return out + speed
 
 def _who(mac: str, host) -> str:
     return f"host NIC {mac} ({', '.join(sorted(host))})" if host else f"{mac}"
@@ -97,10 +99,13 @@ def _counters(p: str, side: str) -> str:
     """mlx5 `ethtool -S` names for pauses on priority p ('all': 802.3x global pause), counters.rst."""
     return f"{side}_global_pause" if p == "all" else f"{side}_prio{p}_pause"
 
-def _pause(ctx: Context, row: dict, host, note: str) -> dict:
+def _pause(ctx: Context, row: dict, host, note: str, trusted_speed: bool = True) -> dict:
     share = min(1.0, row["paused_us"] * 1000.0 / ctx.duration_ns())
-    sev = "warning" if share >= ctx.config.pause_warning_share else "info"
     p = row["priority"]
+    # a warning needs RoCE on the paused priority (a pause on a class without RoCE is someone
+    # else's) and pause times the capture does not contradict (link_speed_mismatch)
+    roce = p == "all" or bool(_flows_on(ctx, p))
+    sev = "warning" if share >= ctx.config.pause_warning_share and roce and trusted_speed else "info"
     summary = (f"{_who(row['src_mac'], host)} paused {_prio_text(p)} with {plural(row['pause_frames'], 'pause frame')}: "
                f"{duration(row['paused_us'] * 1000)} in total ({share:.1%} of the capture), longest "
                f"{duration(row['longest_pause_us'] * 1000)}; {note}.")
@@ -108,9 +113,13 @@ def _pause(ctx: Context, row: dict, host, note: str) -> dict:
                 f"paused {duration(row['paused_us'] * 1000)} of {duration(ctx.duration_ns())} captured",
                 f"longest continuous pause {duration(row['longest_pause_us'] * 1000)}", note]
     rx, tx = _counters(p, "rx"), _counters(p, "tx")
+    if not roce:
+        evidence.insert(1, f"no RoCE packet was seen on {_prio_text(p)}")
     if p == "all":
+        keep = _roce_pfc_priorities(ctx)
         advice = ("802.3x PAUSE stops every class on the link: on RoCE hosts use PFC on the RoCE priority instead "
-                  "(`dcb pfc set dev <if> prio-pfc 3:on` or `mlnx_qos -i <if> --pfc 0,0,0,1,0,0,0,0`, then "
+                  f"(`dcb pfc set dev <if> prio-pfc {' '.join(f'{q}:on' for q in keep)}` or "
+                  f"`mlnx_qos -i <if> --pfc {pfc_vector(keep)}`, then "
                   f"`ethtool -A <if> rx off tx off`). mlx5 counts these in `ethtool -S` {rx} / {tx} and "
                   f"{tx}_duration (only while global pause is on).")
     else:
@@ -118,6 +127,15 @@ def _pause(ctx: Context, row: dict, host, note: str) -> dict:
                   "PFC counters; some pausing under load is normal, sustained pausing spreads congestion upstream "
                   "(head-of-line blocking): let ECN act first (Kmin < Kmax < PFC XOFF).")
     return finding(sev, "pfc_pause", summary, [], row["first_ts"], row["last_ts"], evidence, advice)
+
+def _roce_pfc_priorities(ctx: Context) -> list[int]:
+    """Where PFC should be on: the priorities RoCE data uses, those DCBX / --pfc-priorities
+    enable and those seen paused (3 when none is known)."""
+    from roceview.diagnose.priority import keep_on, priority_rows, protected_priorities
+
+    _, prio, _ = priority_rows(ctx)
+    return sorted(keep_on(ctx, protected_priorities(ctx)[0]) | set(np.unique(prio).tolist())) or [3]
+
 
 def _flows_on(ctx: Context, prio: str, dst: str | None = None) -> list[str]:
     """Data flows whose packets travel on `prio` (all priorities for 'all'), optionally to `dst`."""
@@ -162,6 +180,8 @@ def _slow_receiver(ctx: Context, row: dict, host: set, note: str) -> list[dict]:
     ip = next(iter(host))
     p = row["priority"]
     flows = _flows_on(ctx, p, dst=ip)
+    if not flows:
+        return []           # no RoCE into this host on the paused priority: not our traffic's receiver
     _, ce, cnps = _marks(ctx, flows)
     if ce or cnps:
         return []

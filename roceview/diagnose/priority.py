@@ -1,9 +1,12 @@
 """priority_mismatch: RoCE traffic or CNPs on a priority PFC does not protect.
 
-The protected priorities are those whose class-enable bit is set in the PFC frames of the capture,
-plus those an LLDP DCBX PFC configuration TLV enables. A frame's priority is its VLAN PCP when
-tagged, else its DSCP mapped to a priority (config `trust`, `dscp_to_priority`; default DSCP >> 3,
-the usual `mlnx_qos --trust dscp` map: DSCP 26 -> 3, 48 -> 6).
+Which priorities have PFC enabled is known only from an LLDP DCBX PFC configuration TLV in the
+capture (IEEE 802.1Qaz D.2.10, or CEE DCBX) or from `pfc_priorities` (--pfc-priorities). A PFC
+frame's class-enable vector says which priorities that frame pauses (802.1Qbb 36.1.3), not
+which have PFC enabled: a fabric that pauses priority 5 may protect priority 3 as well, so PFC
+frames alone never make a mismatch. A frame's priority is its VLAN PCP when tagged, else its
+DSCP mapped to a priority (config `trust`, `dscp_to_priority`; default DSCP >> 3, the usual
+`mlnx_qos --trust dscp` map: DSCP 26 -> 3, 48 -> 6).
 """
 from __future__ import annotations
 
@@ -69,16 +72,31 @@ def flows_on(ctx: Context, rows: np.ndarray, prio: int) -> np.ndarray:
 
 
 def protected_priorities(ctx: Context) -> tuple[set[int], list[str]]:
-    prios, sources = set(), []
-    for row in ctx.pfc:
-        if row["priority"] != "all":
-            prios.add(int(row["priority"]))
-            sources.append(f"PFC frames from {row['src_mac']} enable priority {row['priority']}")
+    """Priorities with PFC enabled, and where that was read: LLDP DCBX TLVs, --pfc-priorities."""
+    prios, sources = set(ctx.config.pfc_priorities), []
+    if ctx.config.pfc_priorities:
+        sources.append(f"--pfc-priorities / pfc_priorities: {', '.join(map(str, sorted(prios)))}")
     for mac, bits in (ctx.facts.lldp_pfc.items() if ctx.facts else []):
         enabled = [p for p in range(8) if bits >> p & 1]
         prios.update(enabled)
         sources.append(f"LLDP DCBX from {_mac(mac)} enables PFC on {enabled or 'no priority'}")
     return prios, sources
+
+
+def paused_priorities(ctx: Context) -> set[int]:
+    """Priorities some PFC frame of the capture paused: PFC is on there, whatever DCBX says."""
+    return {int(r["priority"]) for r in ctx.pfc if r["priority"] != "all" and r["pause_frames"]}
+
+
+def pfc_vector(prios) -> str:
+    """`mlnx_qos --pfc` form: eight 0/1 for priorities 0-7."""
+    return ",".join("1" if p in prios else "0" for p in range(8))
+
+
+def keep_on(ctx: Context, protected: set[int]) -> set[int]:
+    """The priorities advice must leave PFC on: the protected ones and every one seen paused
+    (advice that turns PFC off on a class in use would make that class lossy)."""
+    return set(protected) | paused_priorities(ctx)
 
 
 def _mac(mac: int) -> str:
@@ -118,8 +136,9 @@ def _finding(ctx, src, prio, flows, protected, sources, cnp: bool) -> dict:
                f"only priority {want}: {'congestion notifications may be dropped' if cnp else 'this traffic is lossy'}.")
     evidence = [f"{plural(len(flows), 'flow')} from {src}: {marks}, {plural(n, 'packet')}", *sources[:3],
                 f"priority from {'PCP when VLAN-tagged, else DSCP' if ctx.config.trust == 'auto' else ctx.config.trust.upper()}"]
-    advice = (f"Give {src}'s NIC the fabric QoS: `mlnx_qos -i <if> --trust dscp --pfc 0,0,0,1,0,0,0,0` (or `dcb pfc "
-              "set dev <if> prio-pfc 3:on`) with the RoCE traffic class set for the RDMA device (RDMA-CM: "
+    keep = sorted(keep_on(ctx, protected))
+    advice = (f"Give {src}'s NIC the fabric QoS: `mlnx_qos -i <if> --trust dscp --pfc {pfc_vector(keep)}` (or `dcb pfc "
+              f"set dev <if> prio-pfc {' '.join(f'{p}:on' for p in keep)}`) with the RoCE traffic class set for the RDMA device (RDMA-CM: "
               "`/sys/kernel/config/rdma_cm/<dev>/ports/<port>/default_roce_tos`; the application's, e.g. NCCL_IB_TC) "
               f"so RoCE rides the protected priority {want}; compare `ethtool -S` rx_prio<p>_discards on the wrong "
               "priority.")

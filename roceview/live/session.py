@@ -34,7 +34,7 @@ class LiveSession:
         from roceview.api import check_options, load_settings
 
         check_options(args.pmtu, args.link_speed, args.bucket)
-        self.settings = load_settings(args.config)
+        self.settings = load_settings(args.config, getattr(args, "pfc_priorities", None))
         self.args, self._warn = args, warn
         self.warnings: list[str] = []
         self.stop_reason: str | None = None

@@ -218,7 +218,7 @@ def test_pause_refreshed_before_expiry_for_150_ms_is_a_storm(tmp_path):
 def test_pause_that_lapses_between_refreshes_is_no_storm(tmp_path):
     found = _xoff_train(400_000).findings(tmp_path)
     assert "pfc_storm" not in kinds(found), show(found)
-    assert _one(found, "pfc_pause")["severity"] == "warning"   # 84 % paused
+    assert _one(found, "pfc_pause")["severity"] == "info"   # 84 % paused, but no RoCE on priority 3
 
 
 def test_storm_threshold_comes_from_the_config(tmp_path):
@@ -299,8 +299,20 @@ def test_priority_comes_from_pcp_when_tagged_else_dscp(tmp_path, tagged, pcp, ds
     for psn in range(5):
         c.req(psn, pcp=pcp, dscp=dscp, tagged=tagged)
     c.ack(4).pfc(0xFFFF).at(2000).pfc(0)
-    found = c.findings(tmp_path, load_config(trust=trust))
+    found = c.findings(tmp_path, load_config(trust=trust, pfc_priorities=[3]))
     assert ("priority_mismatch" in kinds(found)) == mismatch, show(found)
+    # the PFC frames alone say priority 3 was paused, not that only 3 has PFC: no mismatch
+    assert "priority_mismatch" not in kinds(c.findings(tmp_path, load_config(trust=trust))), show(found)
+
+
+def test_mismatch_advice_keeps_pfc_on_every_priority_seen_paused(tmp_path):
+    c = Cap()
+    for psn in range(5):
+        c.req(psn, pcp=0, dscp=0, tagged=True)
+    c.ack(4).pfc(0xFFFF).at(2000).pfc(0)
+    found = c.findings(tmp_path, load_config(pfc_priorities=[5]))
+    (pm,) = [f for f in found if f["kind"] == "priority_mismatch" and "on priority 0" in f["summary"]]
+    assert "--pfc 0,0,0,1,0,1,0,0" in pm["advice"] and "prio-pfc 3:on 5:on" in pm["advice"]
 
 
 def test_cnps_on_an_unprotected_priority_are_info(tmp_path):
@@ -308,7 +320,7 @@ def test_cnps_on_an_unprotected_priority_are_info(tmp_path):
     for psn in range(5):
         c.req(psn)
     c.cnp(pcp=6, dscp=48).ack(4).pfc(0xFFFF).at(2000).pfc(0)
-    found = c.findings(tmp_path)
+    found = c.findings(tmp_path, load_config(pfc_priorities=[3]))
     (pm,) = [f for f in found if f["kind"] == "priority_mismatch"]
     assert pm["severity"] == "info" and "CNP" in pm["summary"] and "priority 6" in pm["summary"]
 
@@ -318,3 +330,37 @@ def test_clean_hand_built_exchange_has_no_warning(tmp_path):
     for psn in range(50):
         c.req(psn).at(200).ack(psn)
     assert not c.findings(tmp_path)
+
+
+# ---- RNR: retried, or given up ---------------------------------------------------------------
+SYN_RNR_0_04_MS = 0x20 | 4          # RNR NAK, timer code 4 = 0.04 ms (IBTA Table 45)
+
+
+def _rnr_naks(c: Cap, naks: int, resend_last: bool) -> Cap:
+    c.req(0)
+    for _ in range(naks):
+        c.at(1000).ack(0, syndrome=SYN_RNR_0_04_MS).at(40_000).req(0)
+    if resend_last:
+        c.at(1000).ack(0)
+    return c
+
+
+def test_rnr_naks_with_the_retries_seen_are_a_warning(tmp_path):
+    c = _rnr_naks(Cap(), 3, resend_last=True)
+    rnr = _one(c.findings(tmp_path), "rnr")
+    assert rnr["severity"] == "warning" and "gave up" not in rnr["summary"]
+
+
+def test_rnr_naks_then_silence_past_the_timer_while_the_capture_goes_on_is_critical(tmp_path):
+    c = _rnr_naks(Cap(), 4, resend_last=False)
+    c.frames.pop(), c.ts.pop()                        # the requester never resent after the 4th NAK
+    c.at(200_000).pfc(0)                              # the capture goes on 0.2 ms (5 RNR timers)
+    rnr = _one(c.findings(tmp_path), "rnr")
+    assert rnr["severity"] == "critical", rnr["summary"]
+    assert "gave up after 4 RNR NAKs on PSN 0" in rnr["summary"] and "IBV_WC_RNR_RETRY_EXC_ERR" in rnr["summary"]
+
+
+def test_rnr_naks_at_the_end_of_the_capture_are_not_called_given_up(tmp_path):
+    c = _rnr_naks(Cap(), 4, resend_last=False)
+    c.frames.pop(), c.ts.pop()                        # the capture ends right after the last NAK
+    assert _one(c.findings(tmp_path), "rnr")["severity"] == "warning"

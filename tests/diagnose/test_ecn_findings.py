@@ -35,7 +35,7 @@ def test_incast_ignores_pauses_from_another_host_and_another_window(tmp_path):
     c.at(5_000_000).pfc(0xFFFF).at(1000).pfc(0)                           # a switch, 5 ms later
     incast = one(c.findings(tmp_path), "incast")
     assert "PFC pause" not in incast["summary"] and "PFC pause" not in incast["evidence"]
-    assert "with 4 CE-marked packets, 4 CNPs from 10.0.0.1 there" in incast["summary"]
+    assert "with 4 CE-marked packets, 4 CNPs from 10.0.0.1 in that window" in incast["summary"]
 
 
 def test_incast_counts_switch_pauses_in_its_window(tmp_path):
@@ -62,3 +62,45 @@ def test_a_sustained_not_ect_source_is_still_a_warning(tmp_path):
     found = _not_ect(Cap(), 120).findings(tmp_path)
     assert listing(found) == [("warning", "ecn_not_enabled")]
     assert "120 of 120 data packets" in one(found, "ecn_not_enabled")["summary"]
+
+
+def _staggered(c: Cap, receiver: int = 0, senders=(1, 2, 3, 4)) -> Cap:
+    """The senders join one per 1.5 ms and then each send one packet per 0.25 ms to the receiver
+    until 8 ms, every fourth CE-marked and answered by a CNP: shaped traffic, no burst."""
+    psn = 0
+    for step in range(32):
+        for k, s in enumerate(senders):
+            if step * 250_000 >= k * 1_500_000:
+                c.req(s, receiver, psn, ecn=3 if psn % 4 == 3 else 2)
+                if psn % 4 == 3:
+                    c.cnp(receiver, s)
+        psn += 1
+        c.at(250_000)
+    for s in senders:
+        c.ack(receiver, s, psn - 1)
+    return c
+
+
+def test_senders_that_join_one_by_one_are_congestion_not_incast(tmp_path):
+    found = _staggered(Cap()).findings(tmp_path)
+    assert "incast" not in {k for _, k in listing(found)}, listing(found)
+    assert "ecn_congestion" in {k for _, k in listing(found)}
+
+
+def test_the_same_senders_starting_together_are_incast(tmp_path):
+    found = _staggered(Cap(), senders=(1, 2, 3, 4, 5)).findings(tmp_path)
+    assert "incast" not in {k for _, k in listing(found)}
+    c = Cap()
+    for psn in range(8):
+        for s in (1, 2, 3, 4):
+            c.req(s, 0, psn, ecn=3 if psn % 4 == 3 else 2)
+        c.at(250_000)
+    assert "incast" in {k for _, k in listing(c.ack(0, 1, 7).cnp(0, 1).findings(tmp_path))}
+
+
+def test_incast_counts_ce_and_cnps_in_its_window_only(tmp_path):
+    c = _incast(Cap()).at(3_000_000)
+    for psn in range(4, 40):                       # later CE marks and CNPs, another window
+        c.req(1, 0, psn, ecn=3).cnp(0, 1).at(10_000)
+    incast = one(c.findings(tmp_path), "incast")
+    assert "with 4 CE-marked packets, 4 CNPs from 10.0.0.1 in that window" in incast["summary"], incast["summary"]

@@ -67,8 +67,10 @@ class Cap(BoundaryCap):
     def cnp(self, src, dst, **kw) -> "Cap":
         return self.roce(src, dst, ib.CNP, 0, becn=True, **kw)
 
-    def pfc(self, quanta3=0xFFFF, mac=SWITCH_MAC) -> "Cap":
-        return self._add(pfc_frame(PfcFrame(mac, 0x08, (0, 0, 0, quanta3, 0, 0, 0, 0))))
+    def pfc(self, quanta3=0xFFFF, mac=SWITCH_MAC, prio=3) -> "Cap":
+        slots = [0] * 8
+        slots[prio] = quanta3
+        return self._add(pfc_frame(PfcFrame(mac, 1 << prio, tuple(slots))))
 
     def pause(self, quanta, mac=SWITCH_MAC) -> "Cap":
         frame = bytes.fromhex("0180c2000001") + mac + struct.pack("!HHH", 0x8808, 0x0001, quanta)
