@@ -123,8 +123,20 @@ def _nak_for(ctx, name, ts, first, psn) -> bool:
 
 
 def _resent(ctx, name, ts, first, psn) -> bool:
+    """A missing PSN resent later: lost on the way, unless an RNR NAK explains the resend (the
+    requester resends from the RNR-NAKed PSN on, IBTA 9.7.5.2.8: a PSN after it that only the
+    capture missed comes again too)."""
     ev = ctx.ev("retransmit", name)
-    return bool((_window(ctx, ev, ts + 1) & _between(ev.psn, first, (psn - 1) % PSN_MOD)).any())
+    hits = ev.ts[_window(ctx, ev, ts + 1) & _between(ev.psn, first, (psn - 1) % PSN_MOD)]
+    if not len(hits):
+        return False
+    window = int(ctx.config.nak_window_us * 1000)
+    for other in requester_side(ctx, name):
+        rnr = ctx.ev("nak_rnr", other)
+        near = (rnr.ts >= ts - window) & (rnr.ts < int(hits.min())) & _between(rnr.psn, (first - (1 << 22)) % PSN_MOD, first)
+        if near.any():
+            return False
+    return True
 
 
 def _reread(ctx, name, ts, first, psn) -> bool:
