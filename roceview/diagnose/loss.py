@@ -25,7 +25,8 @@ from roceview.units import duration, plural
 LOSS_ADVICE = ("Read `ethtool -S <if>` rx_prio<p>_discards and rx_discards_phy on both hosts and the switch "
                "port drop counters for the RoCE priority; on the NICs compare the RDMA hw counters "
                "out_of_sequence (the receiver's: requests that arrived out of order) and packet_seq_err (the "
-               "requester's: NAK sequence errors it received) with the NAKs and retransmissions seen here. "
+               "requester's: NAK sequence errors it received) and implied_nak_seq_err (the requester's: an ACK "
+               "beyond an incomplete RDMA READ, i.e. a lost READ response) with the NAKs and retransmissions seen here. "
                "Lossless RoCE needs PFC on its priority end to end (`mlnx_qos -i <if> --trust dscp --pfc "
                "{vector}` or `dcb pfc set dev <if> prio-pfc {dcb}`) and the same MTU end to end; for "
                "bit errors read rx_crc_errors_phy, rx_symbol_err_phy and rx_corrected_bits_phy.")
