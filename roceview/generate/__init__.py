@@ -5,11 +5,11 @@
     write_capture(cap, "loss.pcapng")
     cap.truth.drops_at("switch")
 
-Model: RC queue pairs (requester: go-back-N, Local ACK Timeout, RNR wait; responder: ePSN,
-coalesced ACKs, NAK PSN sequence error, RNR NAK, remote access error, READ responses), NICs
-with DCQCN notification/reaction points, one switch (ECN RED marking, PFC per ingress
-port/priority, a loss point) and a SPAN mirror on the sender or the receiver side that can
-overflow. See docs in captures/README.md.
+Model: RC queue pairs (requester: go-back-N, Local ACK Timeout, RNR wait up to rnr_retry times;
+responder: ePSN, coalesced ACKs, NAK PSN sequence error, RNR NAK, remote access error, READ
+responses), NICs with DCQCN notification/reaction points, one switch (ECN RED marking, PFC per
+ingress port/priority, LLDP DCBX, a loss point) and a SPAN mirror on the sender or the
+receiver side that can overflow. See docs in captures/README.md.
 """
 from __future__ import annotations
 

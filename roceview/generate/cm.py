@@ -20,7 +20,7 @@ MGMT_CLASS_CM, CM_CLASS_VERSION, METHOD_SEND = 0x07, 2, 0x03
 ATTR_REQ, ATTR_REP, ATTR_RTU = 0x0010, 0x0013, 0x0014
 MTU_CODE = {256: 1, 512: 2, 1024: 3, 2048: 4, 4096: 5}    # IBTA 9.4 / Table 222 path MTU
 RDMA_PS_TCP, NVMF_PORT = 0x0106, 4420                    # rdma_cm service id: PS and port
-CM_TIMEOUT, RETRY, RNR_RETRY = 20, 7, 7
+CM_TIMEOUT, RETRY = 20, 7
 SOFTWARE_PS = 5_000_000           # rdma_cm / application reaction time: 5 us
 
 
@@ -64,7 +64,7 @@ def req_message(qp, ips) -> bytes:
     return (struct.pack("!IIQ8sIIIII", comm_id(qp.qpn), 0, service_id, _guid(host.mac), 0, 0,
                         qp.qpn << 8 | 16, 16, CM_TIMEOUT << 3 | 1)
             + struct.pack("!IHBB", (qp.sq_psn & ib.PSN_MASK) << 8 | CM_TIMEOUT << 3 | RETRY,
-                          ib.PKEY_DEFAULT, MTU_CODE[qp.mtu] << 4 | RNR_RETRY, 15 << 4)
+                          ib.PKEY_DEFAULT, MTU_CODE[qp.mtu] << 4 | qp.requester.rnr_retry, 15 << 4)
             + _path(qp, ips[host.index], ips[qp.peer]) + bytes(44) + cma_hdr)
 
 
@@ -73,7 +73,7 @@ def rep_message(qp, remote_comm: int) -> bytes:
     20 starting PSN, 24 responder resources, 25 initiator depth, 26 target ACK delay |
     failover | flow control, 27 RNR retry, 28 local CA GUID."""
     return struct.pack("!IIIIIIBBBB8s", comm_id(qp.qpn), remote_comm, 0, qp.qpn << 8, 0,
-                       (qp.sq_psn & ib.PSN_MASK) << 8, 16, 16, 14 << 3 | 1, RNR_RETRY << 5,
+                       (qp.sq_psn & ib.PSN_MASK) << 8, 16, 16, 14 << 3 | 1, qp.requester.rnr_retry << 5,
                        _guid(qp.host.mac))
 
 

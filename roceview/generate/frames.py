@@ -3,7 +3,7 @@
 RoCEv2 frame = Ethernet [802.1Q tag] / IPv4 / UDP dport 4791 / BTH / [RETH] [AETH] [ImmDt] /
 payload / pad / ICRC (IBTA Annex A17.4). RoCEv1 frame = Ethernet [802.1Q tag] / EtherType
 0x8915 / GRH (IPv4-mapped GIDs) / BTH ... / ICRC (Annex A16). PFC frame = 802.1Qbb MAC
-control (clause 36).
+control (clause 36). LLDP frame = 802.1AB LLDPDU carrying the 802.1Qaz DCBX PFC configuration.
 The FCS is not stored, as in ordinary captures.
 """
 from __future__ import annotations
@@ -21,6 +21,10 @@ GRH_NXTHDR_IBA = 0x1B             # IBTA 8.3.1: next header = IBA transport
 ETH_P_MAC_CONTROL = 0x8808
 PFC_OPCODE = 0x0101               # 802.1Qbb 36.1.1 "Priority-based flow control"
 PFC_DST_MAC = bytes.fromhex("0180c2000001")
+ETH_P_LLDP = 0x88CC
+LLDP_DST_MAC = bytes.fromhex("0180c200000e")   # nearest bridge group address (802.1AB 7.1)
+OUI_IEEE_8021 = bytes.fromhex("0080c2")
+LLDP_PFC_CONFIG = 0x0B            # 802.1Qaz D.2.10: PFC configuration TLV subtype
 MIN_FRAME = 60                    # without FCS
 WIRE_OVERHEAD = 4 + 8 + 12        # FCS + preamble/SFD + inter-frame gap: bytes on the wire
 _FF8 = b"\xff" * 8                # the LRH stand-in of the ICRC pseudo-header (A17.4.1)
@@ -89,6 +93,26 @@ class PfcFrame:
     @property
     def wire_bytes(self) -> int:
         return MIN_FRAME + WIRE_OVERHEAD
+
+
+@dataclass(slots=True)
+class LldpFrame:
+    """802.1AB LLDPDU from a port: chassis MAC, port name, TTL, and the DCBX PFC configuration
+    (802.1Qaz D.2.10): which priorities have PFC enabled, what PFC frames never say."""
+    src_mac: bytes
+    chassis_mac: bytes
+    port_name: str
+    pfc_enable: int                # bit p: PFC enabled on priority p
+    pfc_cap: int = 8               # traffic classes that can have PFC at once
+    ttl_s: int = 120               # 4 x msgTxInterval 30 s (802.1AB 9.2.5)
+
+    @property
+    def frame_len(self) -> int:
+        return len(lldp_frame(self))
+
+    @property
+    def wire_bytes(self) -> int:
+        return self.frame_len + WIRE_OVERHEAD
 
 
 @dataclass(frozen=True)
@@ -181,3 +205,18 @@ def pfc_frame(f: PfcFrame) -> bytes:
     """802.1Qbb 36.1.3: DA 01-80-C2-00-00-01, type 0x8808, opcode 0x0101, vector, 8 x time."""
     body = struct.pack("!HH8H", PFC_OPCODE, f.enable_vector, *f.quanta)
     return _pad_min(PFC_DST_MAC + f.src_mac + struct.pack("!H", ETH_P_MAC_CONTROL) + body)
+
+
+def _tlv(tlv_type: int, value: bytes) -> bytes:
+    """802.1AB 8.4: 7-bit type, 9-bit length, value."""
+    return struct.pack("!H", tlv_type << 9 | len(value)) + value
+
+
+def lldp_frame(f: LldpFrame) -> bytes:
+    """802.1AB 8.5: Chassis ID (subtype 4, MAC), Port ID (subtype 5, interface name), TTL,
+    the PFC configuration TLV (type 127, OUI 00-80-C2, subtype 0x0B: willing 0, MBC 0,
+    PFC cap, enable bitmap), End of LLDPDU; untagged to 01-80-C2-00-00-0E."""
+    pfc = OUI_IEEE_8021 + bytes([LLDP_PFC_CONFIG, f.pfc_cap & 0x0F, f.pfc_enable])
+    body = (_tlv(1, b"\x04" + f.chassis_mac) + _tlv(2, b"\x05" + f.port_name.encode())
+            + _tlv(3, struct.pack("!H", f.ttl_s)) + _tlv(127, pfc) + _tlv(0, b""))
+    return _pad_min(LLDP_DST_MAC + f.src_mac + struct.pack("!H", ETH_P_LLDP) + body)

@@ -8,7 +8,7 @@ from collections import deque
 from roceview.generate import ibta as ib
 from roceview.generate.dcqcn import NotificationPoint
 from roceview.generate.simulator import serialisation_ps
-from roceview.generate.frames import PfcFrame, RocePacket
+from roceview.generate.frames import LldpFrame, PfcFrame, RocePacket
 from roceview.generate.pause_sender import PauseSender
 from roceview.generate.port import Port
 
@@ -48,6 +48,8 @@ class Host:
     def receive(self, frame) -> None:
         if isinstance(frame, PfcFrame):
             self._apply_pfc(frame)
+        elif isinstance(frame, LldpFrame):
+            return    # the NIC's LLDP agent reads it; the model needs no DCBX negotiation
         elif self.rx is not None:
             self.rx.arrive(frame)
         else:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from roceview.generate.simulator import serialisation_ps
-from roceview.generate.frames import Addressing, PfcFrame, pfc_frame, roce_frame
+from roceview.generate.frames import Addressing, LldpFrame, PfcFrame, RocePacket, lldp_frame, pfc_frame, roce_frame
 
 REPLICA_GBPS = 100.0     # the capture port's rate when `gbps` is not modelled
 
@@ -52,7 +52,7 @@ class Mirror:
     def _corrupted(self, frame, data: bytes, ts_ps: int) -> bytes:
         """One bit of the payload flipped in this copy only (the rng is drawn only when the
         fault is on, so other scenarios' streams stay as they were)."""
-        if self.corrupt_prob <= 0 or isinstance(frame, PfcFrame) or frame.payload_len < 1:
+        if self.corrupt_prob <= 0 or not isinstance(frame, RocePacket) or frame.payload_len < 1:
             return data
         if self.rng.random() >= self.corrupt_prob:
             return data
@@ -70,6 +70,8 @@ class Mirror:
     def _bytes(self, frame) -> bytes:
         if isinstance(frame, PfcFrame):
             return pfc_frame(frame)
+        if isinstance(frame, LldpFrame):
+            return lldp_frame(frame)
         if frame.data is not None:
             return roce_frame(frame, self.addr, frame.data)
         start = (frame.psn * 61) % 4096

@@ -8,15 +8,13 @@ import numpy as np
 from roceview.generate import ibta as ib
 from roceview.generate.cm import ConnectionManager
 from roceview.generate.dcqcn import NotificationPoint
-from roceview.generate.simulator import PS_PER_NS, Simulator
-from roceview.generate.frames import Addressing, PfcFrame
+from roceview.generate.simulator import BASE_TS_NS, PS_PER_NS, Simulator
+from roceview.generate.frames import Addressing, LldpFrame, RocePacket
 from roceview.generate.host import Host, ReceivePipeline
 from roceview.generate.mirror import Mirror
 from roceview.generate.qp import Application, QpSettings, QueuePair, Workload
 from roceview.generate.switch import Switch, SwitchSettings
 from roceview.generate.truth import Drop, Truth
-
-BASE_TS_NS = 1_700_000_000 * 10**9   # 2023-11-14T22:13:20Z: a fixed epoch keeps output reproducible
 
 
 @dataclass
@@ -47,6 +45,9 @@ def host_mac(i: int) -> bytes:
 
 def switch_mac(i: int) -> bytes:
     return bytes([0x0E, 0x5C, 0x00, 0x00, 0xFF, 0x10 + i])   # switch port MACs
+
+
+SWITCH_CHASSIS_MAC = bytes.fromhex("0e5c0000ff00")           # the switch's base MAC (LLDP chassis ID)
 
 
 class Network:
@@ -85,7 +86,7 @@ class Network:
 
     def _record(self, where: str, frame, ts_ps: int | None) -> Drop:
         ts = BASE_TS_NS + (self.sim.now if ts_ps is None else ts_ps) // 1000
-        if isinstance(frame, PfcFrame):
+        if not isinstance(frame, RocePacket):   # PFC or LLDP
             return Drop(where, ts, "", "", 0, None, None)
         ip = self.addr.ips
         return Drop(where, ts, _ip(ip[frame.src]), _ip(ip[frame.dst]), frame.dest_qp, frame.psn,
@@ -129,6 +130,27 @@ class Network:
         rx = ReceivePipeline(self.hosts[host], drain_gbps, xoff_bytes, xon_bytes, prio, lapse)
         self.hosts[host].rx = rx
         return rx
+
+    def advertise_dcbx(self) -> None:
+        """Each switch port sends one LLDPDU at time 0 with the PFC configuration TLV naming the
+        switch's PFC priorities (802.1Qaz D.2.10). LLDP repeats every 30 s (msgTxInterval);
+        every capture here is shorter."""
+        enable = sum(1 << p for p in self.s.switch.pfc_prios)
+        for i, port in self.switch.ports.items():
+            lldp = LldpFrame(switch_mac(i), SWITCH_CHASSIS_MAC, f"swp{i + 1}", enable)
+            self.sim.at(0, port.send_control, lldp)
+            self.truth.count("lldp_sent")
+
+    def pause_cycles(self, host: int, prio: int, first_ns: int, period_ns: int, hold_ns: int,
+                     count: int) -> None:
+        """The switch port toward `host` pauses `prio` `count` times: XOFF every `period_ns`
+        from `first_ns` (refreshed while held), XON `hold_ns` later. The lossless traffic that
+        fills that priority's buffer is not modelled; `prio` must be in the switch's pfc_prios."""
+        pauser = self.switch.pausers[(host, prio)]
+        for k in range(count):
+            at = (first_ns + k * period_ns) * PS_PER_NS
+            self.sim.at(at, pauser.xoff)
+            self.sim.at(at + hold_ns * PS_PER_NS, pauser.xon)
 
     def every(self, interval_ns: int, count: int, fn) -> None:
         """Call fn() `count` times, every `interval_ns` (an application's periodic work)."""

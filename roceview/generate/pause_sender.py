@@ -39,6 +39,7 @@ class PauseSender:
             return
         self.port.send_control(self._frame(XOFF_QUANTA))
         self.truth.count("pfc_xoff_sent")
+        self.truth.count(f"pfc_xoff_sent_prio{self.prio}")
         self.truth.pause_sources[self.src_mac.hex(":")] = self.source_kind
         self.sim.after(self.refresh_ps, self._send_xoff, gen)
 
@@ -49,3 +50,4 @@ class PauseSender:
         self._gen += 1
         self.port.send_control(self._frame(0))
         self.truth.count("pfc_xon_sent")
+        self.truth.count(f"pfc_xon_sent_prio{self.prio}")

@@ -19,6 +19,7 @@ class QpSettings:
     window: int = 64           # outstanding PSNs the NIC allows (its WQE/doorbell pipeline)
     timeout_exp: int = 14      # QP attribute `timeout`: 4.096 us * 2^14 = 67 ms
     retry_cnt: int = 7
+    rnr_retry: int = 7         # RNR NAKs resent after, 0-6; 7 = for ever (ibv_modify_qp)
     ack_delay_ns: int = 1000   # responder ACK coalescing window
     rnr_timer_code: int = 12   # min RNR timer 0.64 ms (IBTA Table 45)
 
@@ -32,7 +33,8 @@ class QueuePair:
         self.pcp, self.dscp, self.ecn = settings.pcp, settings.dscp, settings.ecn
         self.mtu = mtu or host.mtu     # path MTU
         self.rp = ReactionPoint(line_gbps=host.port.gbps)
-        self.requester = Requester(self, settings.window, settings.timeout_exp, settings.retry_cnt)
+        self.requester = Requester(self, settings.window, settings.timeout_exp, settings.retry_cnt,
+                                   rnr_retry=settings.rnr_retry)
         self.responder = Responder(self, settings.ack_delay_ns * 1000, settings.rnr_timer_code)
 
     def span(self, length: int) -> int:
@@ -63,7 +65,10 @@ class QueuePair:
     def receive(self, pkt: RocePacket) -> None:
         if pkt.opcode == ib.CNP:
             self.truth.count("cnps_received")
+            cuts = self.rp.cuts
             self.rp.on_cnp(self.sim.now)
+            if self.rp.cuts > cuts:        # at most one cut per rate_reduce_period
+                self.truth.count("dcqcn_rate_cuts")
         elif pkt.opcode == ib.ACKNOWLEDGE or pkt.opcode in ib.READ_RESPONSE_OPCODES:
             self.requester.on_response(pkt)
         else:
@@ -73,11 +78,14 @@ class QueuePair:
 @dataclass
 class Workload:
     """What the application posts: `messages` (op, length) in order, at most `qd`
-    outstanding, `gap_ns` think time after each completion, from `start_ns`."""
+    outstanding, `gap_ns` think time after each completion, from `start_ns`; with `at_ns`
+    message i is posted no earlier than at_ns[i] after the start (an application that works
+    in steps)."""
     messages: list
     qd: int = 8
     gap_ns: int = 0
     start_ns: int = 0
+    at_ns: tuple | None = None
     rkey: int = 0x1234
     bad_rkey_at: int | None = None   # index of a message sent with a stale R_Key
 
@@ -86,17 +94,25 @@ class Application:
     def __init__(self, qp: QueuePair, workload: Workload, start: bool = True):
         self.qp, self.w = qp, workload
         self.next = 0
+        self.t0 = 0                    # when posting began (at_ns counts from it)
         qp.requester.on_complete = self._completed
         if start:
             self.start()
 
     def start(self) -> None:
         """Begin posting `start_ns` from now (at once, or when the connection is established)."""
-        self.qp.sim.after(self.w.start_ns * 1000, self._fill)
+        self.t0 = self.qp.sim.now + self.w.start_ns * 1000
+        self.qp.sim.at(self.t0, self._fill)
+        for t in sorted(set(self.w.at_ns or ())):
+            self.qp.sim.at(self.t0 + t * 1000, self._fill)
+
+    def _due(self, i: int) -> bool:
+        return self.w.at_ns is None or self.t0 + self.w.at_ns[i] * 1000 <= self.qp.sim.now
 
     def _fill(self) -> None:
         req = self.qp.requester
-        while self.next < len(self.w.messages) and len(req.wrs) - req.done < self.w.qd:
+        while (self.next < len(self.w.messages) and len(req.wrs) - req.done < self.w.qd
+               and self._due(self.next)):
             self._post(self.next)
             self.next += 1
 

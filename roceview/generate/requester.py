@@ -4,7 +4,8 @@ State is kept in unwrapped sequence numbers (`seq`, 0-based); the wire PSN is
 (first_psn + seq) mod 2^24. `snd_una` is the oldest unacknowledged PSN, `snd_nxt` the next
 one to transmit; a NAK or a timeout moves `snd_nxt` back to the PSN to resend (go-back-N,
 IBTA 9.7.5.1.3 / 9.7.6.1.3). `sent_hi` is the highest PSN ever sent + 1: a packet below it is
-a retransmission.
+a retransmission. A QP that gives up (fatal NAK, retry or RNR retry exceeded) goes to Error and
+sends nothing more; its work request completes with the status recorded in `truth.qp_errors`.
 """
 from __future__ import annotations
 
@@ -12,8 +13,14 @@ import bisect
 from dataclasses import dataclass
 
 from roceview.generate import ibta as ib
-from roceview.generate.simulator import serialisation_ps
+from roceview.generate.simulator import BASE_TS_NS, serialisation_ps
 from roceview.generate.frames import RocePacket
+
+RNR_RETRY_INFINITE = 7   # QP attribute rnr_retry (3 bits): 0-6 resends after RNR NAKs, 7 = for ever
+# work completion status of the WR that was outstanding when a NAK code ended the QP
+FATAL_NAK_STATUS = {ib.NAK_INVALID_REQUEST: "IBV_WC_REM_INV_REQ_ERR",
+                    ib.NAK_REMOTE_ACCESS_ERROR: "IBV_WC_REM_ACCESS_ERR",
+                    ib.NAK_REMOTE_OPERATIONAL_ERROR: "IBV_WC_REM_OP_ERR"}
 
 
 @dataclass
@@ -32,9 +39,11 @@ class WorkRequest:
 
 
 class Requester:
-    def __init__(self, qp, window: int, timeout_exp: int, retry_cnt: int = 7, ackreq_every: int = 16):
+    def __init__(self, qp, window: int, timeout_exp: int, retry_cnt: int = 7, ackreq_every: int = 16,
+                 rnr_retry: int = RNR_RETRY_INFINITE):
         self.qp = qp
         self.window, self.retry_cnt, self.ackreq_every = window, retry_cnt, ackreq_every
+        self.rnr_retry, self.rnr_naks = rnr_retry, 0   # RNR NAKs since the last forward progress
         self.timeout_exp, self.timeout_ps = timeout_exp, ib.local_ack_timeout_ps(timeout_exp)
         self.wrs: list[WorkRequest] = []
         self._starts: list[int] = []
@@ -117,7 +126,7 @@ class Requester:
         elif kind == 3 and (syndrome & 0x1F) == ib.NAK_PSN_SEQUENCE_ERROR:
             self._sequence_nak(seq)
         elif kind == 3:
-            self._fatal_nak(syndrome & 0x1F)
+            self._fatal_nak(syndrome & 0x1F, seq)
 
     def _sequence_nak(self, seq: int) -> None:
         """NAK PSN sequence error: everything before `seq` arrived; resend from it (9.7.5.1.3)."""
@@ -129,27 +138,42 @@ class Requester:
         self.qp.host.port.kick()
 
     def _rnr_nak(self, seq: int, timer_code: int) -> None:
-        """RNR NAK: wait the RNR timer, then resend from `seq` (9.7.5.2.8)."""
+        """RNR NAK: wait the RNR timer, then resend from `seq` (9.7.5.2.8), at most `rnr_retry`
+        times in a row (7: for ever); the next RNR NAK ends the QP. The count restarts when an
+        ACK moves snd_una (as rxe's reset_retry_counters on each completed WQE)."""
         if seq < self.snd_una:
             return
         self.qp.truth.count("naks_rnr_received")
         self._advance(seq)
+        self.rnr_naks += 1
+        if self.rnr_retry != RNR_RETRY_INFINITE and self.rnr_naks > self.rnr_retry:
+            self.qp.truth.count("rnr_retry_exceeded")
+            return self._to_error("IBV_WC_RNR_RETRY_EXC_ERR", seq)
         self.snd_nxt = min(self.snd_nxt, seq)
         self.hold_until = self.qp.sim.now + ib.RNR_TIMER_US[timer_code] * 1_000_000
         self.qp.host.port.wake_at(self.hold_until)
 
-    def _fatal_nak(self, code: int) -> None:
-        """Invalid request / remote access / remote operational error: the QP goes to Error."""
+    def _fatal_nak(self, code: int, seq: int) -> None:
+        """Invalid request / remote access / remote operational error at `seq`: the QP goes
+        to Error."""
         self.qp.truth.count("naks_other_received")
+        self._to_error(FATAL_NAK_STATUS.get(code, "IBV_WC_REM_OP_ERR"), seq)
+
+    def _to_error(self, status: str, seq: int) -> None:
+        """QP to Error: nothing more is sent, the timer stops; the WR at `seq` completes with
+        `status` (the rest are flushed, which the wire never shows)."""
         self.error = True
         self.timer_gen += 1
+        self.qp.truth.qp_errors.append({
+            "qpn": self.qp.qpn, "status": status, "psn": (self.qp.sq_psn + seq) & ib.PSN_MASK,
+            "ts_ns": BASE_TS_NS + self.qp.sim.now // 1000})
 
     def _advance(self, new_una: int) -> None:
         if new_una <= self.snd_una:
             return
         self.snd_una = min(new_una, self.sent_hi)
         self.snd_nxt = max(self.snd_nxt, self.snd_una)
-        self.retries = 0
+        self.retries = self.rnr_naks = 0
         while self.done < len(self.wrs) and self.wrs[self.done].end <= self.snd_una:
             self.done += 1
             self.on_complete(self.wrs[self.done - 1])
@@ -175,8 +199,7 @@ class Requester:
             return
         self.retries += 1
         self.qp.truth.count("ack_timeouts")
-        if self.retries > self.retry_cnt:
-            self.error = True      # retry exceeded: QP to Error (local_ack_timeout_err)
-            return
+        if self.retries > self.retry_cnt:   # retry exceeded (local_ack_timeout_err)
+            return self._to_error("IBV_WC_RETRY_EXC_ERR", self.snd_una)
         self.snd_nxt = self.snd_una
         self.qp.host.port.kick()

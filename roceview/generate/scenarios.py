@@ -156,6 +156,7 @@ def _cnp_missing(rng, scale, truth):
 def _priority_mismatch(rng, scale, truth):
     sw = SwitchSettings(kmin_bytes=8_000, kmax_bytes=32_000, xoff_bytes=24_000, xon_bytes=12_000)
     net = Network(NetworkSettings(hosts=3, until_ms=50, switch=sw), rng, truth)
+    net.advertise_dcbx()   # LLDP: PFC enabled on priority 3, what the PFC frames never say
     good = QpSettings(pcp=3, dscp=26)
     wrong = QpSettings(pcp=0, dscp=0)   # host 1 never got the QoS config: lossy class 0
     for snd, qs in ((0, good), (1, wrong)):
@@ -219,6 +220,56 @@ def _psn_wrap(rng, scale, truth):
     return net, [0], [1]
 
 
+def _pfc_other_priority(rng, scale, truth):
+    # two lossless classes (PFC on 3 and 5); RoCE uses 3 only (PCP 3 / DSCP 26, the defaults)
+    sw = SwitchSettings(pfc_prios=(3, 5))
+    net = Network(NetworkSettings(hosts=2, until_ms=50, switch=sw), rng, truth)
+    net.connect(0, 1, Workload(_mix(rng, _n(36, scale), MIXED, (64, 6000)), qd=2, gap_ns=400_000))
+    net.connect(1, 0, Workload(_mix(rng, _n(12, scale), ("SEND",), (64, 512)), qd=1, gap_ns=600_000))
+    # the switch pauses priority 5 toward 10.0.0.1 four times while the RoCE traffic runs (7 ms),
+    # 250 us each (XOFF, its refresh 168 us later, XON): traffic on 5 that this capture does
+    # not carry fills the switch's buffer
+    net.pause_cycles(0, 5, first_ns=800_000, period_ns=1_500_000, hold_ns=250_000, count=4)
+    return net, [0], [1]
+
+
+def _rnr_exhausted(rng, scale, truth):
+    net = Network(NetworkSettings(hosts=2, until_ms=100), rng, truth)
+    n = _n(40, scale)
+    qs = QpSettings(rnr_timer_code=4, rnr_retry=3)   # 0.04 ms RNR timer, 3 resends, then Error
+    _, responder = net.connect(0, 1, Workload(_mix(rng, n, ("SEND",), (256, 2048)), qd=8), qs)
+    responder.responder.credits = 8     # receive WQEs posted up front
+    # the application reposts one every 8 us, then hangs: the SEND after the last one posted
+    # gets 4 RNR NAKs and the requester gives up
+    net.every(8_000, n // 2, lambda: responder.responder.post_receives(1))
+    # another QP keeps writing for 3 ms: the capture goes on long after the first fell silent
+    writes = _mix(rng, _n(30, scale), ("WRITE",), (256, 4096))
+    net.connect(0, 1, Workload(writes, qd=1, gap_ns=100_000))
+    return net, [0], [1]
+
+
+DCQCN_STEP_NS, DCQCN_SLOT_NS = 1_000_000, 9_000
+
+
+def _healthy_dcqcn(rng, scale, truth):
+    """Six workers join one every 2.5 ms; from then on, every 1 ms step, each writes 32 KB to
+    host 6 in its slot, 9 us after the previous worker's (a 32 KB burst lasts 10.5 us at
+    25 Gb/s): consecutive writes overlap by a microsecond or two, the switch queue passes Kmin,
+    the receiver's CNPs cut the senders' rates (DCQCN). Every joined worker sends in every
+    millisecond; PFC XOFF is far above any queue: nothing is paused or lost."""
+    sw = SwitchSettings(kmin_bytes=5_000, kmax_bytes=60_000, pmax=0.2, xoff_bytes=10**9,
+                        xon_bytes=10**9 - 1)
+    net = Network(NetworkSettings(hosts=7, gbps=25.0, until_ms=200, switch=sw), rng, truth)
+    steps = _n(20, scale)
+    for s in range(6):
+        join = s * 2_500_000 + int(rng.integers(0, 200_000))
+        first = -(-join // DCQCN_STEP_NS)
+        at = [join] + [k * DCQCN_STEP_NS + s * DCQCN_SLOT_NS + int(rng.integers(0, 2000))
+                       for k in range(first, steps)]
+        net.connect(s, 6, Workload([("WRITE", 32 * 1024)] * len(at), qd=2, at_ns=tuple(at)))
+    return net, list(range(6)), [6]
+
+
 _PFC_SIDE_EFFECTS = ("slow_receiver", "pfc_without_ecn", "ecn_congestion")
 
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
@@ -254,7 +305,8 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              "notification point is disabled: no CNP", _cnp_missing, "receiver", ("cnp_missing",),
              ("ecn_congestion", "pfc_pause")),
     Scenario("priority-mismatch", "one sender tags its RoCE traffic PCP 0 / DSCP 0 while PFC "
-             "protects priority 3 (lossy class)", _priority_mismatch, "sender",
+             "protects priority 3 (lossy class); the switch's LLDP DCBX TLV enables PFC on 3",
+             _priority_mismatch, "sender",
              ("priority_mismatch",), ("pfc_pause", "ecn_congestion")),
     Scenario("slow-receiver", "the receiver NIC drains to host memory at 25 Gb/s and sends "
              "PFC pauses itself; the switch queue stays below Kmin: no CE", _slow_receiver,
@@ -279,4 +331,16 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              "sender", ("roce_version_mixed",), ("ecn_not_enabled",)),
     Scenario("psn-wrap", "two QPs from 10.0.0.1 to 10.0.0.2 start within 16 PSNs of 2^24: "
              "both PSN spaces cross 0xffffff -> 0 (healthy)", _psn_wrap, "sender", ()),
+    Scenario("pfc-other-priority", "RoCE on PCP 3 / DSCP 26 runs clean while the switch pauses "
+             "priority 5 (another lossless class, no RoCE on it) toward the sender four times: "
+             "PFC frames with class-enable vector 0x20 only", _pfc_other_priority, "sender", (),
+             ("pfc_pause",)),
+    Scenario("rnr-exhausted", "as rnr with rnr_retry 3: the receiving application stops posting "
+             "receive WQEs, 4 RNR NAKs on one PSN, the requester gives up (RNR retry exceeded, QP "
+             "to Error) and sends nothing more while another QP writes on for 3 ms",
+             _rnr_exhausted, "sender", ("rnr",)),
+    Scenario("healthy-dcqcn", "six senders join one every 2.5 ms, then each writes 32 KB to one "
+             "receiver every 1 ms, in turn with overlapping tails (25 Gb/s): a few % CE-marked, "
+             "CNPs, DCQCN slows the senders; no loss, no pause", _healthy_dcqcn, "receiver",
+             ("ecn_congestion",)),
 )}

@@ -9,6 +9,7 @@ from typing import Callable
 PS_PER_NS = 1_000
 PS_PER_US = 1_000_000
 PS_PER_MS = 1_000_000_000
+BASE_TS_NS = 1_700_000_000 * 10**9   # 2023-11-14T22:13:20Z: a fixed epoch keeps output reproducible
 
 
 class Simulator:

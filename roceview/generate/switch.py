@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from roceview.generate.frames import PfcFrame, RocePacket
+from roceview.generate.frames import LldpFrame, PfcFrame, RocePacket
 from roceview.generate.pause_sender import PauseSender
 from roceview.generate.port import Port
 
@@ -59,6 +59,8 @@ class Switch:
                 if frame.enable_vector >> prio & 1:
                     port.pause(prio, frame.quanta[prio])
             return
+        if isinstance(frame, LldpFrame):
+            return    # LLDP is link-local (802.1AB 7.1): a bridge never forwards it
         self._forward(frame, ingress)
 
     def _forward(self, pkt: RocePacket, ingress: int) -> None:

@@ -29,6 +29,8 @@ class Truth:
     retransmitted: Counter = field(default_factory=Counter)
     pause_sources: dict = field(default_factory=dict)   # source MAC -> "switch" | "host"
     qps: list[dict] = field(default_factory=list)       # one dict per QP: addresses, QPNs, first PSN
+    # requester QPs that went to the Error state: qpn, the work completion status, PSN, time
+    qp_errors: list[dict] = field(default_factory=list)
     expected_kinds: tuple = ()
     forbidden_kinds: tuple = ()
 
@@ -44,6 +46,6 @@ class Truth:
             "drops": [vars(d) for d in self.drops], "corrupted": [vars(d) for d in self.corrupted],
             "counters": dict(self.counters),
             "retransmitted": dict(self.retransmitted), "pause_sources": dict(self.pause_sources),
-            "qps": list(self.qps), "expected_kinds": list(self.expected_kinds),
+            "qps": list(self.qps), "qp_errors": list(self.qp_errors), "expected_kinds": list(self.expected_kinds),
             "forbidden_kinds": list(self.forbidden_kinds),
         }

@@ -12,7 +12,8 @@ from scapy.layers.l2 import Dot1Q, Ether
 from scapy.packet import Raw
 
 from roceview.generate import ibta as ib
-from roceview.generate.frames import Addressing, PfcFrame, RocePacket, ipv4_checksum, pfc_frame, roce_frame
+from roceview.generate.frames import (Addressing, LldpFrame, PfcFrame, RocePacket, ipv4_checksum, lldp_frame,
+                                      pfc_frame, roce_frame)
 
 ADDR = Addressing(macs=(bytes.fromhex("0ec0de000010"), bytes.fromhex("0ec0de000011")),
                   ips=(bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2])))
@@ -111,6 +112,25 @@ def test_pfc_frame_is_802_1qbb_class_based_pause():
     assert frame[:6] == bytes.fromhex("0180c2000001")
     assert struct.unpack("!HHH", frame[12:18]) == (0x8808, 0x0101, 0x0008)
     assert struct.unpack("!8H", frame[18:34]) == (0, 0, 0, 0xFFFF, 0, 0, 0, 0)
+
+
+def test_lldp_frame_matches_scapy_and_carries_the_802_1qaz_pfc_enable_bitmap():
+    """802.1AB: Chassis ID (MAC), Port ID (interface name), TTL, then the PFC configuration TLV
+    (type 127, OUI 00-80-C2, subtype 0x0B, willing/MBC/cap, enable bitmap), End; roceview's own
+    LLDP dissector reads the bitmap back."""
+    from scapy.contrib import lldp as sl
+    from dissectors import lldp
+
+    f = LldpFrame(bytes.fromhex("0e5c0000ff10"), bytes.fromhex("0e5c0000ff00"), "swp1", 1 << 3)
+    ours = lldp_frame(f)
+    theirs = bytes(Ether(dst="01:80:c2:00:00:0e", src="0e:5c:00:00:ff:10")
+                   / sl.LLDPDUChassisID(subtype=4, id="0e:5c:00:00:ff:00") / sl.LLDPDUPortID(subtype=5, id=b"swp1")
+                   / sl.LLDPDUTimeToLive(ttl=120)
+                   / sl.LLDPDUGenericOrganisationSpecific(org_code=0x0080C2, subtype=0x0B, data=b"\x08\x08")
+                   / sl.LLDPDUEndOfLLDPDU())
+    assert ours == theirs.ljust(60, b"\0") and len(ours) == f.frame_len == 60
+    assert struct.unpack("!H", ours[12:14])[0] == 0x88CC
+    assert lldp.pfc_enable(ours, 14) == 0x08
 
 
 def test_rocev1_frame_is_ethertype_8915_with_a_grh_and_the_same_transport_as_v2():

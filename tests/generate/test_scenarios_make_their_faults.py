@@ -89,12 +89,17 @@ def test_every_frame_has_valid_ipv4_checksum_and_icrc(tmp_path_factory, name):
     assert all(r["sport"] is None or r["sport"] >= 49152 for r in rows)
 
 
+# DCQCN reacts only to a congestion episode longer than the CNP round trip: healthy-dcqcn's
+# 20 ms of overlapping 32 KB writes take ~3 MB (about 3,000 frames); every other sample < 300 KB
+LARGER_SAMPLES = {"healthy-dcqcn": 4_000_000}
+
+
 @pytest.mark.parametrize("name", list(SCENARIOS))
 def test_sample_is_small_deterministic_and_seed_dependent(name):
     a, b, c = generate(name, seed=7), generate(name, seed=7), generate(name, seed=8)
     assert a.frames.tobytes() == b.frames.tobytes() and (a.ts_ns == b.ts_ns).all()
     assert a.frames.tobytes() != c.frames.tobytes()
-    assert int(a.lengths.sum()) + 16 * len(a) + 24 < 300_000
+    assert int(a.lengths.sum()) + 16 * len(a) + 24 < LARGER_SAMPLES.get(name, 300_000)
 
 
 @pytest.mark.parametrize("name", ["clean", "incast", "network-loss"])
