@@ -63,7 +63,7 @@ def _rnr_gave_up(ctx, name, ev) -> tuple[str, str] | None:
         return None
     naks = int((ev.psn == psn).sum())
     requester = requester_side(ctx, name)[0]
-    summary = (f"The requester {requester} gave up after {plural(naks, 'RNR NAK')} on PSN {psn}: nothing more on "
+    summary = (f"The requester of {requester} gave up after {plural(naks, 'RNR NAK')} on PSN {psn}: nothing more on "
                f"the QP pair for {duration(silent)} ({silent / timer_ns:.1f} RNR timers) while the capture went on; "
                "its rnr_retry budget is spent, the send completed in error (IBV_WC_RNR_RETRY_EXC_ERR) and the QP "
                "is in the error state.")
