@@ -185,32 +185,41 @@ def _incast(ctx: Context) -> list[dict]:
     return out
 
 
+def _window_rows(ctx: Context, start: int, end: int) -> np.ndarray:
+    """The timeline rows whose bucket starts in [start, end): one sort per Context, then a
+    binary search per window (a receiver per window over a million rows stays cheap)."""
+    if "_timeline_order" not in ctx.__dict__:
+        ts = np.asarray(ctx.timeline["bucket_start"], np.int64)
+        order = np.argsort(ts, kind="stable")
+        ctx.__dict__["_timeline_order"] = (order, ts[order])
+    order, ts = ctx.__dict__["_timeline_order"]
+    return order[np.searchsorted(ts, start):np.searchsorted(ts, end)]
+
+
 def _active_senders(ctx: Context, tl, flows, senders_of: dict, w: int, width: int) -> set:
     """The senders of `flows` with bytes in window w (timeline rows)."""
     if w < 0:
         return set()
-    start = np.asarray(tl["bucket_start"], np.int64)
-    busy = (start >= w * width) & (start < (w + 1) * width) & (np.asarray(tl["bytes"]) != 0)
-    names = tl["flow"]
-    return {senders_of[names[i]] for i in np.flatnonzero(busy).tolist() if names[i] in flows}
+    rows = _window_rows(ctx, w * width, (w + 1) * width)
+    names, nbytes = tl["flow"], np.asarray(tl["bytes"])
+    return {senders_of[names[i]] for i in rows[nbytes[rows] != 0].tolist() if names[i] in flows}
 
 
 def _in_window(ctx: Context, flows, column: str, start: int, end: int) -> int:
     """The timeline's `column` summed over `flows` and the buckets that start in [start, end)."""
     tl = ctx.timeline
-    ts = np.asarray(tl["bucket_start"], np.int64)
-    rows = np.flatnonzero((ts >= start) & (ts < end))
-    names = tl["flow"]
-    values = np.asarray(tl[column])
-    return int(sum(int(values[i]) for i in rows.tolist() if names[i] in flows))
+    names, values = tl["flow"], np.asarray(tl[column])
+    return int(sum(int(values[i]) for i in _window_rows(ctx, start, end).tolist() if names[i] in flows))
 
 
 def _signals(ctx: Context, dst: str, flows, start: int, end: int) -> list[str]:
     """What the burst did, counted in its own window [start, end): CE marks, CNPs from dst back
     to the senders, pause frames, gaps and retransmissions."""
     flows = set(flows)
-    senders = {ctx.flow[n]["src_ip"] for n in flows}
-    back = {n for n in ctx.flow_names if ctx.flow[n]["src_ip"] == dst and ctx.flow[n]["dst_ip"] in senders}
+    a = ctx.arrays
+    senders = np.unique(a.src[ctx.flow.rows(sorted(flows))])
+    back_rows = np.flatnonzero((a.src == a.hosts.index(dst)) & np.isin(a.dst, senders))
+    back = {ctx.flow_names[i] for i in back_rows.tolist()}
     ce = _in_window(ctx, flows, "ecn_ce", start, end)
     cnps = _in_window(ctx, back, "cnp_packets", start, end)
     gaps = sum(int(((g.ts >= start) & (g.ts < end)).sum()) for g in (ctx.ev("gap", n) for n in flows))
