@@ -16,6 +16,7 @@ import numpy as np
 from roceview.analysis.events import nak_meaning
 from roceview.diagnose.context import PSN_MOD, Context, Events, in_arcs, requester_side
 from roceview.diagnose.finding import finding, psn_list
+from roceview.diagnose.reorder import gap_numbers, late_ts, reorder_findings, reordered_gap, spurious_nak
 from roceview.diagnose.rnr import rnr_findings
 from roceview.diagnose.psn_conformance import duplicate_findings, pmtu_findings, unsent_ack_findings
 from roceview.units import duration, plural
@@ -47,6 +48,7 @@ class FlowLoss:
     net_gaps: list = field(default_factory=list)   # (ts, first missing, count)
     cap_gaps: list = field(default_factory=list)
     blind: bool = False     # the requester's direction is not in the capture (or the filter)
+    spurious: list = field(default_factory=list)   # (nak ts, psn, resent): NAKs reordering caused
 
 
 def loss_findings(ctx: Context) -> list[dict]:
@@ -59,6 +61,7 @@ def loss_findings(ctx: Context) -> list[dict]:
     for name, fl in sorted(per_flow.items()):
         if fl.naks or fl.net_gaps:
             out.append(_network_loss(ctx, name, fl))
+    out += reorder_findings(ctx, {name: fl.spurious for name, fl in per_flow.items() if fl.spurious})
     captured = {name: fl.cap_gaps for name, fl in per_flow.items() if fl.cap_gaps}
     if captured:
         out.append(_capture_loss(captured))
@@ -76,27 +79,18 @@ def _classify_gaps(ctx: Context, name: str, per_flow) -> list[dict]:
     if not ctx.is_reliable(name):
         return [_unreliable(ctx, name, gaps)]
     breaks = ctx.read_breaks().get(name, [])
-    for ts, psn, count, first in zip(gaps.ts.tolist(), gaps.psn.tolist(), *_gap_numbers(gaps)):
+    for ts, psn, count, first in zip(gaps.ts.tolist(), gaps.psn.tolist(), *gap_numbers(gaps)):
         if _response_space(ctx, name, psn):
             if not any(b[0] == ts and b[1] == psn for b in breaks):
                 continue  # implicit acknowledgement of earlier PSNs, not a missing packet
             lost = _reread(ctx, name, ts, first, psn)
+        elif reordered_gap(ctx, name, ts, first):
+            continue  # the missing PSN arrived late, before any resend could: reordering
         else:
             lost = _nak_for(ctx, name, ts, first, psn) or _resent(ctx, name, ts, first, psn)
         target = per_flow.setdefault(name, FlowLoss())
         (target.net_gaps if lost else target.cap_gaps).append((ts, first, count))
     return []
-
-
-def _gap_numbers(gaps: Events) -> tuple[list, list]:
-    """(PSN count, first missing PSN) of each gap event (events columns psn_count,
-    first_missing_psn; without them one PSN, the one before)."""
-    count, first = gaps.col("psn_count"), gaps.col("first_missing_psn")
-    if len(count) != len(gaps.ts):
-        count = first = np.full(len(gaps.ts), -1, dtype=np.int64)
-    count = np.where(count >= 0, count, 1)
-    first = np.where(first >= 0, first, (gaps.psn - 1) % PSN_MOD)
-    return count.tolist(), first.tolist()
 
 
 def _response_space(ctx: Context, name: str, psn: int) -> bool:
@@ -167,9 +161,12 @@ def _naks(ctx: Context, responder: str, per_flow) -> None:
             if after.any():
                 delay = int(retx.ts[after][0] - ts)
             resent = int(((retx.ts > ts) & (retx.ts < nts[i + 1])).sum())
-            before = (gaps.ts <= ts) & (np.array(_gap_numbers(gaps)[1], dtype=np.int64) == e)
+            before = (gaps.ts <= ts) & (np.array(gap_numbers(gaps)[1], dtype=np.int64) == e)
             if before.any():
                 gen = int(ts - gaps.ts[before][-1])
+            if spurious_nak(ctx, req, ts, e):
+                target.spurious.append((ts, e, resent or 0))
+                continue
         target.naks.append((ts, e, delay, resent, gen))
 
 
@@ -234,7 +231,7 @@ def _capture_loss(captured: dict[str, list]) -> dict:
 
 
 def _unreliable(ctx: Context, name: str, gaps) -> dict:
-    total = sum(_gap_numbers(gaps)[0])
+    total = sum(gap_numbers(gaps)[0])
     summary = (f"Flow {name} ({ctx.flow[name]['transport']}) skips {plural(total, 'PSN')} in "
                f"{plural(len(gaps.ts), 'gap')}: lost in the network or by the capture (an unreliable "
                "transport sends no ACK or NAK that would tell which).")
@@ -253,7 +250,9 @@ def _timeouts(ctx: Context) -> list[dict]:
     for name in ctx.flows_with("timeout_retransmit"):
         ev = ctx.ev("timeout_retransmit", name)
         delays = _resend_delays(ev)
-        plausible = (delays < 0) | (delays >= floor_ns)
+        late = late_ts(ctx, name)         # late originals (reordering) resend nothing
+        plausible = ((delays < 0) | (delays >= floor_ns)) & np.array(
+            [(t, p) not in late for t, p in zip(ev.ts.tolist(), ev.psn.tolist())], dtype=bool)
         if not plausible.any():
             continue
         ts, psn, known = ev.ts[plausible], ev.psn[plausible], delays[plausible & (delays >= 0)]

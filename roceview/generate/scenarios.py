@@ -17,7 +17,7 @@ ALL_KINDS = ("network_loss", "capture_loss", "timeout_retransmit", "rnr", "remot
              "ecn_not_enabled", "cnp_missing", "priority_mismatch", "slow_receiver", "bad_icrc",
              "roce_version_mixed", "link_speed_mismatch",
              # psn_reuse is the false finding a wrong path MTU causes
-             "psn_reuse", "duplicate_frames", "ack_unsent_psn", "pmtu_mismatch")
+             "psn_reuse", "duplicate_frames", "ack_unsent_psn", "pmtu_mismatch", "reordering")
 
 
 @dataclass

@@ -364,3 +364,42 @@ def test_rnr_naks_at_the_end_of_the_capture_are_not_called_given_up(tmp_path):
     c = _rnr_naks(Cap(), 4, resend_last=False)
     c.frames.pop(), c.ts.pop()                        # the capture ends right after the last NAK
     assert _one(c.findings(tmp_path), "rnr")["severity"] == "warning"
+
+
+# ---- reordering: the late original, the spurious NAK ---------------------------------------
+def _in_order(c: Cap, upto: int) -> Cap:
+    for psn in range(upto):
+        c.req(psn)
+    return c.at(1000).ack(upto - 1)
+
+
+def test_a_psn_overtaken_by_the_next_then_arriving_is_reordering_not_loss(tmp_path):
+    c = _in_order(Cap(), 5).at(2000).req(6).at(60).req(5).req(7).at(1000).ack(7)
+    found = c.findings(tmp_path)
+    assert not {"network_loss", "timeout_retransmit", "capture_loss"} & kinds(found), show(found)
+    r = _one(found, "reordering")
+    assert r["severity"] == "info" and "1 packet arrived out of order" in r["summary"] and "60 ns" in r["summary"]
+
+
+def test_the_nak_an_overtaking_psn_caused_is_spurious_and_its_go_back_n_no_loss(tmp_path):
+    # the responder NAKs 5 when 6 lands first; 5 itself lands 60 ns later; the requester then
+    # goes back to 5 and resends 5 and 6, which the responder acknowledges
+    c = _in_order(Cap(), 5).at(2000).req(6).at(60).req(5).at(1000).ack(5, syndrome=SYN_NAK_SEQ)
+    c.at(3000).req(5).req(6).at(1000).ack(6)
+    found = c.findings(tmp_path)
+    assert "network_loss" not in kinds(found) and "timeout_retransmit" not in kinds(found), show(found)
+    r = _one(found, "reordering")
+    assert r["severity"] == "warning" and "1 spurious NAK made the requester resend 2 packets" in r["summary"], r
+
+
+def test_a_resend_after_a_nak_the_capture_missed_is_still_loss(tmp_path):
+    # 5 lost: 6 reveals the gap, the NAK is not captured, go-back-N resends 5 and 6
+    c = _in_order(Cap(), 5).at(2000).req(6).at(3000).req(5).req(6).at(1000).ack(6)
+    found = c.findings(tmp_path)
+    assert "reordering" not in kinds(found) and "network_loss" in kinds(found), show(found)
+
+
+def test_a_resend_an_ack_timeout_explains_is_not_reordering(tmp_path):
+    c = _in_order(Cap(), 5).at(2000).req(6).at(200_000).req(5).at(1000).ack(6)
+    found = c.findings(tmp_path)
+    assert "reordering" not in kinds(found), show(found)

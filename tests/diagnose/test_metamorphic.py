@@ -96,7 +96,15 @@ def test_frames_the_mirror_missed_are_never_network_loss(name, captures, tmp_pat
     assert "network_loss" not in {kind for _, kind in found2}, found2
 
 
-# ---- transforms roceview still gets wrong: strict xfails, they fail the day they pass -------------
+@pytest.mark.parametrize("name", ["sample/clean", "fresh/clean", "sample/pmtu-4096", "fresh/psn-wrap",
+                                  "sample/incast", "fresh/mixed-roce-versions", "fresh/healthy-dcqcn"])
+def test_reordered_requests_without_loss_are_reordering_not_loss(name, captures, tmp_path):
+    _, found = answer([transformed(captures[name], tmp_path, tf.swap_adjacent)])
+    assert not LOSS & {kind for _, kind in found}, found
+    assert ("info", "reordering") in found, found
+
+
+# ---- transforms roceview still gets wrong: strict xfails, they fail the day they pass -----------
 @pytest.mark.xfail(strict=True, reason="two capture points are not recognised yet: frames counted twice")
 @pytest.mark.parametrize("offset_ns", [-2_000, 500, 3_700, 50_000])
 @pytest.mark.parametrize("name", ["sample/clean", "sample/network-loss", "fresh/incast"])
@@ -106,13 +114,6 @@ def test_a_second_capture_point_counts_each_frame_once(name, offset_ns, captures
     flows2, found2 = answer([transformed(path, tmp_path, lambda r: tf.second_capture_point(r, offset_ns))])
     assert flows2 == flows
     assert _kinds(found2, {"duplicate_frames", "capture_points"}) == _kinds(found)
-
-
-@pytest.mark.xfail(strict=True, reason="reordering is taken for loss: no `reordering` finding yet")
-@pytest.mark.parametrize("name", ["sample/clean", "fresh/clean", "sample/pmtu-4096", "fresh/psn-wrap"])
-def test_reordered_packets_without_loss_are_no_loss(name, captures, tmp_path):
-    _, found = answer([transformed(captures[name], tmp_path, tf.swap_adjacent)])
-    assert not LOSS & {kind for _, kind in found}, found
 
 
 @pytest.mark.xfail(strict=True, reason="clock skew between capture directions is not detected yet")
@@ -143,6 +144,14 @@ def test_the_mirror_rule_catches_capture_gaps_taken_for_network_loss(captures, t
     monkeypatch.setattr(loss, "_nak_for", lambda *a: True)      # every gap "was NAKed"
     with pytest.raises(AssertionError):
         test_frames_the_mirror_missed_are_never_network_loss("sample/clean", captures, tmp_path)
+
+
+def test_the_reordering_rule_catches_late_originals_taken_for_resends(captures, tmp_path, monkeypatch):
+    from roceview.diagnose import reorder
+
+    monkeypatch.setattr(reorder, "_late", lambda ctx, name: [])
+    with pytest.raises(AssertionError):
+        test_reordered_requests_without_loss_are_reordering_not_loss("sample/clean", captures, tmp_path)
 
 
 def test_the_answer_compared_sees_a_flow_counted_differently(captures, tmp_path):

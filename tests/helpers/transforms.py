@@ -100,22 +100,22 @@ def second_capture_point(records: list[Record], offset_ns: int) -> list[Record]:
 
 
 def swap_adjacent(records: list[Record], every: int = 7) -> list[Record]:
-    """Every `every`-th pair of consecutive data packets of one flow (the same direction, PSNs
-    n and n+1, nothing lost) arrives in the other order: n+1 first, n right after it."""
+    """Every `every`-th pair of consecutive RC/UC request packets of one flow (PSNs n and n+1,
+    nothing lost) arrives in the other order: n+1 first, n right after it."""
     out = list(records)
     last: dict[tuple, int] = {}
-    seen = 0
+    seen: dict[tuple, int] = {}       # per flow: never its first two packets (no gap shows then)
     for i, r in enumerate(out):
         h = roce_v2(r.frame)
-        if h is None or h.opcode & 0x1F in (0x11, 0x12):      # ACK / atomic ACK carry no request
-            continue
+        if h is None or not (h.opcode < 0x0D or 0x13 <= h.opcode < 0x40):
+            continue          # requests only: READ responses, ACKs and CNPs (0x81) keep their order
         key = (h.src, h.dst, h.dest_qp)
         j = last.get(key)
         last[key] = i
         if j is None or (roce_v2(out[j].frame).psn + 1) & 0xFFFFFF != h.psn:
             continue
-        seen += 1
-        if seen % every == 0:
+        seen[key] = seen.get(key, 0) + 1
+        if seen[key] % every == 0:
             out[j], out[i] = Record(out[j].ts, r.frame), Record(r.ts, out[j].frame)
     return out
 
