@@ -164,8 +164,11 @@ def _naks(ctx: Context, responder: str, per_flow) -> None:
             before = (gaps.ts <= ts) & (np.array(gap_numbers(gaps)[1], dtype=np.int64) == e)
             if before.any():
                 gen = int(ts - gaps.ts[before][-1])
-            if spurious_nak(ctx, req, ts, e):
-                target.spurious.append((ts, e, resent or 0))
+            if spurious_nak(ctx, req, ts, e):     # its resends, not the late originals among them
+                late = late_ts(ctx, req)
+                between = (retx.ts > ts) & (retx.ts < nts[i + 1])
+                resent = sum((t, p) not in late for t, p in zip(retx.ts[between].tolist(), retx.psn[between].tolist()))
+                target.spurious.append((ts, e, resent))
                 continue
         target.naks.append((ts, e, delay, resent, gen))
 

@@ -48,17 +48,18 @@ def window_ns(ctx: Context, name: str) -> int:
     return int(min(REORDER_MAX_NS, rtt * 1000 / 2))
 
 
-def late_originals(ctx: Context, name: str) -> list[tuple[int, int, int, int]]:
-    """(gap ts, first missing PSN, PSN count, ts of the last late original) of each gap of the
-    request flow `name` whose missing PSNs all arrived within window_ns after it, before any NAK
-    of them. Built once per Context and flow."""
+def late_originals(ctx: Context, name: str) -> list[tuple[int, int, int, int, tuple]]:
+    """(gap ts, first missing PSN, PSN count, ts of the last late original, the PSNs that came
+    late) of each gap of the request flow `name` whose first missing PSN arrived within
+    window_ns after it, before any NAK (the others of the gap may have come late too, or been
+    missed by the capture only). Built once per Context and flow."""
     cache = ctx.__dict__.setdefault("_late_originals", {})
     if name not in cache:
         cache[name] = _late(ctx, name)
     return cache[name]
 
 
-def _late(ctx: Context, name: str) -> list[tuple[int, int, int, int]]:
+def _late(ctx: Context, name: str) -> list[tuple[int, int, int, int, tuple]]:
     gaps, retx = ctx.ev("gap", name), ctx.ev("retransmit", name)
     if not len(gaps.ts) or not len(retx.ts):
         return []
@@ -68,16 +69,17 @@ def _late(ctx: Context, name: str) -> list[tuple[int, int, int, int]]:
     for g, count, first in zip(gaps.ts.tolist(), *gap_numbers(gaps)):
         if count > REORDER_MAX_RUN:
             continue
-        near = (retx.ts > g) & (retx.ts <= g + w)
+        # up to the first NAK after the gap: what comes after it may be the resend it asked for
+        end = min([g + w + 1, *(int(n.ts[n.ts >= g].min()) for n in naks if (n.ts >= g).any())])
+        near = (retx.ts > g) & (retx.ts < end)
         seen = [retx.ts[near & (retx.psn == (first + j) % PSN_MOD)] for j in range(count)]
-        if not all(len(s) for s in seen):
+        if not len(seen[0]):
             continue
-        last = max(int(s[0]) for s in seen)
-        if any(((n.ts >= g) & (n.ts <= last)).any() for n in naks):
-            continue              # a NAK came first: the resend it asked for, not the original
+        late = tuple((first + j) % PSN_MOD for j in range(count) if len(seen[j]))
+        last = max(int(s[0]) for s in seen if len(s))
         if _go_back_n(retx, naks, first + count, last, w):
             continue              # the PSNs past the gap came again too: a resend, its NAK unseen
-        out.append((g, first, count, last))
+        out.append((g, first, count, last, late))
     return out
 
 
@@ -90,16 +92,15 @@ def _go_back_n(retx: Events, naks: list, after: int, last: int, w: int) -> bool:
 
 
 def reordered_gap(ctx: Context, name: str, ts: int, first: int) -> bool:
-    return any(g == ts and f == first for g, f, _, _ in late_originals(ctx, name))
+    return any(g == ts and f == first for g, f, *_ in late_originals(ctx, name))
 
 
 def late_ts(ctx: Context, name: str) -> set[tuple[int, int]]:
     """(ts, PSN) of the late originals of `name` (retransmission events that were none)."""
     out = set()
-    for g, first, count, _ in late_originals(ctx, name):
-        retx = ctx.ev("retransmit", name)
-        for j in range(count):
-            p = (first + j) % PSN_MOD
+    retx = ctx.ev("retransmit", name)
+    for g, _, _, _, late in late_originals(ctx, name):
+        for p in late:
             hit = retx.ts[(retx.ts > g) & (retx.psn == p)]
             out.add((int(hit[0]), p))
     return out
@@ -109,7 +110,7 @@ def spurious_nak(ctx: Context, requester: str, ts: int, psn: int) -> bool:
     """A NAK of `psn` sent because a later PSN overtook it: its late original reached the
     capture point within the NAK window after the gap, before or as the NAK was sent."""
     window = int(ctx.config.nak_window_us * 1000)
-    return any(first == psn and g <= ts <= g + window for g, first, _, _ in late_originals(ctx, requester))
+    return any(first == psn and g <= ts <= g + window for g, first, *_ in late_originals(ctx, requester))
 
 
 def reorder_findings(ctx: Context, spurious: dict[str, list[tuple[int, int, int]]]) -> list[dict]:
@@ -125,8 +126,8 @@ def reorder_findings(ctx: Context, spurious: dict[str, list[tuple[int, int, int]
 
 
 def _finding(ctx: Context, name: str, late: list, naks: list) -> dict:
-    packets = sum(c for _, _, c, _ in late)
-    delays = [last - g for g, _, _, last in late]
+    packets = sum(len(p) for *_, p in late)
+    delays = [last - g for g, _, _, last, _ in late]
     resent = sum(r for *_, r in naks)
     summary = (f"Flow {name}: {plural(packets, 'packet')} arrived out of order (a later PSN first, the missing one "
                f"{duration(float(np.median(delays)))} after it, before any resend could): reordering in the fabric, "
@@ -136,7 +137,7 @@ def _finding(ctx: Context, name: str, late: list, naks: list) -> dict:
                     f"{plural(resent, 'packet')} by go-back-N")
     evidence = []
     if late:
-        evidence.append(f"late originals at PSN {psn_list([f for _, f, _, _ in late])}, {duration(min(delays))} to "
+        evidence.append(f"late originals at PSN {psn_list([p for *_, ps in late for p in ps])}, {duration(min(delays))} to "
                         f"{duration(max(delays))} after their gap, with no NAK before them and no go-back-N "
                         "after (a resend needs a NAK first, or an ACK timeout)")
         evidence.append("the QP table counts each as a gap and a retransmission")

@@ -152,6 +152,29 @@ class Network:
             self.sim.at(at, pauser.xoff)
             self.sim.at(at + hold_ns * PS_PER_NS, pauser.xon)
 
+    def reroute(self, qp: QueuePair, first_path_ns: int, changes) -> None:
+        """ECMP path changes of `qp`'s requester: its first UDP source port hashes onto a path
+        `first_path_ns` longer than the switch alone; for each (seq, path_ns) of `changes`, from
+        that PSN's first transmission on the QP uses a new port (drawn from the ephemeral range,
+        unused) whose path is `path_ns` long. Each change is recorded in truth.path_changes."""
+        delay = self.switch.path_delay_ps
+        delay[qp.sport] = first_path_ns * PS_PER_NS
+        in_use = {q.sport for h in self.hosts for q in h.qps.values()} | set(delay)
+        for seq, path_ns in changes:
+            sport = next(p for p in (49152 + int(x) for x in self.rng.integers(0, 16384, 64))
+                         if p not in in_use)
+            in_use.add(sport)
+            delay[sport] = path_ns * PS_PER_NS
+            qp.requester.reroutes[seq] = sport
+
+        def record(seq: int, old: int, new: int) -> None:
+            self.truth.count("path_changes")
+            self.truth.path_changes.append({
+                "qpn": qp.qpn, "psn": wire_psn(qp.sq_psn, seq), "ts_ns": BASE_TS_NS + self.sim.now // 1000,
+                "old_sport": old, "new_sport": new, "old_path_ns": delay[old] // PS_PER_NS,
+                "new_path_ns": delay[new] // PS_PER_NS})
+        qp.requester.on_reroute = record
+
     def every(self, interval_ns: int, count: int, fn) -> None:
         """Call fn() `count` times, every `interval_ns` (an application's periodic work)."""
         for k in range(1, count + 1):

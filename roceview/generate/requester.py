@@ -6,6 +6,10 @@ one to transmit; a NAK or a timeout moves `snd_nxt` back to the PSN to resend (g
 IBTA 9.7.5.1.3 / 9.7.6.1.3). `sent_hi` is the highest PSN ever sent + 1: a packet below it is
 a retransmission. A QP that gives up (fatal NAK, retry or RNR retry exceeded) goes to Error and
 sends nothing more; its work request completes with the status recorded in `truth.qp_errors`.
+`reroutes` moves the QP to a new UDP source port from a given PSN on (an ECMP rehash: the NIC or
+its driver picks new entropy); every packet sent after that, resends of older PSNs included,
+carries the new port. Each NAK PSN sequence error acted on is recorded in `truth.seq_naks` with
+the packets its go-back-N resent, and whether it was spurious (its PSN was never lost).
 """
 from __future__ import annotations
 
@@ -53,6 +57,9 @@ class Requester:
         self.timer_gen, self.timer_armed, self.retries = 0, False, 0
         self.error = False
         self.on_complete = lambda wr: None
+        self.reroutes: dict[int, int] = {}   # seq -> UDP source port from that PSN on
+        self.on_reroute = lambda seq, old_sport, new_sport: None
+        self._go_back = None          # truth.seq_naks record of the NAK whose resends are going out
 
     # ---- posting ----------------------------------------------------------------------------
     def post(self, op: str, length: int, va: int, rkey: int, imm: int = 0) -> WorkRequest:
@@ -84,6 +91,13 @@ class Requester:
         if seq < self.sent_hi:
             self.qp.truth.retransmitted[f"{self.qp.qpn:#08x}"] += 1
             self.qp.truth.count("retransmitted_packets")
+            if self._go_back is not None:
+                self._go_back["resent"] += 1
+                if self._go_back["spurious"]:
+                    self.qp.truth.count("resent_after_spurious_nak")
+        elif seq in self.reroutes:      # first transmission of the PSN the new path starts at
+            old, self.qp.sport = self.qp.sport, self.reroutes[seq]
+            self.on_reroute(seq, old, self.qp.sport)
         if wr.op == "READ":
             return self._read_request(wr, i)
         return self._data_packet(wr, i, seq)
@@ -133,9 +147,22 @@ class Requester:
         if seq < self.snd_una:
             return
         self.qp.truth.count("naks_seq_received")
+        self._record_seq_nak(seq)
         self._advance(seq)
         self.snd_nxt = min(self.snd_nxt, seq)
         self.qp.host.port.kick()
+
+    def _record_seq_nak(self, seq: int) -> None:
+        """Spurious: the NAKed PSN was never dropped in the network, only overtaken (a later PSN
+        reached the responder first); its original was still on its way or had just arrived."""
+        truth, psn = self.qp.truth, (self.qp.sq_psn + seq) & ib.PSN_MASK
+        lost = any(d.where != "mirror" and d.dest_qp == self.qp.peer_qpn and d.psn == psn
+                   for d in truth.drops)
+        self._go_back = {"qpn": self.qp.qpn, "psn": psn, "ts_ns": BASE_TS_NS + self.qp.sim.now // 1000,
+                         "spurious": not lost, "resent": 0}
+        truth.seq_naks.append(self._go_back)
+        if not lost:
+            truth.count("naks_seq_spurious")
 
     def _rnr_nak(self, seq: int, timer_code: int) -> None:
         """RNR NAK: wait the RNR timer, then resend from `seq` (9.7.5.2.8), at most `rnr_retry`
@@ -150,6 +177,7 @@ class Requester:
             self.qp.truth.count("rnr_retry_exceeded")
             return self._to_error("IBV_WC_RNR_RETRY_EXC_ERR", seq)
         self.snd_nxt = min(self.snd_nxt, seq)
+        self._go_back = None          # what goes out again now is the RNR NAK's doing
         self.hold_until = self.qp.sim.now + ib.RNR_TIMER_US[timer_code] * 1_000_000
         self.qp.host.port.wake_at(self.hold_until)
 
@@ -202,4 +230,5 @@ class Requester:
         if self.retries > self.retry_cnt:   # retry exceeded (local_ack_timeout_err)
             return self._to_error("IBV_WC_RETRY_EXC_ERR", self.snd_una)
         self.snd_nxt = self.snd_una
+        self._go_back = None          # the timer's resends, not a NAK's
         self.qp.host.port.kick()

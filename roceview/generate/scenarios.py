@@ -270,6 +270,36 @@ def _healthy_dcqcn(rng, scale, truth):
     return net, list(range(6)), [6]
 
 
+# the longer of two ECMP paths (30 m more fibre, say): a 1 KB packet lasts 89 ns on a 100 Gb/s
+# wire and a short last packet is received (store and forward) up to 79 ns sooner than a full
+# one, so the first packet on the shorter path overtakes the last one or two on the longer one
+REORDER_PATH_NS = 150
+REORDER_EVERY = 6        # a path change every 6th message (more often when --scale leaves few)
+
+
+def _reordering(rng, scale, truth):
+    """WRITEs and SENDs of 3-6 packets, one at a time, while the requester's UDP source port
+    is rehashed between a long and a short path. Onto the short path: at a message's last packet,
+    which overtakes the last one or two on the long one; the responder NAKs the first once (PSN
+    sequence error, IBTA 9.7.5.1.3), accepts them as they land and the requester goes back N.
+    Only one packet on the new path before the requester waits for its ACK: a later one arriving
+    after the late originals would be a second sequence error (ePSN is then the PSN that was
+    discarded), which a real responder NAKs too (rxe_resp.c check_psn clears sent_psn_nak on the
+    in-sequence packet). Back onto the long path: at a message's first packet, nothing in flight."""
+    net = Network(NetworkSettings(hosts=2, until_ms=50), rng, truth)
+    messages = _mix(rng, _n(36, scale), ("WRITE", "SEND"), (2100, 6000))
+    requester, _ = net.connect(0, 1, Workload(messages, qd=1, gap_ns=2000))
+    ends, end = [], 0                  # seq after each message
+    for _, length in messages:
+        end += -(-length // net.s.mtu)
+        ends.append(end)
+    every = max(1, min(REORDER_EVERY, (len(messages) - 1) // 3))
+    changes = [(ends[m] - 1, 0) if k % 2 == 0 else (ends[m - 1], REORDER_PATH_NS)
+               for k, m in enumerate(range(every, len(messages), every))]
+    net.reroute(requester, REORDER_PATH_NS, changes)
+    return net, [0], [1]
+
+
 _PFC_SIDE_EFFECTS = ("slow_receiver", "pfc_without_ecn", "ecn_congestion")
 
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
@@ -343,4 +373,8 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              "receiver every 1 ms, in turn with overlapping tails (25 Gb/s): a few % CE-marked, "
              "CNPs, DCQCN slows the senders; no loss, no pause", _healthy_dcqcn, "receiver",
              ("ecn_congestion",)),
+    Scenario("reordering", "ECMP rehashes (a new UDP source port) move a requester's QP between two "
+             "paths 150 ns apart; onto the shorter, its first packet overtakes the last one or two "
+             "(WRITE/SEND, 3-6 packets): one spurious NAK each, go-back-N, nothing lost; mirror after "
+             "the paths", _reordering, "receiver", ("reordering",)),
 )}

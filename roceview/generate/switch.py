@@ -9,6 +9,11 @@ PFC per ingress port, and the network's loss point.
 * `loss_prob` drops data packets toward `loss_to` inside the switch during a loss episode
   (`loss_window_pkts`: counted in data packets toward `loss_to`)
   (a failing line card / buffer fault): between a sender-side and a receiver-side mirror.
+* `path_delay_ps` (set by Network.reroute): the fabric behind the switch as equal-cost paths of
+  different latency (spine hops, cable); a RoCE frame takes the path its UDP source port hashes
+  onto (RoCEv2 carries per-flow entropy there for ECMP, Annex A17). A flow moved to a shorter
+  path can overtake its own packets still on the longer one; each packet that leaves the paths
+  after one of its flow that entered them later is recorded in `truth.reordered`.
 """
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ from dataclasses import dataclass
 from roceview.generate.frames import LldpFrame, PfcFrame, RocePacket
 from roceview.generate.pause_sender import PauseSender
 from roceview.generate.port import Port
+from roceview.generate.simulator import BASE_TS_NS
 
 
 @dataclass
@@ -43,6 +49,9 @@ class Switch:
         self.pausers: dict[tuple, PauseSender] = {}
         self._loss_seen = 0
         self._lost: set[tuple] = set()
+        self.path_delay_ps: dict[int, int] = {}   # UDP source port -> extra latency of its path
+        self._entered: dict[tuple, int] = {}      # per flow: frames that entered the paths
+        self._left: dict[tuple, tuple] = {}       # per flow: (entry index, PSN) of the latest-sent out
 
     def add_port(self, host_index: int, mac: bytes, gbps: float, prop_ps: int) -> Port:
         port = Port(self.sim, f"switch->{host_index}", gbps, prop_ps)
@@ -64,10 +73,33 @@ class Switch:
         self._forward(frame, ingress)
 
     def _forward(self, pkt: RocePacket, ingress: int) -> None:
-        egress = self.ports[pkt.dst]
-        prio = pkt.pcp
         if self._network_loss(pkt):
             return self.drop_record("switch", pkt)
+        if self.path_delay_ps:
+            return self._enter_path(pkt, ingress)
+        self._enqueue(pkt, ingress)
+
+    def _enter_path(self, pkt: RocePacket, ingress: int) -> None:
+        flow = (pkt.src, pkt.dst, pkt.dest_qp)
+        index = self._entered.get(flow, 0)
+        self._entered[flow] = index + 1
+        delay = self.path_delay_ps.get(pkt.sport, 0)
+        self.sim.after(delay, self._leave_path, pkt, ingress, flow, index)
+
+    def _leave_path(self, pkt: RocePacket, ingress: int, flow: tuple, index: int) -> None:
+        latest = self._left.get(flow)
+        if latest is not None and index < latest[0]:   # a packet sent after it got here first
+            self.truth.count("reordered_packets")
+            self.truth.reordered.append({"dest_qp": pkt.dest_qp, "psn": pkt.psn, "opcode": pkt.opcode,
+                                         "ts_ns": BASE_TS_NS + self.sim.now // 1000,
+                                         "overtaken_by_psn": latest[1]})
+        else:
+            self._left[flow] = (index, pkt.psn)
+        self._enqueue(pkt, ingress)
+
+    def _enqueue(self, pkt: RocePacket, ingress: int) -> None:
+        egress = self.ports[pkt.dst]
+        prio = pkt.pcp
         lossless = prio in self.s.pfc_prios
         depth = egress.queued_bytes.get(prio, 0)
         if not lossless and depth + pkt.wire_bytes > self.s.lossy_limit_bytes:

@@ -31,6 +31,14 @@ class Truth:
     qps: list[dict] = field(default_factory=list)       # one dict per QP: addresses, QPNs, first PSN
     # requester QPs that went to the Error state: qpn, the work completion status, PSN, time
     qp_errors: list[dict] = field(default_factory=list)
+    # ECMP path changes of a requester QP: qpn, first PSN on the new UDP source port, time, the old
+    # and new port and the extra latency of each port's path
+    path_changes: list[dict] = field(default_factory=list)
+    # packets that arrived after a packet of their QP sent later (overtaken on a longer path)
+    reordered: list[dict] = field(default_factory=list)
+    # NAK PSN sequence errors the requester acted on: qpn, PSN, time, spurious (the PSN was never
+    # lost, only overtaken), packets resent by the go-back-N it caused
+    seq_naks: list[dict] = field(default_factory=list)
     expected_kinds: tuple = ()
     forbidden_kinds: tuple = ()
 
@@ -46,6 +54,8 @@ class Truth:
             "drops": [vars(d) for d in self.drops], "corrupted": [vars(d) for d in self.corrupted],
             "counters": dict(self.counters),
             "retransmitted": dict(self.retransmitted), "pause_sources": dict(self.pause_sources),
-            "qps": list(self.qps), "qp_errors": list(self.qp_errors), "expected_kinds": list(self.expected_kinds),
+            "qps": list(self.qps), "qp_errors": list(self.qp_errors), "path_changes": list(self.path_changes),
+            "reordered": list(self.reordered), "seq_naks": list(self.seq_naks),
+            "expected_kinds": list(self.expected_kinds),
             "forbidden_kinds": list(self.forbidden_kinds),
         }
