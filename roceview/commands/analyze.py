@@ -48,15 +48,13 @@ def add_analysis_options(parser, fail_on_help: str = "exit 3 when a finding of t
     parser.add_argument("--config", metavar="FILE.toml", default=None,
                         help="diagnoser thresholds ([diagnose] table; see docs/findings.md)")
     parser.add_argument("--pfc-priorities", type=priority_list, default=None, metavar="P[,P...]",
-                        help="priorities PFC is enabled on, e.g. 3 (default: what LLDP DCBX frames in the "
-                             "capture say; PFC pause frames only show which priorities were paused)")
+                        help="priorities PFC is enabled on, e.g. 3 or 3,4, instead of what LLDP DCBX frames in "
+                             "the capture say (PFC pause frames only show which priorities were paused)")
     parser.add_argument("--fail-on", choices=("warning", "critical"), default=None, help=fail_on_help)
 
 
 def priority_list(text: str) -> tuple[int, ...]:
-    """--pfc-priorities: comma-separated priorities 0-7 ('' or 'none': none has PFC)."""
-    if text.strip().lower() in ("", "none"):
-        return ()
+    """--pfc-priorities: comma-separated priorities 0-7."""
     try:
         prios = tuple(sorted({int(p) for p in text.split(",")}))
     except ValueError:

@@ -35,8 +35,8 @@ class Config:
     trust: str = "auto"                 # how a switch maps a frame to a priority: "pcp", "dscp",
                                         # or "auto" (PCP when VLAN-tagged, else DSCP)
     dscp_to_priority: dict = field(default_factory=dict)  # {"26": 3}; default: DSCP >> 3
-    pfc_priorities: list = field(default_factory=list)  # priorities PFC is enabled on (--pfc-priorities), beside
-                                        # what LLDP DCBX PFC TLVs in the capture say
+    pfc_priorities: list = field(default_factory=list)  # priorities PFC is enabled on (--pfc-priorities):
+                                        # when given, instead of what LLDP DCBX TLVs in the capture say
     # --- ECN / DCQCN ---------------------------------------------------------------------------
     ce_warning_share: float = 0.2       # ecn_congestion is a warning above this CE share, else info
     not_ect_share: float = 0.5          # ecn_not_enabled when a source sends more Not-ECT data than this
@@ -108,9 +108,9 @@ def _check_range(key: str, value, where: str) -> None:
                 raise BadInput(f"{where}dscp_to_priority maps a DSCP 0-63 to a priority 0-7 "
                                f"(got {dscp!r} = {prio!r})")
         return
-    if key == "pfc_priorities":
+    if key == "pfc_priorities":       # checked on the raw list, before it is sorted
         if not all(isinstance(p, int) and not isinstance(p, bool) and 0 <= p <= 7 for p in value):
-            raise BadInput(f"{where}pfc_priorities lists priorities 0-7 (got {list(value)!r})")
+            raise BadInput(f"{where}pfc_priorities lists priorities 0-7, e.g. [3] (got {value!r})")
         return
     bounds = RANGES.get(key)
     if bounds is None:
@@ -135,9 +135,11 @@ def _build(values: dict, path) -> Config:
                 isinstance(default, list) and not isinstance(value, (list, tuple))):
             raise BadInput(f"{where}{key} must be {article(type(default).__name__)} "
                            f"(got {value!r})")
-        clean[key] = float(value) if isinstance(default, float) else sorted(set(value)) if isinstance(default, list) else value
+        clean[key] = float(value) if isinstance(default, float) else value
     for key, value in clean.items():
         _check_range(key, value, where)
+    if "pfc_priorities" in clean:
+        clean["pfc_priorities"] = sorted(set(clean["pfc_priorities"]))
     if clean.get("trust", "auto") not in ("auto", "pcp", "dscp"):
         raise BadInput(f"{where}trust must be auto, pcp or dscp (got {clean['trust']!r})")
     return Config(**clean)

@@ -10,6 +10,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from roceview.analysis.tables import Coded
 from roceview.diagnose.context import Context
 from roceview.diagnose.finding import finding
 from roceview.diagnose.flow_arrays import sums
@@ -163,18 +164,16 @@ def _incast(ctx: Context) -> list[dict]:
     senders_of = {names[i]: a.hosts[a.src[i]] for i in np.flatnonzero(a.data_flow).tolist()}
     out = []
     for dst, w, flows in _busiest_windows(ctx, tl, width, senders_of):
-        senders = sorted({senders_of[n] for n in flows})
-        if len(senders) < ctx.config.incast_senders:
+        if len({senders_of[n] for n in flows}) < ctx.config.incast_senders:
             continue
-        # a burst: enough of them start in this window, idle toward dst in the one before (six
-        # senders DCQCN keeps shaped into one port send in every window: congestion, no incast)
-        new = sorted({senders_of[n] for n in flows} - _active_senders(ctx, tl, flows, senders_of, w - 1, width))
-        if len(new) < ctx.config.incast_senders:
+        flows = _bursting(ctx, tl, flows, senders_of, w, width)
+        if not flows:
             continue
         signals = _signals(ctx, dst, flows, w * width, (w + 1) * width)
         if not signals:
             continue
-        summary = (f"Incast: {plural(len(new), 'sender')} burst into {dst} within {width / 1e6:g} ms, with "
+        senders = sorted({senders_of[n] for n in flows})
+        summary = (f"Incast: {plural(len(senders), 'sender')} burst into {dst} within {width / 1e6:g} ms, with "
                    f"{', '.join(signals)} in that window.")
         advice = ("Many-to-one bursts overflow the egress queue toward the receiver: spread or stagger the senders "
                   "(collective algorithm, fewer outstanding READ/WRITE per QP), let DCQCN react early (lower Kmin), "
@@ -185,31 +184,71 @@ def _incast(ctx: Context) -> list[dict]:
     return out
 
 
+def _bursting(ctx: Context, tl, flows: set, senders_of: dict, w: int, width: int) -> set:
+    """The flows of window w whose senders start a burst there, when at least incast_senders
+    do; else none. A sender bursts when it was idle toward the receiver in the window before.
+    When that window is not wholly in the capture (the capture began in it or in w), the
+    senders may have been running all along: it is a burst only if it ends, fewer than
+    incast_senders of them still sending in the window after (six senders DCQCN keeps shaped
+    into one port send in every window: congestion, no incast)."""
+    mine = {senders_of[n] for n in flows}
+    if (w - 1) * width >= ctx.start_ns:
+        new = mine - _active_senders(ctx, tl, flows, senders_of, w - 1, width)
+    else:
+        later = {senders_of[n] for n in _window_flows(ctx, tl, w + 1, width) & set(flows)}
+        new = mine if len(later) < ctx.config.incast_senders else set()
+    if len(new) < ctx.config.incast_senders:
+        return set()
+    return {n for n in flows if senders_of[n] in new}
+
+
 def _window_rows(ctx: Context, start: int, end: int) -> np.ndarray:
     """The timeline rows whose bucket starts in [start, end): one sort per Context, then a
     binary search per window (a receiver per window over a million rows stays cheap)."""
     if "_timeline_order" not in ctx.__dict__:
         ts = np.asarray(ctx.timeline["bucket_start"], np.int64)
         order = np.argsort(ts, kind="stable")
-        ctx.__dict__["_timeline_order"] = (order, ts[order])
-    order, ts = ctx.__dict__["_timeline_order"]
+        flow = Coded.of(ctx.timeline["flow"])
+        code_of = {n: i for i, n in enumerate(flow.names)}
+        ctx.__dict__["_timeline_order"] = (order, ts[order], flow.codes, flow.names, code_of)
+    order, ts, *_ = ctx.__dict__["_timeline_order"]
     return order[np.searchsorted(ts, start):np.searchsorted(ts, end)]
+
+
+def _of_flows(ctx: Context, rows: np.ndarray, flows) -> np.ndarray:
+    """The rows (timeline row numbers) that belong to `flows`, by the flow column's codes."""
+    _, _, codes, names, code_of = ctx.__dict__["_timeline_order"]
+    wanted = np.zeros(len(names), bool)
+    wanted[[code_of[n] for n in flows if n in code_of]] = True
+    return rows[wanted[codes[rows]]]
+
+
+def _window_flows(ctx: Context, tl, w: int, width: int) -> set:
+    """The flows with bytes in window w (kept per window: receivers share windows)."""
+    cache = ctx.__dict__.setdefault("_window_flows", {})
+    if (w, width) not in cache:
+        cache[(w, width)] = _flows_in(ctx, tl, w, width)
+    return cache[(w, width)]
+
+
+def _flows_in(ctx: Context, tl, w: int, width: int) -> set:
+    rows = _window_rows(ctx, w * width, (w + 1) * width)
+    rows = rows[np.asarray(tl["bytes"])[rows] != 0]
+    _, _, codes, names, _ = ctx.__dict__["_timeline_order"]
+    return {names[c] for c in np.unique(codes[rows]).tolist()}
 
 
 def _active_senders(ctx: Context, tl, flows, senders_of: dict, w: int, width: int) -> set:
     """The senders of `flows` with bytes in window w (timeline rows)."""
     if w < 0:
         return set()
-    rows = _window_rows(ctx, w * width, (w + 1) * width)
-    names, nbytes = tl["flow"], np.asarray(tl["bytes"])
-    return {senders_of[names[i]] for i in rows[nbytes[rows] != 0].tolist() if names[i] in flows}
+    return {senders_of[n] for n in _window_flows(ctx, tl, w, width) & set(flows)}
 
 
 def _in_window(ctx: Context, flows, column: str, start: int, end: int) -> int:
     """The timeline's `column` summed over `flows` and the buckets that start in [start, end)."""
-    tl = ctx.timeline
-    names, values = tl["flow"], np.asarray(tl[column])
-    return int(sum(int(values[i]) for i in _window_rows(ctx, start, end).tolist() if names[i] in flows))
+    rows = _of_flows(ctx, _window_rows(ctx, start, end), flows)
+    return int(np.asarray(ctx.timeline[column])[rows].sum())
 
 
 def _signals(ctx: Context, dst: str, flows, start: int, end: int) -> list[str]:

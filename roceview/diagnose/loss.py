@@ -118,19 +118,22 @@ def _nak_for(ctx, name, ts, first, psn) -> bool:
 
 
 def _resent(ctx, name, ts, first, psn) -> bool:
-    """A missing PSN resent later: lost on the way, unless an RNR NAK explains the resend (the
-    requester resends from the RNR-NAKed PSN on, IBTA 9.7.5.2.8: a PSN after it that only the
-    capture missed comes again too)."""
+    """A missing PSN resent later: lost on the way, unless an RNR NAK explains the resend: the
+    requester resends from the RNR-NAKed PSN on (IBTA 9.7.5.2.8), so a PSN after it that only
+    the capture missed comes again too. Excused only when that resend run (a resend of the
+    NAKed PSN, at most read_rerequest_span PSNs before the gap) starts after the gap and at or
+    before the missing PSN's resend."""
     ev = ctx.ev("retransmit", name)
     hits = ev.ts[_window(ctx, ev, ts + 1) & _between(ev.psn, first, (psn - 1) % PSN_MOD)]
     if not len(hits):
         return False
-    window = int(ctx.config.nak_window_us * 1000)
+    window, span = int(ctx.config.nak_window_us * 1000), ctx.config.read_rerequest_span
     for other in requester_side(ctx, name):
         rnr = ctx.ev("nak_rnr", other)
-        near = (rnr.ts >= ts - window) & (rnr.ts < int(hits.min())) & _between(rnr.psn, (first - (1 << 22)) % PSN_MOD, first)
-        if near.any():
-            return False
+        near = (rnr.ts >= ts - window) & (rnr.ts < int(hits.min())) & ((first - rnr.psn) % PSN_MOD <= span)
+        for pn in set(rnr.psn[near].tolist()):
+            if ((ev.psn == pn) & (ev.ts >= ts) & (ev.ts <= int(hits.min()))).any():
+                return False
     return True
 
 
@@ -185,7 +188,8 @@ def _network_loss(ctx: Context, name: str, fl: FlowLoss) -> dict:
     evidence = [f"{plural(len(fl.naks), 'NAK')} (PSN sequence error) at PSN {psn_list([e for _, e, *_ in fl.naks])}"
                 if fl.naks else "no NAK captured (the other direction is not in this capture or filter)",
                 "the requester's direction is not in this capture or filter: its resends cannot be seen" if fl.blind
-                else f"{plural(resent, 'packet')} resent by go-back-N (the QP table's retx)"]
+                else f"{plural(resent, 'packet')} resent (the QP table's retx)"
+                + (f", {sum(r or 0 for *_, r, _ in fl.naks):,} of them by go-back-N after the NAKs" if fl.naks else "")]
     if fl.net_gaps:
         evidence.append(f"{plural(len(fl.net_gaps), 'gap')} of {plural(gap_psns, 'PSN')} seen before the "
                         "NAK/retransmission (capture point after the loss point)")
@@ -203,7 +207,7 @@ def _network_loss(ctx: Context, name: str, fl: FlowLoss) -> dict:
             f"{plural(len(fl.net_gaps), 'gap')} of {plural(gap_psns, 'PSN')}, no NAK captured, ")
     summary = (f"Flow {name} lost packets in the network: {told}"
                + ("the requester's direction not captured" if fl.blind else
-                  f"{plural(resent, 'packet')} resent by go-back-N")
+                  f"{plural(resent, 'packet')} resent")
                + (f", {plural(len(unrecovered), 'PSN')} not recovered" if unrecovered else "") + ".")
     return finding("critical" if unrecovered else "warning", "network_loss", summary,
                    [name] + requester_side(ctx, name)[:1] if n_lost else [name],

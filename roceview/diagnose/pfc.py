@@ -104,7 +104,7 @@ def _pause(ctx: Context, row: dict, host, note: str, trusted_speed: bool = True)
     p = row["priority"]
     # a warning needs RoCE on the paused priority (a pause on a class without RoCE is someone
     # else's) and pause times the capture does not contradict (link_speed_mismatch)
-    roce = p == "all" or bool(_flows_on(ctx, p))
+    roce = _carries_roce(ctx, p)
     sev = "warning" if share >= ctx.config.pause_warning_share and roce and trusted_speed else "info"
     summary = (f"{_who(row['src_mac'], host)} paused {_prio_text(p)} with {plural(row['pause_frames'], 'pause frame')}: "
                f"{duration(row['paused_us'] * 1000)} in total ({share:.1%} of the capture), longest "
@@ -114,7 +114,7 @@ def _pause(ctx: Context, row: dict, host, note: str, trusted_speed: bool = True)
                 f"longest continuous pause {duration(row['longest_pause_us'] * 1000)}", note]
     rx, tx = _counters(p, "rx"), _counters(p, "tx")
     if not roce:
-        evidence.insert(1, f"no RoCE packet was seen on {_prio_text(p)}")
+        evidence.insert(1, f"no RoCE data, ACK or CNP was seen on {_prio_text(p)}")
     if p == "all":
         keep = _roce_pfc_priorities(ctx)
         advice = ("802.3x PAUSE stops every class on the link: on RoCE hosts use PFC on the RoCE priority instead "
@@ -127,6 +127,16 @@ def _pause(ctx: Context, row: dict, host, note: str, trusted_speed: bool = True)
                   "PFC counters; some pausing under load is normal, sustained pausing spreads congestion upstream "
                   "(head-of-line blocking): let ECN act first (Kmin < Kmax < PFC XOFF).")
     return finding(sev, "pfc_pause", summary, [], row["first_ts"], row["last_ts"], evidence, advice)
+
+def _carries_roce(ctx: Context, p: str) -> bool:
+    """Whether RoCE (data, ACKs or CNPs) travels on priority p; for 802.3x PAUSE ('all'),
+    whether the capture has RoCE data at all."""
+    from roceview.diagnose.priority import priority_rows
+
+    if p == "all":
+        return bool(ctx.arrays.data_flow.any())
+    return bool(_flows_on(ctx, p)) or bool((priority_rows(ctx, cnp=True)[1] == int(p)).any())
+
 
 def _roce_pfc_priorities(ctx: Context) -> list[int]:
     """Where PFC should be on: the priorities RoCE data uses, those DCBX / --pfc-priorities

@@ -1,7 +1,7 @@
 """priority_mismatch: RoCE traffic or CNPs on a priority PFC does not protect.
 
 Which priorities have PFC enabled is known only from an LLDP DCBX PFC configuration TLV in the
-capture (IEEE 802.1Qaz D.2.10, or CEE DCBX) or from `pfc_priorities` (--pfc-priorities). A PFC
+capture (IEEE 802.1Qaz D.2.10, or CEE DCBX), or from `pfc_priorities` (--pfc-priorities), which overrides them. A PFC
 frame's class-enable vector says which priorities that frame pauses (802.1Qbb 36.1.3), not
 which have PFC enabled: a fabric that pauses priority 5 may protect priority 3 as well, so PFC
 frames alone never make a mismatch. A frame's priority is its VLAN PCP when tagged, else its
@@ -72,10 +72,12 @@ def flows_on(ctx: Context, rows: np.ndarray, prio: int) -> np.ndarray:
 
 
 def protected_priorities(ctx: Context) -> tuple[set[int], list[str]]:
-    """Priorities with PFC enabled, and where that was read: LLDP DCBX TLVs, --pfc-priorities."""
-    prios, sources = set(ctx.config.pfc_priorities), []
+    """Priorities with PFC enabled, and where that was read: --pfc-priorities when given (it
+    overrides the capture: the user knows the fabric's configuration), else LLDP DCBX TLVs."""
     if ctx.config.pfc_priorities:
-        sources.append(f"--pfc-priorities / pfc_priorities: {', '.join(map(str, sorted(prios)))}")
+        prios = set(ctx.config.pfc_priorities)
+        return prios, [f"PFC on priority {', '.join(map(str, sorted(prios)))} (--pfc-priorities / pfc_priorities)"]
+    prios, sources = set(), []
     for mac, bits in (ctx.facts.lldp_pfc.items() if ctx.facts else []):
         enabled = [p for p in range(8) if bits >> p & 1]
         prios.update(enabled)

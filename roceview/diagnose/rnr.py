@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from roceview.diagnose.context import Context, requester_side
+from roceview.diagnose.context import Context
 from roceview.diagnose.finding import finding, psn_list
 from roceview.units import duration, plural
 
@@ -32,7 +32,7 @@ def rnr_findings(ctx: Context) -> list[dict]:
                   "rnr_nak_retry_err counts RNR NAKs received within the retry limit, req_rnr_retries_exceeded "
                   "(and an RNR-retry-exceeded completion error) the times it gave up; the responder's "
                   "out_of_buffer counts requests that found no receive WQE.")
-        severity, gave_up = "warning", _rnr_gave_up(ctx, name, ev)
+        severity, gave_up = "warning", _rnr_gave_up(ctx, name, ev, waits)
         if gave_up:
             severity, summary = "critical", gave_up[0]
             evidence.append(gave_up[1])
@@ -42,27 +42,33 @@ def rnr_findings(ctx: Context) -> list[dict]:
 
 
 RNR_GIVE_UP_TIMERS = 2      # silence this many RNR timers after the last RNR NAK: no resend is coming
+# ... and at least this long: the timer is a minimum; soft-RoCE (rxe) rounds it up to whole
+# jiffies (rxe_comp.c: max(usecs_to_jiffies(rnrnak_usec), 1)), up to 10 ms at HZ=100
+RNR_GIVE_UP_FLOOR_NS = 10_000_000
 
 
-def _rnr_gave_up(ctx, name, ev) -> tuple[str, str] | None:
+def _rnr_gave_up(ctx, name, ev, waits: list[int]) -> tuple[str, str] | None:
     """(summary, evidence) when the requester stopped retrying: after the last RNR NAK nothing
     more was seen on the QP pair (no resend of the NAKed PSN, no ACK) for RNR_GIVE_UP_TIMERS
-    times the timer that NAK asked for, while the capture went on. A requester resends after
-    the RNR timer until its rnr_retry budget (IBTA 9.7.5.2.8; 7 = infinite) is spent; then the
-    send completes in error (IBV_WC_RNR_RETRY_EXC_ERR) and the QP goes to the error state."""
+    times the timer that NAK asked for, twice the longest RNR NAK -> resend wait this QP showed
+    and RNR_GIVE_UP_FLOOR_NS, while the capture went on. A requester resends after the RNR
+    timer until its rnr_retry budget (IBTA 9.7.5.2.8; 7 = infinite) is spent; then the send
+    completes in error (IBV_WC_RNR_RETRY_EXC_ERR) and the QP goes to the error state. Only
+    judged when the requester's own flow (the peer QP) is in the capture."""
     last = int(np.argmax(ev.ts))
     ts, psn, code = int(ev.ts[last]), int(ev.psn[last]), int(ev.col("rnr_timer")[last])
     if not 0 <= code < len(RNR_TIMER_MS):
         return None
     timer_ns = RNR_TIMER_MS[code] * 1e6
-    pair = [n for n in (name, *requester_side(ctx, name)) if n in ctx.flow]
-    if len(pair) < 2 or max(int(ctx.flow[n]["last_ts"]) for n in pair) > ts:
+    requester = ctx.peer(name)
+    if requester is None or requester not in ctx.flow:
+        return None          # not the QP's own flow: another QP's silence says nothing
+    if max(int(ctx.flow[n]["last_ts"]) for n in (name, requester)) > ts:
         return None
     silent = ctx.end_ns - ts
-    if silent < RNR_GIVE_UP_TIMERS * timer_ns:
+    if silent < max(RNR_GIVE_UP_TIMERS * timer_ns, 2 * max(waits, default=0), RNR_GIVE_UP_FLOOR_NS):
         return None
     naks = int((ev.psn == psn).sum())
-    requester = requester_side(ctx, name)[0]
     summary = (f"The requester of {requester} gave up after {plural(naks, 'RNR NAK')} on PSN {psn}: nothing more on "
                f"the QP pair for {duration(silent)} ({silent / timer_ns:.1f} RNR timers) while the capture went on; "
                "its rnr_retry budget is spent, the send completed in error (IBV_WC_RNR_RETRY_EXC_ERR) and the QP "

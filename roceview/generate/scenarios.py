@@ -242,9 +242,10 @@ def _rnr_exhausted(rng, scale, truth):
     # the application reposts one every 8 us, then hangs: the SEND after the last one posted
     # gets 4 RNR NAKs and the requester gives up
     net.every(8_000, n // 2, lambda: responder.responder.post_receives(1))
-    # another QP keeps writing for 3 ms: the capture goes on long after the first fell silent
+    # another QP keeps writing for 15 ms: the capture goes on long after the first fell silent
+    # (longer than a soft-RoCE requester's RNR wait, rounded up to jiffies: up to 10 ms)
     writes = _mix(rng, _n(30, scale), ("WRITE",), (256, 4096))
-    net.connect(0, 1, Workload(writes, qd=1, gap_ns=100_000))
+    net.connect(0, 1, Workload(writes, qd=1, gap_ns=500_000))
     return net, [0], [1]
 
 
@@ -367,7 +368,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              ("pfc_pause",)),
     Scenario("rnr-exhausted", "as rnr with rnr_retry 3: the receiving application stops posting "
              "receive WQEs, 4 RNR NAKs on one PSN, the requester gives up (RNR retry exceeded, QP "
-             "to Error) and sends nothing more while another QP writes on for 3 ms",
+             "to Error) and sends nothing more while another QP writes on for 15 ms",
              _rnr_exhausted, "sender", ("rnr",)),
     Scenario("healthy-dcqcn", "six senders join one every 2.5 ms, then each writes 32 KB to one "
              "receiver every 1 ms, in turn with overlapping tails (25 Gb/s): a few % CE-marked, "

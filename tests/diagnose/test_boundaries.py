@@ -91,7 +91,7 @@ def test_mirror_before_the_loss_point_sees_nak_then_go_back_n_without_a_gap(tmp_
     found = c.findings(tmp_path)
     loss = _one(found, "network_loss")
     assert "capture_loss" not in kinds(found)
-    assert "without a gap" in loss["evidence"] and "7 packets resent by go-back-N" in loss["evidence"]
+    assert "without a gap" in loss["evidence"] and "7 packets resent (the QP table's retx), 7 of them by go-back-N after the NAKs" in loss["evidence"]
     assert "NAK-to-retransmission delay median 1.100 us" in loss["evidence"]
     assert loss["severity"] == "warning"
 
@@ -354,7 +354,7 @@ def test_rnr_naks_with_the_retries_seen_are_a_warning(tmp_path):
 def test_rnr_naks_then_silence_past_the_timer_while_the_capture_goes_on_is_critical(tmp_path):
     c = _rnr_naks(Cap(), 4, resend_last=False)
     c.frames.pop(), c.ts.pop()                        # the requester never resent after the 4th NAK
-    c.at(200_000).pfc(0)                              # the capture goes on 0.2 ms (5 RNR timers)
+    c.at(12_000_000).pfc(0)                           # the capture goes on 12 ms (300 RNR timers)
     rnr = _one(c.findings(tmp_path), "rnr")
     assert rnr["severity"] == "critical", rnr["summary"]
     assert "gave up after 4 RNR NAKs on PSN 0" in rnr["summary"] and "IBV_WC_RNR_RETRY_EXC_ERR" in rnr["summary"]
@@ -403,3 +403,29 @@ def test_a_resend_an_ack_timeout_explains_is_not_reordering(tmp_path):
     c = _in_order(Cap(), 5).at(2000).req(6).at(200_000).req(5).at(1000).ack(6)
     found = c.findings(tmp_path)
     assert "reordering" not in kinds(found), show(found)
+
+
+def test_rnr_silence_shorter_than_a_soft_roce_wait_is_not_called_given_up(tmp_path):
+    c = _rnr_naks(Cap(), 4, resend_last=False)
+    c.frames.pop(), c.ts.pop()
+    c.at(3_000_000).pfc(0)            # 3 ms: rxe rounds the RNR timer up to jiffies (4 ms at HZ=250)
+    assert _one(c.findings(tmp_path), "rnr")["severity"] == "warning"
+
+
+def test_a_resend_long_after_the_rnr_timer_keeps_rnr_a_warning(tmp_path):
+    c = Cap().req(0).at(1000).ack(0, syndrome=SYN_RNR_0_04_MS).at(15_000_000).req(0).at(1000).ack(0)
+    c.at(1_000_000).pfc(0)            # the resend came 375 timers later; the capture went on
+    rnr = _one(c.findings(tmp_path), "rnr")
+    assert rnr["severity"] == "warning" and "gave up" not in rnr["summary"]
+
+
+def test_an_rnr_episode_long_over_does_not_excuse_a_later_loss(tmp_path):
+    c = Cap().req(10).at(1000).ack(10, syndrome=SYN_RNR_0_04_MS).at(40_000).req(10).at(1000).ack(10)
+    c.at(1_000_000)
+    for psn in [*range(11, 25), 26, 27, 28, 29]:     # 25 lost in the network, the mirror after the loss
+        c.req(psn)
+    c.at(3000)                                       # the NAK of 25 not captured
+    for psn in range(25, 30):
+        c.req(psn)                                   # go-back-N from 25
+    found = c.at(2000).ack(29).findings(tmp_path)
+    assert "network_loss" in kinds(found) and "capture_loss" not in kinds(found), show(found)

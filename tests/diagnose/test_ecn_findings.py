@@ -87,15 +87,32 @@ def test_senders_that_join_one_by_one_are_congestion_not_incast(tmp_path):
     assert "ecn_congestion" in {k for _, k in listing(found)}
 
 
-def test_the_same_senders_starting_together_are_incast(tmp_path):
+def test_five_senders_joining_one_by_one_are_no_incast(tmp_path):
     found = _staggered(Cap(), senders=(1, 2, 3, 4, 5)).findings(tmp_path)
-    assert "incast" not in {k for _, k in listing(found)}
-    c = Cap()
-    for psn in range(8):
-        for s in (1, 2, 3, 4):
-            c.req(s, 0, psn, ecn=3 if psn % 4 == 3 else 2)
+    assert "incast" not in {k for _, k in listing(found)}, listing(found)
+
+
+def _together(c: Cap, ms: int, senders=(1, 2, 3, 4)) -> Cap:
+    for psn in range(ms * 4):
+        for s in senders:
+            c.req(s, 0, 100 + psn, ecn=3 if psn % 4 == 3 else 2)
         c.at(250_000)
-    assert "incast" in {k for _, k in listing(c.ack(0, 1, 7).cnp(0, 1).findings(tmp_path))}
+    return c.ack(0, 1, 100 + ms * 4 - 1).cnp(0, 1)
+
+
+def test_senders_starting_together_after_an_idle_window_are_incast(tmp_path):
+    c = Cap()
+    for psn in range(12):                     # one sender alone for 3 ms: the idle window is seen
+        c.req(5, 0, psn).at(250_000)
+    incast = one(_together(c, 2).findings(tmp_path), "incast")
+    assert "4 senders burst into 10.0.0.1" in incast["summary"]
+    assert incast["evidence"].startswith("senders: 10.0.0.2, 10.0.0.3, 10.0.0.4, 10.0.0.5;"), incast["evidence"]
+
+
+def test_senders_already_sending_when_the_capture_began_are_no_incast(tmp_path):
+    found = _together(Cap(), 4).findings(tmp_path)     # they keep sending in every later window
+    assert "incast" not in {k for _, k in listing(found)}, listing(found)
+    assert "ecn_congestion" in {k for _, k in listing(found)}
 
 
 def test_incast_counts_ce_and_cnps_in_its_window_only(tmp_path):

@@ -32,7 +32,7 @@ def test_a_requester_that_ran_out_of_rnr_retries_is_critical(tmp_path, seed):
 def test_pauses_on_another_lossless_priority_are_info_only(tmp_path, seed):
     found = _found(tmp_path, "pfc-other-priority", seed)
     assert [(f["severity"], f["kind"]) for f in found] == [("info", "pfc_pause")], found
-    assert "paused priority 5" in found[0]["summary"] and "no RoCE packet was seen on priority 5" in found[0]["evidence"]
+    assert "paused priority 5" in found[0]["summary"] and "no RoCE data, ACK or CNP was seen on priority 5" in found[0]["evidence"]
 
 
 @pytest.mark.parametrize("seed", [0, 1])

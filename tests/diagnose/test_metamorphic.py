@@ -86,6 +86,19 @@ def test_a_capture_cut_in_two_ring_files_gives_the_same_answer(name, captures, t
     assert answer([first, second]) == answer([path])
 
 
+@pytest.mark.parametrize("share", [0.3, 0.6])
+@pytest.mark.parametrize("name", NAMES)
+def test_a_capture_begun_later_adds_no_warning(name, share, captures, tmp_path):
+    """Starting the mirror mid-run (senders already sending, requests whose ACKs come later)
+    may lose findings, never add a warning."""
+    path = captures[name]
+    _, found = answer([path])
+    link, records = tf.read_pcap(path)
+    start = records[0].ts + int((records[-1].ts - records[0].ts) * share)
+    _, found2 = answer([tf.write_pcap(tmp_path / "later.pcap", link, [r for r in records if r.ts >= start])])
+    assert [f for f in found2 if f not in found and f[0] != "info"] == [], found2
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_frames_the_mirror_missed_are_never_network_loss(name, captures, tmp_path):
     path = captures[name]

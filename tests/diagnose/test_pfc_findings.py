@@ -11,7 +11,7 @@ must equal what each event's detail text says (the per-event parse they replaced
 then quanta), for several MACs, priorities, 802.3x PAUSE and XONs."""
 from __future__ import annotations
 
-from helpers.findings import MACS, Cap, listing, one
+from helpers.findings import MACS, SYN_NAK_SEQ, Cap, listing, one
 from roceview.analysis.events import EventLog
 import re
 from collections import defaultdict
@@ -80,7 +80,7 @@ def test_a_long_pause_on_the_roce_priority_is_a_warning(tmp_path):
 def test_a_long_pause_on_a_priority_without_roce_is_info_and_says_so(tmp_path):
     found = _roce_then(_xoffs(300_000, total_ns=60_000_000).at(100_000_000).pfc(0), prio=5).findings(tmp_path)
     pause = one(found, "pfc_pause")
-    assert pause["severity"] == "info" and "no RoCE packet was seen on priority 3" in pause["evidence"]
+    assert pause["severity"] == "info" and "no RoCE data, ACK or CNP was seen on priority 3" in pause["evidence"]
 
 
 def test_a_host_pausing_a_priority_without_roce_is_no_slow_receiver(tmp_path):
@@ -119,7 +119,7 @@ def test_pause_only_capture_without_roce_asks_for_the_link_speed(tmp_path):
 
 def test_pause_only_capture_at_a_given_low_speed_is_not_questioned(tmp_path):
     found = _usb_nic_pauses().findings(tmp_path, link_speed=0.1)
-    assert listing(found) == [("warning", "pfc_pause")]
+    assert listing(found) == [("info", "pfc_pause")]      # info: no RoCE in the capture to be paused
     assert "longest 335.539 ms; pause times at an assumed 0.1 Gb/s link" in one(found, "pfc_pause")["summary"]
 
 
@@ -200,3 +200,34 @@ def test_pause_frames_equal_the_per_event_parse(tmp_path):
     for key, rows in want.items():
         assert got[key].tolist() == [list(r) for r in rows], key
     assert pause_frames(ctx) is got                                   # built once per Context
+
+
+def test_a_pause_on_the_priority_the_cnps_use_counts_as_roce(tmp_path):
+    c = Cap()
+    for psn in range(10):
+        c.req(0, 1, psn, pcp=3, ecn=3)
+    c.cnp(1, 0, pcp=6).ack(1, 0, 9, pcp=3)
+    for _ in range(30):
+        c.pfc(0xFFFF, prio=6).at(300_000)
+    pause = one(c.pfc(0, prio=6).findings(tmp_path), "pfc_pause")
+    assert pause["severity"] == "warning" and "no RoCE" not in pause["evidence"]
+
+
+def _loss_beside_pauses_on_5(c: Cap) -> Cap:
+    for psn in (0, 1, 2, 4, 5):                 # 3 lost in the network
+        c.req(0, 1, psn)
+    c.ack(1, 0, 3, syndrome=SYN_NAK_SEQ)
+    for psn in (3, 4, 5):                       # go-back-N
+        c.req(0, 1, psn)
+    return c.ack(1, 0, 5).pfc(0xFFFF, prio=5).at(1000).pfc(0, prio=5)
+
+
+def test_loss_advice_keeps_pfc_on_the_priorities_seen_paused(tmp_path):
+    loss = one(_loss_beside_pauses_on_5(Cap()).findings(tmp_path), "network_loss")
+    assert "--pfc 0,0,0,1,0,1,0,0" in loss["advice"] and "prio-pfc 3:on 5:on" in loss["advice"]
+
+
+def test_8023x_advice_names_the_roce_priorities_and_the_paused_ones(tmp_path):
+    c = _loss_beside_pauses_on_5(Cap()).pause(0xFFFF).at(1000).pause(0)
+    pause = [f for f in c.findings(tmp_path) if f["kind"] == "pfc_pause" and "802.3x" in f["summary"]]
+    assert len(pause) == 1 and "prio-pfc 3:on 5:on" in pause[0]["advice"] and "--pfc 0,0,0,1,0,1,0,0" in pause[0]["advice"]

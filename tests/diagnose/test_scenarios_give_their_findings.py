@@ -51,7 +51,7 @@ def test_network_loss_evidence_names_delays_and_go_back_n(tmp_path):
     write_capture(generate("network-loss-receiver-side", seed=0), receiver)
     (s,) = [f for f in findings_of(sender) if f["kind"] == "network_loss"]
     (r,) = [f for f in findings_of(receiver) if f["kind"] == "network_loss"]
-    assert "NAK-to-retransmission delay" in s["evidence"] and "resent by go-back-N" in s["evidence"]
+    assert "NAK-to-retransmission delay" in s["evidence"] and "by go-back-N after the NAKs" in s["evidence"]
     assert "without a gap" in s["evidence"]
     assert "NAK generation delay" in r["evidence"] and "gap" in r["evidence"]
     assert s["severity"] == r["severity"] == "warning"  # everything was recovered
