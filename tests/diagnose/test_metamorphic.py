@@ -167,6 +167,17 @@ def test_the_reordering_rule_catches_late_originals_taken_for_resends(captures, 
         test_reordered_requests_without_loss_are_reordering_not_loss("sample/clean", captures, tmp_path)
 
 
+def test_the_begun_later_rule_catches_senders_already_sending_taken_for_a_burst(captures, tmp_path, monkeypatch):
+    from roceview.diagnose import ecn
+
+    def idle_before_the_capture(ctx, tl, flows, senders_of, w, width):   # the window before: always "seen"
+        new = {senders_of[n] for n in flows} - ecn._active_senders(ctx, tl, flows, senders_of, w - 1, width)
+        return {n for n in flows if senders_of[n] in new} if len(new) >= ctx.config.incast_senders else set()
+    monkeypatch.setattr(ecn, "_bursting", idle_before_the_capture)
+    with pytest.raises(AssertionError):
+        test_a_capture_begun_later_adds_no_warning("fresh/healthy-dcqcn", 0.6, captures, tmp_path)
+
+
 def test_the_answer_compared_sees_a_flow_counted_differently(captures, tmp_path):
     """The ring-file and source-port rules compare `answer`: a frame dropped changes it."""
     path = captures["sample/clean"]
