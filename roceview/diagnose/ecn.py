@@ -11,6 +11,7 @@ from collections import defaultdict
 import numpy as np
 
 from roceview.analysis.tables import Coded
+from roceview.arrays import sorted_distinct
 from roceview.diagnose.context import Context
 from roceview.diagnose.finding import finding
 from roceview.diagnose.flow_arrays import sums
@@ -235,7 +236,7 @@ def _flows_in(ctx: Context, tl, w: int, width: int) -> set:
     rows = _window_rows(ctx, w * width, (w + 1) * width)
     rows = rows[np.asarray(tl["bytes"])[rows] != 0]
     _, _, codes, names, _ = ctx.__dict__["_timeline_order"]
-    return {names[c] for c in np.unique(codes[rows]).tolist()}
+    return {names[c] for c in sorted_distinct(codes[rows]).tolist()}   # (np.unique imports numpy.ma)
 
 
 def _active_senders(ctx: Context, tl, flows, senders_of: dict, w: int, width: int) -> set:
@@ -256,8 +257,9 @@ def _signals(ctx: Context, dst: str, flows, start: int, end: int) -> list[str]:
     to the senders, pause frames, gaps and retransmissions."""
     flows = set(flows)
     a = ctx.arrays
-    senders = np.unique(a.src[ctx.flow.rows(sorted(flows))])
-    back_rows = np.flatnonzero((a.src == a.hosts.index(dst)) & np.isin(a.dst, senders))
+    sender = np.zeros(len(a.hosts), bool)
+    sender[a.src[ctx.flow.rows(sorted(flows))]] = True
+    back_rows = np.flatnonzero((a.src == a.hosts.index(dst)) & sender[a.dst])
     back = {ctx.flow_names[i] for i in back_rows.tolist()}
     ce = _in_window(ctx, flows, "ecn_ce", start, end)
     cnps = _in_window(ctx, back, "cnp_packets", start, end)

@@ -17,6 +17,7 @@ from roceview.analysis.events import nak_meaning
 from roceview.diagnose.context import PSN_MOD, Context, Events, in_arcs, requester_side
 from roceview.diagnose.finding import finding, psn_list
 from roceview.diagnose.reorder import gap_numbers, late_ts, reorder_findings, reordered_gap, spurious_nak
+from roceview.diagnose.reread import reread_text, rereads
 from roceview.diagnose.rnr import rnr_findings
 from roceview.diagnose.psn_conformance import duplicate_findings, pmtu_findings, unsent_ack_findings
 from roceview.units import duration, plural
@@ -49,6 +50,7 @@ class FlowLoss:
     cap_gaps: list = field(default_factory=list)
     blind: bool = False     # the requester's direction is not in the capture (or the filter)
     spurious: list = field(default_factory=list)   # (nak ts, psn, resent): NAKs reordering caused
+    rereads: list = field(default_factory=list)    # (ts, psn): READs asked again, responses lost
 
 
 def loss_findings(ctx: Context) -> list[dict]:
@@ -58,8 +60,11 @@ def loss_findings(ctx: Context) -> list[dict]:
         out += _classify_gaps(ctx, name, per_flow)
     for name in ctx.flows_with("nak_seq"):
         _naks(ctx, name, per_flow)
+    for name in ctx.flows_with("timeout_retransmit"):
+        if rereads(ctx, name):
+            per_flow.setdefault(name, FlowLoss()).rereads = rereads(ctx, name)
     for name, fl in sorted(per_flow.items()):
-        if fl.naks or fl.net_gaps:
+        if fl.naks or fl.net_gaps or fl.rereads:
             out.append(_network_loss(ctx, name, fl))
     out += reorder_findings(ctx, {name: fl.spurious for name, fl in per_flow.items() if fl.spurious})
     captured = {name: fl.cap_gaps for name, fl in per_flow.items() if fl.cap_gaps}
@@ -183,17 +188,20 @@ def _network_loss(ctx: Context, name: str, fl: FlowLoss) -> dict:
     resent = int(ctx.flow[name]["retransmitted_packets"])
     delays = [d for _, _, d, _, _ in fl.naks if d is not None]
     gens = [g for *_, g in fl.naks if g is not None]
-    times = [t for t, *_ in fl.naks] + [t for t, *_ in fl.net_gaps]
+    times = [t for t, *_ in fl.naks] + [t for t, *_ in fl.net_gaps] + [t for t, _ in fl.rereads]
     gap_psns = sum(c for *_, c in fl.net_gaps)
     evidence = [f"{plural(len(fl.naks), 'NAK')} (PSN sequence error) at PSN {psn_list([e for _, e, *_ in fl.naks])}"
-                if fl.naks else "no NAK captured (the other direction is not in this capture or filter)",
+                if fl.naks else "no NAK: a lost READ response is not NAKed, the requester reads again" if fl.rereads
+                else "no NAK captured (the other direction is not in this capture or filter)",
                 "the requester's direction is not in this capture or filter: its resends cannot be seen" if fl.blind
                 else f"{plural(resent, 'packet')} resent (the QP table's retx)"
                 + (f", {sum(r or 0 for *_, r, _ in fl.naks):,} of them by go-back-N after the NAKs" if fl.naks else "")]
+    if fl.rereads:
+        evidence.append(reread_text(fl.rereads))
     if fl.net_gaps:
         evidence.append(f"{plural(len(fl.net_gaps), 'gap')} of {plural(gap_psns, 'PSN')} seen before the "
                         "NAK/retransmission (capture point after the loss point)")
-    else:
+    elif not fl.rereads:
         evidence.append("retransmissions without a gap (capture point before the loss point)")
     if gens:
         evidence.append(f"NAK generation delay median {duration(np.median(gens))}, max {duration(max(gens))}")
@@ -202,9 +210,10 @@ def _network_loss(ctx: Context, name: str, fl: FlowLoss) -> dict:
                         f"max {duration(max(delays))}")
     if unrecovered:
         evidence.append(f"never retransmitted after the NAK: PSN {psn_list(unrecovered)}")
-    n_lost = len(fl.naks) or len(fl.net_gaps)
+    n_lost = len(fl.naks) or len(fl.net_gaps) or len(fl.rereads)
     told = (f"{plural(len(fl.naks), 'NAK')}, " if fl.naks else
-            f"{plural(len(fl.net_gaps), 'gap')} of {plural(gap_psns, 'PSN')}, no NAK captured, ")
+            f"{plural(len(fl.net_gaps), 'gap')} of {plural(gap_psns, 'PSN')}, no NAK captured, " if fl.net_gaps else
+            f"{plural(len(fl.rereads), 'READ')} asked again for lost responses, ")
     summary = (f"Flow {name} lost packets in the network: {told}"
                + ("the requester's direction not captured" if fl.blind else
                   f"{plural(resent, 'packet')} resent")
@@ -257,7 +266,7 @@ def _timeouts(ctx: Context) -> list[dict]:
     for name in ctx.flows_with("timeout_retransmit"):
         ev = ctx.ev("timeout_retransmit", name)
         delays = _resend_delays(ev)
-        late = late_ts(ctx, name)         # late originals (reordering) resend nothing
+        late = late_ts(ctx, name) | set(rereads(ctx, name))   # late originals, re-reads: no ACK timeout
         plausible = ((delays < 0) | (delays >= floor_ns)) & np.array(
             [(t, p) not in late for t, p in zip(ev.ts.tolist(), ev.psn.tolist())], dtype=bool)
         if not plausible.any():

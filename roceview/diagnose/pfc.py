@@ -144,7 +144,7 @@ def _roce_pfc_priorities(ctx: Context) -> list[int]:
     from roceview.diagnose.priority import keep_on, priority_rows, protected_priorities
 
     _, prio, _ = priority_rows(ctx)
-    return sorted(keep_on(ctx, protected_priorities(ctx)[0]) | set(np.unique(prio).tolist())) or [3]
+    return sorted(keep_on(ctx, protected_priorities(ctx)[0]) | set(prio.tolist())) or [3]
 
 
 def _flows_on(ctx: Context, prio: str, dst: str | None = None) -> list[str]:

@@ -10,6 +10,15 @@ sends nothing more; its work request completes with the status recorded in `trut
 its driver picks new entropy); every packet sent after that, resends of older PSNs included,
 carries the new port. Each NAK PSN sequence error acted on is recorded in `truth.seq_naks` with
 the packets its go-back-N resent, and whether it was spurious (its PSN was never lost).
+
+READ responses (IBTA 9.7.5.1, the requester's response PSN checks): a READ expects its responses
+FIRST/MIDDLE/LAST (or ONLY) at consecutive PSNs; a response, or an ACK / NAK, acknowledges every
+request before its PSN. A READ response past the next PSN a READ still awaits (a PSN gap in the
+response stream) or an ACK / NAK for a later request while a READ is incomplete (an implied NAK:
+mlx5's implied_nak_seq_err) means responses were lost: the requester re-issues the READ from the
+first missing PSN (its VA advanced and DMA length cut by what arrived) and goes back N from
+there, once per gap (as rxe's comp.started_retry); the ACK timer covers a re-read lost again.
+Each re-read is recorded in `truth.rereads`: PSN, how it was detected, packets resent.
 """
 from __future__ import annotations
 
@@ -25,6 +34,11 @@ RNR_RETRY_INFINITE = 7   # QP attribute rnr_retry (3 bits): 0-6 resends after RN
 FATAL_NAK_STATUS = {ib.NAK_INVALID_REQUEST: "IBV_WC_REM_INV_REQ_ERR",
                     ib.NAK_REMOTE_ACCESS_ERROR: "IBV_WC_REM_ACCESS_ERR",
                     ib.NAK_REMOTE_OPERATIONAL_ERROR: "IBV_WC_REM_OP_ERR"}
+
+# what made the requester re-read: the counter each way adds to (implied_naks: mlx5's
+# implied_nak_seq_err; a timeout is also in ack_timeouts)
+REREAD_COUNTERS = {"out_of_sequence_response": "read_responses_out_of_sequence",
+                   "implied_nak": "implied_naks", "timeout": "reads_reissued_after_timeout"}
 
 
 @dataclass
@@ -59,7 +73,8 @@ class Requester:
         self.on_complete = lambda wr: None
         self.reroutes: dict[int, int] = {}   # seq -> UDP source port from that PSN on
         self.on_reroute = lambda seq, old_sport, new_sport: None
-        self._go_back = None          # truth.seq_naks record of the NAK whose resends are going out
+        self._go_back = None          # truth.seq_naks / rereads record whose resends are going out
+        self._reread_at = None        # seq a re-read was last issued from (one per gap)
 
     # ---- posting ----------------------------------------------------------------------------
     def post(self, op: str, length: int, va: int, rkey: int, imm: int = 0) -> WorkRequest:
@@ -93,7 +108,7 @@ class Requester:
             self.qp.truth.count("retransmitted_packets")
             if self._go_back is not None:
                 self._go_back["resent"] += 1
-                if self._go_back["spurious"]:
+                if self._go_back.get("spurious"):
                     self.qp.truth.count("resent_after_spurious_nak")
         elif seq in self.reroutes:      # first transmission of the PSN the new path starts at
             old, self.qp.sport = self.qp.sport, self.reroutes[seq]
@@ -128,19 +143,81 @@ class Requester:
             return
         seq = self.qp.unwrap_sq(pkt.psn, self.snd_una)
         if pkt.opcode != ib.ACKNOWLEDGE:
-            if seq >= self.snd_una:     # a READ response acknowledges everything before it
-                self._advance(seq + 1)
-            return
+            return self._read_response(seq, pkt.opcode)
         syndrome = pkt.aeth[0]
-        kind = syndrome >> 5
-        if kind == 0:
+        kind, code = syndrome >> 5, syndrome & 0x1F
+        if kind == 3 and code != ib.NAK_PSN_SEQUENCE_ERROR:
+            return self._fatal_nak(code, seq)
+        # a NAK acknowledges what precedes its PSN: a READ incomplete there was answered in full
+        if kind in (1, 3) and self._implied_nak(seq, seq):
+            self.qp.truth.count("naks_rnr_received" if kind == 1 else "naks_seq_received")
+        elif kind == 0 and not self._implied_nak(seq + 1, seq):
             self._advance(seq + 1)
         elif kind == 1:
-            self._rnr_nak(seq, syndrome & 0x1F)
-        elif kind == 3 and (syndrome & 0x1F) == ib.NAK_PSN_SEQUENCE_ERROR:
-            self._sequence_nak(seq)
+            self._rnr_nak(seq, code)
         elif kind == 3:
-            self._fatal_nak(syndrome & 0x1F, seq)
+            self._sequence_nak(seq)
+
+    def _read_response(self, seq: int, opcode: int) -> None:
+        """A READ response at `seq` acknowledges every request before it; past the next PSN a READ
+        awaits, the responses between were lost: re-read from there."""
+        if seq < self.snd_una:
+            return                     # a replayed READ's response, already had
+        missing = self._missing_read(seq)
+        if missing is None:
+            return self._advance(seq + 1)
+        self._advance(missing[0])      # requests before the READ: implicitly acknowledged
+        self._reread(missing[0], "out_of_sequence_response", seq, opcode)
+
+    def _implied_nak(self, end: int, seq: int) -> bool:
+        """An ACK covering PSNs up to `end` (exclusive; a NAK: its PSN) while a READ before `end`
+        still awaits responses. Beyond the READ's last PSN it is an implied NAK: the responder
+        has moved on to later requests, the READ's missing responses were lost; re-read them.
+        An ACK inside the READ's range may be an unsolicited ACK (IBTA: a repeat of the latest
+        acknowledge, whose PSN can be a READ response's): it acknowledges what precedes the READ
+        only. True if handled here."""
+        missing = self._missing_read(end)
+        if missing is None:
+            return False
+        first, wr = missing
+        self._advance(first)
+        if seq >= wr.end:
+            self._reread(first, "implied_nak", seq, ib.ACKNOWLEDGE)
+        return True
+
+    def _missing_read(self, end: int):
+        """(seq, WR): the first PSN below `end` a READ still awaits a response for, or None.
+        Requests other than READs before it are acknowledged by any later response."""
+        pos = self.snd_una
+        for k in range(self.done, len(self.wrs)):
+            wr = self.wrs[k]
+            if pos >= end:
+                return None
+            if wr.op == "READ":
+                return pos, wr
+            pos = wr.end
+        return None
+
+    def _reread(self, seq: int, how: str, by_seq: int | None, by_opcode: int | None) -> None:
+        """Re-issue the READ from `seq` (its first missing response) and go back N from there:
+        the requests after it are resent too (rxe req_retry, IBTA 9.7.5.1)."""
+        if seq == self._reread_at:
+            return                     # this gap is being re-read already
+        self._reread_at = seq
+        self.qp.truth.count("reads_reissued")
+        self.qp.truth.count(REREAD_COUNTERS[how])
+        wr = self.wrs[bisect.bisect_right(self._starts, seq) - 1]
+        offset = (seq - wr.first) * self.qp.mtu
+        self._go_back = {"qpn": self.qp.qpn, "psn": self._psn(seq), "ts_ns": BASE_TS_NS + self.qp.sim.now // 1000,
+                         "detected": how, "by_psn": None if by_seq is None else self._psn(by_seq),
+                         "by_opcode": by_opcode, "va": wr.va + offset, "dma_length": wr.length - offset,
+                         "resent": 0}
+        self.qp.truth.rereads.append(self._go_back)
+        self.snd_nxt = min(self.snd_nxt, seq)
+        self.qp.host.port.kick()
+
+    def _psn(self, seq: int) -> int:
+        return (self.qp.sq_psn + seq) & ib.PSN_MASK
 
     def _sequence_nak(self, seq: int) -> None:
         """NAK PSN sequence error: everything before `seq` arrived; resend from it (9.7.5.1.3)."""
@@ -231,4 +308,8 @@ class Requester:
             return self._to_error("IBV_WC_RETRY_EXC_ERR", self.snd_una)
         self.snd_nxt = self.snd_una
         self._go_back = None          # the timer's resends, not a NAK's
+        wr = self.wrs[self.done]
+        if wr.op == "READ":           # the READ is re-issued from its first missing response
+            self._reread_at = None
+            self._reread(self.snd_una, "timeout", None, None)
         self.qp.host.port.kick()

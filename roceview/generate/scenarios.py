@@ -10,6 +10,8 @@ from typing import Callable
 
 from roceview.generate.network import Network, NetworkSettings
 from roceview.generate.qp import QpSettings, Workload
+from roceview.generate.scenarios_read import (LAST_SUMMARY, MIDDLE_SUMMARY, read_response_loss_last,
+                                              read_response_loss_middle)
 from roceview.generate.switch import SwitchSettings
 
 ALL_KINDS = ("network_loss", "capture_loss", "timeout_retransmit", "rnr", "remote_error",
@@ -378,4 +380,8 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              "paths 150 ns apart; onto the shorter, its first packet overtakes the last one or two "
              "(WRITE/SEND, 3-6 packets): one spurious NAK each, go-back-N, nothing lost; mirror after "
              "the paths", _reordering, "receiver", ("reordering",)),
+    Scenario("read-response-loss-middle", MIDDLE_SUMMARY, read_response_loss_middle, "receiver",
+             ("network_loss",)),
+    Scenario("read-response-loss-last", LAST_SUMMARY, read_response_loss_last, "receiver",
+             ("network_loss",)),
 )}

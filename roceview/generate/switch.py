@@ -9,6 +9,9 @@ PFC per ingress port, and the network's loss point.
 * `loss_prob` drops data packets toward `loss_to` inside the switch during a loss episode
   (`loss_window_pkts`: counted in data packets toward `loss_to`)
   (a failing line card / buffer fault): between a sender-side and a receiver-side mirror.
+* `drop_kth`: (opcode, k) pairs: the switch drops the k-th packet of that BTH opcode it forwards
+  (a READ RESPONSE MIDDLE, say), each (QP, PSN) counted once so that a resend or a replayed
+  READ's response is neither counted nor dropped again: one loss placed exactly, no rng drawn.
 * `path_delay_ps` (set by Network.reroute): the fabric behind the switch as equal-cost paths of
   different latency (spine hops, cable); a RoCE frame takes the path its UDP source port hashes
   onto (RoCEv2 carries per-flow entropy there for ECMP, Annex A17). A flow moved to a shorter
@@ -38,6 +41,7 @@ class SwitchSettings:
     loss_prob: float = 0.0
     loss_window_pkts: tuple = (0, 0)   # active from the a-th to the b-th data packet toward loss_to
     loss_to: int | None = None
+    drop_kth: tuple = ()               # ((opcode, k), ...): drop the k-th (1-based) of that opcode
 
 
 class Switch:
@@ -49,6 +53,7 @@ class Switch:
         self.pausers: dict[tuple, PauseSender] = {}
         self._loss_seen = 0
         self._lost: set[tuple] = set()
+        self._kth_seen: dict[int, set] = {}        # opcode -> (dest QP, PSN) counted for drop_kth
         self.path_delay_ps: dict[int, int] = {}   # UDP source port -> extra latency of its path
         self._entered: dict[tuple, int] = {}      # per flow: frames that entered the paths
         self._left: dict[tuple, tuple] = {}       # per flow: (entry index, PSN) of the latest-sent out
@@ -73,7 +78,7 @@ class Switch:
         self._forward(frame, ingress)
 
     def _forward(self, pkt: RocePacket, ingress: int) -> None:
-        if self._network_loss(pkt):
+        if self._network_loss(pkt) or self._kth_loss(pkt):
             return self.drop_record("switch", pkt)
         if self.path_delay_ps:
             return self._enter_path(pkt, ingress)
@@ -122,6 +127,16 @@ class Switch:
             return False
         self._lost.add(key)   # a resent packet is not lost again: one loss per PSN keeps the
         return True           # fault a NAK-recovered one (a second loss needs the ACK timer)
+
+    def _kth_loss(self, pkt: RocePacket) -> bool:
+        if not self.s.drop_kth or pkt.opcode not in {op for op, _ in self.s.drop_kth}:
+            return False
+        seen = self._kth_seen.setdefault(pkt.opcode, set())
+        key = (pkt.dest_qp, pkt.psn)
+        if key in seen:
+            return False
+        seen.add(key)
+        return (pkt.opcode, len(seen)) in self.s.drop_kth
 
     def _mark(self, pkt: RocePacket, depth: int) -> None:
         s = self.s

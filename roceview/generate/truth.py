@@ -39,6 +39,10 @@ class Truth:
     # NAK PSN sequence errors the requester acted on: qpn, PSN, time, spurious (the PSN was never
     # lost, only overtaken), packets resent by the go-back-N it caused
     seq_naks: list[dict] = field(default_factory=list)
+    # READs re-issued from their first missing response: qpn, PSN, time, detected (how the requester
+    # saw the loss: "out_of_sequence_response", "implied_nak" or "timeout"), by_psn / by_opcode (the
+    # response or ACK that showed it), the re-read's va and dma_length, packets resent from there
+    rereads: list[dict] = field(default_factory=list)
     expected_kinds: tuple = ()
     forbidden_kinds: tuple = ()
 
@@ -56,6 +60,7 @@ class Truth:
             "retransmitted": dict(self.retransmitted), "pause_sources": dict(self.pause_sources),
             "qps": list(self.qps), "qp_errors": list(self.qp_errors), "path_changes": list(self.path_changes),
             "reordered": list(self.reordered), "seq_naks": list(self.seq_naks),
+            "rereads": list(self.rereads),
             "expected_kinds": list(self.expected_kinds),
             "forbidden_kinds": list(self.forbidden_kinds),
         }
