@@ -162,6 +162,7 @@ def _naks(ctx: Context, responder: str, per_flow) -> None:
     target = per_flow.setdefault(req or responder, FlowLoss())
     target.blind = not requesters
     nts = naks.ts.tolist() + [np.iinfo(np.int64).max]
+    gap_first = np.array(gap_numbers(gaps)[1], dtype=np.int64) if gaps is not None else None
     for i, (ts, e) in enumerate(zip(naks.ts.tolist(), naks.psn.tolist())):
         delay = resent = gen = None
         if retx is not None:
@@ -169,7 +170,7 @@ def _naks(ctx: Context, responder: str, per_flow) -> None:
             if after.any():
                 delay = int(retx.ts[after][0] - ts)
             resent = int(((retx.ts > ts) & (retx.ts < nts[i + 1])).sum())
-            before = (gaps.ts <= ts) & (np.array(gap_numbers(gaps)[1], dtype=np.int64) == e)
+            before = (gaps.ts <= ts) & (gap_first == e)
             if before.any():
                 gen = int(ts - gaps.ts[before][-1])
             if spurious_nak(ctx, req, ts, e):     # its resends, not the late originals among them
@@ -185,16 +186,21 @@ def _network_loss(ctx: Context, name: str, fl: FlowLoss) -> dict:
     unrecovered = [] if fl.blind else [e for _, e, d, _, _ in fl.naks if d is None]
     # the QP table's count, so the finding and the table agree whatever --filter or the capture
     # point left out (NAKs filtered away still leave the resent packets in this flow)
-    resent = int(ctx.flow[name]["retransmitted_packets"])
+    table = int(ctx.flow[name]["retransmitted_packets"])
+    # ... less what reordering explains (late originals, spurious NAKs' go-back-N: its finding)
+    reordered = len(late_ts(ctx, name)) + sum(r for *_, r in fl.spurious)
+    resent = max(0, table - reordered)
     delays = [d for _, _, d, _, _ in fl.naks if d is not None]
     gens = [g for *_, g in fl.naks if g is not None]
     times = [t for t, *_ in fl.naks] + [t for t, *_ in fl.net_gaps] + [t for t, _ in fl.rereads]
     gap_psns = sum(c for *_, c in fl.net_gaps)
     evidence = [f"{plural(len(fl.naks), 'NAK')} (PSN sequence error) at PSN {psn_list([e for _, e, *_ in fl.naks])}"
                 if fl.naks else "no NAK: a lost READ response is not NAKed, the requester reads again" if fl.rereads
-                else "no NAK captured (the other direction is not in this capture or filter)",
+                else "no NAK captured" + ("" if requester_side(ctx, name) else
+                                          " (the other direction is not in this capture or filter)"),
                 "the requester's direction is not in this capture or filter: its resends cannot be seen" if fl.blind
-                else f"{plural(resent, 'packet')} resent (the QP table's retx)"
+                else f"{plural(resent, 'packet')} resent (the QP table's retx"
+                + (f", {table:,}, less {reordered:,} that reordering explains)" if reordered else ")")
                 + (f", {sum(r or 0 for *_, r, _ in fl.naks):,} of them by go-back-N after the NAKs" if fl.naks else "")]
     if fl.rereads:
         evidence.append(reread_text(fl.rereads))

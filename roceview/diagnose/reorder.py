@@ -48,69 +48,93 @@ def window_ns(ctx: Context, name: str) -> int:
     return int(min(REORDER_MAX_NS, rtt * 1000 / 2))
 
 
+class _Late:
+    """A flow's late originals, and the lookups the loss rules make per gap and per NAK."""
+
+    def __init__(self, items: list, late: set):
+        self.items = items                  # (gap ts, first missing, PSN count, last late ts, late PSNs)
+        self.late = late                    # (ts, PSN) of the late originals
+        self.gaps = {(g, f) for g, f, *_ in items}
+        self.by_first: dict[int, list[int]] = {}
+        for g, f, *_ in items:
+            self.by_first.setdefault(f, []).append(g)
+
+
 def late_originals(ctx: Context, name: str) -> list[tuple[int, int, int, int, tuple]]:
     """(gap ts, first missing PSN, PSN count, ts of the last late original, the PSNs that came
     late) of each gap of the request flow `name` whose first missing PSN arrived within
     window_ns after it, before any NAK (the others of the gap may have come late too, or been
     missed by the capture only). Built once per Context and flow."""
+    return _lates(ctx, name).items
+
+
+def _lates(ctx: Context, name: str) -> _Late:
     cache = ctx.__dict__.setdefault("_late_originals", {})
     if name not in cache:
-        cache[name] = _late(ctx, name)
+        cache[name] = _late(ctx, name) if name in ctx.flow and ctx.is_reliable(name) else _Late([], set())
     return cache[name]
 
 
-def _late(ctx: Context, name: str) -> list[tuple[int, int, int, int, tuple]]:
+class _Sorted:
+    """Events sorted by (PSN, ts): the first of a PSN after a time, by binary search."""
+
+    def __init__(self, ev: Events):
+        order = np.lexsort((ev.ts, ev.psn))
+        self.psn, self.ts = np.asarray(ev.psn)[order], np.asarray(ev.ts)[order]
+
+    def first_after(self, psn: int, after: int, before: int) -> int | None:
+        lo, hi = np.searchsorted(self.psn, psn), np.searchsorted(self.psn, psn, "right")
+        i = lo + int(np.searchsorted(self.ts[lo:hi], after, "right"))
+        return int(self.ts[i]) if i < hi and self.ts[i] < before else None
+
+
+def _late(ctx: Context, name: str) -> _Late:
     gaps, retx = ctx.ev("gap", name), ctx.ev("retransmit", name)
     if not len(gaps.ts) or not len(retx.ts):
-        return []
-    w = window_ns(ctx, name)
-    naks = [ctx.ev("nak_seq", other) for other in requester_side(ctx, name)]
-    out = []
+        return _Late([], set())
+    w, resends = window_ns(ctx, name), _Sorted(retx)
+    nak_ts = np.sort(np.concatenate([np.asarray(ctx.ev("nak_seq", o).ts, np.int64)
+                                     for o in requester_side(ctx, name)] or [np.zeros(0, np.int64)]))
+    items, late_set = [], set()
     for g, count, first in zip(gaps.ts.tolist(), *gap_numbers(gaps)):
         if count > REORDER_MAX_RUN:
             continue
         # up to the first NAK after the gap: what comes after it may be the resend it asked for
-        end = min([g + w + 1, *(int(n.ts[n.ts >= g].min()) for n in naks if (n.ts >= g).any())])
-        near = (retx.ts > g) & (retx.ts < end)
-        seen = [retx.ts[near & (retx.psn == (first + j) % PSN_MOD)] for j in range(count)]
-        if not len(seen[0]):
+        end = min(g + w + 1, _next(nak_ts, g - 1))
+        seen = [resends.first_after((first + j) % PSN_MOD, g, end) for j in range(count)]
+        if seen[0] is None:
             continue
-        late = tuple((first + j) % PSN_MOD for j in range(count) if len(seen[j]))
-        last = max(int(s[0]) for s in seen if len(s))
-        if _go_back_n(retx, naks, first + count, last, w):
-            continue              # the PSNs past the gap came again too: a resend, its NAK unseen
-        out.append((g, first, count, last, late))
-    return out
+        last = max(t for t in seen if t is not None)
+        # the PSN that revealed the gap resent after them, before the next NAK: a go-back-N run
+        # whose NAK the capture did not show
+        if resends.first_after((first + count) % PSN_MOD, last, min(last + w, _next(nak_ts, last))) is not None:
+            continue
+        late = tuple((first + j) % PSN_MOD for j in range(count) if seen[j] is not None)
+        late_set.update((t, (first + j) % PSN_MOD) for j, t in enumerate(seen) if t is not None)
+        items.append((g, first, count, last, late))
+    return _Late(items, late_set)
 
 
-def _go_back_n(retx: Events, naks: list, after: int, last: int, w: int) -> bool:
-    """Whether the PSN that revealed the gap (`after`, already captured) was resent after
-    `last` and before the next NAK: a go-back-N run whose NAK the capture did not show."""
-    later = [int(n.ts[n.ts > last].min()) for n in naks if (n.ts > last).any()]
-    end = min([last + w, *later])
-    return bool(((retx.ts > last) & (retx.ts < end) & (retx.psn == after % PSN_MOD)).any())
+def _next(sorted_ts: np.ndarray, after: int) -> int:
+    """The first time in sorted_ts after `after` (int64 max when none)."""
+    i = int(np.searchsorted(sorted_ts, after, "right"))
+    return int(sorted_ts[i]) if i < len(sorted_ts) else np.iinfo(np.int64).max
 
 
 def reordered_gap(ctx: Context, name: str, ts: int, first: int) -> bool:
-    return any(g == ts and f == first for g, f, *_ in late_originals(ctx, name))
+    return (ts, first) in _lates(ctx, name).gaps
 
 
 def late_ts(ctx: Context, name: str) -> set[tuple[int, int]]:
     """(ts, PSN) of the late originals of `name` (retransmission events that were none)."""
-    out = set()
-    retx = ctx.ev("retransmit", name)
-    for g, _, _, _, late in late_originals(ctx, name):
-        for p in late:
-            hit = retx.ts[(retx.ts > g) & (retx.psn == p)]
-            out.add((int(hit[0]), p))
-    return out
+    return _lates(ctx, name).late
 
 
 def spurious_nak(ctx: Context, requester: str, ts: int, psn: int) -> bool:
     """A NAK of `psn` sent because a later PSN overtook it: its late original reached the
     capture point within the NAK window after the gap, before or as the NAK was sent."""
     window = int(ctx.config.nak_window_us * 1000)
-    return any(first == psn and g <= ts <= g + window for g, first, *_ in late_originals(ctx, requester))
+    return any(g <= ts <= g + window for g in _lates(ctx, requester).by_first.get(psn, ()))
 
 
 def reorder_findings(ctx: Context, spurious: dict[str, list[tuple[int, int, int]]]) -> list[dict]:
@@ -140,7 +164,8 @@ def _finding(ctx: Context, name: str, late: list, naks: list) -> dict:
         evidence.append(f"late originals at PSN {psn_list([p for *_, ps in late for p in ps])}, {duration(min(delays))} to "
                         f"{duration(max(delays))} after their gap, with no NAK before them and no go-back-N "
                         "after (a resend needs a NAK first, or an ACK timeout)")
-        evidence.append("the QP table counts each as a gap and a retransmission")
+        evidence.append(f"the QP table counts {plural(len(late), 'gap')} and {plural(packets, 'retransmission')} for them"
+                        + (", and the resends after the spurious NAKs" if naks else ""))
     if naks:
         evidence.append(f"NAK PSN sequence error at PSN {psn_list([p for _, p, _ in naks])} after the original "
                         f"had arrived; {plural(resent, 'packet')} resent after them")

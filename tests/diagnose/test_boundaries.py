@@ -429,3 +429,16 @@ def test_an_rnr_episode_long_over_does_not_excuse_a_later_loss(tmp_path):
         c.req(psn)                                   # go-back-N from 25
     found = c.at(2000).ack(29).findings(tmp_path)
     assert "network_loss" in kinds(found) and "capture_loss" not in kinds(found), show(found)
+
+
+def test_loss_beside_reordering_quotes_only_its_own_resends(tmp_path):
+    c = _in_order(Cap(), 5).at(2000).req(6).at(60).req(5).at(1000).ack(5, syndrome=SYN_NAK_SEQ)
+    c.at(3000).req(5).req(6).at(1000).ack(6)          # the spurious NAK's go-back-N
+    for psn in (7, 8, 9, 11):                          # 10 lost in the network
+        c.req(psn)
+    c.at(900).ack(10, syndrome=SYN_NAK_SEQ).at(1500).req(10).req(11).at(1000).ack(11)
+    found = c.findings(tmp_path)
+    loss = _one(found, "network_loss")
+    assert "1 NAK, 2 packets resent" in loss["summary"], loss["summary"]
+    assert "the QP table's retx, 5, less 3 that reordering explains" in loss["evidence"]
+    assert "1 spurious NAK made the requester resend 2 packets" in _one(found, "reordering")["summary"]

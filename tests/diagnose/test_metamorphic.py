@@ -162,7 +162,7 @@ def test_the_mirror_rule_catches_capture_gaps_taken_for_network_loss(captures, t
 def test_the_reordering_rule_catches_late_originals_taken_for_resends(captures, tmp_path, monkeypatch):
     from roceview.diagnose import reorder
 
-    monkeypatch.setattr(reorder, "_late", lambda ctx, name: [])
+    monkeypatch.setattr(reorder, "_late", lambda ctx, name: reorder._Late([], set()))
     with pytest.raises(AssertionError):
         test_reordered_requests_without_loss_are_reordering_not_loss("sample/clean", captures, tmp_path)
 
