@@ -81,6 +81,12 @@ ATOMICETH = Header("AtomicETH", "Atomic Extended Transport Header", 28, (
 AETH_KINDS = {0: "ACK", 1: "RNR_NAK", 2: "RESERVED", 3: "NAK"}   # syndrome bits 6:5, Table 42
 NAK_CODES = {0: "PSN sequence error", 1: "invalid request", 2: "remote access error",
              3: "remote operational error", 4: "invalid RD request"}         # Table 44
+# RNR NAK timer field (the AETH code of an RNR NAK) -> minimum RNR NAK timer, IBTA 9.7.5.2.8
+# Table 45, in microseconds (code 0 = 655.36 ms); and in ms for text
+RNR_TIMER_US = (655360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960, 1280, 1920,
+                2560, 3840, 5120, 7680, 10240, 15360, 20480, 30720, 40960, 61440, 81920, 122880,
+                163840, 245760, 327680, 491520)
+RNR_TIMER_MS = tuple(us / 1000 for us in RNR_TIMER_US)
 
 AETH = Header("AETH", "ACK Extended Transport Header", 4, (
     Field("syndrome", 0, 8, column="aeth_syndrome", meaning="syndrome"),

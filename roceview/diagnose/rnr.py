@@ -5,13 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from roceview.diagnose.context import Context
+from dissectors.ib import RNR_TIMER_MS
 from roceview.diagnose.finding import finding, psn_list
 from roceview.units import duration, plural
 
-# IBTA Table 45: RNR NAK timer field -> minimum RNR NAK timer, ms
-RNR_TIMER_MS = (655.36, 0.01, 0.02, 0.03, 0.04, 0.06, 0.08, 0.12, 0.16, 0.24, 0.32, 0.48, 0.64, 0.96,
-                1.28, 1.92, 2.56, 3.84, 5.12, 7.68, 10.24, 15.36, 20.48, 30.72, 40.96, 61.44, 81.92,
-                122.88, 163.84, 245.76, 327.68, 491.52)
 
 
 def rnr_findings(ctx: Context) -> list[dict]:

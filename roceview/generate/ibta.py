@@ -5,6 +5,8 @@ Names follow IBTA Vol. 1 Release 1.4 (Table 38 "OpCode field", Table 42-45 "AETH
 """
 from __future__ import annotations
 
+from dissectors.ib import RNR_TIMER_US  # noqa: F401  (RNR NAK timer field, IBTA Table 45: declared with the AETH)
+
 # RC opcodes, IBTA 9.2 Table 38 (transport RC = 0b000 in bits 7:5)
 SEND_FIRST = 0x00
 SEND_MIDDLE = 0x01
@@ -55,11 +57,6 @@ NAK_PSN_SEQUENCE_ERROR = 0
 NAK_INVALID_REQUEST = 1
 NAK_REMOTE_ACCESS_ERROR = 2
 NAK_REMOTE_OPERATIONAL_ERROR = 3
-
-# RNR NAK timer field encoding, IBTA 9.7.5.2.8 Table 45, in microseconds (code 0 = 655.36 ms)
-RNR_TIMER_US = (655360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960, 1280, 1920,
-                2560, 3840, 5120, 7680, 10240, 15360, 20480, 30720, 40960, 61440, 81920, 122880,
-                163840, 245760, 327680, 491520)
 
 
 def local_ack_timeout_ps(exponent: int) -> int:

@@ -3,14 +3,10 @@ rel_frame / rtt_ns) in words: the bracketed tags of a `dissect` line (like tshar
 `[TCP Retransmission]`), the sentences of the `-V` "Analysis" subtree, the names of `--jsonl`."""
 from __future__ import annotations
 
-from dissectors.ib import NAK_CODES
+from dissectors.ib import NAK_CODES, RNR_TIMER_MS
 from roceview.packets.flags import FLAG_FIELDS, Flag
 
 ANALYSIS_NAMES = ("flags", "missing_psns", "rel_frame", "rtt_ns")
-# RNR NAK timer codes in ms (IBTA Table 45)
-RNR_TIMER_MS = (655.36, 0.01, 0.02, 0.03, 0.04, 0.06, 0.08, 0.12, 0.16, 0.24, 0.32, 0.48, 0.64, 0.96,
-                1.28, 1.92, 2.56, 3.84, 5.12, 7.68, 10.24, 15.36, 20.48, 30.72, 40.96, 61.44, 81.92,
-                122.88, 163.84, 245.76, 327.68, 491.52)
 # shown by the line itself already ([bad ICRC], [truncated]): not repeated as tags
 TAGGED = int(~(Flag.ICRC_BAD | Flag.TRUNCATED) & 0xFFFFFFFF)
 # plain ints: an IntFlag operation costs a Python call per packet

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from dissectors.ib import NAK_CODES
+from dissectors.ib import NAK_CODES, RNR_TIMER_MS
 from roceview.render.flag_text import (CNP, DUPLICATE, ECN_CE, GAP, NAK, PFC_PAUSE, PFC_RESUME, PSN_REUSE,
-                                       RETRANSMISSION, RNR_NAK, RNR_TIMER_MS, RTT_ACK, TAGGED, TIMEOUT, _COLOUR)
+                                       RETRANSMISSION, RNR_NAK, RTT_ACK, TAGGED, TIMEOUT, _COLOUR)
 from roceview.render.line_parts import Columns, decimals, digits, lit, mapped, or_none
 
 _RESET = "\x1b[0m"
