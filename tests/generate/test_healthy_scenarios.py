@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from helpers.diagnose import SEVERE, findings_of, kinds, show
+from helpers.tshark import field_rows
 from roceview.cli import Environment, main
 from roceview.generate import SCENARIOS, generate, write_capture
 from roceview.generate import ibta as ib
@@ -52,11 +53,7 @@ def rows_of(name: str, tmp_path_factory, seed: int = 0):
         cap = generate(name, seed=seed)
         path = tmp_path_factory.mktemp("i15") / f"{name}.pcap"
         write_capture(cap, path)
-        cmd = ["tshark", "-r", str(path), "-T", "fields", "-E", "occurrence=f", "-E", "separator=\t"]
-        for f in FIELDS.values():
-            cmd += ["-e", f]
-        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-        rows = [{k: _value(k, v) for k, v in zip(FIELDS, line.split("\t"))} for line in out.splitlines()]
+        rows = field_rows(path, FIELDS, _value)
         for row, frame, t in zip(rows, cap.frame_list(), cap.ts_ns.tolist()):
             row["frame"], row["t"] = frame, t
         assert len(rows) == len(cap)

@@ -8,12 +8,11 @@ responder's link, before the loss point, or at the requester's, after it, same r
 model's ground truth to that."""
 from __future__ import annotations
 
-import subprocess
-
 import numpy as np
 import pytest
 
 from helpers.diagnose import findings_of, kinds, show
+from helpers.tshark import field_rows
 from roceview.generate import SCENARIOS, generate, write_capture
 from roceview.generate import ibta as ib
 from roceview.generate.network import Network, NetworkSettings
@@ -50,11 +49,7 @@ def _run(tmp_path_factory, name: str, seed: int = 0, mirror: str | None = None):
         cap = generate(name, seed=seed, mirror=mirror)
         path = tmp_path_factory.mktemp("rr") / f"{name}-{seed}.pcap"
         write_capture(cap, path)
-        cmd = ["tshark", "-r", str(path), "-T", "fields", "-E", "occurrence=f", "-E", "separator=\t"]
-        for f in FIELDS.values():
-            cmd += ["-e", f]
-        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-        rows = [{k: _value(k, v) for k, v in zip(FIELDS, line.split("\t"))} for line in out.splitlines()]
+        rows = field_rows(path, FIELDS, _value)
         _cache[key] = (cap.truth, [r for r in rows if r["opcode"] is not None])
     return _cache[key]
 
