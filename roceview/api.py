@@ -189,19 +189,18 @@ def load_settings(config, pfc_priorities=None):
     """A Config as is; a path is loaded (BadInput, one line, when it cannot be). Nothing is
     imported for the rest: the diagnoser's modules import once reading has started.
     `pfc_priorities` (--pfc-priorities) is laid over the file's or the Config's setting."""
-    if pfc_priorities is not None:
-        import dataclasses
-
-        from roceview.diagnose import load_config
-
-        if config is not None and not isinstance(config, (str, bytes)) and not hasattr(config, "__fspath__"):
-            return dataclasses.replace(config, pfc_priorities=sorted(set(pfc_priorities)))
-        return load_config(config, pfc_priorities=list(pfc_priorities))
-    if config is None or not isinstance(config, (str, bytes)) and not hasattr(config, "__fspath__"):
+    is_path = isinstance(config, (str, bytes)) or hasattr(config, "__fspath__")
+    if pfc_priorities is None and not is_path:
         return config
     from roceview.diagnose import load_config
 
-    return load_config(config)
+    if pfc_priorities is None:
+        return load_config(config)
+    if config is not None and not is_path:
+        import dataclasses
+
+        return dataclasses.replace(config, pfc_priorities=sorted(set(pfc_priorities)))
+    return load_config(config, pfc_priorities=list(pfc_priorities))
 
 
 MAX_BUCKET_MS = 365 * 86_400_000   # a year: the bucket in ns and its doublings stay in int64 (1e303 overflowed)

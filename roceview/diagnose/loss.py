@@ -16,6 +16,7 @@ import numpy as np
 from roceview.analysis.events import nak_meaning
 from roceview.diagnose.context import PSN_MOD, Context, Events, in_arcs, requester_side
 from roceview.diagnose.finding import finding, psn_list
+from roceview.diagnose.priority import dcb_map, flow_priorities, keep_on, pfc_vector, protected_priorities
 from roceview.diagnose.reorder import gap_numbers, late_ts, reorder_findings, reordered_gap, spurious_nak
 from roceview.diagnose.reread import reread_text, rereads
 from roceview.diagnose.rnr import rnr_findings
@@ -37,10 +38,8 @@ LOSS_ADVICE = ("Read `ethtool -S <if>` rx_prio<p>_discards and rx_discards_phy o
 def loss_advice(ctx: Context, name: str) -> str:
     """LOSS_ADVICE with a PFC vector that keeps PFC on where it is (DCBX, --pfc-priorities, PFC
     frames seen) and adds the flow's own priority (3 when none is known)."""
-    from roceview.diagnose.priority import flow_priorities, keep_on, pfc_vector, protected_priorities
-
     prios = keep_on(ctx, protected_priorities(ctx)[0]) | (set(flow_priorities(ctx, name)) or {3})
-    return LOSS_ADVICE.format(vector=pfc_vector(prios), dcb=" ".join(f"{p}:on" for p in sorted(prios)))
+    return LOSS_ADVICE.format(vector=pfc_vector(prios), dcb=dcb_map(prios))
 
 
 @dataclass

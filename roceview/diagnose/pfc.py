@@ -15,7 +15,8 @@ from roceview.diagnose.context import Context
 from roceview.diagnose.finding import finding
 from roceview.diagnose.link_speed import link_speed, link_speed_findings, speed_note
 from roceview.diagnose.pfc_storm import storm_finding
-from roceview.diagnose.priority import pfc_vector
+from roceview.diagnose.priority import (dcb_map, flows_on, keep_on, pfc_vector, priority_rows,
+                                       protected_priorities)
 from roceview.packets.names import mac_int
 from roceview.units import duration, plural
 
@@ -118,7 +119,7 @@ def _pause(ctx: Context, row: dict, host, note: str, trusted_speed: bool = True)
     if p == "all":
         keep = _roce_pfc_priorities(ctx)
         advice = ("802.3x PAUSE stops every class on the link: on RoCE hosts use PFC on the RoCE priority instead "
-                  f"(`dcb pfc set dev <if> prio-pfc {' '.join(f'{q}:on' for q in keep)}` or "
+                  f"(`dcb pfc set dev <if> prio-pfc {dcb_map(keep)}` or "
                   f"`mlnx_qos -i <if> --pfc {pfc_vector(keep)}`, then "
                   f"`ethtool -A <if> rx off tx off`). mlx5 counts these in `ethtool -S` {rx} / {tx} and "
                   f"{tx}_duration (only while global pause is on).")
@@ -131,8 +132,6 @@ def _pause(ctx: Context, row: dict, host, note: str, trusted_speed: bool = True)
 def _carries_roce(ctx: Context, p: str) -> bool:
     """Whether RoCE (data, ACKs or CNPs) travels on priority p; for 802.3x PAUSE ('all'),
     whether the capture has RoCE data at all."""
-    from roceview.diagnose.priority import priority_rows
-
     if p == "all":
         return bool(ctx.arrays.data_flow.any())
     return bool(_flows_on(ctx, p)) or bool((priority_rows(ctx, cnp=True)[1] == int(p)).any())
@@ -141,16 +140,12 @@ def _carries_roce(ctx: Context, p: str) -> bool:
 def _roce_pfc_priorities(ctx: Context) -> list[int]:
     """Where PFC should be on: the priorities RoCE data uses, those DCBX / --pfc-priorities
     enable and those seen paused (3 when none is known)."""
-    from roceview.diagnose.priority import keep_on, priority_rows, protected_priorities
-
     _, prio, _ = priority_rows(ctx)
     return sorted(keep_on(ctx, protected_priorities(ctx)[0]) | set(prio.tolist())) or [3]
 
 
 def _flows_on(ctx: Context, prio: str, dst: str | None = None) -> list[str]:
     """Data flows whose packets travel on `prio` (all priorities for 'all'), optionally to `dst`."""
-    from roceview.diagnose.priority import flows_on
-
     a = ctx.arrays
     data = a.data_flow & (a.dst == (a.hosts.index(dst) if dst in a.hosts else -1)) if dst else a.data_flow
     rows = np.flatnonzero(data)

@@ -95,6 +95,11 @@ def pfc_vector(prios) -> str:
     return ",".join("1" if p in prios else "0" for p in range(8))
 
 
+def dcb_map(prios) -> str:
+    """`dcb pfc set dev <if> prio-pfc` form: `3:on 5:on`."""
+    return " ".join(f"{p}:on" for p in sorted(prios))
+
+
 def keep_on(ctx: Context, protected: set[int]) -> set[int]:
     """The priorities advice must leave PFC on: the protected ones and every one seen paused
     (advice that turns PFC off on a class in use would make that class lossy)."""
@@ -140,7 +145,7 @@ def _finding(ctx, src, prio, flows, protected, sources, cnp: bool) -> dict:
                 f"priority from {'PCP when VLAN-tagged, else DSCP' if ctx.config.trust == 'auto' else ctx.config.trust.upper()}"]
     keep = sorted(keep_on(ctx, protected))
     advice = (f"Give {src}'s NIC the fabric QoS: `mlnx_qos -i <if> --trust dscp --pfc {pfc_vector(keep)}` (or `dcb pfc "
-              f"set dev <if> prio-pfc {' '.join(f'{p}:on' for p in keep)}`) with the RoCE traffic class set for the RDMA device (RDMA-CM: "
+              f"set dev <if> prio-pfc {dcb_map(keep)}`) with the RoCE traffic class set for the RDMA device (RDMA-CM: "
               "`/sys/kernel/config/rdma_cm/<dev>/ports/<port>/default_roce_tos`; the application's, e.g. NCCL_IB_TC) "
               f"so RoCE rides the protected priority {want}; compare `ethtool -S` rx_prio<p>_discards on the wrong "
               "priority.")

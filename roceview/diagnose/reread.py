@@ -12,6 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from roceview.diagnose.context import Context
+from roceview.diagnose.finding import psn_list
+from roceview.units import plural
 
 
 def rereads(ctx: Context, name: str) -> list[tuple[int, int]]:
@@ -40,9 +42,6 @@ def _rereads(ctx: Context, name: str) -> list[tuple[int, int]]:
 
 
 def reread_text(found: list[tuple[int, int]]) -> str:
-    from roceview.diagnose.finding import psn_list
-    from roceview.units import plural
-
     return (f"{plural(len(found), 'RDMA READ')} re-requested from PSN {psn_list([p for _, p in found])}, inside "
             "the peer's READ response range: the responses there were lost after the capture point (the "
             "requester saw a later response out of sequence, or an ACK beyond the incomplete READ: an implied NAK)")

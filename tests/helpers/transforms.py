@@ -9,14 +9,14 @@ corrupted frame instead of the change it stands for.
 from __future__ import annotations
 
 import struct
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from roceview.generate.frames import PfcFrame, icrc, pfc_frame
+
 NS_MAGIC, US_MAGIC = 0xA1B23C4D, 0xA1B2C3D4
-PFC_DST = bytes.fromhex("0180c2000001")
 
 
 @dataclass
@@ -84,13 +84,7 @@ def roce_v2(frame: bytes) -> RoceV2 | None:
 
 
 def _icrc(frame: bytes, r: RoceV2) -> bytes:
-    ip = frame[r.ip:r.udp]
-    ip_masked = ip[:1] + b"\xff" + ip[2:8] + b"\xff" + ip[9:10] + b"\xff\xff" + ip[12:]
-    udp_masked = frame[r.udp:r.udp + 6] + b"\xff\xff"
-    bth = frame[r.bth:r.end - 4]
-    bth_masked = bth[:4] + b"\xff" + bth[5:]
-    crc = zlib.crc32(bth_masked, zlib.crc32(udp_masked, zlib.crc32(ip_masked, zlib.crc32(b"\xff" * 8))))
-    return struct.pack("<I", crc)
+    return icrc(frame[r.ip:r.udp], frame[r.udp:r.udp + 8], frame[r.bth:r.end - 4])
 
 
 # ---- the transforms --------------------------------------------------------------------------
@@ -141,9 +135,7 @@ def pfc_frames(records: list[Record], prio: int, count: int = 20, mac: bytes = b
         for quanta, dt in ((0xFFFF, 0), (0, 1000)):
             slots = [0] * 8
             slots[prio] = quanta
-            body = struct.pack("!HH8H", 0x0101, 1 << prio, *slots)
-            frame = PFC_DST + mac + struct.pack("!H", 0x8808) + body
-            out.append(Record(t + dt, frame + bytes(60 - len(frame))))
+            out.append(Record(t + dt, pfc_frame(PfcFrame(mac, 1 << prio, tuple(slots)))))
     return out
 
 
