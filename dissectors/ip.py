@@ -11,7 +11,7 @@ IPV4 = Header("IPv4", "Internet Protocol version 4", 20, (
     Field("dscp", 1, 6, column="dscp", meaning="differentiated services code point"),
     Field("ecn", 1, 2, bit=6, column="ecn", meaning="explicit congestion notification", values=ECN_NAMES),
     Field("total_length", 2, 16, meaning="total length"),
-    Field("id", 4, 16, meaning="identification"),
+    Field("id", 4, 16, column="ip_id", meaning="identification"),
     Field("flags", 6, 3, meaning="flags (reserved, DF, MF)"),
     Field("frag_offset", 6, 13, bit=3, meaning="fragment offset, 8-byte units"),
     Field("ttl", 8, 8, column="ttl", meaning="time to live"),

@@ -5,12 +5,12 @@ import numpy as np
 
 from roceview.kernels.consts import PROTO_CODE
 
-DIGEST = "136e77402ceee34a"
+DIGEST = "bee9d6fe738e96f2"
 PROTO_PFC = PROTO_CODE["pfc"]
 PROTO_PAUSE = PROTO_CODE["pause"]
 # column -> (matrix, row, validity row)
-LAYOUT = {'dst_mac': ('u64', 0, 0), 'src_mac': ('u64', 1, 1), 'pcp': ('u8', 0, 2), 'vlan_id': ('u16', 0, 3), 'inner_pcp': ('u8', 1, 4), 'inner_vlan_id': ('u16', 1, 5), 'vl': ('u8', 2, 6), 'sl': ('u8', 3, 7), 'dlid': ('u16', 2, 8), 'slid': ('u16', 3, 9), 'dscp': ('u8', 4, 10), 'ecn': ('u8', 5, 11), 'ttl': ('u8', 6, 12), 'flow_label': ('u32', 0, 13), 'udp_sport': ('u16', 4, 14), 'udp_dport': ('u16', 5, 15), 'opcode': ('u8', 7, 16), 'se': ('u8', 8, 17), 'migreq': ('u8', 9, 18), 'pad': ('u8', 10, 19), 'tver': ('u8', 11, 20), 'pkey': ('u16', 6, 21), 'fecn': ('u8', 12, 22), 'becn': ('u8', 13, 23), 'dest_qp': ('u32', 1, 24), 'ackreq': ('u8', 14, 25), 'psn': ('u32', 2, 26), 'rdeth_ee_context': ('u32', 3, 27), 'deth_qkey': ('u32', 4, 28), 'deth_src_qp': ('u32', 5, 29), 'xrc_srq': ('u32', 6, 30), 'reth_va': ('u64', 2, 31), 'reth_rkey': ('u32', 7, 32), 'reth_dmalen': ('u32', 8, 33), 'atomic_va': ('u64', 3, 34), 'atomic_rkey': ('u32', 9, 35), 'atomic_swap_add': ('u64', 4, 36), 'atomic_compare': ('u64', 5, 37), 'aeth_syndrome': ('u8', 15, 38), 'aeth_code': ('u8', 16, 39), 'aeth_msn': ('u32', 10, 40), 'atomic_ack_data': ('u64', 6, 41), 'imm_data': ('u32', 11, 42), 'ieth_rkey': ('u32', 12, 43), 'pfc_enable': ('u8', 17, 44), 'pfc_quanta0': ('u16', 7, 45), 'pfc_quanta1': ('u16', 8, 46), 'pfc_quanta2': ('u16', 9, 47), 'pfc_quanta3': ('u16', 10, 48), 'pfc_quanta4': ('u16', 11, 49), 'pfc_quanta5': ('u16', 12, 50), 'pfc_quanta6': ('u16', 13, 51), 'pfc_quanta7': ('u16', 14, 52), 'pause_quanta': ('u16', 15, 53)}
-COUNTS = {'u8': 18, 'u16': 16, 'u32': 13, 'u64': 7}
+LAYOUT = {'dst_mac': ('u64', 0, 0), 'src_mac': ('u64', 1, 1), 'pcp': ('u8', 0, 2), 'vlan_id': ('u16', 0, 3), 'inner_pcp': ('u8', 1, 4), 'inner_vlan_id': ('u16', 1, 5), 'vl': ('u8', 2, 6), 'sl': ('u8', 3, 7), 'dlid': ('u16', 2, 8), 'slid': ('u16', 3, 9), 'dscp': ('u8', 4, 10), 'ecn': ('u8', 5, 11), 'ip_id': ('u16', 4, 12), 'ttl': ('u8', 6, 13), 'flow_label': ('u32', 0, 14), 'udp_sport': ('u16', 5, 15), 'udp_dport': ('u16', 6, 16), 'opcode': ('u8', 7, 17), 'se': ('u8', 8, 18), 'migreq': ('u8', 9, 19), 'pad': ('u8', 10, 20), 'tver': ('u8', 11, 21), 'pkey': ('u16', 7, 22), 'fecn': ('u8', 12, 23), 'becn': ('u8', 13, 24), 'dest_qp': ('u32', 1, 25), 'ackreq': ('u8', 14, 26), 'psn': ('u32', 2, 27), 'rdeth_ee_context': ('u32', 3, 28), 'deth_qkey': ('u32', 4, 29), 'deth_src_qp': ('u32', 5, 30), 'xrc_srq': ('u32', 6, 31), 'reth_va': ('u64', 2, 32), 'reth_rkey': ('u32', 7, 33), 'reth_dmalen': ('u32', 8, 34), 'atomic_va': ('u64', 3, 35), 'atomic_rkey': ('u32', 9, 36), 'atomic_swap_add': ('u64', 4, 37), 'atomic_compare': ('u64', 5, 38), 'aeth_syndrome': ('u8', 15, 39), 'aeth_code': ('u8', 16, 40), 'aeth_msn': ('u32', 10, 41), 'atomic_ack_data': ('u64', 6, 42), 'imm_data': ('u32', 11, 43), 'ieth_rkey': ('u32', 12, 44), 'pfc_enable': ('u8', 17, 45), 'pfc_quanta0': ('u16', 8, 46), 'pfc_quanta1': ('u16', 9, 47), 'pfc_quanta2': ('u16', 10, 48), 'pfc_quanta3': ('u16', 11, 49), 'pfc_quanta4': ('u16', 12, 50), 'pfc_quanta5': ('u16', 13, 51), 'pfc_quanta6': ('u16', 14, 52), 'pfc_quanta7': ('u16', 15, 53), 'pause_quanta': ('u16', 16, 54)}
+COUNTS = {'u8': 18, 'u16': 17, 'u32': 13, 'u64': 7}
 
 
 
@@ -88,9 +88,12 @@ def extract_one(buf, i, o, meta, ce, ext, u8, u16, u32, u64, ok):
         if room >= 2:
             u8[5, i] = (np.int64(buf[p + 1])) & 0x3
             ok[11, i] = True
+        if room >= 6:
+            u16[4, i] = (np.int64(buf[p + 4]) << 8) | np.int64(buf[p + 5])
+            ok[12, i] = True
         if room >= 9:
             u8[6, i] = np.int64(buf[p + 8])
-            ok[12, i] = True
+            ok[13, i] = True
     # IPv6 (RFC 8200)
     p = o[i, 5] if meta[i, 1] == 6 else -1
     if p >= 0:
@@ -103,10 +106,10 @@ def extract_one(buf, i, o, meta, ce, ext, u8, u16, u32, u64, ok):
             ok[11, i] = True
         if room >= 4:
             u32[0, i] = ((np.int64(buf[p + 1]) << 16) | (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])) & 0xfffff
-            ok[13, i] = True
+            ok[14, i] = True
         if room >= 8:
             u8[6, i] = np.int64(buf[p + 7])
-            ok[12, i] = True
+            ok[13, i] = True
     # GRH (IBTA 8.3)
     p = o[i, 5] if meta[i, 1] == 1 else -1
     if p >= 0:
@@ -119,57 +122,57 @@ def extract_one(buf, i, o, meta, ce, ext, u8, u16, u32, u64, ok):
             ok[11, i] = True
         if room >= 4:
             u32[0, i] = ((np.int64(buf[p + 1]) << 16) | (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])) & 0xfffff
-            ok[13, i] = True
+            ok[14, i] = True
         if room >= 8:
             u8[6, i] = np.int64(buf[p + 7])
-            ok[12, i] = True
+            ok[13, i] = True
     # UDP (RFC 768)
     p = o[i, 6]
     if p >= 0:
         room = ce - p
         if room >= 2:
-            u16[4, i] = (np.int64(buf[p + 0]) << 8) | np.int64(buf[p + 1])
-            ok[14, i] = True
-        if room >= 4:
-            u16[5, i] = (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
+            u16[5, i] = (np.int64(buf[p + 0]) << 8) | np.int64(buf[p + 1])
             ok[15, i] = True
+        if room >= 4:
+            u16[6, i] = (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
+            ok[16, i] = True
     # BTH (IBTA 9.2)
     p = o[i, 8]
     if p >= 0:
         room = ce - p
         if room >= 1:
             u8[7, i] = np.int64(buf[p + 0])
-            ok[16, i] = True
-        if room >= 2:
-            u8[8, i] = ((np.int64(buf[p + 1])) >> 7) & 0x1
             ok[17, i] = True
         if room >= 2:
-            u8[9, i] = ((np.int64(buf[p + 1])) >> 6) & 0x1
+            u8[8, i] = ((np.int64(buf[p + 1])) >> 7) & 0x1
             ok[18, i] = True
         if room >= 2:
-            u8[10, i] = ((np.int64(buf[p + 1])) >> 4) & 0x3
+            u8[9, i] = ((np.int64(buf[p + 1])) >> 6) & 0x1
             ok[19, i] = True
         if room >= 2:
-            u8[11, i] = (np.int64(buf[p + 1])) & 0xf
+            u8[10, i] = ((np.int64(buf[p + 1])) >> 4) & 0x3
             ok[20, i] = True
-        if room >= 4:
-            u16[6, i] = (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
+        if room >= 2:
+            u8[11, i] = (np.int64(buf[p + 1])) & 0xf
             ok[21, i] = True
-        if room >= 5:
-            u8[12, i] = ((np.int64(buf[p + 4])) >> 7) & 0x1
+        if room >= 4:
+            u16[7, i] = (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
             ok[22, i] = True
         if room >= 5:
-            u8[13, i] = ((np.int64(buf[p + 4])) >> 6) & 0x1
+            u8[12, i] = ((np.int64(buf[p + 4])) >> 7) & 0x1
             ok[23, i] = True
+        if room >= 5:
+            u8[13, i] = ((np.int64(buf[p + 4])) >> 6) & 0x1
+            ok[24, i] = True
         if room >= 8:
             u32[1, i] = (np.int64(buf[p + 5]) << 16) | (np.int64(buf[p + 6]) << 8) | np.int64(buf[p + 7])
-            ok[24, i] = True
+            ok[25, i] = True
         if room >= 9:
             u8[14, i] = ((np.int64(buf[p + 8])) >> 7) & 0x1
-            ok[25, i] = True
+            ok[26, i] = True
         if room >= 12:
             u32[2, i] = (np.int64(buf[p + 9]) << 16) | (np.int64(buf[p + 10]) << 8) | np.int64(buf[p + 11])
-            ok[26, i] = True
+            ok[27, i] = True
         opc = np.int64(buf[p]) if room >= 1 else -1
     # RDETH (IBTA 9.3.1)
     p = (o[i, 8] + 12 + ext[0, opc]) if (opc >= 0 and ext[0, opc] >= 0) else -1
@@ -177,125 +180,125 @@ def extract_one(buf, i, o, meta, ce, ext, u8, u16, u32, u64, ok):
         room = ce - p
         if room >= 4:
             u32[3, i] = (np.int64(buf[p + 1]) << 16) | (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
-            ok[27, i] = True
+            ok[28, i] = True
     # DETH (IBTA 9.3.2)
     p = (o[i, 8] + 12 + ext[1, opc]) if (opc >= 0 and ext[1, opc] >= 0) else -1
     if p >= 0:
         room = ce - p
         if room >= 4:
             u32[4, i] = (np.int64(buf[p + 0]) << 24) | (np.int64(buf[p + 1]) << 16) | (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
-            ok[28, i] = True
+            ok[29, i] = True
         if room >= 8:
             u32[5, i] = (np.int64(buf[p + 5]) << 16) | (np.int64(buf[p + 6]) << 8) | np.int64(buf[p + 7])
-            ok[29, i] = True
+            ok[30, i] = True
     # XRCETH (IBTA 9.3.8)
     p = (o[i, 8] + 12 + ext[2, opc]) if (opc >= 0 and ext[2, opc] >= 0) else -1
     if p >= 0:
         room = ce - p
         if room >= 4:
             u32[6, i] = (np.int64(buf[p + 1]) << 16) | (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
-            ok[30, i] = True
+            ok[31, i] = True
     # RETH (IBTA 9.3.3)
     p = (o[i, 8] + 12 + ext[3, opc]) if (opc >= 0 and ext[3, opc] >= 0) else -1
     if p >= 0:
         room = ce - p
         if room >= 8:
             u64[2, i] = (np.uint64(buf[p + 0]) << 56) | (np.uint64(buf[p + 1]) << 48) | (np.uint64(buf[p + 2]) << 40) | (np.uint64(buf[p + 3]) << 32) | (np.uint64(buf[p + 4]) << 24) | (np.uint64(buf[p + 5]) << 16) | (np.uint64(buf[p + 6]) << 8) | np.uint64(buf[p + 7])
-            ok[31, i] = True
+            ok[32, i] = True
         if room >= 12:
             u32[7, i] = (np.int64(buf[p + 8]) << 24) | (np.int64(buf[p + 9]) << 16) | (np.int64(buf[p + 10]) << 8) | np.int64(buf[p + 11])
-            ok[32, i] = True
+            ok[33, i] = True
         if room >= 16:
             u32[8, i] = (np.int64(buf[p + 12]) << 24) | (np.int64(buf[p + 13]) << 16) | (np.int64(buf[p + 14]) << 8) | np.int64(buf[p + 15])
-            ok[33, i] = True
+            ok[34, i] = True
     # AtomicETH (IBTA 9.3.6.1)
     p = (o[i, 8] + 12 + ext[4, opc]) if (opc >= 0 and ext[4, opc] >= 0) else -1
     if p >= 0:
         room = ce - p
         if room >= 8:
             u64[3, i] = (np.uint64(buf[p + 0]) << 56) | (np.uint64(buf[p + 1]) << 48) | (np.uint64(buf[p + 2]) << 40) | (np.uint64(buf[p + 3]) << 32) | (np.uint64(buf[p + 4]) << 24) | (np.uint64(buf[p + 5]) << 16) | (np.uint64(buf[p + 6]) << 8) | np.uint64(buf[p + 7])
-            ok[34, i] = True
+            ok[35, i] = True
         if room >= 12:
             u32[9, i] = (np.int64(buf[p + 8]) << 24) | (np.int64(buf[p + 9]) << 16) | (np.int64(buf[p + 10]) << 8) | np.int64(buf[p + 11])
-            ok[35, i] = True
+            ok[36, i] = True
         if room >= 20:
             u64[4, i] = (np.uint64(buf[p + 12]) << 56) | (np.uint64(buf[p + 13]) << 48) | (np.uint64(buf[p + 14]) << 40) | (np.uint64(buf[p + 15]) << 32) | (np.uint64(buf[p + 16]) << 24) | (np.uint64(buf[p + 17]) << 16) | (np.uint64(buf[p + 18]) << 8) | np.uint64(buf[p + 19])
-            ok[36, i] = True
+            ok[37, i] = True
         if room >= 28:
             u64[5, i] = (np.uint64(buf[p + 20]) << 56) | (np.uint64(buf[p + 21]) << 48) | (np.uint64(buf[p + 22]) << 40) | (np.uint64(buf[p + 23]) << 32) | (np.uint64(buf[p + 24]) << 24) | (np.uint64(buf[p + 25]) << 16) | (np.uint64(buf[p + 26]) << 8) | np.uint64(buf[p + 27])
-            ok[37, i] = True
+            ok[38, i] = True
     # AETH (IBTA 9.3.5)
     p = (o[i, 8] + 12 + ext[5, opc]) if (opc >= 0 and ext[5, opc] >= 0) else -1
     if p >= 0:
         room = ce - p
         if room >= 1:
             u8[15, i] = np.int64(buf[p + 0])
-            ok[38, i] = True
+            ok[39, i] = True
         if room >= 1:
             u8[16, i] = (np.int64(buf[p + 0])) & 0x1f
-            ok[39, i] = True
+            ok[40, i] = True
         if room >= 4:
             u32[10, i] = (np.int64(buf[p + 1]) << 16) | (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
-            ok[40, i] = True
+            ok[41, i] = True
     # AtomicAckETH (IBTA 9.3.6.2)
     p = (o[i, 8] + 12 + ext[6, opc]) if (opc >= 0 and ext[6, opc] >= 0) else -1
     if p >= 0:
         room = ce - p
         if room >= 8:
             u64[6, i] = (np.uint64(buf[p + 0]) << 56) | (np.uint64(buf[p + 1]) << 48) | (np.uint64(buf[p + 2]) << 40) | (np.uint64(buf[p + 3]) << 32) | (np.uint64(buf[p + 4]) << 24) | (np.uint64(buf[p + 5]) << 16) | (np.uint64(buf[p + 6]) << 8) | np.uint64(buf[p + 7])
-            ok[41, i] = True
+            ok[42, i] = True
     # ImmDt (IBTA 9.3.4)
     p = (o[i, 8] + 12 + ext[7, opc]) if (opc >= 0 and ext[7, opc] >= 0) else -1
     if p >= 0:
         room = ce - p
         if room >= 4:
             u32[11, i] = (np.int64(buf[p + 0]) << 24) | (np.int64(buf[p + 1]) << 16) | (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
-            ok[42, i] = True
+            ok[43, i] = True
     # IETH (IBTA 9.3.7)
     p = (o[i, 8] + 12 + ext[8, opc]) if (opc >= 0 and ext[8, opc] >= 0) else -1
     if p >= 0:
         room = ce - p
         if room >= 4:
             u32[12, i] = (np.int64(buf[p + 0]) << 24) | (np.int64(buf[p + 1]) << 16) | (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
-            ok[43, i] = True
+            ok[44, i] = True
     # PFC (IEEE 802.1Qbb 36.1.3)
     p = o[i, 9] if meta[i, 0] == PROTO_PFC else -1
     if p >= 0:
         room = ce - p
         if room >= 4:
             u8[17, i] = np.int64(buf[p + 3])
-            ok[44, i] = True
-        if room >= 6:
-            u16[7, i] = (np.int64(buf[p + 4]) << 8) | np.int64(buf[p + 5])
             ok[45, i] = True
-        if room >= 8:
-            u16[8, i] = (np.int64(buf[p + 6]) << 8) | np.int64(buf[p + 7])
+        if room >= 6:
+            u16[8, i] = (np.int64(buf[p + 4]) << 8) | np.int64(buf[p + 5])
             ok[46, i] = True
-        if room >= 10:
-            u16[9, i] = (np.int64(buf[p + 8]) << 8) | np.int64(buf[p + 9])
+        if room >= 8:
+            u16[9, i] = (np.int64(buf[p + 6]) << 8) | np.int64(buf[p + 7])
             ok[47, i] = True
-        if room >= 12:
-            u16[10, i] = (np.int64(buf[p + 10]) << 8) | np.int64(buf[p + 11])
+        if room >= 10:
+            u16[10, i] = (np.int64(buf[p + 8]) << 8) | np.int64(buf[p + 9])
             ok[48, i] = True
-        if room >= 14:
-            u16[11, i] = (np.int64(buf[p + 12]) << 8) | np.int64(buf[p + 13])
+        if room >= 12:
+            u16[11, i] = (np.int64(buf[p + 10]) << 8) | np.int64(buf[p + 11])
             ok[49, i] = True
-        if room >= 16:
-            u16[12, i] = (np.int64(buf[p + 14]) << 8) | np.int64(buf[p + 15])
+        if room >= 14:
+            u16[12, i] = (np.int64(buf[p + 12]) << 8) | np.int64(buf[p + 13])
             ok[50, i] = True
-        if room >= 18:
-            u16[13, i] = (np.int64(buf[p + 16]) << 8) | np.int64(buf[p + 17])
+        if room >= 16:
+            u16[13, i] = (np.int64(buf[p + 14]) << 8) | np.int64(buf[p + 15])
             ok[51, i] = True
-        if room >= 20:
-            u16[14, i] = (np.int64(buf[p + 18]) << 8) | np.int64(buf[p + 19])
+        if room >= 18:
+            u16[14, i] = (np.int64(buf[p + 16]) << 8) | np.int64(buf[p + 17])
             ok[52, i] = True
+        if room >= 20:
+            u16[15, i] = (np.int64(buf[p + 18]) << 8) | np.int64(buf[p + 19])
+            ok[53, i] = True
     # PAUSE (IEEE 802.3 Annex 31B)
     p = o[i, 9] if meta[i, 0] == PROTO_PAUSE else -1
     if p >= 0:
         room = ce - p
         if room >= 4:
-            u16[15, i] = (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
-            ok[53, i] = True
+            u16[16, i] = (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
+            ok[54, i] = True
 
 
 @nb.njit(cache=True, nogil=True, boundscheck=False)
@@ -353,6 +356,9 @@ def extract_analysis(buf, i, o, meta, ce, ext, u8, u16, u32, u64, ok):
         if room >= 2:
             u8[2, i] = (np.int64(buf[p + 1])) & 0x3
             ok[6, i] = True
+        if room >= 6:
+            u16[2, i] = (np.int64(buf[p + 4]) << 8) | np.int64(buf[p + 5])
+            ok[7, i] = True
     # IPv6 (RFC 8200)
     p = o[i, 5] if meta[i, 1] == 6 else -1
     if p >= 0:
@@ -379,19 +385,19 @@ def extract_analysis(buf, i, o, meta, ce, ext, u8, u16, u32, u64, ok):
         room = ce - p
         if room >= 1:
             u8[3, i] = np.int64(buf[p + 0])
-            ok[7, i] = True
+            ok[8, i] = True
         if room >= 2:
             u8[4, i] = ((np.int64(buf[p + 1])) >> 4) & 0x3
-            ok[8, i] = True
+            ok[9, i] = True
         if room >= 8:
             u32[0, i] = (np.int64(buf[p + 5]) << 16) | (np.int64(buf[p + 6]) << 8) | np.int64(buf[p + 7])
-            ok[9, i] = True
+            ok[10, i] = True
         if room >= 9:
             u8[5, i] = ((np.int64(buf[p + 8])) >> 7) & 0x1
-            ok[10, i] = True
+            ok[11, i] = True
         if room >= 12:
             u32[1, i] = (np.int64(buf[p + 9]) << 16) | (np.int64(buf[p + 10]) << 8) | np.int64(buf[p + 11])
-            ok[11, i] = True
+            ok[12, i] = True
         opc = np.int64(buf[p]) if room >= 1 else -1
     # RETH (IBTA 9.3.3)
     p = (o[i, 8] + 12 + ext[3, opc]) if (opc >= 0 and ext[3, opc] >= 0) else -1
@@ -399,49 +405,49 @@ def extract_analysis(buf, i, o, meta, ce, ext, u8, u16, u32, u64, ok):
         room = ce - p
         if room >= 16:
             u32[2, i] = (np.int64(buf[p + 12]) << 24) | (np.int64(buf[p + 13]) << 16) | (np.int64(buf[p + 14]) << 8) | np.int64(buf[p + 15])
-            ok[12, i] = True
+            ok[13, i] = True
     # AETH (IBTA 9.3.5)
     p = (o[i, 8] + 12 + ext[5, opc]) if (opc >= 0 and ext[5, opc] >= 0) else -1
     if p >= 0:
         room = ce - p
         if room >= 1:
             u8[6, i] = np.int64(buf[p + 0])
-            ok[13, i] = True
+            ok[14, i] = True
     # PFC (IEEE 802.1Qbb 36.1.3)
     p = o[i, 9] if meta[i, 0] == PROTO_PFC else -1
     if p >= 0:
         room = ce - p
         if room >= 4:
             u8[7, i] = np.int64(buf[p + 3])
-            ok[14, i] = True
-        if room >= 6:
-            u16[2, i] = (np.int64(buf[p + 4]) << 8) | np.int64(buf[p + 5])
             ok[15, i] = True
-        if room >= 8:
-            u16[3, i] = (np.int64(buf[p + 6]) << 8) | np.int64(buf[p + 7])
+        if room >= 6:
+            u16[3, i] = (np.int64(buf[p + 4]) << 8) | np.int64(buf[p + 5])
             ok[16, i] = True
-        if room >= 10:
-            u16[4, i] = (np.int64(buf[p + 8]) << 8) | np.int64(buf[p + 9])
+        if room >= 8:
+            u16[4, i] = (np.int64(buf[p + 6]) << 8) | np.int64(buf[p + 7])
             ok[17, i] = True
-        if room >= 12:
-            u16[5, i] = (np.int64(buf[p + 10]) << 8) | np.int64(buf[p + 11])
+        if room >= 10:
+            u16[5, i] = (np.int64(buf[p + 8]) << 8) | np.int64(buf[p + 9])
             ok[18, i] = True
-        if room >= 14:
-            u16[6, i] = (np.int64(buf[p + 12]) << 8) | np.int64(buf[p + 13])
+        if room >= 12:
+            u16[6, i] = (np.int64(buf[p + 10]) << 8) | np.int64(buf[p + 11])
             ok[19, i] = True
-        if room >= 16:
-            u16[7, i] = (np.int64(buf[p + 14]) << 8) | np.int64(buf[p + 15])
+        if room >= 14:
+            u16[7, i] = (np.int64(buf[p + 12]) << 8) | np.int64(buf[p + 13])
             ok[20, i] = True
-        if room >= 18:
-            u16[8, i] = (np.int64(buf[p + 16]) << 8) | np.int64(buf[p + 17])
+        if room >= 16:
+            u16[8, i] = (np.int64(buf[p + 14]) << 8) | np.int64(buf[p + 15])
             ok[21, i] = True
-        if room >= 20:
-            u16[9, i] = (np.int64(buf[p + 18]) << 8) | np.int64(buf[p + 19])
+        if room >= 18:
+            u16[9, i] = (np.int64(buf[p + 16]) << 8) | np.int64(buf[p + 17])
             ok[22, i] = True
+        if room >= 20:
+            u16[10, i] = (np.int64(buf[p + 18]) << 8) | np.int64(buf[p + 19])
+            ok[23, i] = True
     # PAUSE (IEEE 802.3 Annex 31B)
     p = o[i, 9] if meta[i, 0] == PROTO_PAUSE else -1
     if p >= 0:
         room = ce - p
         if room >= 4:
-            u16[10, i] = (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
-            ok[23, i] = True
+            u16[11, i] = (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
+            ok[24, i] = True

@@ -11,7 +11,7 @@ from roceview.packets.names import address_text, mac_text
 
 COLUMNS = (
     "frame ts_ns wire_len cap_len interface mirror_session src_mac dst_mac vlan_id pcp "
-    "inner_vlan_id inner_pcp ethertype proto src_ip dst_ip dscp ecn ttl ip_frag flow_label "
+    "inner_vlan_id inner_pcp ethertype proto src_ip dst_ip dscp ecn ttl ip_id ip_frag flow_label "
     "udp_sport udp_dport opcode opcode_name transport se migreq pad tver pkey fecn becn dest_qp "
     "ackreq psn reth_va reth_rkey reth_dmalen aeth_syndrome aeth_kind aeth_code aeth_msn "
     "deth_qkey deth_src_qp rdeth_ee_context imm_data ieth_rkey atomic_va atomic_rkey "

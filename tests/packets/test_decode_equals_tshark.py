@@ -93,7 +93,7 @@ frame.number frame.protocols frame.time_epoch frame.len frame.cap_len _ws.expert
 eth.src eth.dst eth.type vlan.id vlan.priority vlan.etype ieee8021ad.id ieee8021ad.priority
 sll.src.eth sll.etype sll.ltype
 erspan.spanid erspan.truncated vxlan.vni
-ip.src ip.dst ip.dsfield.dscp ip.dsfield.ecn ip.ttl ip.flags.mf ip.frag_offset ip.len
+ip.src ip.dst ip.dsfield.dscp ip.dsfield.ecn ip.ttl ip.id ip.flags.mf ip.frag_offset ip.len
 ipv6.plen ipv6.src ipv6.dst ipv6.tclass.dscp ipv6.tclass.ecn ipv6.hlim ipv6.flow
 udp.srcport udp.dstport
 infiniband.lrh.vl infiniband.lrh.sl infiniband.lrh.lnh infiniband.lrh.dlid infiniband.lrh.slid
@@ -114,7 +114,7 @@ macc.opcode macc.pause_time macc.cbfc.enbv
 BOOL_COLUMNS = {"se", "migreq", "fecn", "becn", "ackreq", "ip_frag", "truncated", "icrc_ok"}
 # columns the comparison owns: where tshark shows nothing, roceview must be null
 COMPARED = """src_mac dst_mac vlan_id pcp inner_vlan_id inner_pcp src_ip dst_ip dscp ecn ttl
-ip_frag flow_label udp_sport udp_dport opcode se migreq pad tver pkey fecn becn dest_qp ackreq
+ip_id ip_frag flow_label udp_sport udp_dport opcode se migreq pad tver pkey fecn becn dest_qp ackreq
 psn rdeth_ee_context deth_qkey deth_src_qp reth_va reth_rkey reth_dmalen atomic_va atomic_rkey
 atomic_swap_add atomic_compare aeth_syndrome aeth_kind aeth_code aeth_msn atomic_ack_data
 imm_data ieth_rkey slid dlid sl vl pause_quanta pfc_enable lldp_pfc_enable
@@ -283,6 +283,7 @@ def expected_row(t: dict[str, list[str]], roce_ports=(ROCE_PORT,)) -> tuple[dict
         e["src_ip"], e["dst_ip"] = get("ip.src", "ip"), get("ip.dst", "ip")
         e["dscp"], e["ecn"] = _int(get("ip.dsfield.dscp", "ip")), _int(get("ip.dsfield.ecn", "ip"))
         e["ttl"] = _int(get("ip.ttl", "ip"))
+        e["ip_id"] = _int(get("ip.id", "ip"))
         e["ip_frag"] = get("ip.flags.mf", "ip") == "1" or _int(get("ip.frag_offset", "ip")) != 0
     elif l3 == "ipv6":
         e["src_ip"], e["dst_ip"] = _gid(get("ipv6.src", "ipv6")), _gid(get("ipv6.dst", "ipv6"))
