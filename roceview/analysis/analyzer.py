@@ -12,7 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from roceview.analysis import chunk_counts, chunk_psn, related, unsent
+from roceview.analysis.causality import EarlyResponses
 from roceview.analysis.chunk import ChunkRows
+from roceview.analysis.copies import Copies
 from roceview.analysis.chunk_psn import NO_NEW_FLOW, pairing_window_open
 from roceview.analysis.events import EventLog
 from roceview.analysis.packet_flags import FlagSink
@@ -47,8 +49,7 @@ FLOW_STATE = {
     "last_gap_first": (np.int64, -1),   # ... its first missing PSN (related.py: the NAK it causes)
     "last_ce_idx": (np.int64, -1)}      # the last CE-marked packet (related.py: the CNP answering it)
 SPACE_STATE = {"last_retrans": (bool, False), "last_run_idx": (np.int64, -1),
-               "read_lo": (np.int64, NONE_LO), "read_hi": (np.int64, NONE_HI),
-               "last_ts": (np.int64, 0), "last_sig": (np.int64, -1)}      # duplicates (chunk_psn)
+               "read_lo": (np.int64, NONE_LO), "read_hi": (np.int64, NONE_HI)}
 
 
 def _opcode_name(batch: Batch) -> str:
@@ -70,6 +71,7 @@ class Analyzer:
         self.pairing = Pairing()
         self.cm = CmPairs()
         self.rtt = RttMatcher()
+        self.early = EarlyResponses()
         self.sends = FirstSends()
         self.unsent_found: list = []                   # unsent.py: decided at the end
         self.pfc = PfcAccounting(link_speed_gbps)
@@ -87,6 +89,7 @@ class Analyzer:
         self.packet_flags = packet_flags or keep_packets
         self.analyzed: list[Batch] = []
         self._flow_ids: tuple | None = None           # (batch, its RoCE rows' flow ids)
+        self.copies = Copies()                        # second captures of a frame (copies.py)
         self.last_rows: tuple | None = None           # (idx0, rows or None = all, flow ids) of the last chunk
 
     # ---- input -------------------------------------------------------------------------------
@@ -194,9 +197,21 @@ class Analyzer:
             rows = self._roce_rows(batch, name, int(counts[_ROCE].sum()))
             if rows is None or len(rows):
                 ch = ChunkRows(self, batch, rows, idx0, name, in_order)
-                self._flow_ids = (batch, ch.fid)
-                self.last_rows = (idx0, rows, ch.fid)
-                ChunkAnalysis(self, ch).run()
+                self._flow_ids = (batch, self._without_copies(ch))
+                self.last_rows = (idx0, rows, ch.all_fid)       # copies too: the TUI lists them under their QP
+                if ch.n:
+                    ChunkAnalysis(self, ch).run()
+
+    def _without_copies(self, ch: ChunkRows) -> np.ndarray:
+        """The flow id of every RoCE row of the chunk, -1 for second captures of a frame
+        (copies.py), which are logged as `duplicate` events and analyzed no further."""
+        if ch.copies is None:
+            return ch.fid
+        at, ts, idx, fid, psn, later, original = ch.copies
+        self.events.add("duplicate", ts, idx, fid, psn, later, rel=original)
+        ids = ch.all_fid.copy()
+        ids[at] = -1
+        return ids
 
     @staticmethod
     def _roce_rows(batch: Batch, opcode_col: str, n_roce: int) -> np.ndarray | None:
@@ -264,5 +279,6 @@ class ChunkAnalysis:
         chunk_psn.timeouts(an, ch, part, counted.nak_seq_rnr)
         responses = chunk_psn.responses(an, ch, part, counted.nak_seq)
         chunk_psn.unsent(an, ch, part, responses)
+        an.early.feed(an, ch, part, responses)
         chunk_psn.rtt(an, ch, part, responses, gaps)
         chunk_counts.timeline(an, ch, counted, part.retrans_r)

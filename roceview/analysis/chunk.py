@@ -33,6 +33,9 @@ class ChunkRows:
         self.fid, self.flows_before = an.registry.lookup(self.src, self.dst, qp)
         self.n_flows = an.registry.n
         self.ts = self.take(batch.cols["ts_ns"]).astype(np.int64, copy=False)
+        self.all_fid, self.copies = self.fid, None
+        if an.copies is not None:
+            self._drop_copies(an.copies.find(self, an.registry))
         self._group()
         self._inverse = self._sid_rows = None
         self._ts_in_order = True if batch_in_order else None    # rows of an in-order batch are too
@@ -85,6 +88,20 @@ class ChunkRows:
 
     def psn_at(self, r: np.ndarray) -> np.ndarray:
         return self.values_at("psn", r) & (PSN_MOD - 1)
+
+    def _drop_copies(self, found) -> None:
+        """Second captures of frames already seen (copies.py) leave the rows analyzed; `copies`
+        keeps (position, time, row index, flow, PSN, how much later, the frame repeated) of each."""
+        at, later, original = found
+        if len(at) == 0:
+            return
+        self.copies = (at, self.ts[at], self.idx(at), self.fid[at], self.psn_at(at), later, original)
+        keep = np.ones(self.n, dtype=bool)
+        keep[at] = False
+        self.rows = np.flatnonzero(keep) if self.rows is None else self.rows[keep]
+        self.n = len(self.rows)
+        self.opcode, self.flags, self.src, self.dst, self.fid, self.ts = (
+            a[keep] for a in (self.opcode, self.flags, self.src, self.dst, self.fid, self.ts))
 
     # ---- grouping ------------------------------------------------------------------------------
     def _group(self) -> None:

@@ -36,11 +36,6 @@ def pairing_window_open(last_row, newest_flow_row):
     a flow first appeared within PAIRING_HORIZON rows of it. Scalars for the Analyzer, arrays (a
     row per chunk) for the Dask engine's plan, so both engines take the one decision."""
     return last_row - newest_flow_row < PAIRING_HORIZON
-# A data packet with the PSN, opcode, AckReq and lengths of the previous packet of its PSN space,
-# at most this long after it, is the capture's second copy of one frame (a mirror of ingress and
-# egress, two mirror sessions): no endpoint resends that fast (the minimum RNR NAK timer is
-# 10 us, IBTA Table 45; an ACK timeout is 4.096 us x 2^timeout, milliseconds in practice).
-DUPLICATE_WINDOW_NS = 2_000
 # RC, RD, XRC get ACKs (transport code -1 indexes the last entry)
 _ACKED_TRANSPORT = np.array([True, False, True, False, False, True, False, False, False])
 _EMPTY = np.zeros(0, dtype=np.int64)
@@ -159,18 +154,12 @@ def spaces(an, ch, spans) -> PsnPart:
     # Responses skip PSNs legitimately (ACK coalescing, IBTA 9.7.5.1.2): in the response
     # space only a READ response MIDDLE/LAST must follow the previous response's PSN.
     st = an.spaces.state
-    prev_seen, prev_raw, prev_high = st.seen[ch.sids], st.last_raw[ch.sids], st.high[ch.sids]
+    prev_seen, prev_high = st.seen[ch.sids], st.high[ch.sids]
     span, slack = spans
     res = an.spaces.process(ch.sids, ch.lengths, psn, span, (flags & op.F_DATA) != 0, gap_check, slack)
-    dup = _duplicates(an, ch, psn, flags, prev_seen, prev_raw)
-    if len(dup):
-        res.retransmitted[dup] = False       # a capture copy, not a resend
-        r = ch.sorted_r(dup)
-        an.events.add("duplicate", ch.ts.take(r), ch.idx(r), ch.fid.take(r), psn[dup])
     is_read = (flags & op.F_READ_REQUEST) != 0
     reuse = psn_reuse(an.space, ch.sids, ch.lengths, res.u, span, is_read, res.retransmitted)
     part = PsnPart(ch, psn, flags, res, span, reuse)
-    part.duplicates = dup
     part.prev_seen, part.prev_high = prev_seen, prev_high     # each group's space before the chunk
     _retransmissions(an, ch, part)
     _gaps(an, ch, part)
@@ -179,41 +168,6 @@ def spaces(an, ch, spans) -> PsnPart:
         r = ch.sorted_r(s)
         an.events.add("psn_reuse", ch.ts.take(r), ch.idx(r), ch.fid.take(r), psn[s])
     return part
-
-
-def _signature(ch, r: np.ndarray) -> np.ndarray:
-    """What must be equal for two rows to be copies of one frame (the invariant fields decoded)."""
-    sig = ch.opcode.take(r).astype(np.int64)
-    sig += ch.values_at("ackreq", r) << 8
-    sig += ch.values_at("payload_len", r) << 9
-    sig += ch.values_at("wire_len", r) << 34
-    return sig
-
-
-def _duplicates(an, ch, psn, flags, prev_seen, prev_raw) -> np.ndarray:
-    """Grouped positions of capture duplicates: data rows equal to the previous row of their
-    space (this chunk, else carried) within DUPLICATE_WINDOW_NS. Only rows repeating the previous
-    PSN are looked at further (rare)."""
-    n, starts, sp = ch.n_psn, ch.starts, an.space
-    if n == 0:
-        return _EMPTY
-    same = np.empty(n, dtype=bool)
-    np.equal(psn[1:], psn[:-1], out=same[1:])
-    same[starts] = prev_seen & (prev_raw == psn[starts])
-    cand = np.flatnonzero(same)
-    carried_ts, carried_sig = sp.last_ts[ch.sids], sp.last_sig[ch.sids]
-    last = ch.sorted_r(starts + ch.lengths - 1)
-    sp.last_ts[ch.sids], sp.last_sig[ch.sids] = ch.ts.take(last), _signature(ch, last)
-    if len(cand) == 0:
-        return _EMPTY
-    g = ch.group_at(cand)
-    first = cand == starts[g]
-    r, rp = ch.sorted_r(cand), ch.sorted_r(np.maximum(cand - 1, 0))
-    prev_ts = np.where(first, carried_ts[g], ch.ts.take(rp))
-    prev_sig = np.where(first, carried_sig[g], _signature(ch, rp))
-    dt = ch.ts.take(r) - prev_ts
-    dup = ((flags[cand] & op.F_DATA) != 0) & (_signature(ch, r) == prev_sig) & (dt >= 0) & (dt <= DUPLICATE_WINDOW_NS)
-    return cand[dup]
 
 
 def _retransmissions(an, ch, part: PsnPart) -> None:
@@ -287,7 +241,6 @@ def _rtt_requests(an, ch, part: PsnPart, ackreq: np.ndarray):
     cand = np.repeat(ok, ch.lengths) & ch.psn_part(ackreq.astype(bool, copy=False))
     cand &= (part.flags & op.F_DATA) != 0
     cand[part.retrans] = False
-    cand[part.duplicates] = False          # a capture copy: its original is the request
     s = np.flatnonzero(cand)
     flow, u, ts, idx = request_rows(ch, part, s)
     keep = (peer[flow] >= 0) | (idx - first_idx[flow] < PAIRING_HORIZON)

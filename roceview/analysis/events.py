@@ -12,7 +12,7 @@ from roceview.analysis.tables import EVENT_COLUMNS, Table
 
 EVENT_KINDS = ("gap", "retransmit", "nak_seq", "nak_rnr", "nak_other", "timeout_retransmit", "cnp",
                "ecn_ce", "pfc_pause", "pfc_resume", "psn_reuse",
-               "duplicate", "ack_unsent_psn")
+               "duplicate", "ack_unsent_psn", "response_before_request")
 KIND_CODE = {k: i for i, k in enumerate(EVENT_KINDS)}
 _PFC_KINDS = (KIND_CODE["pfc_pause"], KIND_CODE["pfc_resume"])
 
@@ -89,7 +89,9 @@ def structured(kind: np.ndarray, a: np.ndarray, b: np.ndarray) -> dict:
             "rnr_timer": where(("nak_rnr",), a & 0x1F),
             "pfc_priority": prio[np.where(pfc, np.clip(a, 0, 8), 9)].tolist(),
             "pfc_quanta": where(("pfc_pause", "pfc_resume"), b),
-            "resend_delay_ns": np.where((kind == KIND_CODE["timeout_retransmit"]) & (a >= 0), a, -1)}
+            "resend_delay_ns": np.where((kind == KIND_CODE["timeout_retransmit"]) & (a >= 0), a, -1),
+            "copy_delay_ns": where(("duplicate",), a),
+            "early_ns": where(("response_before_request",), a)}
 
 
 def nak_meaning(syndrome: int) -> str:
@@ -116,7 +118,9 @@ def _detail(kind: int, a: int, b: int) -> str:
     if name == "ack_unsent_psn":
         return f"response to a PSN the requester never sent (it sent {a}..{b})"
     if name == "duplicate":
-        return "same frame as the flow's previous packet: the capture saw it twice"
+        return f"the same frame captured again, {a / 1000:.3f} us after the first capture (related frame)"
+    if name == "response_before_request":
+        return f"stamped {a / 1000:.3f} us before the request it answers (related frame): the capture's clocks disagree"
     if name in ("pfc_pause", "pfc_resume"):
         prio = "all" if a == 8 else str(a)
         return f"priority {prio} quanta {b}"

@@ -28,7 +28,7 @@ PFC_COLUMNS = ("src_mac", "priority", "pause_frames", "resume_frames", "pause_qu
 FINDINGS_COLUMNS = ("severity", "kind", "summary", "flows", "start_ts", "end_ts", "evidence", "advice")
 EVENT_COLUMNS = ("ts", "flow", "kind", "psn", "detail", "frame", "related_frame", "psn_count",
                  "first_missing_psn", "aeth_syndrome", "rnr_timer", "pfc_priority", "pfc_quanta",
-                 "resend_delay_ns")
+                 "resend_delay_ns", "copy_delay_ns", "early_ns")
 TIMELINE_COLUMNS = ("bucket_start", "flow", "bytes", "gbps", "ecn_ce", "cnp_packets",
                     "retransmitted_packets")
 
@@ -41,7 +41,7 @@ KINDS = {
     "priority": "str", "severity": "str", "kind": "str", "summary": "str", "flows": "str",
     "evidence": "str", "advice": "str", "detail": "str",
     "psn": "nint", "related_frame": "nint", "psn_count": "nint", "first_missing_psn": "nint",
-    "aeth_syndrome": "nint", "rnr_timer": "nint", "pfc_quanta": "nint", "resend_delay_ns": "nint",
+    "aeth_syndrome": "nint", "rnr_timer": "nint", "pfc_quanta": "nint", "resend_delay_ns": "nint", "copy_delay_ns": "nint", "early_ns": "nint",
     "pfc_priority": "str",
 }
 DECIMALS = {"rtt_p50_us": 3, "rtt_p99_us": 3, "goodput_gbps": 6, "paused_us": 6,

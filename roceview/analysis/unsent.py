@@ -36,11 +36,11 @@ def check(an, ch, part, resp_flow, req_flow, ts, idx, psn) -> None:
     u_end = high_end + psn_delta(psn, high_end & (PSN_MOD - 1))
     d = u_end - high_end
     near = (d > -_LOOSE) & (d < _LOOSE) & (u_end >= st.first_u[2 * req_flow] - _LOOSE)
-    high0 = _high_before_chunk(ch, part, st, req_flow)
+    high0 = high_before_chunk(ch, part, st, req_flow)
     maybe = np.flatnonzero(ok & ~(near & (high_end - high0 < _LOOSE)))
     if len(maybe) == 0:
         return
-    high_t, seen_t = _high_at(ch, part, st, req_flow[maybe], idx[maybe], high0[maybe])
+    high_t, seen_t = high_at(ch, part, st, req_flow[maybe], idx[maybe], high0[maybe])
     u = high_t + psn_delta(psn[maybe], high_t & (PSN_MOD - 1))
     first = st.first_u[2 * req_flow[maybe]]
     m = seen_t & ((u < first - OUTSIDE_LIMIT) | (u > high_t + OUTSIDE_LIMIT))
@@ -64,7 +64,7 @@ def finish(an) -> None:
 _LOOSE = OUTSIDE_LIMIT // 2
 
 
-def _high_before_chunk(ch, part, st, flow) -> np.ndarray:
+def high_before_chunk(ch, part, st, flow) -> np.ndarray:
     """The request space's highest PSN before this chunk (its state when absent from it; its
     first PSN - 1 when first seen in it)."""
     high0 = st.high[2 * flow].copy()
@@ -76,7 +76,7 @@ def _high_before_chunk(ch, part, st, flow) -> np.ndarray:
     return high0
 
 
-def _high_at(ch, part, st, flow, idx, high0):
+def high_at(ch, part, st, flow, idx, high0):
     """(highest request PSN of `flow` just before capture index `idx`, whether any request of it
     was seen by then)."""
     res = part.res

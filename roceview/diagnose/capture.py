@@ -1,14 +1,15 @@
 """Frame and capture-quality findings: bad_icrc, truncated_frames, timestamps_backwards,
-decode_warnings."""
+decode_warnings, clock_skew (clocks.py)."""
 from __future__ import annotations
 
+from roceview.diagnose.clocks import clock_findings
 from roceview.diagnose.context import PSN_MOD, Context
 from roceview.diagnose.finding import finding
 from roceview.units import duration, plural
 
 
 def capture_findings(ctx: Context) -> list[dict]:
-    out = _bad_icrc(ctx)
+    out = _bad_icrc(ctx) + clock_findings(ctx)
     f = ctx.facts
     if f is not None and f.truncated_frames:
         out.append(finding(

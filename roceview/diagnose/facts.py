@@ -202,6 +202,9 @@ class FactCollector:
         rows = None if roce.all() else np.flatnonzero(roce)
         if flows is not None and len(flows) != (batch.n if rows is None else len(rows)):
             raise ValueError("FactCollector.feed: one flow id per RoCE row")
+        if flows is not None and len(flows) and flows.min() < 0:      # second captures of a frame
+            keep = flows >= 0
+            rows, flows = (np.arange(batch.n) if rows is None else rows)[keep], flows[keep]
         if rows is None or len(rows):
             self._roce(_Rows(batch, rows, name, flows))
 

@@ -151,6 +151,11 @@ def _reread(ctx, name, ts, first, psn) -> bool:
     return False
 
 
+# A NAK before the requester's first captured packet: its resend, if that packet, is not told from
+# a first send (the first packet of a PSN space is no retransmission), so it is not "unrecovered".
+UNSEEN = -1
+
+
 # ---- NAK PSN sequence error -> go-back-N -----------------------------------------------------
 def _naks(ctx: Context, responder: str, per_flow) -> None:
     naks = ctx.ev("nak_seq", responder)
@@ -168,6 +173,8 @@ def _naks(ctx: Context, responder: str, per_flow) -> None:
             after = (retx.ts > ts) & (retx.psn == e)
             if after.any():
                 delay = int(retx.ts[after][0] - ts)
+            elif ctx.flow[req]["first_ts"] > ts:
+                delay = UNSEEN        # the capture began between the NAK and the requester's first packet
             resent = int(((retx.ts > ts) & (retx.ts < nts[i + 1])).sum())
             before = (gaps.ts <= ts) & (gap_first == e)
             if before.any():
@@ -189,7 +196,7 @@ def _network_loss(ctx: Context, name: str, fl: FlowLoss) -> dict:
     # ... less what reordering explains (late originals, spurious NAKs' go-back-N: its finding)
     reordered = len(late_ts(ctx, name)) + sum(r for *_, r in fl.spurious)
     resent = max(0, table - reordered)
-    delays = [d for _, _, d, _, _ in fl.naks if d is not None]
+    delays = [d for _, _, d, _, _ in fl.naks if d is not None and d != UNSEEN]
     gens = [g for *_, g in fl.naks if g is not None]
     times = [t for t, *_ in fl.naks] + [t for t, *_ in fl.net_gaps] + [t for t, _ in fl.rereads]
     gap_psns = sum(c for *_, c in fl.net_gaps)

@@ -1,10 +1,12 @@
-"""PSN findings that are about conformance and the capture, not loss: duplicate_frames (the
-capture holds frames twice), ack_unsent_psn (a responder acknowledged a PSN never sent) and
-pmtu_mismatch (the capture contradicts `--pmtu`).
-Both come from analysis events (roceview/analysis/chunk_psn.py, roceview/analysis/unsent.py)."""
+"""PSN findings that are about conformance and the capture, not loss: duplicate_frames and
+capture_points (the capture holds frames twice: roceview/analysis/copies.py), ack_unsent_psn (a
+responder acknowledged a PSN never sent: roceview/analysis/unsent.py) and pmtu_mismatch (the
+capture contradicts `--pmtu`)."""
 from __future__ import annotations
 
-from roceview.analysis.chunk_psn import DUPLICATE_WINDOW_NS
+import numpy as np
+
+from roceview.analysis.copies import COPY_WINDOW_NS, DUPLICATE_WINDOW_NS
 from roceview.diagnose.context import Context
 from roceview.diagnose.finding import finding, psn_list
 from roceview.units import duration, plural
@@ -31,26 +33,45 @@ def unsent_ack_findings(ctx: Context) -> list[dict]:
 
 
 def duplicate_findings(ctx: Context) -> list[dict]:
-    """Capture duplicates (analysis: `duplicate` events): one finding for the capture."""
+    """Second captures of frames (analysis: `duplicate` events, roceview/analysis/copies.py): one
+    finding for the capture, `duplicate_frames` when the copies come within DUPLICATE_WINDOW_NS
+    (one mirror replicating frames), `capture_points` when later (two points of capture)."""
     flows = ctx.flows_with("duplicate")
     if not flows:
         return []
     evs = {name: ctx.ev("duplicate", name) for name in flows}
     total = int(ctx.summary.get("detected", {}).get("duplicate_frames") or sum(len(e.ts) for e in evs.values()))
+    delays = np.concatenate([e.col("copy_delay_ns") for e in evs.values()])
+    median = int(np.median(delays))
     worst = sorted(evs.items(), key=lambda kv: -len(kv[1].ts))
-    evidence = [f"{name}: {plural(len(ev.ts), 'copy', 'copies')} at PSN {psn_list(ev.psn, 3)}" for name, ev in worst[:5]]
+    evidence = [f"{name}: {plural(len(ev.ts), 'copy', 'copies')} at PSN {psn_list(ev.psn, 3)}, "
+                f"{_delays(ev.col('copy_delay_ns'))} after the first capture" for name, ev in worst[:5]]
     if len(worst) > 5:
         evidence.append(f"{len(worst) - 5} more flows")
-    evidence.append(f"each repeats the PSN, opcode, AckReq and lengths of its flow's previous packet within "
-                    f"{duration(DUPLICATE_WINDOW_NS)}: not counted as retransmissions")
-    summary = (f"The capture holds {plural(total, 'data frame')} twice, on {plural(len(flows), 'flow')}: the same "
-               "frame delivered again within microseconds (a mirror of both ingress and egress, or two mirror "
-               "sessions), not a retransmission.")
-    advice = ("Capture quality, not a network problem: mirror each link once (ingress or egress, one session per "
-              "port). Packet and byte counts in this report include the copies.")
-    starts = [int(e.ts.min()) for e in evs.values()]
-    ends = [int(e.ts.max()) for e in evs.values()]
-    return [finding("info", "duplicate_frames", summary, flows, min(starts), max(ends), evidence, advice)]
+    evidence.append(f"each repeats an earlier frame's flow, PSN, opcode, lengths and IPv4 identification (a resend "
+                    f"is a new datagram with a new identification, and no endpoint resends within "
+                    f"{duration(DUPLICATE_WINDOW_NS)}); counted once, at its first capture (the frame totals count both)")
+    starts, ends = [int(e.ts.min()) for e in evs.values()], [int(e.ts.max()) for e in evs.values()]
+    if median <= DUPLICATE_WINDOW_NS:
+        summary = (f"The capture holds {plural(total, 'frame')} twice, on {plural(len(flows), 'flow')}: the same "
+                   "frame delivered again within microseconds (a mirror of both ingress and egress, or two mirror "
+                   "sessions), not a retransmission.")
+        advice = ("Capture quality, not a network problem: mirror each link once (ingress or egress, one session "
+                  "per port). The QP table counts each frame once.")
+        return [finding("info", "duplicate_frames", summary, flows, min(starts), max(ends), evidence, advice)]
+    summary = (f"The capture holds {plural(total, 'frame')} twice, on {plural(len(flows), 'flow')}, the second "
+               f"capture {duration(median)} after the first (median): two capture points (mirrors on two "
+               "switches, or two captures of the same traffic), each frame counted once.")
+    evidence.append(f"copies up to {duration(COPY_WINDOW_NS)} after the first capture are recognised")
+    advice = ("Not a network problem. Times are those of each frame's first capture, which may be at either "
+              "point: an RTT or NAK-to-resend delay can pair the two points and be off by up to their offset. "
+              "To time one point, capture there alone (one mirror session, or one of the files).")
+    return [finding("info", "capture_points", summary, flows, min(starts), max(ends), evidence, advice)]
+
+
+def _delays(ns) -> str:
+    lo, hi = int(ns.min()), int(ns.max())
+    return duration(lo) if lo == hi else f"{duration(lo)} to {duration(hi)}"
 
 
 def pmtu_findings(ctx: Context) -> list[dict]:

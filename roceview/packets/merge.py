@@ -203,7 +203,8 @@ class FileSpans:
 
 def _given_twice(files: list[str]) -> list[str]:
     """A file given twice (or given and inside a directory given) merges with itself: every
-    packet twice at the same time, which the analysis reads as retransmissions."""
+    packet twice at the same time (the analysis counts a RoCE frame once, roceview.analysis.copies;
+    the frame totals count both)."""
     import os
 
     out, first = [], {}
@@ -215,8 +216,8 @@ def _given_twice(files: list[str]) -> list[str]:
         if (st.st_dev, st.st_ino) in first:
             seen = first[st.st_dev, st.st_ino]
             what = f"{path} is given twice" if seen == path else f"{path} and {seen} are the same file"
-            out.append(f"{what}: merged, its packets count twice (each copy reads as a retransmission); "
-                       "give it once")
+            out.append(f"{what}: merged, every frame is read twice (each RoCE frame's second capture is "
+                       "recognised and counted once, the frame totals count both); give it once")
         first.setdefault((st.st_dev, st.st_ino), path)
     return out
 

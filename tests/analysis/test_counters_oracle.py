@@ -13,9 +13,10 @@ Decisions taken where the issue text alone is ambiguous (all as docs/analysis.md
  D3 Every packet of a space has a span (last PSN end = u + span - 1): 1, a READ request
     max(1, ceil(dmalen / pmtu)), a NAK (ACKNOWLEDGE with a non-ACK syndrome) 0, so a NAK
     moves the mark to PSN - 1. high = max end over all packets of the space, data or not.
- D4 retransmitted: data packet with u <= high (a resend of the highest PSN counts), except
-    a capture duplicate: a data packet whose PSN, opcode, AckReq, payload and wire lengths equal
-    those of the previous packet of its space, at most 2 us after it.
+ D4 retransmitted: data packet with u <= high (a resend of the highest PSN counts).
+ D0 a capture duplicate (a RoCE packet of a flow, not a CNP, whose PSN, opcode, AckReq, payload
+    length and AETH syndrome equal those of the flow's latest such packet, at most 2 us after it;
+    these rows have no IPv4 identification) is not counted anywhere.
  D5 gap: data packet with u > high + 1. In the response space only READ response MIDDLE/LAST
     can open a gap (FIRST/ONLY, ACKs and ATOMIC ACKs legitimately skip coalesced PSNs).
  D6 unrecovered: PSNs skipped by gaps, minus [u, end] of every later retransmitted data packet
@@ -73,7 +74,6 @@ class Space:
         self.last_u = None   # unwrapped PSN of the previous packet (D1)
         self.high = None     # highest end seen so far (D3)
         self.skipped = set()
-        self.prev = None     # (psn, opcode, ackreq, payload, wire, ts) of the previous packet
 
     def unwrap(self, psn: int) -> int:
         if self.last_u is None:
@@ -92,11 +92,17 @@ def norm(ip: str) -> str:
 def oracle_flows(rows: list[dict], pmtu: int) -> dict:
     flows: dict[tuple, Counter] = {}
     spaces: dict[tuple, Space] = {}
+    latest: dict[tuple, int] = {}          # D0: the time of each packet signature's latest row
     for r in rows:
         if r.get("proto", "roce_v2") != "roce_v2":
             continue
         # flow = one direction of a QP: (src, dst, DestQP); ACK/NAK/CNP in the direction they travel
         key = (norm(r["src"]), norm(r["dst"]), r["qp"])
+        sig = (key, r["psn"], r["opcode"], bool(r.get("ackreq")), r.get("payload", 0), r.get("syndrome"))
+        copy = r["opcode"] != CNP and sig in latest and 0 <= r["ts"] - latest[sig] <= 2000        # D0
+        latest[sig] = r["ts"]
+        if copy:
+            continue
         f = flows.setdefault(key, Counter({c: 0 for c in FLOW_COUNTERS}))
         f["packets"] += 1
         f["bytes"] += r.get("wire", 64 + r.get("payload", 0))
@@ -121,9 +127,6 @@ def oracle_flows(rows: list[dict], pmtu: int) -> dict:
         else:
             raise AssertionError(f"generator made opcode {op:#x}")
         s = spaces.setdefault((key, space), Space())
-        sig = (r["psn"], op, bool(r.get("ackreq")), r.get("payload", 0), r.get("wire", 64 + r.get("payload", 0)))
-        duplicate = s.prev is not None and s.prev[:5] == sig and 0 <= r["ts"] - s.prev[5] <= 2000
-        s.prev = sig + (r["ts"],)
         u = s.unwrap(r["psn"])
         end = u + span - 1
         if data:
@@ -131,8 +134,6 @@ def oracle_flows(rows: list[dict], pmtu: int) -> dict:
             f["payload_bytes"] += r.get("payload", 0)
             if s.high is None:
                 pass                                          # D2
-            elif duplicate:
-                pass                                          # D4: the capture saw it twice
             elif u <= s.high:                                 # D4
                 f["retransmitted_packets"] += 1
                 s.skipped -= set(range(u, end + 1))           # D6

@@ -47,7 +47,7 @@ def test_an_ack_older_than_the_request_does_not_answer_it():
 
 
 def test_goodput_counts_payload_sent_once_over_the_flow_duration():
-    # one retransmission (of PSN 2: a copy of the previous packet 1 us later would be a capture duplicate)
-    rows = [req(T0 + i * US, i) for i in range(4)] + [req(T0 + 4 * US, 2)]
+    # one retransmission (of PSN 1, 3 us after it: the same frame within 2 us would be a capture duplicate)
+    rows = [req(T0 + i * US, i) for i in range(4)] + [req(T0 + 4 * US, 1)]
     r = flow_row(analyze_rows(rows), REQ)
     assert r["goodput_gbps"] == f"{4 * 1024 * 8 / 4000:.6f}"
