@@ -12,6 +12,9 @@ Two faults of the capture path only, which the endpoints never see either:
   twice, byte-identical, one serialisation time (< 1 us) apart.
 * `corrupt_prob`: the mirror / capture NIC flips one payload bit of a data packet's copy; the
   ICRC of that copy no longer matches while the endpoints received (and ACKed) a good frame.
+
+`points` (capture_points.py), when a scenario sets it, says when and as what bytes each copy is
+recorded: a second mirror on another leaf, or a TAP whose directions' clocks disagree.
 """
 from __future__ import annotations
 
@@ -31,15 +34,17 @@ class Mirror:
         self.gbps, self.buffer_bytes = gbps, buffer_bytes
         self.copies, self.corrupt_prob, self.corrupt_record = copies, corrupt_prob, corrupt_record
         self.records: list[tuple[int, int, bytes]] = []
+        self.points = None      # capture_points.TwoPoints / SkewedTap; None: recorded here and now
         self._free_at = 0
         self._payload = rng.integers(0, 256, 8192, dtype=np.uint8).tobytes()
 
     def attach(self, port, at_far_end: bool) -> None:
         """Mirror frames leaving `port`; `at_far_end`: the copy is taken after the cable."""
         offset = port.prop_ps if at_far_end else 0
-        port.taps.append(lambda frame, now, _port: self.copy(frame, now + offset))
+        port.taps.append(lambda frame, now, _port: self.copy(frame, now + offset, port))
 
-    def copy(self, frame, ts_ps: int) -> None:
+    def copy(self, frame, ts_ps: int, port=None) -> None:
+        """Copy `frame`, leaving `port`, taken at ts_ps."""
         data = None
         for k in range(self.copies):   # replicas leave the capture port back to back
             at = ts_ps + k * serialisation_ps(frame.wire_bytes, self.gbps or REPLICA_GBPS)
@@ -47,7 +52,12 @@ class Mirror:
                 self.drop_record("mirror", frame, at)
                 continue
             data = data or self._bytes(frame)
-            self.records.append((at, len(self.records), self._corrupted(frame, data, at)))
+            self._keep(frame, port, at, self._corrupted(frame, data, at))
+
+    def _keep(self, frame, port, ts_ps: int, data: bytes) -> None:
+        stamped = [(ts_ps, data)] if self.points is None else self.points.stamp(frame, port, ts_ps, data)
+        for at, copy in stamped:
+            self.records.append((at, len(self.records), copy))
 
     def _corrupted(self, frame, data: bytes, ts_ps: int) -> bytes:
         """One bit of the payload flipped in this copy only (the rng is drawn only when the
@@ -78,7 +88,9 @@ class Mirror:
         return roce_frame(frame, self.addr, self._payload[start:start + frame.payload_len])
 
     def frames(self, base_ns: int):
-        """(concatenated uint8 frames, lengths, ts_ns) in capture order."""
+        """(concatenated uint8 frames, lengths, ts_ns) in capture order, at the end of the run."""
+        if self.points is not None:
+            self.points.finish()
         recs = sorted(self.records)
         data = b"".join(r[2] for r in recs)
         lengths = np.fromiter((len(r[2]) for r in recs), dtype=np.int64, count=len(recs))

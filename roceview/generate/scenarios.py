@@ -10,6 +10,8 @@ from typing import Callable
 
 from roceview.generate.network import Network, NetworkSettings
 from roceview.generate.qp import QpSettings, Workload
+from roceview.generate.scenarios_capture import (TAP_SKEW_SUMMARY, TWO_POINT_SUMMARY, tap_skew,
+                                                 two_point_mirror)
 from roceview.generate.scenarios_read import (LAST_SUMMARY, MIDDLE_SUMMARY, read_response_loss_last,
                                               read_response_loss_middle)
 from roceview.generate.switch import SwitchSettings
@@ -19,7 +21,10 @@ ALL_KINDS = ("network_loss", "capture_loss", "timeout_retransmit", "rnr", "remot
              "ecn_not_enabled", "cnp_missing", "priority_mismatch", "slow_receiver", "bad_icrc",
              "roce_version_mixed", "link_speed_mismatch",
              # psn_reuse is the false finding a wrong path MTU causes
-             "psn_reuse", "duplicate_frames", "ack_unsent_psn", "pmtu_mismatch", "reordering")
+             "psn_reuse", "duplicate_frames", "ack_unsent_psn", "pmtu_mismatch", "reordering",
+             # a capture with more than one capture point (every frame again, offset), and one
+             # whose two directions' clocks disagree
+             "capture_points", "clock_skew")
 
 
 @dataclass
@@ -384,4 +389,9 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              ("network_loss",)),
     Scenario("read-response-loss-last", LAST_SUMMARY, read_response_loss_last, "receiver",
              ("network_loss",)),
+    # every frame really is in the capture twice: duplicate_frames is true, if not the whole story
+    Scenario("two-point-mirror", TWO_POINT_SUMMARY, two_point_mirror(_network_loss), "sender",
+             ("network_loss", "capture_points"), ("duplicate_frames",)),
+    Scenario("tap-skew", TAP_SKEW_SUMMARY, tap_skew(_network_loss), "sender",
+             ("network_loss", "clock_skew")),
 )}

@@ -43,6 +43,9 @@ class Truth:
     # saw the loss: "out_of_sequence_response", "implied_nak" or "timeout"), by_psn / by_opcode (the
     # response or ACK that showed it), the re-read's va and dma_length, packets resent from there
     rereads: list[dict] = field(default_factory=list)
+    # capture-path scenarios (capture_points.py): the capture points, each one's offset or clock
+    # skew per direction, and per flow what one point shows (packets, data packets, NAKs, resent, RTT)
+    capture_points: dict = field(default_factory=dict)
     expected_kinds: tuple = ()
     forbidden_kinds: tuple = ()
 
@@ -60,7 +63,7 @@ class Truth:
             "retransmitted": dict(self.retransmitted), "pause_sources": dict(self.pause_sources),
             "qps": list(self.qps), "qp_errors": list(self.qp_errors), "path_changes": list(self.path_changes),
             "reordered": list(self.reordered), "seq_naks": list(self.seq_naks),
-            "rereads": list(self.rereads),
+            "rereads": list(self.rereads), "capture_points": dict(self.capture_points),
             "expected_kinds": list(self.expected_kinds),
             "forbidden_kinds": list(self.forbidden_kinds),
         }
