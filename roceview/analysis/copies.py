@@ -15,15 +15,17 @@ length, AETH syndrome and IPv4 identification when
   datagram with a new identification (RFC 791: it tells one datagram's fragments from
   another's), so the same one, within a window far shorter than the 16-bit counter takes to
   wrap, is the same datagram captured again. A source numbers its datagrams to a destination
-  once two identifications were seen from it (mlx5 NICs and the generator count per host);
-  until it has sent a second datagram, a non-zero identification is taken as numbered (a
-  sender that does not number sends 0, as soft-RoCE does, or one constant value, which its
-  second datagram shows);
-* or it has a PSN (a request or a response: not a CNP, of which a notification point may send
-  two within 2 us) and came at most DUPLICATE_WINDOW_NS later: no endpoint resends that fast
-  (the minimum RNR NAK timer is 10 us, IBTA Table 45; an ACK timeout is 4.096 us x 2^timeout,
-  milliseconds in practice). This is all that can be told for senders that do not number their datagrams
-  (soft-RoCE; RoCE v1, IPv6 and native IB have no identification).
+  once two identifications were seen from it (mlx5 NICs and the generator count per host).
+  Before that, an ACK, NAK or CNP with a non-zero identification is taken as numbered (it is
+  never resent: a duplicate request gets a new ACK); a request or READ response is not (a
+  sender with one constant identification, as some soft-RoCE setups use, resends the same
+  bytes);
+* or it is a data packet (a request or READ response) that came at most DUPLICATE_WINDOW_NS
+  later: no endpoint resends that fast (the minimum RNR NAK timer is 10 us, IBTA Table 45; an
+  ACK timeout is 4.096 us x 2^timeout, milliseconds in practice). Not ACKs: soft-RoCE answers
+  each duplicate request of a go-back-N burst with the same ACK, microseconds apart. This is
+  all that tells copies of senders that do not number their datagrams (soft-RoCE often sends
+  identification 0; RoCE v1, IPv6 and native IB have none).
 
 The decision for a row depends only on rows between its two hosts at or before it, so it does not
 depend on how the capture is cut into chunks, or on which other hosts a partition holds (the
@@ -42,7 +44,6 @@ DUPLICATE_WINDOW_NS = 2_000
 # far shorter than a host's 16-bit identification counter takes to wrap (65,536 datagrams).
 COPY_WINDOW_NS = 1_000_000
 _MUL = np.uint64(0x9E3779B97F4A7C15)
-_PSN_SPACE = op.F_REQUEST_SPACE | op.F_RESPONSE_SPACE
 
 
 def _mix(h: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -88,8 +89,8 @@ class Copies:
         cur, prev = cur[new], prev[new]
         dt = ts[cur] - ts[prev]
         at = cur - n_old
-        in_space = (ch.flags[at] & _PSN_SPACE) != 0            # a CNP may follow the last within 2 us
-        copy = (dt >= 0) & (((dt <= DUPLICATE_WINDOW_NS) & in_space) | ((dt <= COPY_WINDOW_NS) & numbered(at)))
+        data = (ch.flags[at] & op.F_DATA) != 0                  # (soft-RoCE repeats an ACK within 2 us)
+        copy = (dt >= 0) & (((dt <= DUPLICATE_WINDOW_NS) & data) | ((dt <= COPY_WINDOW_NS) & numbered(at)))
         at, dt, rel = at[copy], dt[copy], idx[prev[copy]]
         order = np.argsort(at)
         return at[order], dt[order], rel[order]
@@ -131,13 +132,15 @@ class Copies:
             for seen, state, shown in ((numbered_from, self.numbered, i != self.first_id[p]),
                                        (constant_from, self.constant,
                                         (i == self.first_id[p]) & (k != self.first_key[p]))):
+                shown &= ~state[p]                                # known before the chunk: from row 0
                 q, at = p[shown], pos[shown]
                 seen[q[::-1]] = at[::-1]                          # each pair's first row showing it
                 state[q] = True
 
         def numbered(at: np.ndarray) -> np.ndarray:
             p = pair[at]
-            return (numbered_from[p] <= at) | ((constant_from[p] > at) & (ident[at] != 0))
+            first = (constant_from[p] > at) & (ident[at] != 0) & ((ch.flags[at] & op.F_DATA) == 0)
+            return (numbered_from[p] <= at) | first
         return numbered
 
     def _carry(self, keys, ts, idx) -> None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from roceview.analysis.events import nak_meaning
+from roceview.diagnose.clocks import naked_resends, resent_before
 from roceview.diagnose.context import PSN_MOD, Context, Events, in_arcs, requester_side
 from roceview.diagnose.finding import finding, psn_list
 from roceview.diagnose.priority import dcb_map, flow_priorities, keep_on, pfc_vector, protected_priorities
@@ -151,8 +152,10 @@ def _reread(ctx, name, ts, first, psn) -> bool:
     return False
 
 
-# A NAK before the requester's first captured packet: its resend, if that packet, is not told from
-# a first send (the first packet of a PSN space is no retransmission), so it is not "unrecovered".
+# A NAK before the requester's first captured packet, or for the PSN its captured requests begin
+# at (its resend, if that packet, is not told from a first send: the first packet of a PSN space
+# is no retransmission), or stamped after its resend by a skewed clock: not "unrecovered", and no
+# NAK-to-resend delay.
 UNSEEN = -1
 
 
@@ -166,6 +169,9 @@ def _naks(ctx: Context, responder: str, per_flow) -> None:
     target = per_flow.setdefault(req or responder, FlowLoss())
     target.blind = not requesters
     nts = naks.ts.tolist() + [np.iinfo(np.int64).max]
+    early = resent_before(ctx, naks, retx) if retx is not None else [None] * len(naks.ts)
+    ff = ctx.flow_facts.get(req) if req else None
+    starts = {first for first, _ in ff.request_arc} if ff is not None else set()   # request PSNs seen first
     gap_first = np.array(gap_numbers(gaps)[1], dtype=np.int64) if gaps is not None else None
     for i, (ts, e) in enumerate(zip(naks.ts.tolist(), naks.psn.tolist())):
         delay = resent = gen = None
@@ -173,8 +179,9 @@ def _naks(ctx: Context, responder: str, per_flow) -> None:
             after = (retx.ts > ts) & (retx.psn == e)
             if after.any():
                 delay = int(retx.ts[after][0] - ts)
-            elif ctx.flow[req]["first_ts"] > ts:
-                delay = UNSEEN        # the capture began between the NAK and the requester's first packet
+            elif ctx.flow[req]["first_ts"] > ts or e in starts or early[i] is not None:
+                delay = UNSEEN        # the capture began between the NAK and the requester's first packet,
+                                      # or the NAK is stamped after its resend (clocks.py: clock_skew)
             resent = int(((retx.ts > ts) & (retx.ts < nts[i + 1])).sum())
             before = (gaps.ts <= ts) & (gap_first == e)
             if before.any():
@@ -279,7 +286,8 @@ def _timeouts(ctx: Context) -> list[dict]:
         ev = ctx.ev("timeout_retransmit", name)
         delays = _resend_delays(ev)
         late = late_ts(ctx, name) | set(rereads(ctx, name))   # late originals, re-reads: no ACK timeout
-        plausible = ((delays < 0) | (delays >= floor_ns)) & np.array(
+        naked = naked_resends(ctx, name, ev, floor_ns)
+        plausible = ((delays < 0) | (delays >= floor_ns)) & ~naked & np.array(
             [(t, p) not in late for t, p in zip(ev.ts.tolist(), ev.psn.tolist())], dtype=bool)
         if not plausible.any():
             continue

@@ -14,9 +14,9 @@ Decisions taken where the issue text alone is ambiguous (all as docs/analysis.md
     max(1, ceil(dmalen / pmtu)), a NAK (ACKNOWLEDGE with a non-ACK syndrome) 0, so a NAK
     moves the mark to PSN - 1. high = max end over all packets of the space, data or not.
  D4 retransmitted: data packet with u <= high (a resend of the highest PSN counts).
- D0 a capture duplicate (a RoCE packet of a flow, not a CNP, whose PSN, opcode, AckReq, payload
-    length and AETH syndrome equal those of the flow's latest such packet, at most 2 us after it;
-    these rows have no IPv4 identification) is not counted anywhere.
+ D0 a capture duplicate (a data packet of a flow whose PSN, opcode, AckReq, payload length and
+    AETH syndrome equal those of the flow's latest such packet, at most 2 us after it; these rows
+    have no IPv4 identification) is not counted anywhere.
  D5 gap: data packet with u > high + 1. In the response space only READ response MIDDLE/LAST
     can open a gap (FIRST/ONLY, ACKs and ATOMIC ACKs legitimately skip coalesced PSNs).
  D6 unrecovered: PSNs skipped by gaps, minus [u, end] of every later retransmitted data packet
@@ -99,7 +99,8 @@ def oracle_flows(rows: list[dict], pmtu: int) -> dict:
         # flow = one direction of a QP: (src, dst, DestQP); ACK/NAK/CNP in the direction they travel
         key = (norm(r["src"]), norm(r["dst"]), r["qp"])
         sig = (key, r["psn"], r["opcode"], bool(r.get("ackreq")), r.get("payload", 0), r.get("syndrome"))
-        copy = r["opcode"] != CNP and sig in latest and 0 <= r["ts"] - latest[sig] <= 2000        # D0
+        data = r["opcode"] in REQUESTS or r["opcode"] in READ_RESPONSES
+        copy = data and sig in latest and 0 <= r["ts"] - latest[sig] <= 2000        # D0
         latest[sig] = r["ts"]
         if copy:
             continue

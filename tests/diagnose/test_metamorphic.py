@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from helpers import transforms as tf
-from roceview.analysis.copies import DUPLICATE_WINDOW_NS
 from roceview.api import analyze
 from roceview.generate import SCENARIOS, generate, write_capture
 
@@ -122,14 +122,21 @@ def test_frames_the_mirror_missed_are_never_network_loss(name, captures, tmp_pat
     assert "network_loss" not in {kind for _, kind in found2}, found2
 
 
-@pytest.mark.parametrize("offset_ns", [-2_000, 500, 3_700, 50_000])
-@pytest.mark.parametrize("name", NAMES)
+FIRST_REQUEST = ("the copy of a host pair's first request, more than 2 us later and before the pair's second "
+                 "datagram, reads as a resend: nothing yet shows that the sender numbers its datagrams")
+SECOND_POINT_WRONG = {("sample/tail-timeout", 3_700): FIRST_REQUEST, ("fresh/tail-timeout", 3_700): FIRST_REQUEST,
+                      ("fresh/tail-timeout", 50_000): FIRST_REQUEST, ("fresh/pmtu-4096-cm", 3_700): FIRST_REQUEST}
+
+
+@pytest.mark.parametrize("name,offset_ns", [
+    pytest.param(n, o, marks=pytest.mark.xfail(strict=True, reason=SECOND_POINT_WRONG[n, o]))
+    if (n, o) in SECOND_POINT_WRONG else (n, o) for n in NAMES for o in (-2_000, 500, 3_700, 50_000)])
 def test_a_second_capture_point_counts_each_frame_once(name, offset_ns, captures, tmp_path):
     """Two captures of one frame are told apart from a resend by the IPv4 identification; a
-    RoCE v1 frame has none, so beyond 2 us only its timing could tell, which a file cannot."""
+    RoCE v1 frame has none, so only a request's copy within 2 us is recognised."""
     path = captures[name]
-    if offset_ns > DUPLICATE_WINDOW_NS and _has_roce_v1(path):
-        pytest.skip("RoCE v1 frames carry no identification: a copy later than 2 us reads as a resend")
+    if _has_roce_v1(path):
+        pytest.skip("RoCE v1 frames carry no identification: an ACK's copy is not told from a repeated ACK")
     flows, found = answer([path])
     flows2, found2 = answer([transformed(path, tmp_path, lambda r: tf.second_capture_point(r, offset_ns))])
     assert flows2 == flows
@@ -139,6 +146,8 @@ def test_a_second_capture_point_counts_each_frame_once(name, offset_ns, captures
 @pytest.mark.parametrize("name", NAMES)
 def test_the_same_capture_given_twice_counts_each_frame_once(name, captures):
     path = captures[name]
+    if _has_roce_v1(path):
+        pytest.skip("RoCE v1 frames carry no identification: an ACK's copy is not told from a repeated ACK")
     flows, found = answer([path])
     flows2, found2 = answer([path, path])
     assert flows2 == flows
@@ -156,12 +165,109 @@ def test_reordered_requests_without_loss_are_reordering_not_loss(name, captures,
 # ---- transforms roceview still gets wrong: strict xfails, they fail the day they pass -----------
 
 
-@pytest.mark.parametrize("shift_ns", [-3_000, pytest.param(3_000, marks=pytest.mark.xfail(
-    strict=True, reason="responses stamped late put each resend before its NAK: read as 6 PSNs not recovered, "
-                        "and no clock_skew"))])
-def test_a_skewed_direction_keeps_the_loss_findings_and_says_clock_skew(shift_ns, captures, tmp_path):
-    path = captures["sample/network-loss"]
+SKEW_WRONG = {
+    **{(n, s): "the re-read of a lost READ response is timed against the responses: read as timeout_retransmit"
+       for n in ("fresh/read-response-loss-middle", "fresh/read-response-loss-last") for s in (-3_000,)},
+    **{(n, s): "the late original is timed against the spurious NAK: reordering read as network_loss"
+       for n in ("fresh/reordering",) for s in (-3_000, 3_000)},
+    **{(n, -3_000): "each frame's first capture is at either point: no response is stamped before its kept request"
+       for n in ("sample/two-point-mirror", "fresh/two-point-mirror")}}
+
+
+@pytest.mark.parametrize("name,shift_ns", [
+    pytest.param(n, s, marks=pytest.mark.xfail(strict=True, reason=SKEW_WRONG[n, s])) if (n, s) in SKEW_WRONG
+    else (n, s) for n in NAMES for s in (-3_000, 3_000)])
+def test_a_skewed_direction_keeps_the_loss_findings_and_says_clock_skew(name, shift_ns, captures, tmp_path):
+    """The responder's frames stamped 3 us early or late (a TAP whose two ports' clocks disagree):
+    the same loss findings. Where the capture shows loss, clock_skew too: responses stamped early
+    come before their requests; stamped late, they show only when a NAK then follows its resend."""
+    path = captures[name]
+    link, records = tf.read_pcap(path)
+    responder = _responder(records)
+    if responder is None:
+        pytest.skip("no RoCE v2 request")
     _, found = answer([path])
-    _, found2 = answer([transformed(path, tmp_path, lambda r: tf.shift_direction(r, bytes([10, 0, 0, 2]), shift_ns))])
-    assert ("info", "clock_skew") in found2
-    assert _kinds(found2, {"clock_skew"}) == _kinds(found)
+    _, found2 = answer([tf.write_pcap(tmp_path / "skew.pcap", link, tf.shift_direction(records, responder, shift_ns))])
+    assert [f for f in found2 if f[1] in LOSS] == [f for f in found if f[1] in LOSS], found2
+    naks = any(tf.roce_v2(r.frame) is not None and _is_nak(r.frame) for r in records)
+    if ("warning", "network_loss") in found and ("info", "clock_skew") not in found and (shift_ns < 0 or naks):
+        assert ("info", "clock_skew") in found2, found2
+
+
+def _is_nak(frame: bytes) -> bool:
+    """An RC ACKNOWLEDGE whose AETH syndrome is a NAK, PSN sequence error (0x60)."""
+    h = tf.roce_v2(frame)
+    return h.opcode == 0x11 and frame[h.bth + 12] == 0x60
+
+
+def _responder(records) -> bytes | None:
+    """The destination of the first RoCE v2 request (RC SEND/WRITE/READ request)."""
+    for r in records:
+        h = tf.roce_v2(r.frame)
+        if h is not None and h.opcode < 0x0D:
+            return h.dst
+    return None
+
+
+# ---- each rule catches a planted bug ------------------------------------------------------------
+def test_the_pfc_rule_catches_pfc_frames_taken_for_the_protected_priorities(captures, tmp_path, monkeypatch):
+    from roceview.diagnose import priority
+
+    def frames_protect(ctx):         # the old reading: a paused priority is the protected one
+        prios, sources = set(priority.paused_priorities(ctx)), ["PFC frames"]
+        return prios, sources
+    monkeypatch.setattr(priority, "protected_priorities", frames_protect)
+    with pytest.raises(AssertionError):
+        test_pfc_frames_on_a_priority_without_roce_leave_the_roce_findings_alone("sample/clean", captures, tmp_path)
+
+
+def test_the_mirror_rule_catches_capture_gaps_taken_for_network_loss(captures, tmp_path, monkeypatch):
+    from roceview.diagnose import loss
+
+    monkeypatch.setattr(loss, "_nak_for", lambda *a: True)      # every gap "was NAKed"
+    with pytest.raises(AssertionError):
+        test_frames_the_mirror_missed_are_never_network_loss("sample/clean", captures, tmp_path)
+
+
+def test_the_reordering_rule_catches_late_originals_taken_for_resends(captures, tmp_path, monkeypatch):
+    from roceview.diagnose import reorder
+
+    monkeypatch.setattr(reorder, "_late", lambda ctx, name: reorder._Late([], set()))
+    with pytest.raises(AssertionError):
+        test_reordered_requests_without_loss_are_reordering_not_loss("sample/clean", captures, tmp_path)
+
+
+def test_the_begun_later_rule_catches_senders_already_sending_taken_for_a_burst(captures, tmp_path, monkeypatch):
+    from roceview.diagnose import ecn
+
+    def idle_before_the_capture(ctx, tl, flows, senders_of, w, width):   # the window before: always "seen"
+        new = {senders_of[n] for n in flows} - ecn._active_senders(ctx, tl, flows, senders_of, w - 1, width)
+        return {n for n in flows if senders_of[n] in new} if len(new) >= ctx.config.incast_senders else set()
+    monkeypatch.setattr(ecn, "_bursting", idle_before_the_capture)
+    with pytest.raises(AssertionError):
+        test_a_capture_begun_later_adds_no_warning("fresh/healthy-dcqcn", 0.6, captures, tmp_path)
+
+
+def test_the_answer_compared_sees_a_flow_counted_differently(captures, tmp_path):
+    """The ring-file and source-port rules compare `answer`: a frame dropped changes it."""
+    path = captures["sample/clean"]
+    link, records = tf.read_pcap(path)
+    assert answer([tf.write_pcap(tmp_path / "less.pcap", link, records[1:])]) != answer([path])
+
+
+def test_the_second_point_rule_catches_copies_counted_as_packets(captures, tmp_path, monkeypatch):
+    from roceview.analysis import copies
+
+    none = np.zeros(0, dtype=np.int64)
+    monkeypatch.setattr(copies.Copies, "find", lambda self, ch, registry: (none, none, none))
+    with pytest.raises(AssertionError):
+        test_a_second_capture_point_counts_each_frame_once("sample/network-loss", 3_700, captures, tmp_path)
+
+
+def test_the_skew_rule_catches_a_skew_left_unsaid(captures, tmp_path, monkeypatch):
+    from roceview.diagnose import capture
+
+    monkeypatch.setattr(capture, "clock_findings", lambda ctx: [])
+    with pytest.raises(AssertionError):
+        test_a_skewed_direction_keeps_the_loss_findings_and_says_clock_skew("sample/network-loss", 3_000, captures,
+                                                                           tmp_path)
