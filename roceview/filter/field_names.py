@@ -76,7 +76,7 @@ _WIRESHARK = [
     _w("ip.addr", IPV4, "_src_addr", "ipv4", extra=("_dst_addr",), meaning="ip.src or ip.dst"),
     _w("ip.dsfield.dscp", INT, "dscp", "ipv4"), _w("ip.dsfield.ecn", INT, "ecn", "ipv4"),
     _w("ip.ttl", INT, "ttl", "ipv4"),
-    _w("ip.id", INT, "ip_id", "ipv4"),
+    _w("ip.id", INT, "ip_id", "ipv4", hex_digits=4),
     _w("ipv6", NONE, None, "ipv6", meaning="an IPv6 packet"),
     _w("ipv6.src", IPV6, "_src_addr", "ipv6"), _w("ipv6.dst", IPV6, "_dst_addr", "ipv6"),
     _w("ipv6.addr", IPV6, "_src_addr", "ipv6", extra=("_dst_addr",), meaning="ipv6.src or ipv6.dst"),

@@ -60,6 +60,9 @@ def make_batch(rows: list[dict]) -> Batch:
         ok = roce & np.array([v is not None for v in values])
         cols[name] = np.array([v or 0 for v in values], dtype=dtype)
         valid[name] = ok
+    if any("ip_id" in r for r in rows):          # the IPv4 identification, where a test gives one
+        cols["ip_id"] = np.array([r.get("ip_id") or 0 for r in rows], dtype=np.uint16)
+        valid["ip_id"] = np.array([r.get("ip_id") is not None for r in rows])
     _pfc_columns(rows, proto, cols, valid)
     return Batch(n, cols, valid)
 
