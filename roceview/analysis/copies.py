@@ -81,8 +81,11 @@ class Copies:
         repeated = s[1:][s[1:] == s[:-1]]
         if len(repeated) == 0:
             return none, none, none
-        rows = np.flatnonzero(np.isin(keys, repeated))          # carried rows first, then the chunk's
-        rows = rows[np.argsort(keys[rows], kind="stable")]
+        if len(repeated) * 64 < len(keys):                      # few: sort only the rows repeating a key
+            rows = np.flatnonzero(np.isin(keys, repeated))
+            rows = rows[np.argsort(keys[rows], kind="stable")]
+        else:                                                   # many (a capture of two points): sort all
+            rows = np.argsort(keys, kind="stable")              # carried rows first, then the chunk's
         same = keys[rows[1:]] == keys[rows[:-1]]
         cur, prev = rows[1:][same], rows[:-1][same]
         new = cur >= n_old                                      # decided with an earlier chunk otherwise

@@ -70,7 +70,8 @@ class EventLog:
         ts, idx, flow, kind, psn, a, b, rel = (x[order] for x in (ts, idx, flow, kind, psn, a, b, rel))
         is_pfc = np.isin(kind, _PFC_KINDS)
         names = [mac_names[f] if p else flow_names[f] for f, p in zip(flow.tolist(), is_pfc.tolist())]
-        details = [_detail(k, x, y) for k, x, y in zip(kind.tolist(), a.tolist(), b.tolist())]
+        said: dict = {}                 # many rows say the same (a capture of two points: one offset)
+        details = [said.get(t) or said.setdefault(t, _detail(*t)) for t in zip(kind.tolist(), a.tolist(), b.tolist())]
         data = {"ts": ts, "flow": names, "kind": [EVENT_KINDS[k] for k in kind.tolist()], "psn": psn,
                 "detail": details, "frame": idx + 1, "related_frame": np.where(rel >= 0, rel + 1, -1)}
         data.update(structured(kind, a, b))
