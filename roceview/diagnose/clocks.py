@@ -4,8 +4,9 @@
   events, roceview/analysis/causality.py): the responses' clock is behind.
 * A NAK (PSN sequence error) stamped after the resend it asks for (resent_before): the
   responder's clock is ahead. A requester resends from a NAK'd PSN only after the NAK arrives
-  (go-back-N, IBTA 9.7.5); a resend of that PSN within `ack_timeout_floor_us` before the NAK,
-  with no earlier NAK of it, cannot be a timeout (an ACK timeout is longer) nor an answer.
+  (go-back-N, IBTA 9.7.5); a run of resends from that PSN that no NAK explains, too soon after
+  the original send for an ACK timeout, just before a NAK of that PSN that nothing answers
+  after, is that NAK's answer.
 """
 from __future__ import annotations
 
@@ -18,28 +19,57 @@ from roceview.units import duration, plural
 MIN_EARLY = 3          # one out-of-order pair may be a timestamping glitch; three are a pattern
 
 
-def resent_before(ctx: Context, naks, retx) -> list:
-    """Per NAK of `naks` (a responder flow's nak_seq events): the time of the requester's last
-    resend of its PSN (`retx`: its retransmit events) before the NAK, within the ACK-timeout floor
-    and after any earlier NAK of that PSN, when none follows the NAK; else None."""
+class _ByPsn:
+    """Event times grouped by PSN, each group sorted: the times of one PSN by two binary searches."""
+
+    def __init__(self, ts: np.ndarray, psn: np.ndarray):
+        order = np.lexsort((ts, psn))
+        self.ts, self.psn = ts[order], psn[order]
+
+    def times(self, psn: int) -> np.ndarray:
+        lo, hi = np.searchsorted(self.psn, (psn, psn + 1))
+        return self.ts[lo:hi]
+
+
+def resent_before(ctx: Context, responder: str, requester: str) -> list:
+    """Per NAK (PSN sequence error) of `responder`: the time of the requester's resend that it
+    asked for but is stamped after, else None. That resend starts a retransmission run no NAK
+    explained (the analysis's `timeout_retransmit` event) too soon after the PSN's original send
+    for an ACK timeout (`ack_timeout_floor_us`), at most that long before the NAK; no NAK or RNR
+    NAK of the PSN came before it, and nothing resends the PSN after the NAK (the NAK was
+    answered, only out of order)."""
+    naks = ctx.ev("nak_seq", responder)
+    out: list = [None] * len(naks.ts)
+    runs = ctx.ev("timeout_retransmit", requester)
+    delay = runs.col("resend_delay_ns")
     floor = int(ctx.config.ack_timeout_floor_us * 1000)
-    out = []
+    soon = (delay >= 0) & (delay < floor) if len(delay) == len(runs.ts) else np.zeros(len(runs.ts), bool)
+    if not len(naks.ts) or not soon.any():
+        return out
+    starts = _ByPsn(runs.ts[soon], runs.psn[soon])
+    retx = _ByPsn(ctx.ev("retransmit", requester).ts, ctx.ev("retransmit", requester).psn)
+    rnr = ctx.ev("nak_rnr", responder)
+    asked = _ByPsn(np.concatenate([naks.ts, rnr.ts]), np.concatenate([naks.psn, rnr.psn]))
     for i, (ts, psn) in enumerate(zip(naks.ts.tolist(), naks.psn.tolist())):
-        same = naks.psn[:i] == psn
-        since = int(naks.ts[:i][same].max()) if same.any() else ts - floor
-        hit = (retx.psn == psn) & (retx.ts < ts) & (retx.ts > max(since, ts - floor))
-        out.append(int(retx.ts[hit][-1]) if hit.any() and not ((retx.psn == psn) & (retx.ts > ts)).any() else None)
+        t = starts.times(psn)
+        t = t[(t < ts) & (t > ts - floor)]
+        if len(t) and not (retx.times(psn) > ts).any() and not (asked.times(psn) < t[-1]).any():
+            out[i] = int(t[-1])
     return out
 
 
 def naked_resends(ctx: Context, name: str, ev, floor_ns: float) -> np.ndarray:
-    """Resends of a PSN the peer NAKed within an ACK timeout of them, before or after: the NAK asked
-    for them, though the capture's clocks (clocks.py) or a run still under way put it elsewhere."""
+    """Timeout-looking resends of requester `name` (`ev`) that a NAK of their PSN asked for: one
+    from the peer at most an ACK timeout before them (the analysis saw it before the previous
+    run ended), or one stamped after them (resent_before)."""
     out = np.zeros(len(ev.ts), dtype=bool)
     for other in requester_side(ctx, name):
         naks = ctx.ev("nak_seq", other)
+        by_psn = _ByPsn(naks.ts, naks.psn)
+        late = {t for t in resent_before(ctx, other, name) if t is not None}
         for i, (t, p) in enumerate(zip(ev.ts.tolist(), ev.psn.tolist())):
-            out[i] |= bool(((naks.psn == p) & (np.abs(naks.ts - t) < floor_ns)).any())
+            before = by_psn.times(p)
+            out[i] |= t in late or bool(((before <= t) & (before > t - floor_ns)).any())
     return out
 
 
@@ -51,10 +81,11 @@ def clock_findings(ctx: Context) -> list[dict]:
         return []
     evidence = [f"{name}: {plural(len(ns), 'response')} stamped before their request, by {_span(ns)}{first}"
                 for name, (ns, first, _) in sorted(early.items(), key=lambda kv: -len(kv[1][0]))[:4]]
-    evidence += [f"{name}: {plural(len(ns), 'NAK')} stamped after the resend they ask for, by {_span(ns)}{first}"
+    evidence += [f"{name}: {plural(len(ns), 'NAK')} stamped after the resend {'it asks' if len(ns) == 1 else 'they ask'} "
+                 f"for, by {_span(ns)}{first}"
                  for name, (ns, first, _) in sorted(late.items(), key=lambda kv: -len(kv[1][0]))[:4]]
-    evidence.append("a response acknowledges requests already received (IBTA 9.7.5) and a go-back-N resend follows "
-                    "its NAK: on one clock neither comes first")
+    evidence.append("a response acknowledges requests already received (IBTA 9.7.5)"
+                    + (" and a go-back-N resend follows its NAK" if late else "") + ": on one clock it comes after")
     most = max(int(ns.max()) for ns, _, _ in list(early.values()) + list(late.values()))
     names = set(early) | set(late)
     pairs = sorted(names | {p for p in (ctx.peer(n) for n in names) if p})
@@ -69,9 +100,9 @@ def clock_findings(ctx: Context) -> list[dict]:
                   "(PTP: linuxptp's ptp4l and phc2sys). Until then, read these flows' RTTs and delays as off by at "
                   f"least {duration(most)}.")
     else:
-        evidence.append("both hosts of a pair are stamped early against each other: no single clock offset does "
-                        "that, the stamps do not follow the order on the wire")
-        summary = (f"{told}, in both directions: the capture's timestamps do not follow the order on the wire "
+        evidence.append("no single clock offset between the two hosts of a pair explains these together: the stamps "
+                        "do not follow the order on the wire")
+        summary = (f"{told}, not as one clock offset would: the capture's timestamps do not follow the order on the wire "
                    "(stamped in software, at different points for sent and received frames, or captures merged). "
                    "RTT and NAK-to-resend figures of these queue pairs are unreliable.")
         advice = ("The capture, not the fabric: capture on a mirror or TAP rather than on an endpoint, or with "
@@ -111,7 +142,7 @@ def _late_naks(ctx: Context) -> dict:
         if len(req) != 1:
             continue
         naks = ctx.ev("nak_seq", name)
-        resent = resent_before(ctx, naks, ctx.ev("retransmit", req[0]))
+        resent = resent_before(ctx, name, req[0])
         hit = [i for i, t in enumerate(resent) if t is not None]
         if hit:
             ns = np.array([int(naks.ts[i]) - resent[i] for i in hit], dtype=np.int64)

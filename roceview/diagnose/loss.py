@@ -152,10 +152,9 @@ def _reread(ctx, name, ts, first, psn) -> bool:
     return False
 
 
-# A NAK before the requester's first captured packet, or for the PSN its captured requests begin
-# at (its resend, if that packet, is not told from a first send: the first packet of a PSN space
-# is no retransmission), or stamped after its resend by a skewed clock: not "unrecovered", and no
-# NAK-to-resend delay.
+# A NAK before the requester's first captured packet (its resend, if that packet, is not told
+# from a first send: the first packet of a PSN space is no retransmission), or stamped after its
+# resend by a skewed clock (clocks.resent_before): not "unrecovered", and no NAK-to-resend delay.
 UNSEEN = -1
 
 
@@ -169,9 +168,7 @@ def _naks(ctx: Context, responder: str, per_flow) -> None:
     target = per_flow.setdefault(req or responder, FlowLoss())
     target.blind = not requesters
     nts = naks.ts.tolist() + [np.iinfo(np.int64).max]
-    early = resent_before(ctx, naks, retx) if retx is not None else [None] * len(naks.ts)
-    ff = ctx.flow_facts.get(req) if req else None
-    starts = {first for first, _ in ff.request_arc} if ff is not None else set()   # request PSNs seen first
+    early = resent_before(ctx, responder, req) if req else [None] * len(naks.ts)
     gap_first = np.array(gap_numbers(gaps)[1], dtype=np.int64) if gaps is not None else None
     for i, (ts, e) in enumerate(zip(naks.ts.tolist(), naks.psn.tolist())):
         delay = resent = gen = None
@@ -179,7 +176,7 @@ def _naks(ctx: Context, responder: str, per_flow) -> None:
             after = (retx.ts > ts) & (retx.psn == e)
             if after.any():
                 delay = int(retx.ts[after][0] - ts)
-            elif ctx.flow[req]["first_ts"] > ts or e in starts or early[i] is not None:
+            elif ctx.flow[req]["first_ts"] > ts or early[i] is not None:
                 delay = UNSEEN        # the capture began between the NAK and the requester's first packet,
                                       # or the NAK is stamped after its resend (clocks.py: clock_skew)
             resent = int(((retx.ts > ts) & (retx.ts < nts[i + 1])).sum())
@@ -299,9 +296,13 @@ def _timeouts(ctx: Context) -> list[dict]:
                             f"(an ACK timeout is at least {duration(floor_ns)}: ack_timeout_floor_us)")
         if len(known) < len(ts):
             evidence.append(f"{plural(len(ts) - len(known), 'original send')} not in the capture")
-        if not plausible.all():
-            evidence.append(f"{plural(int((~plausible).sum()), 'more resend')} without a NAK came sooner than that "
+        soon = ~plausible & ~naked
+        if soon.any():
+            evidence.append(f"{plural(int(soon.sum()), 'more resend')} without a NAK came sooner than that "
                             "after the original send: not a timeout (reordering, or a NAK the capture missed)")
+        if naked.any():
+            evidence.append(f"{plural(int(naked.sum()), 'more resend')} answered a NAK of its PSN stamped out of "
+                            "order with it (a run under way, or the capture's clocks: clock_skew)")
         summary = (f"Flow {name} resent {plural(len(ts), 'packet')} that no NAK explains: tail loss recovered "
                    "only by the requester's ACK timer (Local ACK Timeout).")
         advice = ("Each costs a full ACK timeout (4.096 us x 2^timeout). Read the requester's RDMA hw counter "

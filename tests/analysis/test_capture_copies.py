@@ -66,6 +66,24 @@ def test_repeated_acks_of_a_sender_without_identification_are_not_copies():
     assert flow_row(result, RESP)["packets"] == "4" and kinds(result) == []
 
 
+def test_a_repeated_ack_of_a_constant_identification_sender_is_not_a_copy_once_it_shows_constant():
+    # 0x200 on every datagram: after its second ACK (another PSN, the same identification) the
+    # responder is known not to number, and an ACK repeated 5 us later is a new ACK
+    rows = [req(T0, 10, ackreq=True, ip_id=1), ack(T0 + 2 * US, 10, ip_id=0x200),
+            req(T0 + 3 * US, 11, ackreq=True, ip_id=2), ack(T0 + 5 * US, 11, ip_id=0x200),
+            ack(T0 + 10 * US, 11, ip_id=0x200)]
+    result = analyze_rows(rows)
+    assert kinds(result) == [] and flow_row(result, RESP)["packets"] == "3"
+
+
+def test_one_copy_among_many_rows_is_found():
+    """Few repeated keys among many rows: the branch that sorts only the repeating rows."""
+    rows = numbered([req(T0 + i * US, 10 + i, ackreq=True) for i in range(300)])
+    rows = sorted(rows + [dict(rows[150], ts=rows[150]["ts"] + 3_700)], key=lambda r: r["ts"])
+    result = analyze_rows(rows)
+    assert kinds(result) == [(REQ, 160)] and flow_row(result, REQ)["packets"] == "300"
+
+
 def test_a_data_copy_without_identification_is_recognised_only_within_2_us():
     rows = [req(T0, 10, ip_id=0), req(T0 + 1_500, 10, ip_id=0), req(T0 + 10 * US, 11, ip_id=0),
             req(T0 + 13 * US, 11, ip_id=0)]
