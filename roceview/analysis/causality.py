@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from roceview.analysis import opcode_classes as op
+from roceview.analysis.chunk_psn import KEY_SPACE, first_sends
 from roceview.analysis.segments import PSN_MOD
 from roceview.analysis.unsent import high_at, high_before_chunk
 
 EARLY_PSNS = 1 << 16
 MAX_PENDING = 1 << 14
-_KEY_SPACE = 1 << 42        # request space id * this + unwrapped PSN
 _EMPTY = np.zeros(0, dtype=np.int64)
 
 
@@ -55,28 +54,27 @@ class EarlyResponses:
             return
         c = cand[early]
         rows = ch.sorted_r(s[c])
-        new = (2 * f[early] * _KEY_SPACE + u[c], ts[c], idx[c], ch.fid.take(rows), part.psn[s[c]])
+        new = (2 * f[early] * KEY_SPACE + u[c], ts[c], idx[c], ch.fid.take(rows), part.psn[s[c]])
         self.pending = tuple(np.concatenate([a, b])[-MAX_PENDING:] for a, b in zip(self.pending, new))
 
     def _resolve(self, an, ch, part) -> None:
         """Pending responses whose request is sent in this chunk: the first send covering the PSN."""
         res = part.res
-        fresh = np.flatnonzero((res.u > res.h_prev) & ((part.flags & op.F_DATA) != 0)
-                               & np.repeat(part.is_request_group, ch.lengths))
+        fresh = first_sends(ch, part)
         if len(fresh) == 0:
             return
         sid = ch.sid_rows()[fresh]
-        key_end = sid * _KEY_SPACE + np.maximum(res.end[fresh], res.u[fresh])
+        key_end = sid * KEY_SPACE + np.maximum(res.end[fresh], res.u[fresh])
         key, ts, idx, flow, psn = self.pending
         pos = np.searchsorted(key_end, key)              # the first send reaching the PSN
         inside = pos < len(fresh)
         p = np.minimum(pos, len(fresh) - 1)
-        hit = inside & (key_end[p] // _KEY_SPACE == key // _KEY_SPACE) & (sid[p] * _KEY_SPACE + res.u[fresh[p]] <= key)
+        hit = inside & (key_end[p] // KEY_SPACE == key // KEY_SPACE) & (sid[p] * KEY_SPACE + res.u[fresh[p]] <= key)
         r = ch.sorted_r(fresh[p[hit]])
         later = ch.ts.take(r) - ts[hit]
         e = later > 0                                   # stamped alike (a coarse clock): not early
         h = np.flatnonzero(hit)[e]
         an.events.add("response_before_request", ts[h], idx[h], flow[h], psn[h] & (PSN_MOD - 1),
                       later[e], rel=ch.idx(r[e]))
-        gone = hit | (inside & (key_end[p] // _KEY_SPACE == key // _KEY_SPACE))   # sent, uncaptured: dropped
+        gone = hit | (inside & (key_end[p] // KEY_SPACE == key // KEY_SPACE))   # sent, uncaptured: dropped
         self.pending = tuple(a[~gone] for a in self.pending)

@@ -39,7 +39,7 @@ def pairing_window_open(last_row, newest_flow_row):
 # RC, RD, XRC get ACKs (transport code -1 indexes the last entry)
 _ACKED_TRANSPORT = np.array([True, False, True, False, False, True, False, False, False])
 _EMPTY = np.zeros(0, dtype=np.int64)
-_KEY_SPACE = 1 << 42        # space id * this + unwrapped PSN: sorted like the grouped rows' first sends
+KEY_SPACE = 1 << 42        # space id * this + unwrapped PSN: sorted like the grouped rows' first sends
 
 
 class PsnPart:
@@ -53,7 +53,7 @@ class PsnPart:
         self.retrans_r = ch.sorted_r(rt)                             # RoCE rows
 
 
-def _first_sends(ch, part, an=None) -> np.ndarray:
+def first_sends(ch, part, an=None) -> np.ndarray:
     """Grouped positions of request-space data rows ahead of their space's highest PSN (sends.py);
     with `an`, only those within WINDOW PSNs of the space's highest at the chunk's end: the
     others' ring slots are overwritten before any lookup could use them."""
@@ -289,7 +289,7 @@ def timeouts(an, ch, part: PsnPart, nak: np.ndarray) -> None:
         an.space.last_retrans[ch.sids[part.is_request_group]] = False
     if len(nak):
         np.maximum.at(an.flow.last_nak_idx, ch.fid.take(nak), ch.idx(nak))
-    f = _first_sends(ch, part, an)
+    f = first_sends(ch, part, an)
     if len(f):
         r = ch.sorted_r(f)
         an.sends.record(ch.sid_rows()[f] >> 1, part.res.u[f], ch.ts.take(r), ch.idx(r))
@@ -326,8 +326,8 @@ def _timeout_runs(an, ch, part: PsnPart, rt: np.ndarray, nak: np.ndarray) -> Non
 
 def original_send(an, ch, part: PsnPart, s: np.ndarray, f: np.ndarray):
     """(ts, row index) of the first send of the PSN resent at grouped positions `s` (-1: unknown)."""
-    fs = _first_sends(ch, part)
-    key = lambda pos: ch.sid_rows()[pos] * _KEY_SPACE + part.res.u[pos]   # noqa: E731
+    fs = first_sends(ch, part)
+    key = lambda pos: ch.sid_rows()[pos] * KEY_SPACE + part.res.u[pos]   # noqa: E731
     u = part.res.u[s]
     fr = ch.sorted_r(fs)
     return an.sends.original(f, u, part.res.h_prev[s], key(fs) if len(fs) else _EMPTY,

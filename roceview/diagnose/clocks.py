@@ -14,6 +14,7 @@ import numpy as np
 
 from roceview.diagnose.context import Context, requester_side
 from roceview.diagnose.finding import finding
+from roceview.diagnose.psn_conformance import delay_span
 from roceview.units import duration, plural
 
 MIN_EARLY = 3          # one out-of-order pair may be a timestamping glitch; three are a pattern
@@ -153,5 +154,4 @@ def _late_naks(ctx: Context) -> dict:
 
 
 def _span(ns: np.ndarray) -> str:
-    lo, hi = int(ns.min()), int(ns.max())
-    return (duration(lo) if lo == hi else f"{duration(lo)} to {duration(hi)}") + f" (median {duration(int(np.median(ns)))})"
+    return f"{delay_span(ns)} (median {duration(int(np.median(ns)))})"

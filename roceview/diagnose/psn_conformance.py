@@ -45,7 +45,7 @@ def duplicate_findings(ctx: Context) -> list[dict]:
     median = int(np.median(delays))
     worst = sorted(evs.items(), key=lambda kv: -len(kv[1].ts))
     evidence = [f"{name}: {plural(len(ev.ts), 'copy', 'copies')} at PSN {psn_list(ev.psn, 3)}, "
-                f"{_delays(ev.col('copy_delay_ns'))} after the first capture" for name, ev in worst[:5]]
+                f"{delay_span(ev.col('copy_delay_ns'))} after the first capture" for name, ev in worst[:5]]
     if len(worst) > 5:
         evidence.append(f"{len(worst) - 5} more flows")
     evidence.append(f"each repeats an earlier frame's flow, PSN, opcode, lengths and IPv4 identification (a resend "
@@ -69,7 +69,8 @@ def duplicate_findings(ctx: Context) -> list[dict]:
     return [finding("info", "capture_points", summary, flows, min(starts), max(ends), evidence, advice)]
 
 
-def _delays(ns) -> str:
+def delay_span(ns) -> str:
+    """'a' or 'a to b': the least and the most of durations `ns`."""
     lo, hi = int(ns.min()), int(ns.max())
     return duration(lo) if lo == hi else f"{duration(lo)} to {duration(hi)}"
 
