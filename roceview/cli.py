@@ -66,11 +66,13 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> int:
         _check_outputs(args)
         if not getattr(module, "ENABLES_GC", False):
             gc.enable()
-        return int(module.run(args, env))
+        code = int(module.run(args, env))
+        env.stdout.flush()      # a full disk shows here for the last lines, not at exit
+        return code
     except SystemExit as exc:
         return int(exc.code or 0)
     except RoceviewError as exc:
-        print(f"roceview: error: {exc}", file=env.stderr)
+        _say(env, f"roceview: error: {exc}")
         return ExitStatus.BAD_INPUT
     except KeyboardInterrupt:   # in process only: entry() installs roceview.interrupt's handler
         return ExitStatus.INTERRUPTED
@@ -81,6 +83,14 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> int:
         except OSError:
             pass
         return ExitStatus.OK
+
+
+def _say(env: Environment, line: str) -> None:
+    """One line on stderr; when stderr itself refuses it (EIO, ENOSPC) the exit code still tells."""
+    try:
+        print(line, file=env.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
 
 
 OUTPUTS = (("json", "--json"), ("output", "-o"), ("truth", "--truth"), ("write", "-w"))
@@ -129,7 +139,7 @@ def entry() -> None:
     try:
         sys.stdout.flush()
         sys.stderr.flush()
-    except (BrokenPipeError, ValueError):
+    except (OSError, ValueError):   # EPIPE, or what main() already reported as one line
         pass
     # Skip interpreter teardown (0.1-0.15 s with numba loaded, docs/DESIGN.md): every
     # output was written and renamed into place before main() returned.

@@ -11,3 +11,7 @@ class BadInput(RoceviewError):
 
 class WriteError(RoceviewError):
     """An output the user asked for cannot be written."""
+
+
+class OutputError(WriteError):
+    """Standard output refused a write (a full disk, /dev/full, a terminal gone: not EPIPE)."""

@@ -18,10 +18,49 @@ class ExitStatus(enum.IntEnum):
     INTERRUPTED = 130   # Ctrl-C: 128 + SIGINT (roceview/interrupt.py)
 
 
+class GuardedStream:
+    """A standard stream as commands see it: a write or flush the system refuses (ENOSPC on a
+    full disk or /dev/full, EIO from a terminal that went away) raises OutputError, which the CLI
+    prints as one line with exit 2. EPIPE stays BrokenPipeError: `roceview dissect x | head`
+    ends quietly, as tshark does. Everything else (isatty, fileno, encoding) is the stream's own."""
+
+    def __init__(self, stream: IO, name: str):
+        self._stream, self._name = stream, name
+
+    def write(self, data):
+        try:
+            return self._stream.write(data)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise self._error(exc) from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise self._error(exc) from None
+
+    @property
+    def buffer(self):
+        """The binary stream under a text one (JSON, pcap bytes), guarded the same way."""
+        return GuardedStream(self._stream.buffer, self._name)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+    def _error(self, exc: OSError):
+        from roceview.errors import OutputError
+
+        return OutputError(f"cannot write to {self._name}: {exc.strerror or exc}")
+
+
 @dataclass
 class Environment:
     stdin: IO = field(default_factory=lambda: sys.stdin)
-    stdout: IO = field(default_factory=lambda: sys.stdout)
+    stdout: IO = field(default_factory=lambda: GuardedStream(sys.stdout, "standard output"))
     stderr: IO = field(default_factory=lambda: sys.stderr)
 
     @property

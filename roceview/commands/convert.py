@@ -25,10 +25,11 @@ def run(args, env) -> ExitStatus:
         import pyarrow.parquet as pq
     except ImportError:
         raise BadInput("convert needs pyarrow: pip install 'roceview[parquet]'") from None
-    from roceview.capture.writer import atomic_output
     from roceview.api import iter_packets
     from roceview.commands.progress import Progress, input_bytes, record_bytes
 
+    if args.partition_by and args.output == "-":
+        raise BadInput("--partition-by writes a folder of files: name it, not -")
     if args.partition_by:
         from roceview.packets.parquet import write_partitioned
 
@@ -39,7 +40,7 @@ def run(args, env) -> ExitStatus:
     rows = 0
     total = input_bytes(args.capture) if env.stderr_isatty else None
     try:
-        with Progress(env.stderr, "converting", total) as bar, atomic_output(args.output) as fh:
+        with Progress(env.stderr, "converting", total) as bar, _target(args.output, env) as fh:
             for df in iter_packets(args.capture, roce_ports=args.roce_port, warn=bar.warn):
                 for name in df.select_dtypes("category").columns:   # categories differ per chunk
                     df[name] = df[name].astype("string")
@@ -55,6 +56,16 @@ def run(args, env) -> ExitStatus:
         raise WriteError(f"cannot write {args.output}: {exc.strerror or exc}") from None
     print(f"wrote {rows} packets to {args.output}", file=env.stderr)
     return ExitStatus.OK
+
+
+def _target(output: str, env):
+    """Where the Parquet bytes go: `-o -` is standard output (as tcpdump's `-w -`), anything
+    else a temporary file renamed into place when whole."""
+    from contextlib import nullcontext
+
+    from roceview.capture.writer import atomic_output
+
+    return nullcontext(env.stdout.buffer) if output == "-" else atomic_output(output)
 
 
 def _check_suffix(output: str) -> None:

@@ -38,3 +38,17 @@ def test_unwritable_output_is_one_line_and_exit_2(tmp_path):
     code, out, err = run(["convert", str(SAMPLE), "-o", str(blocker / "p.parquet")])
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
     assert list(tmp_path.iterdir()) == [blocker]
+
+
+def test_dash_writes_parquet_to_standard_output_and_no_file(tmp_path, monkeypatch):
+    pytest.importorskip("pyarrow")
+    import os
+    import subprocess
+    import sys
+
+    monkeypatch.chdir(tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "roceview", "convert", str(SAMPLE), "-o", "-"],
+                          capture_output=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert len(pd.read_parquet(io.BytesIO(proc.stdout))) == len(roceview.read_packets(str(SAMPLE)))
+    assert list(tmp_path.iterdir()) == []

@@ -58,3 +58,25 @@ def test_list_prints_every_scenario():
 
 def test_bad_scale_is_bad_input(tmp_path):
     assert run("generate", "clean", "-o", str(tmp_path / "x.pcap"), "--scale", "0")[0] == 2
+
+
+def test_dash_writes_the_capture_to_standard_output_and_no_file(tmp_path, monkeypatch):
+    """`-o -` is standard output, as tcpdump's `-w -`: the same bytes as a file, no file named '-'."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    monkeypatch.chdir(tmp_path)
+    repo = Path(__file__).resolve().parents[2]
+    env = {**__import__("os").environ, "PYTHONPATH": str(repo)}
+    piped = subprocess.run([sys.executable, "-m", "roceview", "generate", "clean", "-o", "-"],
+                           capture_output=True, env=env, timeout=120)
+    assert piped.returncode == 0, piped.stderr
+    assert run("generate", "clean", "-o", "file.pcap")[0] == 0
+    assert piped.stdout == (tmp_path / "file.pcap").read_bytes()
+    assert not (tmp_path / "-").exists()
+
+
+def test_dash_for_both_capture_and_truth_is_refused():
+    code, _, err = run("generate", "clean", "-o", "-", "--truth", "-")
+    assert code == 2 and err.count("\n") == 1 and "standard output" in err
