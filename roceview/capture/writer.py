@@ -138,21 +138,20 @@ def write_files(items) -> None:
     """Write several outputs, all or none of the replaced ones: `items` are (path, make_bytes)
     pairs (make_bytes() gives bytes, or an iterable of bytes written as they come: a big CSV is
     never whole in memory). Every temporary file is complete before the first is renamed into
-    place; the direct ones (devices, FIFOs) are written last. OSError as WriteError."""
+    place; the direct ones (devices, FIFOs: nothing to rename) are written after the temporary
+    files and before the renames, so that a device refusing its bytes (a symlink to /dev/full)
+    leaves every replaced file as it was. OSError as WriteError."""
     outputs = [(OutputFile(path), make) for path, make in items]
     current = None
     try:
-        for current, make in outputs:
-            if not current.direct:
-                with current.open("wb") as fh:
-                    _write(fh, make())
+        for direct in (False, True):
+            for current, make in outputs:
+                if current.direct == direct:
+                    with current.open("wb") as fh:
+                        _write(fh, make())
         with interrupt.deferred():
             for current, _ in outputs:
                 current.commit()
-        for current, make in outputs:
-            if current.direct:
-                with current.open("wb") as fh:
-                    _write(fh, make())
     except OSError as exc:
         raise WriteError(f"cannot write {current.path}: {exc.strerror or exc}") from None
     finally:

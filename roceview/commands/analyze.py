@@ -207,14 +207,13 @@ def write_and_report(result, args, env) -> ExitStatus:
 
 def _write_outputs(result, args, env) -> None:
     """--csv DIR (one line on stderr names the files written) and --json FILE or '-'."""
-    if args.csv:
-        from roceview.render.export import write_csv_dir
+    from roceview.render.export import json_maker, write_csv_dir, write_json
 
-        written = write_csv_dir(result, args.csv)
+    json_file = args.json and args.json != "-"
+    if args.csv:        # with a --json file, one transaction: if one cannot be written, none is replaced
+        written = write_csv_dir(result, args.csv, [(args.json, json_maker(result))] if json_file else [])
         print(f"roceview: wrote {', '.join(p.name for p in written)} in {args.csv}", file=env.stderr)
-    if args.json:
-        from roceview.render.export import write_json
-
+    if args.json and not (json_file and args.csv):
         write_json(result, args.json, env.stdout)
 
 

@@ -154,13 +154,15 @@ def _quoted(text: str) -> str:
     return buf.getvalue()[:-2]
 
 
-def write_csv_dir(result, directory) -> list[Path]:
-    """The CSV files into `directory` (created if missing: removed again on failure or Ctrl-C);
-    all or none of them (capture.writer.write_files)."""
+def write_csv_dir(result, directory, also=()) -> list[Path]:
+    """The CSV files into `directory` (created if missing: removed again on failure or Ctrl-C),
+    and the (path, make_bytes) outputs `also` (the --json file): one transaction, all or none of
+    them replaced (capture.writer.write_files)."""
     from roceview import interrupt
     from roceview.capture.writer import write_files
 
     directory = Path(directory)
+    _check_folder(directory)
     created = [p for p in (directory, *directory.parents) if not os.path.lexists(p)][::-1]
     try:
         with interrupt.deferred():
@@ -172,7 +174,7 @@ def write_csv_dir(result, directory) -> list[Path]:
         raise WriteError(f"cannot write CSV files into {directory}: {exc.strerror or exc}") from None
     try:
         paths = [directory / name for name, _ in CSV_FILES]
-        write_files([(path, _csv_maker(result, attr)) for path, (_, attr) in zip(paths, CSV_FILES)])
+        write_files([*((path, _csv_maker(result, attr)) for path, (_, attr) in zip(paths, CSV_FILES)), *also])
         return paths
     except WriteError:
         _remove_created(created)
@@ -180,6 +182,20 @@ def write_csv_dir(result, directory) -> list[Path]:
     finally:
         for folder in created:
             interrupt.forget(folder)
+
+
+def _check_folder(directory: Path) -> None:
+    """A --csv path that exists must be a folder: a file, or a symlink loop (ELOOP), is one line
+    naming why, not mkdir's "File exists"."""
+    if not os.path.lexists(directory):
+        return
+    try:
+        if os.stat(directory).st_mode & 0o170000 == 0o040000:      # S_ISDIR
+            return
+        reason = "it is not a folder"
+    except OSError as exc:          # a symlink loop, a dangling symlink
+        reason = exc.strerror or str(exc)
+    raise WriteError(f"cannot write CSV files into {directory}: {reason}")
 
 
 def _remove_created(folders: list[Path]) -> None:
@@ -204,19 +220,24 @@ def result_document(result) -> dict:
 
 
 def write_json(result, path, stdout=None) -> None:
-    """The --json document into `path`; '-' is `stdout` (a binary stream, or a text one).
-    Written a piece at a time (json_export.document_json_chunks): never whole in memory."""
-    import itertools
-
-    from roceview.capture.writer import write_files
-    from roceview.render.json_export import document_json_chunks  # json only with --json
-
-    pieces = lambda: itertools.chain(document_json_chunks(result), [b"\n"])   # noqa: E731
+    """The --json document into `path`; '-' is `stdout` (a binary stream, or a text one)."""
     if str(path) == "-":
         buffer = getattr(stdout, "buffer", None)
         stdout.flush()
-        for data in pieces():
+        for data in json_maker(result)():
             buffer.write(data) if buffer is not None else stdout.write(data.decode("ascii"))
         stdout.flush()
         return
-    write_files([(path, pieces)])
+    from roceview.capture.writer import write_files
+
+    write_files([(path, json_maker(result))])
+
+
+def json_maker(result):
+    """The --json document's bytes, made a piece at a time when called
+    (json_export.document_json_chunks): never whole in memory."""
+    import itertools
+
+    from roceview.render.json_export import document_json_chunks  # json only with --json
+
+    return lambda: itertools.chain(document_json_chunks(result), [b"\n"])
