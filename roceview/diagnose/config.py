@@ -6,13 +6,21 @@ The file holds a `[diagnose]` table (or the keys at top level) with any of the f
     storm_ms = 100.0          # PFC watchdog: continuous pause that is a storm
     pause_warning_share = 0.05
 
-Unknown keys, wrong types and values out of range (RANGES) are a BadInput (one line naming the
-key), so a typo never silently keeps a default.
+Every field has a rule in RANGES (a test checks it); its type comes from its default. Unknown
+keys, wrong types, values out of range, and files that are not a table of settings (not UTF-8,
+over 1 MiB, nested too deep, an integer too long to read, `diagnose` not a table) are a BadInput:
+one line naming the key or the problem, so a typo never silently keeps a default and nothing
+reaches the rules that could crash them.
 """
 from __future__ import annotations
 
 import dataclasses
+import math
+import os
+import re
+import reprlib
 from dataclasses import dataclass, field
+from typing import Any, Callable, NamedTuple
 
 from roceview.errors import BadInput
 from roceview.units import article
@@ -62,84 +70,197 @@ class Config:
 
 
 DEFAULTS = Config()
-# (low, low_included, high) of each number; every float field is also checked finite
-# durations at most a year, so that in ns they stay in int64 (1e16 ms overflowed: a traceback),
-# and at least 1 ns (the rules' unit: under it a window was 0 ns long, a division by zero)
+
+
+class Rule(NamedTuple):
+    """What a setting takes: `text` completes "KEY must be ...", `test(value)` says whether a
+    value of the right type is allowed, `clean(value)` is what Config then holds."""
+    text: str
+    test: Callable[[Any], bool]
+    clean: Callable[[Any], Any] = lambda value: value
+
+
+def _between(low, low_ok: bool, high, text: str) -> Rule:
+    """A number from `low` (included or not) to `high` (always finite: a float() of any allowed
+    value then neither overflows nor gives inf). Compared before any float(): an 80,000-bit
+    TOML hex integer is simply out of range, not an OverflowError."""
+    return Rule(text, lambda v: (v >= low if low_ok else v > low) and v <= high)
+
+
+# Durations at most a year, so that in ns they stay in int64 (1e16 ms overflowed: a traceback),
+# and at least 1 ns (the rules' unit: under it a window was 0 ns long, a division by zero).
+# Counts at most a billion and rates at most 1 Pb/s: far past any real threshold, and bounded so
+# that no rule meets a number numpy cannot hold.
 YEAR_MS = 365 * 86_400_000
-SHARE, COUNT, FACTOR, RATE = (0.0, True, 1.0), (1, True, None), (0.0, False, None), (0.0, True, None)
-DURATION_MS, DURATION_US, SPAN_US = (1e-6, True, YEAR_MS), (1e-3, True, YEAR_MS * 1000), (0.0, True, YEAR_MS * 1000)
-RANGES = {"storm_ms": DURATION_MS, "storm_window_ms": DURATION_MS, "storm_share": SHARE,
-          "link_rate_window_ms": DURATION_MS, "link_rate_margin": FACTOR, "pause_only_min_gbps": RATE,
-          "pause_warning_share": SHARE, "ce_warning_share": SHARE, "not_ect_share": SHARE,
-          "cnp_wait_us": SPAN_US, "incast_senders": COUNT, "incast_window_us": DURATION_US,
-          "nak_window_us": DURATION_US, "read_rerequest_span": COUNT, "max_examples": COUNT}
-_RANGE_TEXT = {SHARE: "a share from 0 to 1", COUNT: "a count >= 1", FACTOR: "a factor > 0",
-               RATE: "a rate >= 0 (Gb/s)",
-               DURATION_MS: f"a duration of at least 1 ns (1e-06 ms) and at most a year ({YEAR_MS:,} ms)",
-               DURATION_US: f"a duration of at least 1 ns (0.001 us) and at most a year ({YEAR_MS * 1000:,} us)",
-               SPAN_US: f"a duration >= 0 and at most a year ({YEAR_MS * 1000:,} us)"}
+MAX_COUNT = 1_000_000_000
+SHARE = _between(0.0, True, 1.0, "a share from 0 to 1")
+COUNT = _between(1, True, MAX_COUNT, f"a count from 1 to {MAX_COUNT:,}")
+COUNT_OR_0 = _between(0, True, MAX_COUNT, f"a count from 0 to {MAX_COUNT:,}")
+FACTOR = _between(0.0, False, 1000.0, "a factor > 0 and at most 1,000")
+RATE = _between(0.0, True, 1e6, "a rate >= 0 (Gb/s) and at most 1,000,000")
+DURATION_MS = _between(1e-6, True, YEAR_MS,
+                       f"a duration of at least 1 ns (1e-06 ms) and at most a year ({YEAR_MS:,} ms)")
+DURATION_US = _between(1e-3, True, YEAR_MS * 1000,
+                       f"a duration of at least 1 ns (0.001 us) and at most a year ({YEAR_MS * 1000:,} us)")
+SPAN_US = _between(0.0, True, YEAR_MS * 1000, f"a duration >= 0 and at most a year ({YEAR_MS * 1000:,} us)")
+# a re-read starts within half the 24-bit PSN space: past it PSN order wraps (IBTA 9.7.5.1.1)
+PSN_SPAN = _between(1, True, 1 << 23, f"a PSN count from 1 to {1 << 23:,} (half the PSN space)")
+
+
+def _is_priority(p) -> bool:
+    return isinstance(p, int) and not isinstance(p, bool) and 0 <= p <= 7
+
+
+def _dscp_of(key) -> int | None:
+    """A DSCP written as a TOML key ("26", "046") or an int (the Python API); else None. Only
+    ASCII digits: '\u00b2' is a digit to str.isdigit, not to int()."""
+    if isinstance(key, int) and not isinstance(key, bool):
+        return key if 0 <= key <= 63 else None
+    if isinstance(key, str) and re.fullmatch(r"[0-9]{1,8}", key) and int(key) <= 63:
+        return int(key)
+    return None
+
+
+def _dscp_map_ok(mapping: dict) -> bool:
+    dscps = [_dscp_of(k) for k in mapping]
+    return (None not in dscps and len(set(dscps)) == len(dscps)      # "46" and "046": one DSCP twice
+            and all(_is_priority(p) for p in mapping.values()))
+
+
+RANGES = {
+    "storm_ms": DURATION_MS, "storm_window_ms": DURATION_MS, "storm_share": SHARE,
+    "pause_warning_share": SHARE, "link_rate_window_ms": DURATION_MS, "link_rate_margin": FACTOR,
+    "pause_only_min_gbps": RATE,
+    "trust": Rule("auto, pcp or dscp", lambda v: v in ("auto", "pcp", "dscp")),
+    # keys as priority_of_dscp looks them up: "046" would never be asked for
+    "dscp_to_priority": Rule('a table mapping DSCPs 0-63 to priorities 0-7, e.g. { "26" = 3 }', _dscp_map_ok,
+                             lambda m: {str(_dscp_of(k)): p for k, p in m.items()}),
+    "pfc_priorities": Rule("a list of priorities 0-7, e.g. [3]", lambda v: all(_is_priority(p) for p in v),
+                           lambda v: sorted(set(v))),
+    "ce_warning_share": SHARE, "not_ect_share": SHARE, "not_ect_min_packets": COUNT_OR_0,
+    "cnp_wait_us": SPAN_US, "incast_senders": COUNT, "incast_window_us": DURATION_US,
+    "nak_window_us": DURATION_US, "read_rerequest_span": PSN_SPAN, "ack_timeout_floor_us": SPAN_US,
+    "reread_capture": Rule("true or false", lambda v: True),
+    "max_examples": COUNT,
+}
+# a field with no rule yet is still type-checked and a float finite; a test requires a rule
+_ANY = Rule("a finite value of its type", lambda v: not isinstance(v, float) or math.isfinite(v))
+MAX_BYTES = 1 << 20     # a config is a page of thresholds; /dev/zero is refused, not read to the end
 
 
 def load_config(path=None, **overrides) -> Config:
     """Defaults, then the TOML file's `[diagnose]` table (or top-level keys), then `overrides`."""
     values: dict = {}
     if path is not None:
-        import tomllib  # only with --config: its import (regexes compiled) costs ~3 ms per run
-
-        try:
-            with open(path, "rb") as fh:
-                data = tomllib.load(fh)
-        except OSError as exc:
-            raise BadInput(f"cannot read config {path}: {exc.strerror or exc}") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise BadInput(f"config {path}: {exc}") from None
-        values.update(data.get("diagnose", data))
+        values.update(_settings_in(_read_toml(path), _where(path)))
     values.update(overrides)
     return _build(values, path)
 
 
-def _check_range(key: str, value, where: str) -> None:
-    import math
+def _read_toml(path) -> dict:
+    """The parsed file; anything that keeps it from being TOML is one BadInput line."""
+    import tomllib  # only with --config: its import (regexes compiled) costs ~3 ms per run
 
-    if key == "dscp_to_priority":
-        for dscp, prio in value.items():
-            if not (str(dscp).isdigit() and int(dscp) <= 63 and isinstance(prio, int)
-                    and not isinstance(prio, bool) and 0 <= prio <= 7):
-                raise BadInput(f"{where}dscp_to_priority maps a DSCP 0-63 to a priority 0-7 "
-                               f"(got {dscp!r} = {prio!r})")
-        return
-    if key == "pfc_priorities":       # checked on the raw list, before it is sorted
-        if not all(isinstance(p, int) and not isinstance(p, bool) and 0 <= p <= 7 for p in value):
-            raise BadInput(f"{where}pfc_priorities lists priorities 0-7, e.g. [3] (got {value!r})")
-        return
-    bounds = RANGES.get(key)
-    if bounds is None:
-        return
-    low, low_ok, high = bounds
-    ok = math.isfinite(value) and (value >= low if low_ok else value > low) and (high is None or value <= high)
-    if not ok:
-        raise BadInput(f"{where}{key} must be {_RANGE_TEXT[bounds]} (got {value!r})")
+    where = _where(path)
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_BYTES + 1)
+    except OSError as exc:
+        raise BadInput(f"cannot read config {_path_text(path)}: {exc.strerror or exc}") from None
+    if len(raw) > MAX_BYTES:
+        raise BadInput(f"{where}larger than {MAX_BYTES >> 20} MiB: not a file of settings")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"{where}not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start:,})") from None
+    try:
+        return tomllib.loads(text)
+    except RecursionError:      # tomllib recurses once per level: [[[[... 2,000 deep
+        raise BadInput(f"{where}arrays or tables nested too deep") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise BadInput(f"{where}{_one_line(str(exc))}") from None
+    except ValueError as exc:   # an integer literal past Python's int-string limit (4,300 digits)
+        import sys
+
+        if "integer string conversion" in str(exc):
+            raise BadInput(f"{where}an integer longer than {sys.get_int_max_str_digits():,} digits") from None
+        raise BadInput(f"{where}{_one_line(str(exc))}") from None
+
+
+def _settings_in(data: dict, where: str) -> dict:
+    """The `[diagnose]` table when the file has that key, else the file's top level. Other
+    tools' tables may sit beside `[diagnose]`, but not a setting: written above the table's
+    line it would be silently ignored."""
+    if "diagnose" not in data:
+        return data
+    table = data["diagnose"]
+    if not isinstance(table, dict):     # `diagnose = 5`, `[[diagnose]]` (a list of tables)
+        raise BadInput(f"{where}diagnose must be a table, [diagnose] (got {_shown(table)})")
+    stray = sorted(set(data) & {f.name for f in dataclasses.fields(Config)})
+    if stray:
+        raise BadInput(f"{where}{stray[0]} is outside the [diagnose] table: move it below [diagnose]")
+    return table
+
+
+def _type_ok(default, value) -> bool:
+    """The value has its default's type: a bool for a bool, an int (not a bool, not 2.5) for a
+    count, an int or float for a float (nan and inf fail every number's range), a str, a dict,
+    a list (or tuple, from Python)."""
+    if isinstance(default, bool) or isinstance(value, bool):
+        return isinstance(default, bool) and isinstance(value, bool)
+    if isinstance(default, float):
+        return isinstance(value, (int, float))
+    if isinstance(default, list):
+        return isinstance(value, (list, tuple))
+    return isinstance(value, type(default))
 
 
 def _build(values: dict, path) -> Config:
-    fields = {f.name: f for f in dataclasses.fields(Config)}
-    where = f"config {path}: " if path else "config: "
+    fields = {f.name for f in dataclasses.fields(Config)}
+    where = _where(path)
     clean = {}
     for key, value in values.items():
         if key not in fields:
-            raise BadInput(f"{where}unknown setting {key!r} (known: {', '.join(sorted(fields))})")
+            raise BadInput(f"{where}unknown setting {_shown(key)} (known: {', '.join(sorted(fields))})")
         default = getattr(DEFAULTS, key)
-        if isinstance(default, bool) != isinstance(value, bool) or (
-                isinstance(default, (int, float)) and not isinstance(value, (int, float))) or (
-                isinstance(default, (str, dict)) and not isinstance(value, type(default))) or (
-                isinstance(default, list) and not isinstance(value, (list, tuple))):
-            raise BadInput(f"{where}{key} must be {article(type(default).__name__)} "
-                           f"(got {value!r})")
+        if not _type_ok(default, value):
+            raise BadInput(f"{where}{key} must be {article(type(default).__name__)} (got {_shown(value)})")
+        rule = RANGES.get(key, _ANY)
+        if not rule.test(value):
+            raise BadInput(f"{where}{key} must be {rule.text} (got {_shown(value)})")
+        value = rule.clean(value)
         clean[key] = float(value) if isinstance(default, float) else value
-    for key, value in clean.items():
-        _check_range(key, value, where)
-    if "pfc_priorities" in clean:
-        clean["pfc_priorities"] = sorted(set(clean["pfc_priorities"]))
-    if clean.get("trust", "auto") not in ("auto", "pcp", "dscp"):
-        raise BadInput(f"{where}trust must be auto, pcp or dscp (got {clean['trust']!r})")
     return Config(**clean)
+
+
+def _where(path) -> str:
+    return f"config {_path_text(path)}: " if path else "config: "
+
+
+def _path_text(path) -> str:
+    """The path as typed, quoted when it holds a newline or other control character (one line)."""
+    text = os.fsdecode(path)
+    return text if text.isprintable() else repr(text)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+class _ShortRepr(reprlib.Repr):
+    """repr cut short: a 100,000-character string or a list nested 900 deep would make the one
+    line unreadable, and repr() of an int past 4,300 digits raises."""
+
+    def __init__(self):
+        super().__init__()
+        self.maxlevel, self.maxstring, self.maxother, self.maxlist, self.maxdict = 3, 60, 60, 8, 8
+
+    def repr_int(self, x, level):
+        return repr(x) if x.bit_length() <= 128 else f"<an integer of {x.bit_length():,} bits>"
+
+
+def _shown(value) -> str:
+    try:
+        return _one_line(_ShortRepr().repr(value))
+    except (ValueError, RecursionError):
+        return f"<{type(value).__name__}>"
