@@ -38,10 +38,23 @@ def print_report(result, console: Screen, max_qps: int = MAX_QP_ROWS, wide: bool
     _pfc_table(result.pfc_table, result.summary.get("link_speed_gbps"), console)
 
 
+def files_text(files: list[str], shown: int = 5) -> str:
+    """The capture files in a line or two: a folder of 2,000 captures is named by its count, its
+    folder and its first few files (the JSON keeps every name)."""
+    if len(files) <= shown + 1:
+        return ", ".join(files) or "-"
+    import os
+
+    folders = {os.path.dirname(f) for f in files}
+    names = [os.path.basename(f) for f in files] if len(folders) == 1 else files
+    where = f" in {folders.pop() or '.'}" if len(folders) == 1 else ""
+    return f"{count(len(files))} files{where}: {', '.join(names[:shown])}, … (+{count(len(files) - shown)} more)"
+
+
 def _summary(s: dict, console: Screen) -> None:
     p = s["protocols"]
     other = s["packets"] - s["roce_packets"] - p.get("pfc", 0) - p.get("pause", 0)
-    files = ", ".join(s["files"]) or "-"
+    files = files_text(s["files"])
     console.para(f"{console.style('Capture', 'bold')} {files}", indent="")
     console.para(f"{plural(s['packets'], 'packet')} in {duration(s['duration_ns'])}"
                  f" (first {s['first_ts'] or '-'}, last {s['last_ts'] or '-'})")
