@@ -204,6 +204,7 @@ def load_settings(config, pfc_priorities=None):
 
 
 MAX_BUCKET_MS = 365 * 86_400_000   # a year: the bucket in ns and its doublings stay in int64 (1e303 overflowed)
+MAX_LINK_GBPS = 10_000             # 10 Tb/s: above any Ethernet link (1.6 Tb/s in 2026); 1e300 is a typo
 
 
 def check_options(pmtu, link_speed, bucket_ms) -> None:
@@ -212,10 +213,17 @@ def check_options(pmtu, link_speed, bucket_ms) -> None:
     if pmtu is not None and pmtu not in (256, 512, 1024, 2048, 4096):
         raise BadInput(f"--pmtu must be one of 256, 512, 1024, 2048, 4096 (got {pmtu})")
     # `not x > 0` also refuses NaN; inf (or 1e400) would end in an OverflowError traceback
-    if not (link_speed is not None and 0 < link_speed < float("inf")):
-        raise BadInput(f"--link-speed must be a finite number > 0 Gb/s (got {link_speed})")
+    check_link_speed(link_speed)
     if not (bucket_ms is not None and 0 < bucket_ms <= MAX_BUCKET_MS):
         raise BadInput(f"--bucket must be a number > 0 and at most {MAX_BUCKET_MS:,} ms, a year (got {bucket_ms})")
+
+
+def check_link_speed(link_speed) -> None:
+    from roceview.errors import BadInput
+
+    # `not x > 0` also refuses NaN; inf (or 1e400) would end in an OverflowError traceback
+    if not (link_speed is not None and 0 < link_speed <= MAX_LINK_GBPS):
+        raise BadInput(f"--link-speed must be a number > 0 and at most {MAX_LINK_GBPS:,} Gb/s (got {link_speed})")
 
 
 def checked_ports(roce_ports) -> tuple:

@@ -52,9 +52,9 @@ def run(args, env) -> ExitStatus:
     if args.count is not None and args.count < 0:
         print("roceview dissect: error: -c must be >= 0", file=env.stderr)
         return ExitStatus.BAD_INPUT
-    if not args.link_speed or args.link_speed <= 0:
-        print(f"roceview dissect: error: --link-speed must be > 0 Gb/s (got {args.link_speed})", file=env.stderr)
-        return ExitStatus.BAD_INPUT
+    from roceview.api import check_link_speed
+
+    check_link_speed(args.link_speed)           # finite, > 0: a bad one is one line, exit 2
     display, writer = _setup(args)              # bad filter or field: one line, before reading
     out = env.stdout
     if writer is not None and writer.options.header:

@@ -127,6 +127,7 @@ def test_a_pcapng_with_only_its_section_header_is_zero_packets(tmp_path):
 
 @pytest.mark.parametrize("value", ["nan", "inf", "1e400", "0"])
 @pytest.mark.parametrize("argv", [["analyze", CAPTURE, "--link-speed"], ["analyze", CAPTURE, "--bucket"],
+                                  ["dissect", CAPTURE, "--link-speed"],
                                   ["live", "-r", CAPTURE, "--no-tui", "--link-speed"],
                                   ["live", "-r", CAPTURE, "--no-tui", "--duration"]])
 def test_non_finite_numbers_are_one_line_exit_2(argv, value):
@@ -147,3 +148,10 @@ def test_a_negative_seed_is_one_line_exit_2(tmp_path):
     code, err = run_err("generate", "incast", "-o", tmp_path / "g.pcap", "--seed", "-1")
     assert (code, err) == (2, "roceview: error: --seed must be >= 0, got -1\n")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", ["analyze", "dissect"])
+def test_a_link_faster_than_ten_terabits_is_one_line_exit_2(command):
+    code, err = run_err(command, CAPTURE, "--link-speed", "1e300")
+    assert code == 2 and err == "roceview: error: --link-speed must be a number > 0 and at most 10,000 Gb/s (got 1e+300)\n"
+    assert run_err(command, CAPTURE, "--link-speed", "1600")[0] == 0
