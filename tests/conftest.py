@@ -5,6 +5,9 @@
 * ``SAMPLES``: the project's own sample captures in ``captures/``.
 * ``real_capture`` / ``sample_capture``: a test taking one of these arguments runs once
   per capture file found (glob at collection time), or is skipped with a clear reason.
+* ``ROCEVIEW_REQUIRE_CORPUS=1`` (as ``.ci/run`` sets): the session stops at once when ``REAL`` is
+  absent, instead of every test of it skipping: CI must not pass by skipping the real captures,
+  while a fresh clone without ``../shared`` passes with those tests skipped.
 * ``tshark``: path of the tshark binary; skips when tshark is missing, unless
   ``ROCEVIEW_REQUIRE_TSHARK=1`` (as ``.ci/run`` sets), where it fails instead.
 """
@@ -37,6 +40,11 @@ def _parametrize_captures(metafunc, argname: str, directory: Path) -> None:
     else:
         metafunc.parametrize(argname, [pytest.param(None, marks=pytest.mark.skip(
             reason=f"no captures in {directory}"))], ids=["none"])
+
+
+def pytest_sessionstart(session):
+    if os.environ.get("ROCEVIEW_REQUIRE_CORPUS") == "1" and not capture_files(REAL):
+        raise pytest.UsageError(f"ROCEVIEW_REQUIRE_CORPUS=1 but the real captures are absent: no capture in {REAL}")
 
 
 def pytest_generate_tests(metafunc):
