@@ -22,7 +22,7 @@ from roceview.errors import BadInput
 
 INSTALL = "--engine dask needs Dask: pip install 'roceview[dask]'"
 RETRIES = 2                  # a task whose worker died is run again elsewhere this many times
-CONNECT_TIMEOUT = "10s"
+CONNECT_TIMEOUT = "10s"     # to the scheduler, then to its first worker; connect(timeout=) overrides
 WINDOW = 1 << 20             # frames of a Parquet dataset read per task
 
 
@@ -131,25 +131,44 @@ def close_quietly(*closing) -> None:
                 pass
 
 
-def connect(scheduler: str | None):
-    """A Client of the scheduler at `scheduler`, or of a LocalCluster sized to this machine."""
+def connect(scheduler: str | None, timeout: float | None = None):
+    """A Client of the scheduler at `scheduler`, or of a LocalCluster sized to this machine.
+    timeout: seconds to wait for the scheduler to answer, and again for its first worker
+    (default CONNECT_TIMEOUT). The service at `scheduler` is first asked whether it is a Dask
+    scheduler (handshake.check: distributed's own connect crashes on a stranger's bytes, or
+    waits forever on its silence); whatever distributed still raises is one line (BadInput)."""
     try:
         from dask.distributed import Client
+        from dask.utils import parse_timedelta
     except ImportError:
         raise BadInput(INSTALL) from None
+    from roceview.engines.dask.handshake import check, checked_timeout
+
+    seconds = checked_timeout(parse_timedelta(CONNECT_TIMEOUT) if timeout is None else timeout)
     if scheduler is None:
         cluster = local_cluster()
         return Client(cluster), cluster
+    if isinstance(scheduler, str):     # else an object Client takes itself (a cluster): nothing to ask
+        check(scheduler, seconds)
     try:
-        client = Client(scheduler, timeout=CONNECT_TIMEOUT)
-    except (OSError, TimeoutError, ValueError) as exc:
-        raise BadInput(f"cannot reach the Dask scheduler at {scheduler}: {_one_line(exc)}") from None
+        client = Client(scheduler, timeout=seconds)
+    except Exception as exc:  # noqa: BLE001 - whatever connecting raises (a worker's address: AssertionError)
+        raise _refused(scheduler, exc) from None
     try:
-        client.wait_for_workers(1, timeout=CONNECT_TIMEOUT)   # else the tasks would wait forever
-    except (OSError, TimeoutError) as exc:
-        client.close()
+        client.wait_for_workers(1, timeout=seconds)   # else the tasks would wait forever
+    except Exception as exc:  # noqa: BLE001 - a timeout, or the scheduler gone meanwhile
+        close_quietly(client)
         raise BadInput(f"the Dask scheduler at {scheduler} has no workers ({_one_line(exc)})") from None
     return client, None
+
+
+def _refused(scheduler: str, exc: Exception) -> BadInput:
+    """A Client that could not connect, as one line: an OSError or a timeout says why itself;
+    anything else means the peer did not answer as a scheduler does."""
+    if isinstance(exc, (OSError, TimeoutError, ValueError)):
+        return BadInput(f"cannot reach the Dask scheduler at {scheduler}: {_one_line(exc)}")
+    return BadInput(f"{scheduler} did not answer as a Dask scheduler does ({type(exc).__name__}: {_one_line(exc)}); "
+                    "is it a worker's address, or a different distributed version?")
 
 
 def result_of(future, path: str, doing: str | None = None):
@@ -174,13 +193,15 @@ def _one_line(exc: BaseException) -> str:
 
 
 class DaskBatches:
-    """The merged batches of `files`, decoded on the cluster; iterate once, then close()."""
+    """The merged batches of `files`, decoded on the cluster; iterate once, then close().
+    scheduler_timeout: as connect's timeout (seconds; None: CONNECT_TIMEOUT)."""
 
     def __init__(self, files: list[str], scheduler: str | None, roce_ports: tuple, chunk_packets: int,
-                 warn: Callable[[str], None], projection: str | None = "analysis", connection=None):
+                 warn: Callable[[str], None], projection: str | None = "analysis", connection=None,
+                 scheduler_timeout: float | None = None):
         if "-" in files:
             raise BadInput("--engine dask reads files (on storage its workers share), not stdin")
-        self.client, self.cluster = connection or connect(scheduler)
+        self.client, self.cluster = connection or connect(scheduler, scheduler_timeout)
         self.files, self.args = files, (tuple(roce_ports), chunk_packets, projection)
         self.chunk_packets, self.warn = chunk_packets, warn
         workers = len(self.client.nthreads()) or 1     # scheduler_info() listed only 5 in distributed 2025.x

@@ -15,14 +15,15 @@ from __future__ import annotations
 from roceview.engines.dask.client import RETRIES, close_quietly, connect, could_not, result_of
 
 
-def partitioned(files: list[str], scheduler, warn, **options):
+def partitioned(files: list[str], scheduler, warn, scheduler_timeout: float | None = None, **options):
     """The AnalysisResult (with result.facts) of the partitioned run, its warnings told; or
-    None, with the cluster connection kept in `connection` for the exact driver-side run."""
+    None, with the cluster connection kept in `connection` for the exact driver-side run.
+    scheduler_timeout: as connect's timeout (seconds; None: client.CONNECT_TIMEOUT)."""
     from roceview.packets.parquet import is_dataset
 
     if "-" in files or (len(files) == 1 and is_dataset(files[0])):
         return None, None
-    connection = connect(scheduler)
+    connection = connect(scheduler, scheduler_timeout)
     try:
         result, told = analyze(files, client=connection[0], **options)
     except BaseException:
