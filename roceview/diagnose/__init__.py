@@ -16,6 +16,7 @@ from roceview.diagnose.config import DEFAULTS, Config, load_config
 from roceview.diagnose.context import Context
 from roceview.diagnose.ecn import ecn_findings
 from roceview.diagnose.facts import CaptureFacts, FactCollector, facts_from_files
+from roceview.diagnose.evidence_frames import attach_frames
 from roceview.diagnose.finding import COLUMNS, finalize
 from roceview.diagnose.loss import loss_findings
 from roceview.diagnose.pfc import pfc_findings
@@ -42,7 +43,9 @@ def find(result, config: Config | None = None, facts: CaptureFacts | None = None
     records = []
     for rule in RULES:
         records += rule(ctx)
-    return finalize(records, (ctx.start_ns, ctx.end_ns) if result.summary.get("first_ts") else None)
+    records = finalize(records, (ctx.start_ns, ctx.end_ns) if result.summary.get("first_ts") else None)
+    attach_frames(records, ctx)
+    return records
 
 
 def diagnose(result, config: Config | None = None, facts: CaptureFacts | None = None):

@@ -64,7 +64,7 @@ class Context:
         self._kinds: dict[str, tuple[int, int]] = {}        # kind -> its groups [first, last)
         self._index: dict[str, dict[str, int]] = {}         # kind -> flow -> group
         self._made: dict[tuple[str, str], Events] = {}
-        self._ts = self._starts = self._ends = np.zeros(0, np.int64)
+        self._ts = self._starts = self._ends = self._frame = np.zeros(0, np.int64)
         if len(d["kind"]) == 0:
             return
         kinds, kind_rank = _codes(d["kind"])
@@ -72,6 +72,7 @@ class Context:
         order = np.lexsort((np.asarray(d["ts"]), flow_rank, kind_rank))
         kind_rank, flow_rank = kind_rank[order], flow_rank[order]
         self._ts, self._psn = np.asarray(d["ts"])[order], np.asarray(d["psn"])[order]
+        self._frame = np.asarray(d["frame"], dtype=np.int64)[order]
         self._detail, self._order = d["detail"], order
         self._cols = {k: np.asarray(d[k], dtype=object if k == "pfc_priority" else None)
                       for k in EVENT_STRUCTURED if k in d}           # in table order: read via _order
@@ -100,11 +101,7 @@ class Context:
     def ev(self, kind: str, flow: str) -> Events:
         ev = self._made.get((kind, flow))
         if ev is None:
-            index = self._index.get(kind)
-            if index is None:
-                g = self._kinds.get(kind, (0, 0))[0]
-                index = self._index[kind] = {f: g + i for i, f in enumerate(self._flows_of(kind))}
-            group = index.get(flow)
+            group = self._group_index(kind).get(flow)
             if group is None:
                 return _EMPTY
             s, e = int(self._starts[group]), int(self._ends[group])
@@ -113,6 +110,31 @@ class Context:
                                                    [self._detail[i] for i in rows.tolist()],
                                                    {k: v[rows] for k, v in self._cols.items()})
         return ev
+
+    def _group_index(self, kind: str) -> dict[str, int]:
+        index = self._index.get(kind)
+        if index is None:
+            g = self._kinds.get(kind, (0, 0))[0]
+            index = self._index[kind] = {f: g + i for i, f in enumerate(self._flows_of(kind))}
+        return index
+
+    def event_frames(self, kind: str, flows: list[str] | None, window: tuple[int, int]) -> np.ndarray:
+        """Frame numbers of the events of `kind` of `flows` (None: every flow) in the window
+        [start, end] (both 0: the whole capture)."""
+        g, e = self._kinds.get(kind, (0, 0))
+        if flows is None:
+            groups = range(g, e)
+        else:
+            index = self._group_index(kind)
+            groups = [index[f] for f in flows if f in index]
+        start, end = window
+        parts = []
+        for group in groups:
+            s, t = int(self._starts[group]), int(self._ends[group])
+            if end > 0:
+                s, t = (s + int(np.searchsorted(self._ts[s:t], x, side)) for x, side in ((start, "left"), (end, "right")))
+            parts.append(self._frame[s:t])
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
     def flows_with(self, kind: str) -> list[str]:
         return sorted(self._flows_of(kind))

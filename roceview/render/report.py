@@ -79,7 +79,7 @@ def _findings(result, console: Screen) -> None:
         span = capture_span(result.summary)
         for i in range(len(table)):
             _finding(console, {k: d[k][i] for k in ("severity", "kind", "summary", "flows", "start_ts", "end_ts",
-                                                     "evidence", "advice")}, span)
+                                                     "evidence", "advice", "frames", "frame_count")}, span)
         return
     detected = result.summary["detected"]
     lines = ["  " + plural(detected[k], one, many) for k, one, many in _DETECTED if detected.get(k)]
@@ -100,6 +100,7 @@ def _finding(console: Screen, f: dict, span=None) -> None:
     width = max(20, min(console.width, 140) - 20)
     for label, value in (("when", _when(f["start_ts"], f["end_ts"], span)),
                          ("flows", str(f["flows"]).replace(";", ", ")),
+                         ("frames", frames_text(f["frames"], f["frame_count"])),
                          ("evidence", f["evidence"]), ("advice", f["advice"])):
         if not value:
             continue
@@ -108,6 +109,13 @@ def _finding(console: Screen, f: dict, span=None) -> None:
         for line in lines[1:]:
             console.print(f"{'':20}{line}")
     console.print()
+
+
+def frames_text(frames: str, total) -> str:
+    """`46, 48, 57 (+3 more)`: the frames a finding lists, and how many more show it."""
+    listed = [f for f in str(frames or "").split(";") if f]
+    more = int(total or 0) - len(listed)
+    return ", ".join(listed) + (f" (+{count(more)} more)" if more > 0 else "")
 
 
 def capture_span(summary: dict) -> tuple[int, int] | None:

@@ -1,0 +1,82 @@
+"""The frames a finding rests on: what Wireshark's Expert Info gives, a way from the claim to
+the packets.
+
+A finding's evidence frames are the frames of the events (analysis/events.py) that its rule
+counted: events of the kinds EVIDENCE names, of the finding's flows and their peers (a NAK or
+a CNP travels the other way), inside the finding's time window. PFC frames belong to no flow:
+a PFC finding takes the pauses of its window. `frames` lists the first, the last and up to
+TELLING others, taken in turn from each kind (the NAK, the retransmission, the gap, the pause);
+`frame_count` counts them all. Kinds no event shows (pmtu_mismatch, roce_version_mixed,
+ecn_not_enabled, link_speed_mismatch, bad_icrc, truncated_frames, timestamps_backwards,
+decode_warnings) list no frame yet: the per-packet flags or columns show those
+(`roceview.icrc_bad`, `ip.dsfield.ecn == 0`, ...).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+TELLING = 10
+
+# finding kind -> the event kinds whose frames show it, the most telling first
+EVIDENCE = {
+    "network_loss": ("nak_seq", "retransmit", "gap", "timeout_retransmit", "nak_other"),
+    "timeout_retransmit": ("timeout_retransmit",),
+    "reordering": ("gap", "nak_seq", "retransmit"),
+    "capture_loss": ("gap",),
+    "unreliable_gap": ("gap",),
+    "rnr": ("nak_rnr", "retransmit"),
+    "remote_error": ("nak_other",),
+    "invalid_rd_request": ("nak_other",),
+    "psn_reuse": ("psn_reuse",),
+    "ack_unsent_psn": ("ack_unsent_psn",),
+    "duplicate_frames": ("duplicate",),
+    "capture_points": ("duplicate",),
+    "clock_skew": ("response_before_request", "timeout_retransmit"),
+    "ecn_congestion": ("ecn_ce", "cnp"),
+    "cnp_missing": ("ecn_ce",),
+    "incast": ("ecn_ce", "cnp"),
+    "pfc_storm": ("pfc_pause",),
+    "pfc_pause": ("pfc_pause", "pfc_resume"),
+    "slow_receiver": ("pfc_pause", "pfc_resume"),
+    "pfc_without_ecn": ("pfc_pause",),
+    "priority_mismatch": ("pfc_pause",),
+}
+PFC_EVENTS = ("pfc_pause", "pfc_resume")     # flow: the pausing MAC, not a queue pair
+WINDOWED = {"incast", "cnp_missing", "pfc_storm", "pfc_pause", "slow_receiver", "pfc_without_ecn",
+            "priority_mismatch"}
+
+
+def attach_frames(records: list[dict], ctx) -> None:
+    """Set each record's `frames` (';'-separated, ascending) and `frame_count`."""
+    for r in records:
+        frames, total = evidence_frames(ctx, r)
+        r["frames"] = ";".join(str(f) for f in frames)
+        r["frame_count"] = total
+
+
+def evidence_frames(ctx, record: dict) -> tuple[list[int], int]:
+    kinds = EVIDENCE.get(record["kind"], ())
+    if not kinds:
+        return [], 0
+    flows = _flows_and_peers(ctx, record["flows"])
+    window = (int(record["start_ts"]), int(record["end_ts"])) if record["kind"] in WINDOWED else (0, 0)
+    per_kind = [np.unique(ctx.event_frames(k, None if k in PFC_EVENTS else flows, window)) for k in kinds]
+    every = np.unique(np.concatenate(per_kind))
+    if not len(every):
+        return [], 0
+    return sorted({int(every[0]), int(every[-1]), *_in_turn(per_kind, TELLING)}), len(every)
+
+
+def _flows_and_peers(ctx, flows: str) -> list[str]:
+    names = [f for f in str(flows).split(";") if f]
+    return sorted({p for name in names if name in ctx.flow for p in ctx.pair(name)} | set(names))
+
+
+def _in_turn(per_kind: list[np.ndarray], limit: int) -> list[int]:
+    """Up to `limit` frames, the first of each kind, then the second of each, ..."""
+    out: list[int] = []
+    depth = 0
+    while len(out) < limit and any(depth < len(a) for a in per_kind):
+        out += [int(a[depth]) for a in per_kind if depth < len(a)]
+        depth += 1
+    return out[:limit]

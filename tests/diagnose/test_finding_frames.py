@@ -1,0 +1,101 @@
+"""Every finding leads to its frames (as Wireshark's Expert Info leads to a packet): the frames a
+finding lists are frames of the events its rule counted, and the packets' own analysis flags
+say so. Checked over every sample and every scenario generated afresh."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import roceview
+from roceview.diagnose.evidence_frames import EVIDENCE, TELLING
+from roceview.generate import SCENARIOS, generate, write_capture
+from roceview.packets.flags import Flag
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLES = sorted((REPO / "captures").glob("*.pcap"))
+NAMES = [f"sample/{p.stem}" for p in SAMPLES] + [f"fresh/{n}" for n in sorted(SCENARIOS)]
+# the flag a frame of each event kind carries (response_before_request, ack_unsent_psn: none)
+EVENT_FLAG = {"gap": Flag.GAP, "retransmit": Flag.RETRANSMISSION, "timeout_retransmit": Flag.TIMEOUT_RETRANSMISSION,
+              "nak_seq": Flag.NAK, "nak_other": Flag.NAK, "nak_rnr": Flag.RNR_NAK, "ecn_ce": Flag.ECN_CE,
+              "cnp": Flag.CNP, "pfc_pause": Flag.PFC_PAUSE, "pfc_resume": Flag.PFC_RESUME,
+              "psn_reuse": Flag.PSN_REUSE, "duplicate": Flag.DUPLICATE}
+
+
+@pytest.fixture(scope="module")
+def captures(tmp_path_factory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("scenarios")
+    out = {f"sample/{p.stem}": p for p in SAMPLES}
+    for name in sorted(SCENARIOS):
+        out[f"fresh/{name}"] = folder / f"{name}.pcap"
+        write_capture(generate(name, seed=23), out[f"fresh/{name}"])
+    return out
+
+
+def _flows_and_peers(result, flows: str) -> set[str]:
+    """A finding's flows and their peers (a NAK or a CNP of a flow travels back on its peer)."""
+    names = {f for f in flows.split(";") if f}
+    t = result.flows_table.data
+    for flow, src, dst, peer in zip(t["flow"], t["src_ip"], t["dst_ip"], t["peer_qp"]):
+        if flow in names and peer >= 0:
+            names.add(f"{dst}>{src}:0x{peer:06x}")
+    return names
+
+
+def _listed(finding) -> list[int]:
+    return [int(f) for f in str(finding["frames"]).split(";") if f]
+
+
+@pytest.mark.parametrize("name", [*NAMES, "two files/network-loss+rnr"])
+def test_every_listed_frame_is_evidence_its_own_flags_show(name, captures):
+    path = ([str(REPO / "captures" / f"{n}.pcap") for n in ("network-loss", "rnr")] if name.startswith("two files")
+            else str(captures[name]))
+    result = roceview.analyze(path)
+    findings = result.findings_table.records()
+    if not findings:
+        pytest.skip("no finding")
+    events = result.events_table.data
+    packets = roceview.read_packets(path, columns=["frame", "flags"], analysis=True)
+    flags = dict(zip(packets["frame"].tolist(), packets["flags"].tolist()))
+    for f in findings:
+        listed = _listed(f)
+        kinds = EVIDENCE.get(f["kind"], ())
+        if not kinds:
+            assert listed == [] and f["frame_count"] == 0, f
+            continue
+        assert listed, f"{f['kind']} lists no frame: {f['summary']}"
+        assert listed == sorted(set(listed)) and len(listed) <= TELLING + 2 and f["frame_count"] >= len(listed)
+        flows = _flows_and_peers(result, f["flows"])
+        for frame in listed:
+            of = {k for k, fr, fl in zip(events["kind"], events["frame"], events["flow"])
+                  if fr == frame and k in kinds and (k.startswith("pfc_") or fl in flows)}
+            assert of, f"frame {frame} of {f['kind']} is no {kinds} event"
+            assert any(flags[frame] & EVENT_FLAG[k] for k in of if k in EVENT_FLAG) or not (of & EVENT_FLAG.keys()), \
+                f"frame {frame} of {f['kind']}: its flags {Flag(flags[frame])!r} show none of {of}"
+
+
+def test_the_report_csv_and_json_carry_the_frames(tmp_path):
+    from helpers.cli import run
+
+    path = str(REPO / "captures" / "network-loss.pcap")
+    code, out, _ = run("analyze", path, "--csv", str(tmp_path / "csv"), "--json", str(tmp_path / "a.json"))
+    assert code == 0
+    import csv
+    import json
+
+    finding = json.loads((tmp_path / "a.json").read_text())["findings"][0]
+    row = next(csv.DictReader(open(tmp_path / "csv" / "findings.csv")))
+    assert row["frames"] == finding["frames"] and int(row["frame_count"]) == finding["frame_count"] == 42
+    listed = finding["frames"].split(";")
+    assert f"frames   {', '.join(listed)} (+{42 - len(listed)} more)" in out
+
+
+def test_a_nak_and_its_retransmission_are_both_listed():
+    result = roceview.analyze(str(REPO / "captures" / "network-loss.pcap"))
+    (f,) = result.findings_table.records()
+    e = result.events_table.data
+    frames = set(_listed(f))
+    first = {k: min(fr for kk, fr in zip(e["kind"], e["frame"]) if kk == k) for k in ("nak_seq", "retransmit")}
+    assert set(first.values()) <= frames, (first, frames)
+    assert np.isin(list(first.values()), list(frames)).all()
