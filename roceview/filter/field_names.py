@@ -35,6 +35,21 @@ class FieldDef:
     hex_digits: int = 0           # `-T fields`: tshark prints the field as 0x + this many hex digits
     vocab: tuple = ()             # STR: the name of each code the column holds
     flag: FlagField | None = None
+    bits: int = 0                 # tshark's type (FT_UINT<bits>): a larger literal is refused; 0: 64 bits
+
+
+# the Wireshark integer fields' types (tshark -G fields): tshark refuses a literal above the
+# type's maximum ("too big for this field"), whatever the column's own width
+_BITS = {8: "ip.dsfield.dscp ip.dsfield.ecn ip.ttl ipv6.hlim infiniband.lrh.vl infiniband.lrh.sl "
+            "infiniband.grh.hoplmt infiniband.bth.opcode infiniband.bth.padcnt infiniband.bth.tver "
+            "infiniband.aeth.syndrome",
+         16: "vlan.id vlan.priority ip.id udp.srcport udp.dstport udp.port infiniband.lrh.dlid infiniband.lrh.slid "
+             "infiniband.bth.p_key macc.pause_time macc.cbfc.enbv " + " ".join(f"macc.cbfc.pause_time.c{p}" for p in range(8)),
+         24: "infiniband.bth.destqp infiniband.bth.psn infiniband.rdeth.eecnxt infiniband.aeth.msn",
+         32: "frame.number frame.len frame.cap_len ipv6.tclass.dscp ipv6.tclass.ecn infiniband.deth.srcqp "
+             "infiniband.reth.r_key infiniband.reth.dmalen",
+         64: "infiniband.deth.q_key infiniband.reth.va"}
+BITS = {name: bits for bits, names in _BITS.items() for name in names.split()}
 
 
 OPCODE_VOCAB = tuple(opcodes.opcode_name(op) for op in range(256))
@@ -58,7 +73,7 @@ def _own(column: str) -> FieldDef:
 def _w(name, kind, column, when=None, hex_digits=0, meaning="", extra=()) -> FieldDef:
     """A Wireshark alias of `column` (and of the columns in `extra`, further occurrences)."""
     sources = (Source(column, when),) + tuple(Source(c, when) for c in extra)
-    return FieldDef(name, kind, sources, meaning, hex_digits)
+    return FieldDef(name, kind, sources, meaning, hex_digits, bits=BITS.get(name, 0))
 
 
 _WIRESHARK = [
@@ -145,7 +160,7 @@ def lookup(name: str, column: int | None) -> FieldDef:
         return field
     import difflib
 
-    from roceview.filter.parse import FilterError
+    from roceview.filter.parse import FilterError, quote
 
-    close = difflib.get_close_matches(name, all_fields(), n=1, cutoff=0.6)
-    raise FilterError(f'unknown field "{name}"', column, f"did you mean {close[0]}?" if close else None)
+    close = difflib.get_close_matches(name, all_fields(), n=1, cutoff=0.6) if len(name) < 100 else []
+    raise FilterError(f"unknown field {quote(name)}", column, f"did you mean {close[0]}?" if close else None)

@@ -20,12 +20,32 @@ from roceview.errors import BadInput
 
 
 class FilterError(BadInput):
-    """A display filter that cannot be compiled; `str()` is the one line the CLI prints."""
+    """A display filter that cannot be compiled; `str()` is the one line the CLI prints: a
+    control character of the filter (a newline, ESC, U+2028) is shown escaped, never sent to
+    the terminal, where it would break the line or the screen."""
 
     def __init__(self, message: str, column: int | None = None, hint: str | None = None):
         text = "filter: " + message + (f" at column {column}" if column is not None else "")
-        super().__init__(text + (f" ({hint})" if hint else ""))
+        super().__init__(printable(text + (f" ({hint})" if hint else "")))
         self.column = column
+
+
+SHOWN = 40                      # characters of a long literal or name an error message quotes
+
+
+def printable(text: str) -> str:
+    """`text` with each non-printable character as its Python escape (\\n, \\x1b, \\u2028)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def quote(text: str) -> str:
+    """`"text"` for a message, cut to its first SHOWN characters (and its length) when longer:
+    a 100,000-digit literal is named, not printed."""
+    if len(text) > SHOWN:
+        text = f"{text[:SHOWN]}...({len(text)} characters)"
+    return f'"{text}"'
 
 
 COMPARE = {"==": "==", "eq": "==", "any_eq": "==", "!=": "!=", "ne": "!=", "all_ne": "!=",
@@ -75,7 +95,7 @@ def tokenize(text: str) -> list[Token]:
         m = _TOKEN.match(text, pos)
         if m is None:
             hint = 'did you mean "=="?' if text[pos] == "=" else None
-            raise FilterError(f'unexpected character "{text[pos]}"', pos + 1, hint)
+            raise FilterError(f"unexpected character {quote(text[pos])}", pos + 1, hint)
         if m.lastgroup != "space":
             tokens.append(Token(m.lastgroup, m.group(), pos + 1))
         pos = m.end()
@@ -148,7 +168,7 @@ class _Parser:
             self.i += 2 if negate else 1
             return Node("not in" if negate else "in", field=t.text, column=t.column, items=self.members())
         if word in UNSUPPORTED:
-            raise FilterError(f'"{nxt.text}" is not supported (comparisons, "in" and presence are)', nxt.column)
+            raise FilterError(f'{quote(nxt.text)} is not supported (comparisons, "in" and presence are)', nxt.column)
         return Node("has", field=t.text, column=t.column)
 
     def value(self, after: Token) -> Value:
@@ -157,7 +177,7 @@ class _Parser:
             return Value(_unquote(t.text), True, t.column)
         if t.kind == "word" and t.text.lower() not in LOGIC:
             return Value(t.text, False, t.column)
-        raise FilterError(f'expected a value after "{after.text}", found {_show(t)}', t.column)
+        raise FilterError(f"expected a value after {quote(after.text)}, found {_show(t)}", t.column)
 
     def members(self) -> tuple:
         start = self.take()
@@ -180,7 +200,7 @@ class _Parser:
 
 
 def _show(t: Token) -> str:
-    return "the end of the filter" if t.kind == "end" else f'"{t.text}"'
+    return "the end of the filter" if t.kind == "end" else quote(t.text)
 
 
 def _unquote(text: str) -> str:

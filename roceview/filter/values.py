@@ -15,7 +15,7 @@ import re
 import numpy as np
 
 from roceview.filter import field_names as F
-from roceview.filter.parse import FilterError, Value
+from roceview.filter.parse import FilterError, Value, quote
 
 ORDER = {"==": operator.eq, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 _NP = {"==": np.equal, "<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal}
@@ -26,6 +26,8 @@ _MAC = re.compile(r"^(?:[0-9a-f]{2}(?::[0-9a-f]{2}){5}|(?:[0-9a-f]{2})+(?:([\-.]
 _INT = re.compile(r"^(0x[0-9a-f]+|0b[01]+|0[0-7]*|[1-9][0-9]*)$")   # Wireshark's: no 0o, no 1_000
 _LID = re.compile(r"^lid:(0x[0-9A-Fa-f]{1,4}|[1-9]\d{0,4}|0)$")
 LID_MARK = bytes(10) + b"\xfe\xfe"           # roceview.packets.names.address_text: IB LRH without GRH
+U64 = (1 << 64) - 1
+_MAX_DIGITS = {2: 64, 8: 22, 10: 20, 16: 16}  # digits of 2**64 - 1 in each base (leading zeros aside)
 
 
 def parse_int(v: Value, field: F.FieldDef) -> int:
@@ -37,21 +39,50 @@ def parse_int(v: Value, field: F.FieldDef) -> int:
     if not _INT.match(body) or boolean and sign < 0:
         _not_a_field(field, v)
         what = "a boolean field (1/0, true/false)" if boolean else "an integer field"
-        raise FilterError(f'"{v.text}" is not a number ({field.name} is {what})', v.column)
-    if body.startswith(("0x", "0b")):
-        value = int(body, 0)
-    else:
-        value = int(body, 8 if len(body) > 1 and body.startswith("0") else 10)   # Wireshark: a leading 0 is octal
+        raise FilterError(f"{quote(v.text)} is not a number ({field.name} is {what})", v.column)
+    value = _unsigned(body, v)
     # tshark 4.0 reads any non-zero literal of a boolean as TRUE: `infiniband.bth.se == 2` is `== 1`
-    return int(value != 0) if boolean else sign * value
+    if boolean:
+        return int(value != 0)
+    _check_range(field, v, sign, value)
+    return sign * value
+
+
+def _unsigned(body: str, v: Value) -> int:
+    """The value of an unsigned literal (decimal, 0x, 0b, or octal with a leading 0, as
+    Wireshark reads them) of at most 64 bits: a longer one is refused by its digit count before
+    int() reads it (Python refuses to read over 4,300 decimal digits; tshark: "causes an
+    integer overflow")."""
+    base, digits = 10, body
+    if body.startswith(("0x", "0b")):
+        base, digits = (16 if body[1] == "x" else 2), body[2:]
+    elif len(body) > 1 and body.startswith("0"):            # Wireshark: a leading 0 is octal
+        base, digits = 8, body[1:]
+    significant = digits.lstrip("0")
+    if len(significant) > _MAX_DIGITS[base] or significant and int(significant, base) > U64:
+        raise FilterError(f"{quote(v.text)} causes an integer overflow (more than 64 bits)", v.column)
+    return int(significant or "0", base)
+
+
+def _check_range(field: F.FieldDef, v: Value, sign: int, value: int) -> None:
+    """tshark's decision on a literal out of the field's type: refused. It reads `-N` as N of
+    the field's type (at most its maximum), negated as a signed 32-bit integer (a 64-bit one
+    for a 64-bit field), so -2147483648 is refused for frame.number."""
+    top = (1 << field.bits) - 1 if field.bits else U64
+    if value > top:
+        raise FilterError(f"{quote(v.text)} too big for {field.name}, maximum {top}", v.column)
+    least = (1 << (31 if 0 < field.bits <= 32 else 63)) - 1
+    if sign < 0 and value > least:
+        raise FilterError(f"{quote(v.text)} too small for {field.name}, minimum -{least} "
+                          "(tshark negates a literal as a signed integer)", v.column)
 
 
 def parse_mac(v: Value, field: F.FieldDef) -> int:
     text = v.text.strip()
     digits = re.sub(r"[:\-.]", "", text)
-    if not _MAC.match(text) or len(digits) != 12:
+    if len(text) > 17 or not _MAC.match(text) or len(digits) != 12:     # 17: aa:bb:cc:dd:ee:ff
         _not_a_field(field, v)
-        raise FilterError(f'"{text}" is not a MAC address ({field.name})', v.column)
+        raise FilterError(f"{quote(text)} is not a MAC address ({field.name})", v.column)
     return int(digits, 16)
 
 
@@ -62,16 +93,16 @@ def parse_addr(v: Value, field: F.FieldDef) -> tuple[bytes, int]:
     if lid and kind == F.ADDR:
         number = int(lid.group(1), 0)
         if number > 0xFFFF:                 # a LID is 16 bits (IBTA 7.7.1)
-            raise FilterError(f'"{text}": a LID is at most 0xffff ({field.name})', v.column)
+            raise FilterError(f"{quote(text)}: a LID is at most 0xffff ({field.name})", v.column)
         return LID_MARK + b"\0\0" + number.to_bytes(2, "big"), 128
     try:
         net = ipaddress.ip_network(text, strict=False)
     except ValueError:
         _not_a_field(field, v)
         want = {F.IPV4: "an IPv4", F.IPV6: "an IPv6"}.get(kind, "an IPv4/IPv6")
-        raise FilterError(f'"{text}" is not {want} address or network ({field.name})', v.column) from None
+        raise FilterError(f"{quote(text)} is not {want} address or network ({field.name})", v.column) from None
     if kind == F.IPV6 and net.version == 4 or kind == F.IPV4 and net.version == 6:
-        raise FilterError(f'"{text}" is an IPv{net.version} address, {field.name} is IPv{10 - net.version}',
+        raise FilterError(f"{quote(text)} is an IPv{net.version} address, {field.name} is IPv{10 - net.version}",
                           v.column)
     if net.version == 4:     # the Batch stores IPv4 as ::ffff:a.b.c.d (roceview/packets/batch.py)
         return b"\0" * 10 + b"\xff\xff" + net.network_address.packed, 96 + net.prefixlen
@@ -141,9 +172,9 @@ def _known_name(field: F.FieldDef, v: Value) -> None:
     if v.text not in names:
         import difflib
 
-        close = difflib.get_close_matches(v.text, names, n=1, cutoff=0.6)
+        close = difflib.get_close_matches(v.text, names, n=1, cutoff=0.6) if len(v.text) < 100 else []
         _not_a_field(field, v)
-        raise FilterError(f'"{v.text}" is not a value of {field.name}', v.column,
+        raise FilterError(f"{quote(v.text)} is not a value of {field.name}", v.column,
                           f"did you mean {close[0]}?" if close else None)
 
 

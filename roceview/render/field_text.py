@@ -95,10 +95,12 @@ class FieldWriter:
 
 
 def _text(field: F.FieldDef, values, present) -> list[str]:
-    """The text of one occurrence per row ('' where absent), each distinct value formatted once."""
+    """The text of one occurrence per row ('' where absent), each distinct value formatted once.
+    A flag prints the value its filter compares (roceview/filter/evaluate.py _flag): the
+    value column's (`roceview.gap`: PSNs missing, `roceview.rtt_ack`: the RTT in ns), or 1."""
     n = len(present)
-    if values is None or field.kind in (F.NONE, F.FLAG):
-        return np.where(present, field.name if field.kind == F.NONE else "1", "").tolist()
+    if values is None or field.kind == F.NONE:
+        return np.where(present, field.name, "").tolist()
     rows = np.flatnonzero(present)
     out = np.full(n, "", dtype=object)
     if len(rows) == 0:

@@ -22,6 +22,9 @@ BAD = [
     "ip.src == 'x'", '"ip.src" == 1.1.1.1', "udp.port == 4791 #", "@", "src_ip == lid:99999", "src_ip == lid:08",
     "opcode_name == NOPE", "frame.cap_len < frame.len", "infiniband.bth.se == -1", "frame.number == 1_0",
     "(" * 200 + "udp" + ")" * 200, "!" * 2000 + "udp", "!(" * 100 + "udp" + ")" * 100,
+    "(" * 10_000 + "udp" + ")" * 10_000, "!" * 100_000 + "udp", "not " * 10_000 + "udp",
+    'opcode_name == "a\nb"', "udp\x00", 'proto == "\r\n"', 'opcode_name == "x\u2028y"',
+    "ip.src == 1.1.1.1\x1b[2J", 'opcode_name == "\x85"', "\tudp.port ==\v",
 ]
 
 
@@ -31,6 +34,7 @@ def test_a_malformed_filter_is_one_line_with_its_column_and_exit_2(text):
     assert main(["dissect", str(CLEAN), "-Y", text], Environment(stdout=out, stderr=err)) == 2
     message = err.getvalue()
     assert message.startswith("roceview: error: filter: ") and message.count("\n") == 1, message
+    assert message[:-1].isprintable() and len(message) < 300, repr(message[:300])   # escaped, short
     assert " at column " in message and out.getvalue() == ""
 
 
@@ -45,3 +49,14 @@ def test_nesting_up_to_the_limit_still_works():
     assert frames("(" * 64 + "udp" + ")" * 64) == udp
     assert frames("!" * 64 + "udp") == udp
     assert frames(" && ".join(["!(!udp)"] * 300)) == udp          # depth counts nesting, not length
+
+
+@pytest.mark.parametrize("text", ['opcode_name == "a\nb"', "udp\x00", 'opcode_name == "x\u2028y"', "udp\x1b[2J"])
+def test_a_control_character_in_a_filter_is_escaped_in_the_one_line(text):
+    from roceview.filter import FilterError, compile_filter
+
+    with pytest.raises(FilterError) as caught:
+        compile_filter(text)
+    message = str(caught.value)
+    assert message.isprintable() and len(message.splitlines()) == 1, repr(message)
+    assert "\\n" in message or "\\x00" in message or "\\u2028" in message or "\\x1b" in message, message
