@@ -17,6 +17,7 @@ from roceview.packets.batch import Batch
 from roceview.errors import BadInput
 from roceview.filter import field_names as F
 from roceview.filter.evaluate import occurrences
+from roceview.filter.parse import printable
 
 _SPECIAL = {"/t": "\t", "/s": " "}
 
@@ -28,10 +29,11 @@ class FieldOptions:
         for option in options:
             key, _, value = option.partition("=")
             setter = getattr(self, "_set_" + key.strip(), None)
+            shown = printable(option)        # the error stays one line: a newline in it is shown as \n
             if setter is None or not value:
-                raise BadInput(f"-E {option}: expected header=y|n, separator=/t|/s|C, quote=d|s|n, "
+                raise BadInput(f"-E {shown}: expected header=y|n, separator=/t|/s|C, quote=d|s|n, "
                                "occurrence=f|l|a or aggregator=,|/s|C")
-            setter(option, value)
+            setter(shown, value)
 
     def _set_header(self, option, value):
         self.header = value[0].lower() == "y"
