@@ -1,11 +1,13 @@
 """Live capture input: a pcap/pcapng byte stream that is still being written (a tcpdump pipe or
-stdin) read as RecordChunks while it arrives, optionally saved as it is read (`-w`).
+stdin) read as RecordChunks while it arrives, optionally saved as it is read (`-w`: whatever
+`save` is; roceview.live.save keeps whole records only).
 
 The file readers fill an 8 MB buffer before walking it (readers._Buffer); a live stream may
 bring a few packets a second, so here a refill hands over whatever has arrived (after waiting
 for the first bytes) and the walk runs on that. The same pcap/pcapng walkers do the rest.
 A stop request (Ctrl-C, --duration, --count) ends the stream at the next read: every whole
-record already read is still walked, and the saved file is cut after the last one.
+record already read is still walked, and the saved file is cut after the last one. A stream
+that ends (or is stopped) inside its file header says so, as a cut file does.
 """
 from __future__ import annotations
 
@@ -17,9 +19,9 @@ from typing import Iterator
 import numpy as np
 
 from roceview.capture.readers import _Buffer, _pcap, capture_kind
-from roceview.capture.pcapng import _pcapng
-from roceview.capture.source import _widen_pipe
-from roceview.errors import BadInput, WriteError
+from roceview.capture.pcapng import SHB_MIN_BYTES, _pcapng
+from roceview.capture.source import PCAP_MAGICS, PCAPNG_MAGIC, _widen_pipe
+from roceview.errors import BadInput
 
 WAIT_S = 0.2                 # a blocked read looks at the stop flag this often
 MIN_RECORD_HEAD = 16         # a pcap record header (a pcapng block header is 12 bytes)
@@ -49,7 +51,10 @@ class LiveStream:
                 break
             if not self.waiting:
                 return 0
-        got = os.readv(self.fd, [view])
+        try:
+            got = os.readv(self.fd, [view])
+        except OSError as exc:         # EIO from a terminal gone, a descriptor that is no stream
+            raise BadInput(f"cannot read the capture stream ({exc.strerror or exc})") from None
         if not got:
             self.ended = True
             return 0
@@ -85,9 +90,11 @@ class _LiveBuffer(_Buffer):
         self._at_refill = self.consumed
 
     def take(self, count: int) -> bytes:
+        """At most `count` bytes, fewer at the end of the stream (never the buffer's stale bytes
+        past `filled`: a pcapng block cut short read as zeros, silently)."""
         while self.filled - self.pos < count and not self.eof:
             self.refill()
-        return super().take(count)
+        return super().take(min(count, self.filled - self.pos))
 
     @property
     def consumed(self) -> int:
@@ -105,12 +112,34 @@ class LiveRecords:
 
     def __iter__(self) -> Iterator[tuple]:
         buf = self.buf
-        while buf.filled < 4 and not buf.eof:
-            buf.refill()
-        self.kind = capture_kind(bytes(buf.store[:min(buf.filled, 4)]), self.name)
+        if not self._header():
+            return
         walker = _pcap if self.kind == "pcap" else _pcapng
         for chunk in walker(buf, self.chunk_packets, self.warn, 0):
             yield chunk, buf.base
+
+    def _header(self) -> bool:
+        """Wait for the whole file header (pcapng: the section header's fixed part). Cut short:
+        BadInput at the stream's end, a warning and no packets after a stop (Ctrl-C)."""
+        buf = self.buf
+        while buf.filled < 4 and not buf.eof:
+            buf.refill()
+        head = bytes(buf.store[:min(buf.filled, 4)])
+        if 0 < len(head) < 4 and any(m.startswith(head) for m in (*PCAP_MAGICS, PCAPNG_MAGIC)):
+            return self._cut_header(f"file header ({len(head)} bytes)")
+        self.kind = capture_kind(head, self.name)
+        need = 24 if self.kind == "pcap" else SHB_MIN_BYTES
+        while buf.filled < need and not buf.eof:
+            buf.refill()
+        if buf.filled < need:
+            return self._cut_header(f"{self.kind} file header ({buf.filled} of {need} bytes)")
+        return True
+
+    def _cut_header(self, what: str) -> bool:
+        if self.buf.stream.stop.is_set():
+            self.warn(f"{self.name}: stopped inside the stream's {what}: no packets")
+            return False
+        raise BadInput(f"{self.name}: the stream ended inside its {what}")
 
     @property
     def consumed(self) -> int:
@@ -151,76 +180,3 @@ class _Fd:
 
     def fileno(self) -> int:
         return self._fd
-
-
-def open_save(path: str) -> "SaveFile":
-    """The -w file, opened before capture starts (a bad path fails at once, not at the end)."""
-    return SaveFile(path)
-
-
-class SaveFile:
-    """-w: written like every output (capture.writer.OutputFile: a regular file is replaced
-    only once the capture ends, a FIFO or device written directly). A capture that fails to
-    start leaves an existing file as it was and no new one. What was captured is never thrown
-    away: a Ctrl-C that ends roceview at once (before or after the live stop handler is in
-    place) renames the bytes saved so far into place; with none saved, nothing is left."""
-
-    def __init__(self, path: str):
-        from roceview import interrupt
-        from roceview.capture.writer import OutputFile
-
-        self.out = OutputFile(path)
-        self.saved = 0
-        with interrupt.deferred():            # a Ctrl-C between forget and the hook left the file
-            self.fh = self.out.open("wb", 1 << 20)
-            if self.out.tmp is not None:      # the hook decides: keep or remove
-                interrupt.forget(self.out.tmp)
-                interrupt.on_interrupt(self._on_interrupt)
-
-    def write(self, data) -> None:
-        self.fh.write(data)
-        self.saved += len(data)
-
-    def _on_interrupt(self) -> None:
-        """From the exiting signal handler: the main thread may be inside fh.write."""
-        try:
-            if self.saved:
-                self.fh.flush()
-                self.out.commit()
-        except Exception:            # noqa: BLE001 - rename what reached the file
-            if self.out.tmp is not None:
-                os.replace(self.out.tmp, self.out.final)
-        finally:
-            self.out.abort()
-
-    def close(self, cut_at: int | None, keep: bool) -> None:
-        from roceview import interrupt
-
-        try:
-            with interrupt.deferred():
-                self.fh.flush()
-                if keep and self.out.tmp is not None and cut_at is not None and cut_at < self.fh.tell():
-                    self.fh.truncate(cut_at)
-                self.fh.close()
-                self.out.commit() if keep else self.out.abort()
-        except OSError as exc:
-            self.out.abort()
-            raise WriteError(f"cannot write {self.out.path}: {exc.strerror or exc}") from None
-        finally:
-            interrupt.drop_hook(self._on_interrupt)
-
-
-def close_save(save, cut_at: int | None, keep: bool | None = None) -> None:
-    """Flush the -w file, cut after the last whole record analyzed when the stream was left
-    mid-record (a stop while reading stdin, or --count inside a chunk), and put it in place.
-    `keep` defaults to: no exception is being handled, or it is a KeyboardInterrupt (a second
-    Ctrl-C keeps what was captured); after an error (the source did not open, the stream is not
-    a capture) an existing file is left as it was."""
-    if save is None:
-        return
-    if keep is None:
-        import sys
-
-        raised = sys.exc_info()[0]
-        keep = raised is None or issubclass(raised, KeyboardInterrupt)
-    save.close(cut_at, keep)

@@ -3,18 +3,48 @@ a pcap/pcapng stream on stdin), then write the same report, --csv and --json as 
 
 Ctrl-C, --duration and --count stop it cleanly: tcpdump is asked to stop (SIGINT: it flushes
 and exits) and its pipe read to the end, or stdin is left after the last whole record; then
-the -w file is closed (cut after that record), the outputs written. Memory stays flat: the
+the -w file is closed (whole records only: roceview/live/save.py), the outputs written. `-w -`
+writes the capture to stdout; the summary line and the report then go to stderr, as they do
+with `--json -`, so stdout carries the capture or the JSON alone. Memory stays flat: the
 analysis keeps per-flow aggregates and bounded events/timeline, and batches are not kept (the
 TUI keeps a bounded ring of them). With the TUI, its loader feeds the session's analysis (each
 packet analyzed once); the result it shows at the end is the one written.
 """
 from __future__ import annotations
 
+import argparse
+import math
 import threading
 import time
 
 from roceview.commands.base import ExitStatus
 from roceview.commands.analyze import MAX_QP_ROWS, _count, add_analysis_options
+
+MAX_DURATION_S = 366 * 86400     # a year: longer waits overflow the timer (threading.TIMEOUT_MAX)
+MAX_COUNT = (1 << 31) - 1        # tcpdump's and dumpcap's -c is an int
+MAX_SNAPLEN = 262144             # tcpdump's and dumpcap's largest snapshot length
+
+
+def _duration(text: str) -> float:
+    """--duration: seconds, finite, > 0 and at most MAX_DURATION_S (checked as it is parsed)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value <= MAX_DURATION_S:           # NaN fails too
+        raise argparse.ArgumentTypeError(f"must be seconds, > 0 and at most {MAX_DURATION_S:,} (got {text!r})")
+    return value
+
+
+def _bounded(low: int, high: int, what: str):
+    """An argparse type: a whole number in [low, high] (Python's int-string limit never reached:
+    longer digit strings are refused by length)."""
+    def parse(text: str) -> int:
+        value = int(text) if text.isdigit() and len(text) <= len(str(high)) else -1
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be {what}, {low}-{high:,} (got {text[:40]!r})")
+        return value
+    return parse
 
 
 def add_arguments(parser) -> None:
@@ -23,11 +53,14 @@ def add_arguments(parser) -> None:
                         help="capture on this interface (through tcpdump, else dumpcap)")
     source.add_argument("-r", dest="read", metavar="FILE",
                         help="read a pcap/pcapng stream: '-' for stdin (ssh host tcpdump -w - | roceview live -r -)")
-    parser.add_argument("-w", dest="write", metavar="FILE", help="also save everything captured to FILE")
-    parser.add_argument("--snaplen", type=_count, default=None, metavar="N", help="bytes kept of each frame (-i)")
+    parser.add_argument("-w", dest="write", metavar="FILE",
+                        help="also save everything captured to FILE ('-': stdout; the report then goes to stderr)")
+    parser.add_argument("--snaplen", type=_bounded(0, MAX_SNAPLEN, "bytes (0: whole frames)"), default=None,
+                        metavar="N", help="bytes kept of each frame (-i)")
     parser.add_argument("-f", dest="filter", metavar="BPF", help="capture filter (tcpdump syntax; -i)")
-    parser.add_argument("--duration", type=float, default=None, metavar="S", help="stop after S seconds")
-    parser.add_argument("--count", type=_count, default=None, metavar="N", help="stop after N packets")
+    parser.add_argument("--duration", type=_duration, default=None, metavar="S", help="stop after S seconds")
+    parser.add_argument("--count", type=_bounded(1, MAX_COUNT, "packets"), default=None, metavar="N",
+                        help="stop after N packets")
     parser.add_argument("--csv", metavar="DIR", help="write qps.csv, pfc.csv, findings.csv, events.csv, timeline.csv")
     parser.add_argument("--json", metavar="FILE", help="write all tables and the capture summary as one JSON document")
     add_analysis_options(parser)
@@ -40,7 +73,7 @@ def add_arguments(parser) -> None:
 def run(args, env) -> ExitStatus:
     from roceview.errors import BadInput
 
-    _check(args)
+    _check(args, env)
     tui = None
     if not args.no_tui and hasattr(env.stdout, "isatty") and env.stdout.isatty():
         try:
@@ -69,8 +102,18 @@ def run(args, env) -> ExitStatus:
     result = session.result()
     from roceview.commands.analyze import write_and_report
 
-    print(session.summary_line(), file=env.stdout)
+    print(session.summary_line(), file=env.stderr if args.write == "-" or _json_to_stdout(args, env) else env.stdout)
+    if args.write == "-":                  # stdout holds the capture: the report goes to stderr
+        import dataclasses
+
+        env = dataclasses.replace(env, stdout=env.stderr)
     return write_and_report(result, args, env)
+
+
+def _json_to_stdout(args, env) -> bool:
+    from roceview.commands.analyze import _is_stdout
+
+    return args.json == "-" or bool(args.json) and _is_stdout(args.json, env.stdout)
 
 
 def _tui_stats(stats: dict) -> dict:
@@ -90,15 +133,24 @@ def _tui_options(tui, args):
                        fail_on=args.fail_on)
 
 
-def _check(args) -> None:
+def _check(args, env) -> None:
+    """Options that cannot go together, refused before anything starts. -w naming our stdout
+    (`/dev/stdout`, the file stdout is redirected to) is `-w -`: written there, not replaced."""
+    from roceview.commands.analyze import _is_stdout
     from roceview.errors import BadInput
 
     if args.read is not None and (args.filter or args.snaplen is not None):
         raise BadInput("-f and --snaplen apply to -i (filter the stream where it is captured)")
-    if args.duration is not None and not 0 < args.duration < float("inf"):   # NaN and inf too
-        raise BadInput(f"--duration must be a finite number > 0 seconds (got {args.duration})")
-    if args.count == 0:
-        raise BadInput("--count must be >= 1")
+    if args.write and args.write != "-" and (args.write in ("/dev/stdout", "/dev/fd/1", "/proc/self/fd/1")
+                                             or _is_stdout(args.write, env.stdout)):
+        args.write = "-"
+    if args.write != "-":
+        return
+    if _json_to_stdout(args, env):
+        raise BadInput("-w - and --json - both want standard output; name a file for one of them")
+    if hasattr(env.stdout, "isatty") and env.stdout.isatty():
+        raise BadInput("-w -: standard output is a terminal; pipe it on (roceview live ... -w - | tshark -r -) "
+                       "or name a file")
 
 
 class _StatusLine:

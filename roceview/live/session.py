@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 import threading
 import time
 
 import numpy as np
 
 from roceview.capture import live_stream as capture
-from roceview.errors import BadInput
+from roceview.errors import BadInput, WriteError
+from roceview.live import save as saving
 
 CHUNK_PACKETS = 1 << 16
 # RTT samples kept (16 bytes each): the analysis keeps one per answered request for exact
@@ -27,6 +29,9 @@ CHUNK_PACKETS = 1 << 16
 # have bounds of their own (timeline.MAX_ROWS, events.MAX_PER_KIND): RSS rises until they fill.
 RTT_SAMPLES = 2_000_000
 STATS_EVERY_S = 0.9          # tcpdump is asked for its counters (SIGUSR1) at most this often
+# A second SIGINT this soon after the first is the same Ctrl-C delivered twice (`timeout -s INT`
+# signals its child, then its process group), not a second press that means "stop at once".
+SAME_SIGINT_S = 1.0
 
 
 class LiveSession:
@@ -43,18 +48,18 @@ class LiveSession:
         self.packets = self.read_packets = 0
         self.cut_at: int | None = None
         self.tool = None
-        self.save = capture.open_save(args.write) if args.write else None
+        self.save = saving.open_save(args.write, args.count) if args.write else None
         try:
             self.stream, self.name = self._open_source(args)
         except BaseException:
-            capture.close_save(self.save, None)
+            saving.close_save(self.save, None)
             raise
         self.records = capture.LiveRecords(self.stream, self.name, CHUNK_PACKETS, self._on_warning)
         self.title = f"roceview live {self.name}"
         self._analysis_setup(packet_flags)
         self.started = time.monotonic()
         self._asked = 0.0
-        self._timer = self._previous_sigint = None
+        self._timer = self._previous_sigint = self._interrupted_at = None
 
     def _open_source(self, args):
         if args.interface is not None:
@@ -68,6 +73,9 @@ class LiveSession:
             fd = os.open(args.read, os.O_RDONLY)
         except OSError as exc:
             raise BadInput(f"{args.read}: cannot open ({exc.strerror or exc})") from None
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise BadInput(f"{args.read}: is a directory; live reads one capture stream (analyze reads a directory)")
         return capture.LiveStream(fd, self.save), args.read
 
     def _analysis_setup(self, packet_flags: bool) -> None:
@@ -95,14 +103,25 @@ class LiveSession:
             self._timer = threading.Timer(self.args.duration, self.stop, ("duration",))
             self._timer.daemon = True
             self._timer.start()
-        if threading.current_thread() is threading.main_thread():
+        # an ignored SIGINT stays ignored: `roceview live ... &` in a script runs so, and a
+        # Ctrl-C meant for the script's foreground job is not for it
+        if threading.current_thread() is threading.main_thread() \
+                and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
             self._previous_sigint = signal.signal(signal.SIGINT, self._sigint)
         return self
 
     def _sigint(self, signum, frame) -> None:
-        if self.stop_reason == "interrupt":
-            raise KeyboardInterrupt        # a second Ctrl-C: stop at once
-        self.stop("interrupt")
+        """The first Ctrl-C stops the capture (the outputs are then written); the same one
+        delivered again is ignored; a second press ends at once through the handler before
+        (the CLI's: exit 130, the -w file put in place at its last whole record)."""
+        now = time.monotonic()
+        if self._interrupted_at is None:
+            self._interrupted_at = now
+            self.stop("interrupt")
+            return
+        if now - self._interrupted_at < SAME_SIGINT_S:
+            return
+        _pass_on(self._previous_sigint, signum, frame)
 
     def stop(self, reason: str) -> None:
         """Ask the source to end: tcpdump flushes and exits, a stream ends at the next read."""
@@ -116,8 +135,9 @@ class LiveSession:
     def __exit__(self, *exc):
         if self._timer is not None:
             self._timer.cancel()
-        if self._previous_sigint is not None:
-            signal.signal(signal.SIGINT, self._previous_sigint)
+        if self._previous_sigint is not None:        # the stop's echo may still be on its way
+            signal.signal(signal.SIGINT, self._previous_sigint if self._interrupted_at is None
+                          else _EchoOfStop(self._previous_sigint, self._interrupted_at + SAME_SIGINT_S))
         if self.tool is not None:
             self.tool.stop()
             self.tool.finish()
@@ -125,7 +145,7 @@ class LiveSession:
             self.stream.stop.set()
         if self.cut_at is None and self.stream.ended and self.tool is None and self.stop_reason:
             self.cut_at = self.records.consumed      # stdin left mid-record: the file ends at a whole one
-        capture.close_save(self.save, self.cut_at)
+        saving.close_save(self.save, self.cut_at)
         return False
 
     # ---- the batches -----------------------------------------------------------------------------
@@ -169,6 +189,9 @@ class LiveSession:
                     self.feed(batch)
                 yield batch
             self.ended = True
+        except WriteError as exc:       # the -w file (a full disk): the TUI shows it too
+            self.failed = exc
+            raise
         except BadInput as exc:
             if self.stop_reason is not None and self.stream.bytes_read == 0:
                 return                  # stopped before the first byte (Ctrl-C at once): no packets
@@ -238,19 +261,40 @@ class LiveSession:
                 "saved_to": self.args.write, "saved_bytes": self._saved_bytes()}
 
     def _saved_bytes(self) -> int | None:
-        if not self.args.write:
-            return None
-        try:
-            return os.path.getsize(self.args.write)
-        except OSError:
-            return None
+        """Bytes of whole records saved to -w (after the --count cut)."""
+        return None if self.save is None else self.save.saved
 
     def summary_line(self) -> str:
         s = self.live_summary()
         drops = "unknown (the stream's writer counts them)" if s["kernel_drops"] is None else f"{s['kernel_drops']:,}"
-        saved = f"; saved to {s['saved_to']}" if s["saved_to"] else ""
+        saved = ""
+        if self.save is not None:
+            saved = f"; {'saved to' if s['saved_bytes'] else 'nothing saved to'} {self.save.name}"
         return (f"Live capture {s['source']}: {s['packets_analyzed']:,} packets in {s['elapsed_s']:.1f} s, "
                 f"stopped by {s['stopped_by']}; kernel drops {drops}, roceview drops {s['roceview_drops']:,}{saved}")
+
+
+def _pass_on(handler, signum, frame) -> None:
+    """A SIGINT to the handler that was there before (the CLI's: exit 130 with the -w file in
+    place); KeyboardInterrupt when that was Python's or none."""
+    if callable(handler):
+        handler(signum, frame)
+    raise KeyboardInterrupt
+
+
+class _EchoOfStop:
+    """The SIGINT handler once the capture has ended on a Ctrl-C: the same Ctrl-C delivered
+    again (`timeout -s INT`), arriving while the outputs are written, is ignored; a later one
+    puts the handler before back and goes to it."""
+
+    def __init__(self, previous, until: float):
+        self.previous, self.until = previous, until
+
+    def __call__(self, signum, frame) -> None:
+        if time.monotonic() < self.until:
+            return
+        signal.signal(signal.SIGINT, self.previous)
+        _pass_on(self.previous, signum, frame)
 
 
 class StoppableBatches:
