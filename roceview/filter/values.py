@@ -24,7 +24,7 @@ _NP = {"==": np.equal, "<": np.less, "<=": np.less_equal, ">": np.greater, ">=":
 _MAC = re.compile(r"^(?:[0-9a-f]{2}(?::[0-9a-f]{2}){5}|(?:[0-9a-f]{2})+(?:([\-.])(?:[0-9a-f]{2})+(?:\1(?:[0-9a-f]{2})+)*)?)$",
                   re.IGNORECASE)
 _INT = re.compile(r"^(0x[0-9a-f]+|0b[01]+|0[0-7]*|[1-9][0-9]*)$")   # Wireshark's: no 0o, no 1_000
-_LID = re.compile(r"^lid:(0x[0-9A-Fa-f]{1,4}|[1-9]\d{0,4}|0)$")
+_LID = re.compile(r"^lid:(0x[0-9A-Fa-f]{1,4}|[1-9][0-9]{0,4}|0)$")   # ASCII digits: \d takes any Unicode digit
 LID_MARK = bytes(10) + b"\xfe\xfe"           # roceview.packets.names.address_text: IB LRH without GRH
 U64 = (1 << 64) - 1
 _MAX_DIGITS = {2: 64, 8: 22, 10: 20, 16: 16}  # digits of 2**64 - 1 in each base (leading zeros aside)

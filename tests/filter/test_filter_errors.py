@@ -25,6 +25,7 @@ BAD = [
     "(" * 10_000 + "udp" + ")" * 10_000, "!" * 100_000 + "udp", "not " * 10_000 + "udp",
     'opcode_name == "a\nb"', "udp\x00", 'proto == "\r\n"', 'opcode_name == "x\u2028y"',
     "ip.src == 1.1.1.1\x1b[2J", 'opcode_name == "\x85"', "\tudp.port ==\v",
+    'src_ip == "lid:1\u0663"', 'src_ip == "lid:\uff11"',        # a LID is ASCII digits, not any Unicode digit
 ]
 
 

@@ -74,11 +74,15 @@ def _hang_guard(seconds: int):
 
 
 def literals():
-    ints = st.integers(-2**70, 2**70).map(str) | st.integers(0, 2**70).map(hex) | st.integers(0, 2**70).map(oct)
+    edges = st.sampled_from([s * (2**k + d) for k in (8, 16, 24, 31, 32, 63, 64) for d in (-1, 0) for s in (1, -1)])
+    ints = (st.integers(-2**70, 2**70) | edges).map(str) | st.integers(0, 2**70).map(hex) | st.integers(
+        0, 2**70).map(lambda x: "0" + format(x, "o"))             # Wireshark's octal: a leading 0
     words = st.sampled_from(["10.0.0.1", "10.0.0.0/8", "fe80::/10", "::ffff:1.2.3.4", "lid:0x10", "lid:99999",
                              "0e:c0:de:00:00:11", "0ec0.de00.0011", "true", "false", "CNP", "roce_v2",
                              "RC Send First", "ack", "ip.src", "1_0", "1e3", "1.", "..", "/", "-", "::"])
-    quoted = st.text(max_size=12).map(lambda s: '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"')
+    prefix = st.sampled_from(["", "lid:", "lid:0x", "0x", "0b", "0", "-", "10.0.0.", "fe80::", "0e:c0:de:00:00:"])
+    quoted = st.tuples(prefix, st.text(max_size=12)).map(                 # any Unicode after a known start
+        lambda t: '"' + (t[0] + t[1]).replace("\\", "\\\\").replace('"', '\\"') + '"')
     return ints | words | quoted | st.sampled_from(HUGE) | st.text(
         st.characters(codec="utf-8"), min_size=1, max_size=8)
 
