@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from roceview.arrays import sorted_distinct
+
 TELLING = 10
 
 # finding kind -> the event kinds whose frames show it, the most telling first
@@ -60,8 +62,8 @@ def evidence_frames(ctx, record: dict) -> tuple[list[int], int]:
         return [], 0
     flows = _flows_and_peers(ctx, record["flows"])
     window = (int(record["start_ts"]), int(record["end_ts"])) if record["kind"] in WINDOWED else (0, 0)
-    per_kind = [np.unique(ctx.event_frames(k, None if k in PFC_EVENTS else flows, window)) for k in kinds]
-    every = np.unique(np.concatenate(per_kind))
+    per_kind = [sorted_distinct(ctx.event_frames(k, None if k in PFC_EVENTS else flows, window)) for k in kinds]
+    every = sorted_distinct(np.concatenate(per_kind))
     if not len(every):
         return [], 0
     return sorted({int(every[0]), int(every[-1]), *_in_turn(per_kind, TELLING)}), len(every)
