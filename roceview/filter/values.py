@@ -1,10 +1,12 @@
 """Literals read for a field's kind, and the vectorised test of one occurrence against them.
 
 A test is a function `values -> bool array` over one source column, built once when the
-filter is compiled: integers compare in the column's own dtype (a literal outside the dtype's
-range is decided without numpy: nothing equals it); addresses are (n, 16) byte rows compared
-as two big-endian 64-bit words, a CIDR prefix by masking; names (opcode_name, proto, ...) are
-decided once per code of the column's vocabulary and looked up with one take().
+filter is compiled: an integer literal out of the field's type is refused as tshark refuses it
+(above FT_UINT<bits>, or 64 bits), one within it compares in the column's own dtype (a literal
+outside the dtype's range is decided without numpy: nothing equals it); addresses are (n, 16)
+byte rows compared as two big-endian 64-bit words, a CIDR prefix by masking; names
+(opcode_name, proto, ...) are decided once per code of the column's vocabulary and looked up
+with one take().
 """
 from __future__ import annotations
 
