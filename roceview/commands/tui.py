@@ -1,6 +1,8 @@
 """`roceview tui`: the terminal UI over capture files (Overview, Queue pairs, Packets, PFC)."""
 from __future__ import annotations
 
+import io
+
 from roceview.commands.base import ExitStatus
 from roceview.commands.analyze import add_analysis_options
 
@@ -40,15 +42,62 @@ def _check_captures(paths) -> None:
 
 def _capture_from_stdin_keys_from_tty() -> None:
     """`tcpdump -w - | roceview tui -`: the capture keeps the pipe (moved to another fd, as
-    sys.stdin), the terminal becomes fd 0 for Textual's keyboard (it reads sys.__stdin__)."""
-    import io
+    sys.stdin), the terminal becomes fd 0 for Textual's keyboard (it reads sys.__stdin__).
+    The pipe's first bytes are checked before the terminal is taken: a stream that is not a
+    capture is one line and exit 2, as `live -r -` (the screen opened, said 'stopped' and
+    exited 0 on q)."""
+    import os
     import sys
 
+    from roceview.capture.source import GZIP_MAGIC, capture_kind
     from roceview.errors import BadInput
 
     if sys.stdin.isatty():
         raise BadInput("'-' reads the capture from stdin: pipe one in (e.g. tcpdump -w - | roceview tui -)")
-    sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(keys_from_tty(), "rb")))
+    fd = os.dup(0)
+    head = _first_bytes(fd, 4)
+    if head[:2] != GZIP_MAGIC:            # gzip: its content is checked by the reader
+        capture_kind(head, "<stdin>")
+    os.close(keys_from_tty())             # fd 0 is the terminal now; `fd` holds the capture
+    sys.stdin = io.TextIOWrapper(io.BufferedReader(_Prefixed(head, fd), 1 << 20))
+
+
+def _first_bytes(fd: int, n: int) -> bytes:
+    """The stream's first `n` bytes (fewer at its end): a pipe may hand them over in pieces."""
+    import os
+
+    head = b""
+    while len(head) < n:
+        got = os.read(fd, n - len(head))
+        if not got:
+            break
+        head += got
+    return head
+
+
+class _Prefixed(io.RawIOBase):
+    """The bytes already read from a pipe, then the rest of the pipe: the reader sees it whole."""
+
+    def __init__(self, head: bytes, fd: int):
+        super().__init__()
+        self.head, self.file = head, io.FileIO(fd, "rb")
+
+    def readable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self.file.fileno()
+
+    def readinto(self, buffer) -> int:
+        if self.head:
+            n = min(len(buffer), len(self.head))
+            buffer[:n], self.head = self.head[:n], self.head[n:]
+            return n
+        return self.file.readinto(buffer)
+
+    def close(self) -> None:
+        self.file.close()
+        super().close()
 
 
 def keys_from_tty() -> int:

@@ -11,8 +11,11 @@ from textual.app import App
 from textual.binding import Binding
 from textual.message import Message
 
+from roceview.tui.guard import guarded
 from roceview.tui.loader import Loader, Snapshot, exit_code
 from roceview.tui.style import CSS
+
+ERROR_SECONDS = 30          # an error stays on the screen this long (a notification)
 
 
 class SnapshotPosted(Message):
@@ -50,6 +53,7 @@ class RoceviewApp(App):
         self.display_filter = None
         self.history: list[str] = []
         self.pending: dict[str, object] = {}     # mode -> what its screen does when shown
+        self.errors: list[str] = []              # what went wrong in a handler, as shown
         loader.on_snapshot = lambda snap: self.post_message(SnapshotPosted(snap))
 
     def on_mount(self) -> None:
@@ -80,14 +84,52 @@ class RoceviewApp(App):
     async def on_event(self, event: events.Event) -> None:
         if isinstance(event, (events.Key, events.MouseDown, events.MouseScrollDown, events.MouseScrollUp)):
             self.loader.defer()       # the loader steps aside while the UI answers
+        if self.errors and isinstance(event, events.Key) and event.key == "q" and not self._typing():
+            self.action_quit_app()    # after an error the widget the key would go to may be dead
+            return
         await super().on_event(event)
 
+    def _typing(self) -> bool:
+        from textual.widgets import Input
+
+        return isinstance(self.focused, Input)
+
+    @guarded
     def on_snapshot_posted(self, message: SnapshotPosted) -> None:
         self.snapshot = message.snapshot
         screen = self.screen
-        if hasattr(screen, "show"):
-            screen.show(message.snapshot)
+        # a screen not mounted yet (pushed this tick) has no widgets: on_screen_resume shows it
+        if hasattr(screen, "show") and screen.is_mounted:
             screen._shown = message.snapshot
+            screen.show(message.snapshot)
+
+    # ---- errors -----------------------------------------------------------------------
+    def show_error(self, exc: BaseException) -> None:
+        """A handler failed: one line on the screen (a notification) and in `errors`; the app
+        goes on, and `q` quits as usual."""
+        line = f"{type(exc).__name__}: {exc}".strip().splitlines()[0][:300]
+        self.errors.append(line)
+        self.log.error(line)
+        self.notify(f"internal error (the screen may be incomplete; q quits): {line}",
+                    severity="error", timeout=ERROR_SECONDS)
+
+    def _handle_exception(self, error: Exception) -> None:
+        """Textual's end for an exception nothing caught (a worker's, one in its own
+        machinery): shown as an error while the app runs, instead of ending it (exit 1);
+        while it closes, Textual's own."""
+        if self.is_running and not self._closing and isinstance(error, Exception):
+            self.show_error(getattr(error, "error", None) or error)     # WorkerFailed: its cause
+            return
+        super()._handle_exception(error)
+
+    async def run_action(self, action, default_namespace=None, namespaces=None) -> bool:
+        """Key bindings run their actions here, on the app's own message loop: an exception
+        there stopped every key, `q` included."""
+        try:
+            return await super().run_action(action, default_namespace, namespaces)
+        except Exception as exc:   # noqa: BLE001  shown, the app goes on
+            self.show_error(exc)
+            return True
 
     # ---- navigation -------------------------------------------------------------------
     def action_mode(self, mode: str) -> None:

@@ -8,12 +8,16 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Label, Static
 
+from roceview.tui.guard import Guarded
+
 NO_FILTERS = "display filters not available"
 
 
 def compile_filter(text: str):
     """roceview.filter.compile_filter, imported when first used: (filter, None) or (None, the
-    one-line message to show in the bar). The filter language may not be installed."""
+    one-line message to show in the bar). The filter language may not be installed. Any other
+    exception of the compiler (a bug, Python's own limits on a literal) is a message too: the
+    bar is where the user typed it, and it never takes the screen down."""
     try:
         from roceview.filter import FilterError, compile_filter as compile_
     except ImportError:
@@ -21,10 +25,18 @@ def compile_filter(text: str):
     try:
         return compile_(text), None
     except FilterError as exc:
-        return None, str(exc).splitlines()[0] if str(exc) else "bad filter"
+        return None, one_line(str(exc)) or "bad filter"
+    except Exception as exc:   # noqa: BLE001  shown in the bar, as a FilterError is
+        return None, f"filter not compiled: {type(exc).__name__}: {one_line(str(exc))}"
 
 
-class FilterBar(Vertical):
+def one_line(text: str, limit: int = 200) -> str:
+    """The first line of a message, at most `limit` characters (a literal of 5,000 digits)."""
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    return first if len(first) <= limit else first[: limit - 1] + "…"
+
+
+class FilterBar(Guarded, Vertical):
     """`/` opens it; Enter applies the filter (a bad one is shown here); Esc closes it."""
 
     class Applied(Message):
@@ -63,7 +75,7 @@ class FilterBar(Vertical):
             self.action_close()
 
 
-class RoceScreen(Screen):
+class RoceScreen(Guarded, Screen):
     """A screen that renders the app's latest snapshot: `show(snapshot)` is called when one
     arrives and when the screen is shown again."""
 

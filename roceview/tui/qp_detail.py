@@ -42,24 +42,30 @@ class QpDetailScreen(RoceScreen):
         self.flow_row = flow_row
         self.peer: int | None = None
         self._ladder_key = None
+        # built here, not in body(): a handler (on_mount, show) can never miss them. Closed
+        # faster than it composed (Enter then Esc), the screen's children were pruned before
+        # they mounted and on_mount's query found no '#qp-counters' (NoMatches, exit 1)
+        self.title_view = Static("", id="qp-title")
+        self.ladder_view = Static("", id="qp-ladder")
+        self.counter_table = DataTable(cursor_type="row", id="qp-counters")
+        self.counter_table.add_columns("counter", "→ this", "← peer")
+        self.event_table = DataTable(cursor_type="row", id="qp-events")
+        self.event_table.add_columns("ts", "dir", "kind", "psn", "detail")
+        self.sparks = {"gbps": Sparkline([], id="spark-gbps"), "ecn_ce": Sparkline([], id="spark-ce")}
 
     def body(self) -> ComposeResult:
         with VerticalScroll(id="qp-body"):
-            yield Static("", id="qp-title")
-            yield Static("", id="qp-ladder")
+            yield self.title_view
+            yield self.ladder_view
             yield Static(ladder.legend(), id="qp-legend")
             with Horizontal(id="qp-top"):
-                yield DataTable(cursor_type="row", id="qp-counters")
+                yield self.counter_table
                 with Vertical(id="qp-sparks"):
                     yield Label("throughput Gb/s")
-                    yield Sparkline([], id="spark-gbps")
+                    yield self.sparks["gbps"]
                     yield Label("CE marks")
-                    yield Sparkline([], id="spark-ce")
-            yield DataTable(cursor_type="row", id="qp-events")
-
-    def on_mount(self) -> None:
-        self.query_one("#qp-counters", DataTable).add_columns("counter", "→ this", "← peer")
-        self.query_one("#qp-events", DataTable).add_columns("ts", "dir", "kind", "psn", "detail")
+                    yield self.sparks["ecn_ce"]
+            yield self.event_table
 
     def show(self, snapshot) -> None:
         flows = snapshot.result.flows_table
@@ -68,7 +74,7 @@ class QpDetailScreen(RoceScreen):
         self.peer = peer_row(flows, self.flow_row)
         name = flows.data["flow"][self.flow_row]
         peer = flows.data["flow"][self.peer] if self.peer is not None else "(no peer seen)"
-        self.query_one("#qp-title", Static).update(f"[b]QP {name}[/b]  peer {peer}")
+        self.title_view.update(f"[b]QP {name}[/b]  peer {peer}")
         self._counters(flows)
         if not self.due(snapshot):
             return
@@ -80,7 +86,7 @@ class QpDetailScreen(RoceScreen):
             self._ladder(events)
 
     def _counters(self, flows) -> None:
-        table = self.query_one("#qp-counters", DataTable)
+        table = self.counter_table
         table.clear()
         for c in COUNTERS:
             cell = [slow_text(np.asarray(flows.data[c])[[r]], KINDS.get(c, "int"), DECIMALS.get(c, 3))[0]
@@ -91,9 +97,8 @@ class QpDetailScreen(RoceScreen):
         flow = timeline.data["flow"]
         names = list(flow) if len(flow) < 200_000 else []
         rows = np.flatnonzero(np.asarray([n == name for n in names], dtype=bool)) if names else []
-        for widget, col in (("#spark-gbps", "gbps"), ("#spark-ce", "ecn_ce")):
+        for col, spark in self.sparks.items():
             values = np.asarray(timeline.data[col], dtype=float)[rows] if len(rows) else []
-            spark = self.query_one(widget, Sparkline)
             spark.data = list(map(float, values)) if np.any(np.asarray(values) > 0) else []
 
     def _names(self, flows) -> dict:
@@ -105,7 +110,7 @@ class QpDetailScreen(RoceScreen):
     def _events(self, events, flows) -> list[tuple]:
         names = self._names(flows)
         picked = [i for i, f in enumerate(events.data["flow"]) if f in names]
-        table = self.query_one("#qp-events", DataTable)
+        table = self.event_table
         table.clear()
         ts = slow_text(np.asarray(events.data["ts"])[picked], "ts") if picked else []
         out = []
@@ -138,7 +143,7 @@ class QpDetailScreen(RoceScreen):
                 layers[mark] = (np.array(t), ladder.unwrap_psn(np.array(p)))
         width = max((self.size.width or 80) - 4, 20)
         text = "\n".join(ladder.draw(layers, width, 10))
-        self.query_one("#qp-ladder", Static).update(text)
+        self.ladder_view.update(text)
 
     def action_packets(self) -> None:
         fids = [self.flow_row] + ([self.peer] if self.peer is not None else [])
