@@ -126,7 +126,7 @@ class LiveRecords:
             buf.refill()
         head = bytes(buf.store[:min(buf.filled, 4)])
         if 0 < len(head) < 4 and any(m.startswith(head) for m in (*PCAP_MAGICS, PCAPNG_MAGIC)):
-            return self._cut_header(f"file header ({len(head)} bytes)")
+            return self._cut_header(f"file header ({len(head)} of at least 24 bytes)")
         self.kind = capture_kind(head, self.name)
         need = 24 if self.kind == "pcap" else SHB_MIN_BYTES
         while buf.filled < need and not buf.eof:

@@ -184,18 +184,19 @@ class SaveFile:
     def close(self, cut_at: int | None, keep: bool) -> None:
         """Put the file in place (keep) or remove it; cut after byte `cut_at` (the last record
         analyzed, for --count on a regular file). Nothing saved: no file."""
-        locked = self.lock.acquire(timeout=LOCK_WAIT_S)
         try:
-            with interrupt.deferred():
-                self.closed = True
-                self._finish(cut_at, keep)
+            with interrupt.deferred():        # a signal now waits: the hook goes before it could run
+                locked = self.lock.acquire(timeout=LOCK_WAIT_S)
+                try:
+                    self.closed = True
+                    self._finish(cut_at, keep)
+                finally:
+                    interrupt.drop_hook(self._on_interrupt)
+                    if locked:
+                        self.lock.release()
         except OSError as exc:
             self.out.abort()
             raise WriteError(f"cannot write {self.name}: {exc.strerror or exc}") from None
-        finally:
-            interrupt.drop_hook(self._on_interrupt)
-            if locked:
-                self.lock.release()
 
     def _finish(self, cut_at: int | None, keep: bool) -> None:
         try:

@@ -119,9 +119,10 @@ def record_ends(data: bytes) -> list[int]:
     """Offsets just past each record (pcap: the file header and each record; pcapng: each
     block) of a well-formed capture."""
     if data[:4] == b"\x0a\x0d\x0d\x0a":
+        order = "<" if data[8:12] == b"\x4d\x3c\x2b\x1a" else ">"
         ends, pos = [], 0
         while pos + 8 <= len(data):
-            pos += struct.unpack("<I", data[pos + 4:pos + 8])[0]
+            pos += struct.unpack(order + "I", data[pos + 4:pos + 8])[0]
             ends.append(pos)
         return ends
     ends, pos = [24], 24
