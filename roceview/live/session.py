@@ -18,6 +18,7 @@ import time
 
 import numpy as np
 
+from roceview import interrupt
 from roceview.capture import live_stream as capture
 from roceview.errors import BadInput, WriteError
 from roceview.live import save as saving
@@ -66,6 +67,9 @@ class LiveSession:
             from roceview.live.tools import start_capture
 
             self.tool = start_capture(args.interface, args.snaplen, args.filter, args.count)
+            # tcpdump runs in a session of its own (a Ctrl-C reaches roceview only): a signal
+            # that ends roceview at once (SIGTERM, SIGHUP) stops it too, or it stays behind
+            interrupt.on_interrupt(self.tool.stop)
             return capture.LiveStream(self.tool.fd(), self.save), f"interface {args.interface}"
         if args.read == "-":
             return capture.stdin_stream(self.save), "<stdin>"
@@ -141,6 +145,7 @@ class LiveSession:
         if self.tool is not None:
             self.tool.stop()
             self.tool.finish()
+            interrupt.drop_hook(self.tool.stop)
         else:
             self.stream.stop.set()
         if self.cut_at is None and self.stream.ended and self.tool is None and self.stop_reason:

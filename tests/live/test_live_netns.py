@@ -12,6 +12,7 @@ import csv
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -161,6 +162,52 @@ def test_live_interface_matches_analyze_of_the_sent_capture(veth_pair, tmp_path)
     assert live_counts["kernel_drops"] == 0 and live_counts["roceview_drops"] == 0
     assert live_counts["captured"] == live_counts["packets_analyzed"] == summary["packets"]
     assert packet_count(saved) == summary["packets"]
+
+
+def _tcpdumps_on(iface: str) -> list[str]:
+    found = subprocess.run(["pgrep", "-af", f"tcpdump -i {iface} "], capture_output=True, text=True).stdout
+    return found.splitlines()
+
+
+def test_a_signal_mid_capture_leaves_whole_records_and_no_tcpdump(veth_pair, tmp_path, sig=signal.SIGTERM, code=143):
+    """SIGTERM (SIGHUP takes the same way) while frames arrive: roceview ends at once, its -w file
+    ends at a whole record, and the tcpdump it started (in a session of its own, so a Ctrl-C
+    reaches roceview only) does not stay behind on the interface."""
+    ns_a, if_a, ns_b, if_b = veth_pair
+    sent = tmp_path / "sent.pcap"
+    subprocess.run([sys.executable, "-m", "roceview", "generate", "network-loss-receiver-side", "-o", str(sent)],
+                   cwd=REPO, check=True, capture_output=True)
+    saved = tmp_path / "saved.pcap"
+    live = subprocess.Popen(["ip", "netns", "exec", ns_b, sys.executable, "-m", "roceview", "live", "-i", if_b,
+                             "--no-tui", "-w", str(saved)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        status = live.stderr.readline()
+        while status.startswith("live ") and "capture tool is starting" in status:
+            status = live.stderr.readline()
+        assert status.startswith("live "), status + live.stderr.read()
+        subprocess.run(["ip", "netns", "exec", ns_a, sys.executable, __file__, if_a, str(sent)], cwd=REPO,
+                       check=True, capture_output=True, timeout=60)
+        while " 0 packets" in status:                 # until roceview has read what was sent
+            status = live.stderr.readline()
+            assert status.startswith("live "), status + live.stderr.read()
+        live.send_signal(sig)
+        _, err = live.communicate(timeout=60)
+    finally:
+        if live.poll() is None:
+            live.kill()
+    assert live.returncode == code and "Traceback" not in err, err
+    warnings: list[str] = []
+    from roceview.capture.readers import read_records
+
+    assert sum(c.n for c in read_records(str(saved), 1 << 16, warnings.append)) > 0 and warnings == []
+    if shutil.which("tshark"):
+        read = subprocess.run(["tshark", "-r", str(saved)], capture_output=True, text=True, timeout=120)
+        assert read.returncode == 0 and "cut short" not in read.stderr, read.stderr
+    deadline = time.monotonic() + 10
+    while _tcpdumps_on(if_b) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _tcpdumps_on(if_b) == []
 
 
 if __name__ == "__main__":
