@@ -107,3 +107,16 @@ def test_an_ignored_sigint_stays_ignored(tmp_path):
     code, out, err = fed.finish()
     assert code == 0, err
     assert b"stopped by end of stream" in out
+
+
+@pytest.mark.parametrize("kind", ["pcap", "pcapng"])
+def test_a_stream_ending_mid_record_leaves_whole_records(kind, tmp_path):
+    """The writer gone in the middle of a record (ssh dropped): the reader warns, and the -w
+    file ends at the record before (it kept the half)."""
+    data = capture_of(tmp_path, kind)
+    saved = tmp_path / f"saved.{kind}"
+    fed = Fed(tmp_path, with_half_a_record(data), "-w", saved, stall=False)
+    code, out, err = fed.finish()
+    assert code == 0 and "ends in the middle of a" in err, err
+    assert saved.read_bytes() == data
+    check_whole(saved, data)
