@@ -40,7 +40,7 @@ def _bounded(low: int, high: int, what: str):
     """An argparse type: a whole number in [low, high] (Python's int-string limit never reached:
     longer digit strings are refused by length)."""
     def parse(text: str) -> int:
-        value = int(text) if text.isdigit() and len(text) <= len(str(high)) else -1
+        value = int(text) if text.isascii() and text.isdigit() and len(text) <= len(str(high)) else -1
         if not low <= value <= high:
             raise argparse.ArgumentTypeError(f"must be {what}, {low}-{high:,} (got {text[:40]!r})")
         return value

@@ -41,7 +41,7 @@ def test_a_directory_as_the_stream_is_one_line(tmp_path):
 
 @pytest.mark.parametrize("option, value", [("--duration", "1e300"), ("--duration", "1e10"), ("--duration", "nan"),
                                            ("--duration", "-1"), ("--count", "9" * 30), ("--count", "0"),
-                                           ("--count", "1e3"), ("--snaplen", "99999999999")])
+                                           ("--count", "1e3"), ("--count", "\u00b2"), ("--snaplen", "99999999999")])
 def test_out_of_range_option_values_are_one_line(option, value):
     source = ("-i", "roceview-nosuch0") if option == "--snaplen" else ("-r", LOSS)    # --snaplen is for -i
     code, _, err = live(*source, option, value)        # a usage error: argparse prints to sys.stderr
