@@ -8,6 +8,7 @@ one ending inside its pcap file header says so (it said "unsupported link type 0
 from __future__ import annotations
 
 import json
+import os
 import struct
 import subprocess
 import sys
@@ -23,7 +24,7 @@ LOSS = REPO / "captures" / "network-loss-receiver-side.pcap"
 def live(*argv, stdin_bytes: bytes = b"", cwd=REPO):
     proc = subprocess.run([sys.executable, "-m", "roceview", "live", "--no-tui", *map(str, argv)], cwd=cwd,
                           input=stdin_bytes, capture_output=True, timeout=120,
-                          env={"PYTHONPATH": str(REPO), **__import__("os").environ})
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
     return proc.returncode, proc.stdout, proc.stderr.decode()
 
 
@@ -96,7 +97,7 @@ def pcapng_cut_in_its_interface_block(tmp_path):
 
 def test_a_pcapng_stream_cut_in_its_first_blocks_warns_as_analyze_does(tmp_path):
     cut = pcapng_cut_in_its_interface_block(tmp_path)
-    _, file_err = run("analyze", cut)[0], run("analyze", cut)[2]
+    _, _, file_err = run("analyze", cut)
     warning = file_err.strip().replace(str(cut), "<stdin>")
     assert "ends in the middle of a block" in warning       # what analyze says of the file
     code, _, err = live("-r", "-", stdin_bytes=cut.read_bytes())
