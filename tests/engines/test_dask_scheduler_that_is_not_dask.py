@@ -5,14 +5,11 @@ the connection timeout (a real local TCP service in a thread, a short timeout). 
 scheduler still connects, and its log shows no half-made connection."""
 from __future__ import annotations
 
+import gc
 import logging
 import math
-import random
-import socket
-import struct
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
@@ -24,91 +21,10 @@ from helpers.cli import run  # noqa: E402
 from roceview.errors import BadInput  # noqa: E402
 from roceview.engines.dask.client import connect  # noqa: E402
 from conftest import REPO, SAMPLES  # noqa: E402
+from fake_peers import (HANG, Peer, answers_identity_only, banner, closes, finished, garbage, garbage_greeting, http,  # noqa: E402
+                        reads_then_closes, silent, stalls_in_greeting)
 
 CAPTURE = SAMPLES / "clean.pcap"
-HANG = 30          # seconds: a run still going by then hangs (the timeout under test is 1 s)
-
-
-class Peer:
-    """A TCP service on 127.0.0.1 run by a thread: `behave(conn, stop)` per connection; the
-    connections stay open until the peer is closed (a hang must be the client's)."""
-
-    def __init__(self, behave):
-        self.behave, self.stop, self.conns = behave, threading.Event(), []
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.sock.settimeout(0.05)
-        self.address = f"tcp://127.0.0.1:{self.sock.getsockname()[1]}"
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self):
-        while not self.stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except (socket.timeout, OSError):
-                continue
-            self.conns.append(conn)
-            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
-
-    def _one(self, conn):
-        try:
-            self.behave(conn, self.stop)
-        except OSError:
-            pass
-
-    def close(self):
-        self.stop.set()
-        self.thread.join(5)
-        for conn in [self.sock, *self.conns]:
-            conn.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *_):
-        self.close()
-
-
-def banner(conn, stop):           # SSH, SMTP, FTP ...: they speak first
-    conn.sendall(b"SSH-2.0-OpenSSH_9.6p1 Ubuntu-3ubuntu13\r\n")
-    stop.wait()
-
-
-def http(conn, stop):             # answers what it is sent (Dask's own greeting) with an error
-    conn.settimeout(5)
-    conn.recv(65536)
-    conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-    conn.shutdown(socket.SHUT_WR)
-    stop.wait()
-
-
-def silent(conn, stop):           # accepts and never answers
-    stop.wait()
-
-
-def closes(conn, stop):
-    conn.close()
-
-
-def reads_then_closes(conn, stop):
-    conn.settimeout(5)
-    conn.recv(65536)
-    conn.shutdown(socket.SHUT_RDWR)
-
-
-def stalls_in_greeting(conn, stop):     # a plausible greeting size, then 10 of its 58 bytes
-    conn.sendall(struct.pack("Q", 58) + b"\x01" + bytes(9))
-    stop.wait()
-
-
-def garbage_greeting(conn, stop):       # a plausible size, then 58 random bytes
-    conn.sendall(struct.pack("Q", 58) + random.Random(7).randbytes(58))
-    stop.wait()
-
-
-def garbage(conn, stop):
-    conn.sendall(random.Random(11).randbytes(256))
-    stop.wait()
 
 
 PEERS = [banner, http, silent, closes, reads_then_closes, stalls_in_greeting, garbage_greeting, garbage]
@@ -119,25 +35,6 @@ def short_timeout(monkeypatch):
     import roceview.engines.dask.client as engine
 
     monkeypatch.setattr(engine, "CONNECT_TIMEOUT", "1s")
-
-
-def finished(call, deadline: float = HANG):
-    """call()'s result (or exception), run in a thread; a call still running after `deadline`
-    seconds fails the test instead of hanging it."""
-    out: dict = {}
-
-    def target():
-        try:
-            out["value"] = call()
-        except BaseException as exc:  # noqa: BLE001 - handed to the test
-            out["error"] = exc
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(deadline)
-    assert not thread.is_alive(), f"still running after {deadline} s: a hang"
-    if "error" in out:
-        raise out["error"]
-    return out["value"]
 
 
 def one_error_line(err: str, address: str) -> None:
@@ -159,7 +56,7 @@ def test_a_banner_without_a_scheme_or_through_tls_is_one_line_exit_2(short_timeo
     """host:port means tcp://; tls:// without a TLS configuration cannot connect at all."""
     with Peer(banner) as peer:
         for address in (peer.address.removeprefix("tcp://"), peer.address.replace("tcp://", "tls://")):
-            code, _, err = finished(lambda: run("analyze", CAPTURE, "--engine", "dask", "--scheduler", address))
+            code, _, err = finished(lambda a=address: run("analyze", CAPTURE, "--engine", "dask", "--scheduler", a))
             assert code == 2, err
             one_error_line(err, address)
 
@@ -229,6 +126,18 @@ def test_the_cli_on_a_real_scheduler_gives_the_local_report(scheduler):
                                                "--scheduler", scheduler.scheduler_address))
     assert code == 0, err
     assert dask_out == run("analyze", CAPTURE)[1]
+
+
+def test_a_peer_that_answers_only_identity_is_one_line_and_the_next_client_connects(scheduler, short_timeout):
+    """It passes the check; the Client then fails half made. Closed by connect, it leaves
+    nothing for the collector to reap in a later Client's event-loop thread."""
+    with Peer(answers_identity_only) as peer:
+        code, _, err = finished(lambda: run("analyze", CAPTURE, "--engine", "dask", "--scheduler", peer.address))
+    assert code == 2, err
+    one_error_line(err, peer.address)
+    gc.collect()
+    client, _ = finished(lambda: connect(scheduler.scheduler_address, timeout=10), deadline=8)
+    client.close()
 
 
 def test_a_worker_given_as_the_scheduler_is_one_line_exit_2(scheduler, short_timeout):

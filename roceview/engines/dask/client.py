@@ -152,8 +152,9 @@ def connect(scheduler: str | None, timeout: float | None = None):
         check(scheduler, seconds)
     try:
         client = Client(scheduler, timeout=seconds)
-    except Exception as exc:  # noqa: BLE001 - whatever connecting raises (a worker's address: AssertionError)
-        raise _refused(scheduler, exc) from None
+    except Exception as exc:  # noqa: BLE001 - whatever connecting raises (the scheduler gone since the check)
+        close_quietly(_half_made(exc, Client))
+        raise _refused(scheduler, exc, seconds) from None
     try:
         client.wait_for_workers(1, timeout=seconds)   # else the tasks would wait forever
     except Exception as exc:  # noqa: BLE001 - a timeout, or the scheduler gone meanwhile
@@ -162,9 +163,25 @@ def connect(scheduler: str | None, timeout: float | None = None):
     return client, None
 
 
-def _refused(scheduler: str, exc: Exception) -> BadInput:
-    """A Client that could not connect, as one line: an OSError or a timeout says why itself;
-    anything else means the peer did not answer as a scheduler does."""
+def _half_made(exc: BaseException, client_type):
+    """The Client whose __init__ raised `exc` (None if none): closed here, in this thread,
+    not by the collector in whichever thread it reaps it (in a Client's event-loop thread that
+    deadlocked the next Client's start for 10 s or more)."""
+    tb = exc.__traceback__
+    while tb is not None:
+        made = tb.tb_frame.f_locals.get("self")
+        if isinstance(made, client_type):
+            return made
+        tb = tb.tb_next
+    return None
+
+
+def _refused(scheduler: str, exc: Exception, seconds: float) -> BadInput:
+    """A Client that could not connect, as one line: an OSError says why itself, a timeout
+    says how long; anything else means the peer did not answer as a scheduler does."""
+    if isinstance(exc, TimeoutError) and not str(exc).strip():
+        return BadInput(f"cannot reach the Dask scheduler at {scheduler}: it answered the check, then the "
+                        f"connection did not complete in {seconds:g} s")
     if isinstance(exc, (OSError, TimeoutError, ValueError)):
         return BadInput(f"cannot reach the Dask scheduler at {scheduler}: {_one_line(exc)}")
     return BadInput(f"{scheduler} did not answer as a Dask scheduler does ({type(exc).__name__}: {_one_line(exc)}); "
