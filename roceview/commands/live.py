@@ -12,8 +12,6 @@ packet analyzed once); the result it shows at the end is the one written.
 """
 from __future__ import annotations
 
-import argparse
-import math
 import threading
 import time
 
@@ -25,28 +23,6 @@ MAX_COUNT = (1 << 31) - 1        # tcpdump's and dumpcap's -c is an int
 MAX_SNAPLEN = 262144             # tcpdump's and dumpcap's largest snapshot length
 
 
-def _duration(text: str) -> float:
-    """--duration: seconds, finite, > 0 and at most MAX_DURATION_S (checked as it is parsed)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0 < value <= MAX_DURATION_S:           # NaN fails too
-        raise argparse.ArgumentTypeError(f"must be seconds, > 0 and at most {MAX_DURATION_S:,} (got {text!r})")
-    return value
-
-
-def _bounded(low: int, high: int, what: str):
-    """An argparse type: a whole number in [low, high] (Python's int-string limit never reached:
-    longer digit strings are refused by length)."""
-    def parse(text: str) -> int:
-        value = int(text) if text.isascii() and text.isdigit() and len(text) <= len(str(high)) else -1
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"must be {what}, {low}-{high:,} (got {text[:40]!r})")
-        return value
-    return parse
-
-
 def add_arguments(parser) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("-i", dest="interface", metavar="IFACE",
@@ -55,12 +31,10 @@ def add_arguments(parser) -> None:
                         help="read a pcap/pcapng stream: '-' for stdin (ssh host tcpdump -w - | roceview live -r -)")
     parser.add_argument("-w", dest="write", metavar="FILE",
                         help="also save everything captured to FILE ('-': stdout; the report then goes to stderr)")
-    parser.add_argument("--snaplen", type=_bounded(0, MAX_SNAPLEN, "bytes (0: whole frames)"), default=None,
-                        metavar="N", help="bytes kept of each frame (-i)")
+    parser.add_argument("--snaplen", type=_count, default=None, metavar="N", help="bytes kept of each frame (-i)")
     parser.add_argument("-f", dest="filter", metavar="BPF", help="capture filter (tcpdump syntax; -i)")
-    parser.add_argument("--duration", type=_duration, default=None, metavar="S", help="stop after S seconds")
-    parser.add_argument("--count", type=_bounded(1, MAX_COUNT, "packets"), default=None, metavar="N",
-                        help="stop after N packets")
+    parser.add_argument("--duration", type=float, default=None, metavar="S", help="stop after S seconds")
+    parser.add_argument("--count", type=_count, default=None, metavar="N", help="stop after N packets")
     parser.add_argument("--csv", metavar="DIR", help="write qps.csv, pfc.csv, findings.csv, events.csv, timeline.csv")
     parser.add_argument("--json", metavar="FILE", help="write all tables and the capture summary as one JSON document")
     add_analysis_options(parser)
@@ -133,6 +107,20 @@ def _tui_options(tui, args):
                        fail_on=args.fail_on)
 
 
+def _check_bounds(args) -> None:
+    """Durations and counts in the range their users take, refused before anything starts
+    (--duration 1e300 overflowed the stop timer in its thread: a traceback, then exit 0)."""
+    from roceview.errors import BadInput
+
+    if args.duration is not None and not 0 < args.duration <= MAX_DURATION_S:      # NaN and inf too
+        raise BadInput(f"--duration must be a finite number > 0 seconds, at most {MAX_DURATION_S:,} "
+                       f"(a year; got {args.duration})")
+    for flag, value, low, high in (("--count", args.count, 1, MAX_COUNT), ("--snaplen", args.snaplen, 0, MAX_SNAPLEN)):
+        if value is not None and not low <= value <= high:
+            shown = str(value) if value < 10**40 else f"{str(value)[:20]}... ({len(str(value))} digits)"
+            raise BadInput(f"{flag} must be {low} to {high:,} (got {shown})")
+
+
 def _check(args, env) -> None:
     """Options that cannot go together, refused before anything starts. -w naming our stdout
     (`/dev/stdout`, the file stdout is redirected to) is `-w -`: written there, not replaced."""
@@ -141,6 +129,7 @@ def _check(args, env) -> None:
 
     if args.read is not None and (args.filter or args.snaplen is not None):
         raise BadInput("-f and --snaplen apply to -i (filter the stream where it is captured)")
+    _check_bounds(args)
     if args.write and args.write != "-" and (args.write in ("/dev/stdout", "/dev/fd/1", "/proc/self/fd/1")
                                              or _is_stdout(args.write, env.stdout)):
         args.write = "-"
