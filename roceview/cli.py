@@ -12,7 +12,7 @@ import importlib
 import os
 import sys
 
-from roceview.commands.base import Environment, ExitStatus, udp_port  # noqa: F401  (roceview.cli's own names)
+from roceview.commands.base import Environment, ExitStatus, gather_captures, udp_port  # noqa: F401  (roceview.cli's own names)
 
 COMMANDS = {
     "analyze": "per-queue-pair analysis report (PSN gaps, retransmits, NAKs, PFC, ECN/CNP)",
@@ -24,14 +24,13 @@ COMMANDS = {
 }
 
 
+class _UsageError(Exception):
+    """A usage error, printed by main() on the Environment's stderr as one line."""
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, exit 2: usage errors are bad input
-        raise SystemExit(_usage_error(self.prog, message))
-
-
-def _usage_error(prog: str, message: str) -> int:
-    print(f"{prog}: error: {message}", file=sys.stderr)
-    return ExitStatus.BAD_INPUT
+        raise _UsageError(f"{self.prog}: error: {' '.join(str(message).split())}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -56,13 +55,16 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> int:
     env = env or Environment()
     argv = list(sys.argv[1:] if argv is None else argv)
     top = build_parser()
-    if not argv or argv[0] not in COMMANDS:
-        args = top.parse_args(argv)  # prints help/version or a usage error
-        top.print_help(env.stdout)
-        return ExitStatus.OK
     try:
+        if not argv or argv[0] not in COMMANDS:
+            top.parse_args(argv)  # prints help/version or a usage error
+            top.print_help(env.stdout)
+            return ExitStatus.OK
         module, parser = _command_parser(argv[0])
         args = parser.parse_args(argv[1:])
+        missing = gather_captures(args)
+        if missing:
+            parser.error(missing)
         _check_outputs(args)
         if not getattr(module, "ENABLES_GC", False):
             gc.enable()
@@ -71,6 +73,9 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> int:
         return code
     except SystemExit as exc:
         return int(exc.code or 0)
+    except _UsageError as exc:
+        _say(env, str(exc))
+        return ExitStatus.BAD_INPUT
     except RoceviewError as exc:
         _say(env, f"roceview: error: {exc}")
         return ExitStatus.BAD_INPUT

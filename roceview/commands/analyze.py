@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from roceview.commands.base import ExitStatus, udp_port
+from roceview.commands.base import ExitStatus, add_capture_arguments, udp_port
 
 SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
 ENABLES_GC = True  # cli.main leaves the GC off: _after_imports turns it on after the first chunk
@@ -11,7 +11,7 @@ MAX_QP_ROWS = 25  # the report's default; render.report.MAX_QP_ROWS (not importe
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("capture", nargs="+", help="pcap/pcapng file(s), gzip ok, '-' for stdin, or a directory")
+    add_capture_arguments(parser)
     parser.add_argument("--csv", metavar="DIR", help="write qps.csv, pfc.csv, findings.csv, events.csv, timeline.csv")
     parser.add_argument("--json", metavar="FILE", help="write all tables and the capture summary as one JSON document; "
                              "'-': to stdout, the report then goes to stderr")

@@ -71,6 +71,24 @@ class Environment:
         print(f"roceview: warning: {message}", file=self.stderr)
 
 
+CAPTURE_HELP = "pcap/pcapng file(s), gzip ok, '-' for stdin, or a directory"
+
+
+def add_capture_arguments(parser: argparse.ArgumentParser) -> None:
+    """The captures a command reads: positional, or tshark's `-r FILE` (repeatable)."""
+    parser.add_argument("capture", nargs="*", help=CAPTURE_HELP)
+    parser.add_argument("-r", "--read", dest="read_files", action="append", default=[], metavar="FILE",
+                        help="a capture to read, as tshark's -r (may be repeated; the same as naming it)")
+
+
+def gather_captures(args) -> str | None:
+    """-r files first, then the positional ones, into args.capture; the usage error when none."""
+    if not hasattr(args, "read_files"):
+        return None
+    args.capture = [*args.read_files, *args.capture]
+    return None if args.capture else "a capture is required: CAPTURE or -r FILE"
+
+
 def udp_port(text: str) -> int:
     """argparse type of --roce-port: a UDP port, 1-65535 (one usage line, exit 2, otherwise)."""
     from roceview.api import checked_ports

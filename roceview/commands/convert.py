@@ -1,12 +1,12 @@
 """`roceview convert CAPTURE -o FILE.parquet`: the packets table as Parquet."""
 from __future__ import annotations
 
-from roceview.commands.base import ExitStatus, udp_port
+from roceview.commands.base import ExitStatus, add_capture_arguments, udp_port
 from roceview.errors import BadInput, WriteError
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("capture", nargs="+", help="pcap/pcapng file(s), gzip ok, '-' for stdin, or a directory")
+    add_capture_arguments(parser)
     parser.add_argument("-o", "--output", required=True, metavar="FILE.parquet", help="Parquet file to write")
     parser.add_argument("--roce-port", type=udp_port, action="append", default=[], metavar="P",
                         help="also decode UDP destination port P as RoCEv2 (repeatable)")

@@ -7,11 +7,11 @@ import json
 
 import numpy as np
 
-from roceview.commands.base import ExitStatus, udp_port
+from roceview.commands.base import ExitStatus, add_capture_arguments, udp_port
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("capture", nargs="+", help="pcap/pcapng file(s), gzip ok, '-' for stdin, or a directory")
+    add_capture_arguments(parser)
     parser.add_argument("-c", "--count", type=int, default=None, metavar="N", help="stop after N packets")
     parser.add_argument("-V", "--verbose", action="store_true", help="print a detail tree per packet")
     parser.add_argument("--jsonl", action="store_true", help="one JSON object per packet (column names; nulls omitted)")

@@ -31,11 +31,10 @@ def one_error_line(err: str) -> bool:
 
 @pytest.mark.parametrize("command", ["analyze", "dissect", "convert", "tui", "live"])
 @pytest.mark.parametrize("port", ["70000", "65536", "0", "-1", "x"])
-def test_roce_port_out_of_range_is_one_line_exit_2(command, port, tmp_path, capsys):
+def test_roce_port_out_of_range_is_one_line_exit_2(command, port, tmp_path):
     extra = ["-o", tmp_path / "o.parquet"] if command == "convert" else []
     source = ["--no-tui", "-r", CAPTURE] if command == "live" else [CAPTURE]
-    code, out, _ = run(command, *source, "--roce-port", port, *extra)
-    err = capsys.readouterr().err          # argparse's usage errors print to sys.stderr
+    code, out, err = run(command, *source, "--roce-port", port, *extra)   # usage errors too: the Environment's stderr
     assert code == 2 and out == "" and one_error_line(err) and "1-65535" in err, err
     assert not (tmp_path / "o.parquet").exists()
 
@@ -155,3 +154,17 @@ def test_a_link_faster_than_ten_terabits_is_one_line_exit_2(command):
     code, err = run_err(command, CAPTURE, "--link-speed", "1e300")
     assert code == 2 and err == "roceview: error: --link-speed must be a number > 0 and at most 10,000 Gb/s (got 1e+300)\n"
     assert run_err(command, CAPTURE, "--link-speed", "1600")[0] == 0
+
+
+@pytest.mark.parametrize("command", ["analyze", "dissect"])
+def test_tsharks_dash_r_names_the_capture(command):
+    """`-r FILE` as tshark users type it reads the same capture as naming it."""
+    from helpers.cli import run
+
+    assert run(command, "-r", CAPTURE) == run(command, CAPTURE)
+
+
+@pytest.mark.parametrize("command", ["analyze", "dissect", "convert -o x.parquet"])
+def test_no_capture_at_all_is_one_usage_line_exit_2(command):
+    code, err = run_err(*command.split())
+    assert code == 2 and err.count("\n") == 1 and "a capture is required: CAPTURE or -r FILE" in err, err

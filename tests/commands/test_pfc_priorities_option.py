@@ -38,9 +38,8 @@ def test_the_option_reaches_the_tui_and_live_too(capsys):
 
 @pytest.mark.parametrize("value", ["9", "x", "3,", "-1", "none"])
 @pytest.mark.parametrize("command", ["analyze", "tui"])
-def test_a_bad_priority_list_is_one_line_and_exit_2(command, value, capsys):
-    code, _, _ = run(command, MISMATCH, "--pfc-priorities", value)
-    err = capsys.readouterr().err          # argparse's usage errors print to sys.stderr
+def test_a_bad_priority_list_is_one_line_and_exit_2(command, value):
+    code, _, err = run(command, MISMATCH, "--pfc-priorities", value)   # usage errors: the Environment's stderr
     assert code == 2 and len(err.strip().splitlines()) == 1 and "priorities 0-7" in err, err
 
 
