@@ -79,6 +79,21 @@ def test_the_timeout_is_a_parameter_and_is_kept():
     assert peer.address in str(caught.value) and "\n" not in str(caught.value)
 
 
+def test_both_dask_paths_take_the_timeout():
+    """The partitioned run (engines.dask.analyzed) and the driver-side one (batches) pass
+    scheduler_timeout on to connect: what the API hands them."""
+    from roceview import engines
+
+    dask = engines.get("dask")
+    with Peer(silent) as peer:
+        for call in (lambda: dask.analyzed([str(CAPTURE)], peer.address, print, scheduler_timeout=0.5, roce_ports=(),
+                                           chunk_packets=1000, pmtu=None, link_speed=100.0, bucket_ms=1.0, facts=True),
+                     lambda: dask.batches([str(CAPTURE)], peer.address, scheduler_timeout=0.5, roce_ports=(),
+                                          chunk_packets=1000, warn=print)):
+            with pytest.raises(BadInput, match=r"nothing in 0\.5 s"):
+                finished(call, deadline=10)
+
+
 @pytest.mark.parametrize("timeout", [0, -1, math.nan, math.inf, 1e300, 3601, "10", True])
 def test_a_timeout_out_of_range_is_refused_before_connecting(timeout):
     with Peer(silent) as peer:
