@@ -60,7 +60,10 @@ def run(args, env) -> ExitStatus:
     if writer is not None and writer.options.header:
         out.write(writer.header() + "\n")
     first_ts = None
+    kinds = _finding_kinds(args, env, display, writer)
     for chunk, batch in _limited(_packets(args, env), args.count):
+        if kinds is not None:
+            _add_finding_kinds(batch, *kinds)
         if first_ts is None and batch.n:        # times are relative to the first packet read
             first_ts = int(batch.cols["ts_ns"][0])
         rows = np.flatnonzero(display.mask(batch)) if display is not None else None
@@ -88,6 +91,33 @@ def _setup(args):
 
         writer = FieldWriter(args.fields, args.field_options)
     return display, writer
+
+
+def _finding_kinds(args, env, display, writer):
+    """`roceview.finding` needs the findings of the whole capture: a first pass analyzes it
+    (as `analyze` would), the second dissects it. None when neither -Y nor -e names the field."""
+    from roceview.packets.flags import FINDING_COLUMN
+
+    wanted = any(FINDING_COLUMN in x.fields for x in (display, writer) if x is not None)
+    if not wanted:
+        return None
+    if "-" in args.capture:
+        from roceview.errors import BadInput
+
+        raise BadInput("roceview.finding reads the capture twice (findings, then packets): not from stdin")
+    from roceview.api import analyze
+    from roceview.diagnose.evidence_frames import kinds_by_frame
+
+    result = analyze(args.capture, roce_ports=args.roce_port, link_speed=args.link_speed, warn=lambda m: None)
+    return kinds_by_frame(result)
+
+
+def _add_finding_kinds(batch, frames, bits) -> None:
+    from roceview.packets.flags import FINDING_COLUMN
+
+    at = np.minimum(np.searchsorted(frames, batch.cols["frame"]), max(len(frames) - 1, 0))
+    hit = frames[at] == batch.cols["frame"] if len(frames) else np.zeros(batch.n, bool)
+    batch.cols[FINDING_COLUMN] = np.where(hit, bits[at] if len(bits) else 0, 0).astype(np.uint64)
 
 
 def _limited(packets, count):

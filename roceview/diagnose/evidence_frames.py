@@ -57,16 +57,42 @@ def attach_frames(records: list[dict], ctx) -> None:
 
 
 def evidence_frames(ctx, record: dict) -> tuple[list[int], int]:
-    kinds = EVIDENCE.get(record["kind"], ())
-    if not kinds:
-        return [], 0
-    flows = _flows_and_peers(ctx, record["flows"])
-    window = (int(record["start_ts"]), int(record["end_ts"])) if record["kind"] in WINDOWED else (0, 0)
-    per_kind = [sorted_distinct(ctx.event_frames(k, None if k in PFC_EVENTS else flows, window)) for k in kinds]
-    every = sorted_distinct(np.concatenate(per_kind))
+    per_kind = _per_kind(ctx, record)
+    every = sorted_distinct(np.concatenate(per_kind)) if per_kind else np.zeros(0, np.int64)
     if not len(every):
         return [], 0
     return sorted({int(every[0]), int(every[-1]), *_in_turn(per_kind, TELLING)}), len(every)
+
+
+def kinds_by_frame(result, config=None) -> tuple[np.ndarray, np.ndarray]:
+    """(frames, bits), frames ascending: every evidence frame of `result`'s findings and the
+    finding kinds it shows (bit i: packets.flags.FINDING_KINDS[i]), for `roceview.finding`."""
+    from roceview.diagnose.config import DEFAULTS
+    from roceview.diagnose.context import Context
+    from roceview.packets.flags import FINDING_KINDS
+
+    ctx = Context(result, config or DEFAULTS, getattr(result, "facts", None))
+    frames, bits = [np.zeros(0, np.int64)], [np.zeros(0, np.uint64)]
+    d = result.findings_table.data                       # start_ts, end_ts as int ns (records(): text)
+    for i in range(len(result.findings_table)):
+        record = {k: d[k][i] for k in ("kind", "flows", "start_ts", "end_ts")}
+        if record["kind"] in FINDING_KINDS:
+            every = np.concatenate([np.zeros(0, np.int64), *_per_kind(ctx, record)])
+            frames.append(every)
+            bits.append(np.full(len(every), 1 << FINDING_KINDS.index(record["kind"]), np.uint64))
+    frames, bits = np.concatenate(frames), np.concatenate(bits)
+    order = np.argsort(frames, kind="stable")
+    frames, bits = frames[order], bits[order]
+    starts = np.flatnonzero(np.r_[True, frames[1:] != frames[:-1]]) if len(frames) else np.zeros(0, np.int64)
+    return frames[starts], np.bitwise_or.reduceat(bits, starts) if len(starts) else bits
+
+
+def _per_kind(ctx, record: dict) -> list[np.ndarray]:
+    """The frames of each evidence kind of the finding, each ascending and distinct."""
+    kinds = EVIDENCE.get(record["kind"], ())
+    flows = _flows_and_peers(ctx, record["flows"])
+    window = (int(record["start_ts"]), int(record["end_ts"])) if record["kind"] in WINDOWED else (0, 0)
+    return [sorted_distinct(ctx.event_frames(k, None if k in PFC_EVENTS else flows, window)) for k in kinds]
 
 
 def _flows_and_peers(ctx, flows: str) -> list[str]:

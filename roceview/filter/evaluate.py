@@ -57,6 +57,8 @@ def columns_of(field: F.FieldDef) -> set[str]:
 
 def occurrences(b: Batch, field: F.FieldDef) -> list[tuple[np.ndarray, np.ndarray]]:
     """(values, present) of each occurrence of `field` in batch `b`."""
+    if field is F.FINDING:
+        return _finding_kinds(b, field)
     out = []
     for s in field.sources:
         if field.kind == F.FLAG:
@@ -70,6 +72,16 @@ def occurrences(b: Batch, field: F.FieldDef) -> list[tuple[np.ndarray, np.ndarra
         present = b.mask(s.column) if present is None else b.mask(s.column) & present
         out.append((values, present))
     return out
+
+
+def _finding_kinds(b: Batch, field: F.FieldDef) -> list[tuple[np.ndarray, np.ndarray]]:
+    """One occurrence per finding kind: its code, present where the packet is its evidence."""
+    bits = b.cols.get(field.sources[0].column)
+    if bits is None:
+        raise FilterError(f"{field.name} needs the findings of the whole capture: dissect reads the capture "
+                          "twice for it (analyze --filter, which filters before the analysis, cannot)")
+    return [(np.full(b.n, i, np.int64), (bits >> np.uint64(i)) & np.uint64(1) != 0)
+            for i in range(len(field.vocab))]
 
 
 def _column(b: Batch, name: str, field: F.FieldDef) -> np.ndarray:

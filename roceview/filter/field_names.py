@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from dissectors import ib, opcodes
 from roceview.packets.batch import PROTO_NAMES
 from roceview.packets.decode import BOOL_COLUMNS as HEADER_BOOL_COLUMNS
-from roceview.packets.flags import FILTER_PREFIX, FLAG_FIELDS, FlagField
+from roceview.packets.flags import FILTER_PREFIX, FINDING_COLUMN, FINDING_FIELD, FINDING_KINDS, FLAG_FIELDS, FlagField
 
 # kinds: how a literal is read and compared (roceview/filter/values.py)
 INT, BOOL, MAC, IPV4, IPV6, ADDR, STR, NONE, FLAG = "int", "bool", "mac", "ipv4", "ipv6", "addr", "str", "none", "flag"
@@ -137,7 +137,11 @@ def _flag(f: FlagField) -> FieldDef:
     return FieldDef(FILTER_PREFIX + f.name, FLAG, (source,), f.meaning, flag=f)
 
 
-_ALIASES = {f.name: f for f in _WIRESHARK} | {d.name: d for d in map(_flag, FLAG_FIELDS)}
+# one occurrence per finding kind the packet is evidence for (evaluate.occurrences expands the bits)
+FINDING = FieldDef(FINDING_FIELD, STR, (Source(FINDING_COLUMN),), "finding kinds this packet is evidence for",
+                   vocab=FINDING_KINDS)
+_ALIASES = ({f.name: f for f in _WIRESHARK} | {d.name: d for d in map(_flag, FLAG_FIELDS)}
+            | {FINDING_FIELD: FINDING})
 WIRESHARK_NAMES = tuple(f.name for f in _WIRESHARK)
 FIELDS_BY_KIND_NONE = frozenset(f.name for f in _WIRESHARK if f.kind == NONE)   # protocols: presence only
 _ALL: dict[str, FieldDef] = {}

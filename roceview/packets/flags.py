@@ -67,3 +67,16 @@ FLAG_FIELDS: tuple[FlagField, ...] = (
     FlagField("rtt_ack", Flag.RTT_ACK, "ACK closing an RTT sample (value: the RTT in ns)", value_column="rtt_ns"),
 )
 FILTER_PREFIX = "roceview."
+
+# `roceview.finding`: the finding kinds a packet is evidence for (docs/findings.md, "frames").
+# Findings are known only once the whole capture is analyzed: `dissect` reads the capture twice
+# to fill the `finding_kinds` column, bit i for FINDING_KINDS[i] (add-never-reorder; up to 64).
+FINDING_FIELD = FILTER_PREFIX + "finding"
+FINDING_COLUMN = "finding_kinds"
+FINDING_KINDS = (
+    "network_loss", "capture_loss", "timeout_retransmit", "unreliable_gap", "reordering",
+    "rnr", "remote_error", "invalid_rd_request", "psn_reuse", "ack_unsent_psn", "pmtu_mismatch",
+    "roce_version_mixed", "pfc_storm", "pfc_pause", "pfc_without_ecn", "slow_receiver",
+    "priority_mismatch", "link_speed_mismatch", "ecn_congestion", "ecn_not_enabled", "cnp_missing",
+    "incast", "duplicate_frames", "capture_points", "clock_skew", "bad_icrc", "truncated_frames",
+    "timestamps_backwards", "decode_warnings")

@@ -99,3 +99,41 @@ def test_a_nak_and_its_retransmission_are_both_listed():
     first = {k: min(fr for kk, fr in zip(e["kind"], e["frame"]) if kk == k) for k in ("nak_seq", "retransmit")}
     assert set(first.values()) <= frames, (first, frames)
     assert np.isin(list(first.values()), list(frames)).all()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_finding_filter_selects_each_findings_frames(name, captures):
+    """`dissect -Y 'roceview.finding == "K"'` shows exactly the evidence frames of the findings
+    of kind K: each finding's listed frames among them, as many as their frame_count says."""
+    from helpers.cli import run
+
+    path = str(captures[name])
+    findings = roceview.analyze(path).findings_table.records()
+    for kind in sorted({f["kind"] for f in findings}):
+        code, out, err = run("dissect", path, "-Y", f'roceview.finding == "{kind}"', "-T", "fields", "-e", "frame.number")
+        assert code == 0, err
+        shown = [int(x) for x in out.split()]
+        mine = [f for f in findings if f["kind"] == kind]
+        assert {x for f in mine for x in _listed(f)} <= set(shown), kind
+        if len(mine) == 1:
+            assert len(shown) == mine[0]["frame_count"], kind
+        assert (shown == []) == all(f["frame_count"] == 0 for f in mine), kind
+
+
+def test_the_finding_field_prints_every_kind_a_frame_shows():
+    from helpers.cli import run
+
+    code, out, _ = run("dissect", str(REPO / "captures" / "incast.pcap"), "-Y", "roceview.finding",
+                       "-T", "fields", "-e", "roceview.finding")
+    assert code == 0 and set(out.split()) == {"ecn_congestion,incast"}
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["analyze", str(REPO / "captures" / "incast.pcap"), "--filter", "roceview.finding"], "needs the findings of the whole capture"),
+    (["dissect", "-", "-Y", "roceview.finding"], "not from stdin"),
+    (["dissect", str(REPO / "captures" / "incast.pcap"), "-Y", 'roceview.finding == "incasts"'], "is not a value of roceview.finding")])
+def test_where_the_finding_field_cannot_be_it_says_so_in_one_line(argv, message):
+    from helpers.cli import run
+
+    code, _, err = run(*argv)
+    assert code == 2 and err.count("\n") == 1 and message in err, err
