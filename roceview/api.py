@@ -20,7 +20,7 @@ def analyze(paths, *, pmtu: int | None = None, link_speed: float = 100.0, bucket
             warn: Callable[[str], None] | None = None, progress: Callable[[int], None] | None = None,
             diagnose: bool = True, config=None, display_filter: str | None = None,
             on_batch: Callable[[Batch], None] | None = None, engine: str = "local",
-            scheduler: str | None = None) -> AnalysisResult:
+            scheduler: str | None = None, scheduler_timeout: float | None = None) -> AnalysisResult:
     """Analyze capture file(s): a path, several paths, a directory, or '-' for stdin.
 
     pmtu: path MTU in bytes (default: inferred from FIRST/MIDDLE payloads); link_speed: Gb/s for
@@ -54,6 +54,7 @@ def analyze(paths, *, pmtu: int | None = None, link_speed: float = 100.0, bucket
     settings = load_settings(config) if diagnose else None
     chosen = engines.get(engine)          # an unknown name is refused after bad inputs and config are
     connection = None
+    timeout = {} if scheduler_timeout is None else {"scheduler_timeout": scheduler_timeout}
     if chosen.ANALYZES and not packets and display is None:     # the analysis on the workers
         if on_batch is not None:          # no batch passes here: the callback sees an empty one
             import numpy as np
@@ -63,7 +64,7 @@ def analyze(paths, *, pmtu: int | None = None, link_speed: float = 100.0, bucket
             on_batch(Batch(0, {"cap_len": np.zeros(0, np.uint32)}))
         result, connection = chosen.analyzed(files, scheduler, on_warning, roce_ports=roce_ports,
                                              chunk_packets=chunk_packets, pmtu=pmtu, link_speed=link_speed,
-                                             bucket_ms=bucket_ms, facts=diagnose)
+                                             bucket_ms=bucket_ms, facts=diagnose, **timeout)
         if result is not None:
             if progress is not None:
                 progress(result.summary["packets"])
@@ -73,7 +74,7 @@ def analyze(paths, *, pmtu: int | None = None, link_speed: float = 100.0, bucket
     # caller asked for the packets table as well.
     batches = chosen.batches(files, scheduler, roce_ports=roce_ports, chunk_packets=chunk_packets,
                              warn=on_warning, projection=None if packets else _projection(display),
-                             display_filter=display, connection=connection)
+                             display_filter=display, connection=connection, **timeout)
     analysis = Analysis(pmtu, link_speed, bucket_ms, settings, diagnose=diagnose, keep_packets=packets)
     try:
         for batch in batches:

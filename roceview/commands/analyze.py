@@ -33,6 +33,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--scheduler", metavar="ADDRESS", default=None,
                         help="with --engine dask: the scheduler, e.g. tcp://10.0.0.5:8786 (default: a local "
                              "cluster sized to this machine)")
+    parser.add_argument("--scheduler-timeout", type=_seconds, default=None, metavar="SECONDS",
+                        help="with --scheduler: seconds to wait for the scheduler to answer, and then for its "
+                             "first worker (default 10; at most 3600)")
 
 
 def add_analysis_options(parser, fail_on_help: str = "exit 3 when a finding of this severity or worse exists") -> None:
@@ -185,7 +188,7 @@ def _run_one(args, env) -> ExitStatus:
                          roce_ports=args.roce_port, warn=bar.warn, on_batch=_after_imports(bar),
                          config=load_settings(args.config, args.pfc_priorities),
                          display_filter=args.filter, engine=args.engine,
-                         scheduler=args.scheduler)
+                         scheduler=args.scheduler, scheduler_timeout=args.scheduler_timeout)
     return write_and_report(result, args, env)
 
 
@@ -203,6 +206,19 @@ def write_and_report(result, args, env) -> ExitStatus:
     print_report(result, make_console(out, is_tty, wide=getattr(args, "wide", False)),
                  max_qps=getattr(args, "max_qps", MAX_QP_ROWS))
     return _exit_status(result, args.fail_on)
+
+
+def _seconds(text: str) -> float:
+    """--scheduler-timeout: a finite number of seconds above 0 and at most 3600."""
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and 0 < value <= 3600):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0 and at most 3600 (got {text!r})")
+    return value
 
 
 def _write_outputs(result, args, env) -> None:

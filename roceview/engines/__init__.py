@@ -16,6 +16,9 @@ An engine is a module with a flag and two or three functions:
         the merged packets table as Batches in capture order, only the rows display_filter
         matches; an iterator with close().
 
+`options` may hold `scheduler_timeout` (seconds to wait for the scheduler and its first worker)
+only where the user gave it: the local engine refuses it, as it refuses a scheduler.
+
 `local` decodes on a reading thread of this process (roceview.packets.read); `dask` on a Dask
 cluster (roceview.engines.dask). A new engine is a module here and a name in NAMES.
 """

@@ -11,11 +11,12 @@ def inputs(paths) -> list[str]:
     return expand_paths(paths)
 
 
-def batches(files, scheduler, *, display_filter=None, connection=None, **options):
-    if scheduler is not None:
-        from roceview.errors import BadInput
+def batches(files, scheduler, *, display_filter=None, connection=None, scheduler_timeout=None, **options):
+    for value, flag in ((scheduler, "--scheduler"), (scheduler_timeout, "--scheduler-timeout")):
+        if value is not None:
+            from roceview.errors import BadInput
 
-        raise BadInput("--scheduler needs --engine dask")
+            raise BadInput(f"{flag} needs --engine dask")
     from roceview.packets.read import iter_batches
 
     return iter_batches(files, display_filter=display_filter, **options)

@@ -168,3 +168,22 @@ def test_tsharks_dash_r_names_the_capture(command):
 def test_no_capture_at_all_is_one_usage_line_exit_2(command):
     code, err = run_err(*command.split())
     assert code == 2 and err.count("\n") == 1 and "a capture is required: CAPTURE or -r FILE" in err, err
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "0", "-1", "3601", "x"])
+def test_a_scheduler_timeout_out_of_range_is_one_usage_line(value):
+    code, err = run_err("analyze", CAPTURE, "--engine", "dask", "--scheduler", "tcp://127.0.0.1:1",
+                        "--scheduler-timeout", value)
+    assert code == 2 and err.count("\n") == 1 and "--scheduler-timeout: must be a number of seconds" in err, err
+
+
+def test_a_scheduler_timeout_without_dask_is_refused():
+    code, err = run_err("analyze", CAPTURE, "--scheduler-timeout", "5")
+    assert code == 2 and err == "roceview: error: --scheduler-timeout needs --engine dask\n"
+
+
+def test_the_scheduler_timeout_bounds_the_wait_for_a_scheduler_that_is_not_there():
+    pytest.importorskip("distributed")
+    code, err = run_err("analyze", CAPTURE, "--engine", "dask", "--scheduler", "tcp://127.0.0.1:1",
+                        "--scheduler-timeout", "1")
+    assert code == 2 and err.count("\n") == 1 and "no connection in 1 s" in err, err
