@@ -74,7 +74,9 @@ class _Buffer:
     def take(self, count: int) -> bytes:
         if self.filled - self.pos < count and not self.eof:
             self.refill()
-        data = bytes(self.store[self.pos:self.pos + count])
+        # never past what was read: the store's tail holds stale bytes (a stream cut inside a
+        # pcapng block would read them as zeros instead of warning that the file ends there)
+        data = bytes(self.store[self.pos:self.pos + min(count, self.filled - self.pos)])
         self.pos += len(data)
         return data
 

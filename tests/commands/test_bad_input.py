@@ -317,3 +317,16 @@ def test_gzip_cut_in_the_middle_warns_and_keeps_earlier_packets(command, tmp_pat
     path = _write(tmp_path, "cut.pcap.gz", cut)
     code, out, err = run("inprocess", _argv(command, path, tmp_path), capfd)
     assert_damaged(command, code, out, err, tmp_path, complete, "cut.pcap.gz")
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("cut", [30, 40])
+def test_a_pcapng_stream_cut_inside_its_interface_block_warns_as_the_file_does(command, cut, tmp_path):
+    """Through stdin the reader's buffer holds stale bytes past what was read: a cut inside
+    the interface description block read them as zeros, 0 packets and no warning."""
+    data = pcapng_bytes(_frames(), [1_600_000_000_000_000_000 + 1000 * i for i in range(N_PACKETS)])[:cut]
+    path = _write(tmp_path, "cut.pcapng", data)
+    from_file = run("subprocess", _argv(command, path, tmp_path))
+    from_stdin = run("subprocess", _argv(command, "-", tmp_path), stdin=data)
+    assert "file ends in the middle of a block" in from_file[2]
+    assert from_stdin[2] == from_file[2].replace(str(path), "<stdin>"), (from_stdin, from_file)
