@@ -19,6 +19,7 @@ import math
 import os
 import re
 import reprlib
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple
 
@@ -180,8 +181,6 @@ def _read_toml(path) -> dict:
     except tomllib.TOMLDecodeError as exc:
         raise BadInput(f"{where}{_one_line(str(exc))}") from None
     except ValueError as exc:   # an integer literal past Python's int-string limit (4,300 digits)
-        import sys
-
         if "integer string conversion" in str(exc):
             raise BadInput(f"{where}an integer longer than {sys.get_int_max_str_digits():,} digits") from None
         raise BadInput(f"{where}{_one_line(str(exc))}") from None
