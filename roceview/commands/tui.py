@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import io
 
-from roceview.commands.base import ExitStatus
+from roceview.commands.base import ExitStatus, add_capture_arguments
 from roceview.commands.analyze import add_analysis_options
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("capture", nargs="+", help="pcap/pcapng file(s), gzip ok, '-' for stdin, or a directory")
+    add_capture_arguments(parser)
     add_analysis_options(parser, fail_on_help="exit 3 on quit when a finding of this severity or worse exists")
     parser.add_argument("--light", action="store_true", help="light theme (t toggles)")
 

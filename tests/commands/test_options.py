@@ -164,7 +164,7 @@ def test_tsharks_dash_r_names_the_capture(command):
     assert run(command, "-r", CAPTURE) == run(command, CAPTURE)
 
 
-@pytest.mark.parametrize("command", ["analyze", "dissect", "convert -o x.parquet"])
+@pytest.mark.parametrize("command", ["analyze", "dissect", "convert -o x.parquet", "tui"])
 def test_no_capture_at_all_is_one_usage_line_exit_2(command):
     code, err = run_err(*command.split())
     assert code == 2 and err.count("\n") == 1 and "a capture is required: CAPTURE or -r FILE" in err, err

@@ -13,6 +13,8 @@ from helpers.tui import SAMPLES
     (["/nonexistent/x.pcap"], "/nonexistent/x.pcap: no such file"),
     (["README.md"], "README.md: not a pcap or pcapng capture"),
     (["captures/clean.pcap", "--pmtu", "7"], "--pmtu must be one of"),
+    (["-r", "/nonexistent/x.pcap"], "/nonexistent/x.pcap: no such file"),     # tshark's -r names it too
+    ([], "a capture is required: CAPTURE or -r FILE"),
 ])
 def test_bad_input_is_one_line_and_exit_two_before_the_screen(argv, message):
     done = subprocess.run([sys.executable, "-m", "roceview", "tui", *argv], cwd=SAMPLES.parent,
