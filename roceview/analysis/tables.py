@@ -26,7 +26,7 @@ FLOW_COLUMNS = ("flow", "src_ip", "dst_ip", "dest_qp", "peer_qp", "transport", "
 PFC_COLUMNS = ("src_mac", "priority", "pause_frames", "resume_frames", "pause_quanta", "paused_us",
                "longest_pause_us", "first_ts", "last_ts")
 FINDINGS_COLUMNS = ("severity", "kind", "summary", "flows", "start_ts", "end_ts", "evidence", "advice", "frames",
-                    "frame_count")
+                    "frame_count", "explains")
 EVENT_COLUMNS = ("ts", "flow", "kind", "psn", "detail", "frame", "related_frame", "psn_count",
                  "first_missing_psn", "aeth_syndrome", "rnr_timer", "pfc_priority", "pfc_quanta",
                  "resend_delay_ns", "copy_delay_ns", "early_ns")
@@ -40,7 +40,7 @@ KINDS = {
     "longest_pause_us": "float", "gbps": "float",
     "flow": "str", "src_ip": "str", "dst_ip": "str", "transport": "str", "src_mac": "str",
     "priority": "str", "severity": "str", "kind": "str", "summary": "str", "flows": "str",
-    "evidence": "str", "advice": "str", "detail": "str", "frames": "str",
+    "evidence": "str", "advice": "str", "detail": "str", "frames": "str", "explains": "str",
     "psn": "nint", "related_frame": "nint", "psn_count": "nint", "first_missing_psn": "nint",
     "aeth_syndrome": "nint", "rnr_timer": "nint", "pfc_quanta": "nint", "resend_delay_ns": "nint", "copy_delay_ns": "nint", "early_ns": "nint",
     "pfc_priority": "str",

@@ -17,6 +17,7 @@ from roceview.diagnose.context import Context
 from roceview.diagnose.ecn import ecn_findings
 from roceview.diagnose.facts import CaptureFacts, FactCollector, facts_from_files
 from roceview.diagnose.evidence_frames import attach_frames
+from roceview.diagnose.explain import fill_advice, order_by_cause
 from roceview.diagnose.finding import COLUMNS, finalize
 from roceview.diagnose.loss import loss_findings
 from roceview.diagnose.pfc import pfc_findings
@@ -45,7 +46,8 @@ def find(result, config: Config | None = None, facts: CaptureFacts | None = None
         records += rule(ctx)
     records = finalize(records, (ctx.start_ns, ctx.end_ns) if result.summary.get("first_ts") else None)
     attach_frames(records, ctx)
-    return records
+    fill_advice(records, ctx)
+    return order_by_cause(records)
 
 
 def diagnose(result, config: Config | None = None, facts: CaptureFacts | None = None):

@@ -15,7 +15,7 @@ def _sha1(data: bytes):
 SEVERITIES = ("critical", "warning", "info")
 RANK = {"info": 0, "warning": 1, "critical": 2}
 COLUMNS = ("severity", "kind", "summary", "flows", "start_ts", "end_ts", "evidence", "advice", "key", "frames",
-           "frame_count")
+           "frame_count", "explains")
 
 
 def finding(severity: str, kind: str, summary: str, flows=(), start_ts: int = 0, end_ts: int = 0,

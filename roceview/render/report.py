@@ -79,7 +79,7 @@ def _findings(result, console: Screen) -> None:
         span = capture_span(result.summary)
         for i in range(len(table)):
             _finding(console, {k: d[k][i] for k in ("severity", "kind", "summary", "flows", "start_ts", "end_ts",
-                                                     "evidence", "advice", "frames", "frame_count")}, span)
+                                                     "evidence", "advice", "frames", "frame_count", "explains")}, span)
         return
     detected = result.summary["detected"]
     lines = ["  " + plural(detected[k], one, many) for k, one, many in _DETECTED if detected.get(k)]
@@ -99,7 +99,8 @@ def _finding(console: Screen, f: dict, span=None) -> None:
         console.print(line)
     width = max(20, min(console.width, 140) - 20)
     for label, value in (("when", _when(f["start_ts"], f["end_ts"], span)),
-                         ("flows", str(f["flows"]).replace(";", ", ")),
+                         ("explains", str(f.get("explains") or "").replace(";", ", ")),
+                         ("flows", flows_text(f["flows"])),
                          ("frames", frames_text(f["frames"], f["frame_count"])),
                          ("evidence", f["evidence"]), ("advice", f["advice"])):
         if not value:
@@ -109,6 +110,15 @@ def _finding(console: Screen, f: dict, span=None) -> None:
         for line in lines[1:]:
             console.print(f"{'':20}{line}")
     console.print()
+
+
+def flows_text(flows: str, shown: int = 6) -> str:
+    """A finding's flows, the first few named and the rest counted (as its evidence counts PSNs):
+    an incast over 32 queue pairs is one line, not 32."""
+    names = [f for f in str(flows or "").split(";") if f]
+    if len(names) <= shown + 1:
+        return ", ".join(names)
+    return ", ".join(names[:shown]) + f" (+{count(len(names) - shown)} more)"
 
 
 def frames_text(frames: str, total) -> str:

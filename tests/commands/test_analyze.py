@@ -64,7 +64,7 @@ def test_csv_files_have_the_contract_columns_and_exact_numbers(capture, tmp_path
     with open(tmp_path / "out" / "findings.csv", newline="") as fh:
         findings = list(csv.DictReader(fh))
     assert list(findings[0]) == ["severity", "kind", "summary", "flows", "start_ts", "end_ts", "evidence", "advice",
-                                "frames", "frame_count"]
+                                "frames", "frame_count", "explains"]
     loss = [f for f in findings if f["kind"] == "network_loss"]
     assert [(f["severity"], f["start_ts"], f["end_ts"]) for f in loss] == [
         ("warning", "1700000000.000002000", "1700000000.000005000")]
@@ -162,7 +162,7 @@ def test_api_returns_dataframes_with_the_csv_columns(capture):
     res = roceview.analyze(str(capture))
     assert list(res.flows.columns) == QPS_HEADER.split(",")
     assert list(res.findings.columns) == ["severity", "kind", "summary", "flows", "start_ts", "end_ts",
-                                          "evidence", "advice", "frames", "frame_count"]
+                                          "evidence", "advice", "frames", "frame_count", "explains"]
     assert res.flows["gap_events"].tolist() == [1, 0]
     assert str(res.flows["first_ts"].dtype) == "datetime64[ns, UTC]"
     assert len(res.events) == 7 and len(res.timeline) == 2 and len(res.pfc) == 1
