@@ -56,8 +56,9 @@ def _summary(s: dict, console: Screen) -> None:
     other = s["packets"] - s["roce_packets"] - p.get("pfc", 0) - p.get("pause", 0)
     files = files_text(s["files"])
     console.para(f"{console.style('Capture', 'bold')} {files}", indent="")
-    console.para(f"{plural(s['packets'], 'packet')} in {duration(s['duration_ns'])}"
-                 f" (first {s['first_ts'] or '-'}, last {s['last_ts'] or '-'})")
+    span = capture_span(s)
+    when = f" ({utc_span(*span)})" if span is not None else ""
+    console.para(f"{plural(s['packets'], 'packet')} in {duration(s['duration_ns'])}{when}")
     console.para(f"RoCE {count(s['roce_packets'])} (v1 {count(p.get('roce_v1', 0))}, v2 {count(p.get('roce_v2', 0))},"
                  f" IB {count(p.get('ib', 0))}), PFC {count(p.get('pfc', 0))}, PAUSE {count(p.get('pause', 0))},"
                  f" other {count(other)}; {plural(s['flows'], 'flow')}; path MTU {s['pmtu'] or 'unknown'}")
@@ -149,11 +150,34 @@ def _when(start, end, span=None) -> str:
         return f"{start} - {end}"
     if span is not None:
         s, e = min(max(s, span[0]), span[1]), min(max(e, span[0]), span[1])
-    return f"{_ts(s)} - {_ts(e)} ({duration(e - s)})"
+    relative = f"{_relative(s - span[0])} - {_relative(e - span[0])} s, " if span is not None else ""
+    return f"{relative}{utc_span(s, e)} ({duration(e - s)})"
 
 
-def _ts(ns: int) -> str:
+def _relative(ns: int) -> str:
+    """Seconds since the first packet, as `dissect`'s time column (tshark's -t r) shows them."""
     return f"{'-' if ns < 0 else ''}{abs(ns) // 10**9}.{abs(ns) % 10**9:09d}"
+
+
+def utc_span(start: int, end: int) -> str:
+    """`2023-11-14 22:13:20.000010628 - 22:13:20.000024717 UTC`: the end's date only when it
+    differs."""
+    a, b = utc_text(start), utc_text(end)
+    if a[:11] == b[:11] and a[4:5] == "-":
+        b = b[11:]
+    return f"{a} - {b} UTC"
+
+
+def utc_text(ns: int) -> str:
+    """`2023-11-14 22:13:20.000010628` (UTC, nanoseconds): an epoch number names no day."""
+    import datetime
+
+    sec, frac = divmod(int(ns), 10**9)
+    try:
+        when = datetime.datetime.fromtimestamp(sec, datetime.timezone.utc)
+    except (OverflowError, OSError, ValueError):     # out of datetime's years: the epoch number
+        return f"{sec}.{frac:09d}"
+    return f"{when:%Y-%m-%d %H:%M:%S}.{frac:09d}"
 
 
 def worst_first(flows) -> np.ndarray:

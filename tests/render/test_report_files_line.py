@@ -34,3 +34,22 @@ def test_files_of_one_folder_are_named_by_the_folder_once():
     text = files_text([f"/data/run7/c{k:02d}.pcap" for k in range(40)])
     assert text == "40 files in /data/run7: c00.pcap, c01.pcap, c02.pcap, c03.pcap, c04.pcap, … (+35 more)"
     assert files_text([f"/d{k}/c.pcap" for k in range(7)]).startswith("7 files: /d0/c.pcap, /d1/c.pcap")
+
+
+def test_times_are_utc_dates_with_nanoseconds_and_seconds_since_the_first_packet():
+    from roceview.render.report import _when, utc_span, utc_text
+
+    assert utc_text(1_700_000_000_000_010_628) == "2023-11-14 22:13:20.000010628"
+    assert utc_span(1_700_000_000_000_000_500, 1_700_000_000_000_054_145) == \
+        "2023-11-14 22:13:20.000000500 - 22:13:20.000054145 UTC"
+    assert utc_span(1_700_006_399_900_000_000, 1_700_006_400_100_000_000) == \
+        "2023-11-14 23:59:59.900000000 - 2023-11-15 00:00:00.100000000 UTC"       # another day: its date
+    span = (1_700_000_000_000_000_500, 1_700_000_000_000_054_145)
+    assert _when(1_700_000_000_000_010_628, 1_700_000_000_000_024_717, span) == \
+        "0.000010128 - 0.000024217 s, 2023-11-14 22:13:20.000010628 - 22:13:20.000024717 UTC (14.089 us)"
+
+
+def test_the_summary_line_gives_the_capture_span_as_utc(tmp_path):
+    out = io.StringIO()
+    assert main(["analyze", str(SAMPLE)], Environment(stdout=out, stderr=io.StringIO())) == 0
+    assert "167 packets in 90.910 us (2023-11-14 22:13:20.000000500 - 22:13:20.000091410 UTC)" in out.getvalue()
