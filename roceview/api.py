@@ -148,9 +148,11 @@ class Analysis:
         if self.facts is not None:
             self.facts.feed(batch, self.analyzer.flow_ids(batch))
 
-    def finish(self, files, warnings):
-        """The final result, findings included (Analyzer.finish: call once)."""
+    def finish(self, files, warnings, summary: dict | None = None):
+        """The final result, findings included (Analyzer.finish: call once); `summary` adds to
+        the result's summary before the diagnoser reads it (live: the capture tool's drops)."""
         result = self.analyzer.finish(files=files, warnings=warnings)
+        result.summary.update(summary or {})
         if self.facts is not None:
             result.facts = self.facts.finish()
         return _diagnosed(result, self.settings, self.diagnose)

@@ -1,11 +1,11 @@
 """Frame and capture-quality findings: bad_icrc, truncated_frames, timestamps_backwards,
-decode_warnings, clock_skew (clocks.py)."""
+decode_warnings, clock_skew (clocks.py), and capture_loss as loss.py finds it."""
 from __future__ import annotations
 
 from roceview.diagnose.clocks import clock_findings
 from roceview.diagnose.context import PSN_MOD, Context
-from roceview.diagnose.finding import finding
-from roceview.units import duration, plural
+from roceview.diagnose.finding import finding, psn_list
+from roceview.units import count, duration, plural
 
 
 def capture_findings(ctx: Context) -> list[dict]:
@@ -97,3 +97,35 @@ def _icrc_finding(ctx: Context, bad: dict, accepted: bool) -> dict:
     start = min(ctx.flow[n]["first_ts"] for n in known) if known else ctx.start_ns
     end = max(ctx.flow[n]["last_ts"] for n in known) if known else ctx.end_ns
     return finding("info" if accepted else "warning", "bad_icrc", summary, flows, start, end, evidence, advice)
+
+
+def capture_loss_finding(captured: dict[str, list], host_drops: int | None = None) -> dict:
+    """One finding for the capture: the mirror's drops are one cause, whatever flows they hit.
+    When the capture tool counted drops of its own (live: tcpdump's "dropped by kernel" and
+    "by interface"), those explain it first: the capture host, not the mirror."""
+    gaps = [g for v in captured.values() for g in v]
+    psns = sum(c for *_, c in gaps)
+    worst = sorted(captured.items(), key=lambda kv: -sum(c for *_, c in kv[1]))
+    evidence = [f"{name}: {plural(len(v), 'gap')} of {plural(sum(c for *_, c in v), 'PSN')} from PSN "
+                f"{psn_list([f for _, f, _ in v], 3)}" for name, v in worst[:5]]
+    if len(worst) > 5:
+        evidence.append(plural(len(worst) - 5, "more flow"))
+    evidence.append("no NAK from the receivers and no retransmission by the senders: the endpoints never missed them")
+    evidence.append("RTTs of these flows are unreliable: the capture may also have missed ACKs, so a later ACK "
+                    "covers requests whose own ACK was not captured (RTT samples spanning a gap are not taken)")
+    if host_drops:
+        evidence.insert(0, f"the capture tool counted {plural(host_drops, 'packet')} dropped by the kernel or "
+                           "interface of the capture host during this capture")
+    who = (f"the capture host dropped them ({count(host_drops)} kernel drops), not the network" if host_drops
+           else "the mirror or capture host dropped them, not the network")
+    summary = (f"The capture missed {plural(psns, 'packet')} in {plural(len(gaps), 'gap')} on "
+               f"{plural(len(captured), 'flow')} that the endpoints never noticed: {who}.")
+    host = ("The capture host dropped packets: give tcpdump a bigger buffer (`-B`), a snaplen of 128 (`-s 128`), "
+            "capture on a CPU not busy with the analysis, or write with `tcpdump -w` and analyze the file after. "
+            if host_drops else "")
+    advice = (host + "Counts from this capture are lower bounds. Check the SPAN/ERSPAN session for oversubscription "
+              "(both directions of a 100G link into one 100G port overflow it), the switch mirror drop "
+              "counters, and the capture host (`ethtool -S` rx_discards_phy / rx_out_of_buffer, "
+              "`tcpdump -B` buffer); mirror one direction, truncate frames (snaplen 128) or sample.")
+    times = [t for t, *_ in gaps]
+    return finding("warning", "capture_loss", summary, list(captured), min(times), max(times), evidence, advice)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from roceview.analysis.events import nak_meaning
+from roceview.diagnose.capture import capture_loss_finding
 from roceview.diagnose.clocks import naked_resends, resent_before
 from roceview.diagnose.context import PSN_MOD, Context, Events, in_arcs, requester_side
 from roceview.diagnose.finding import finding, psn_list
@@ -69,7 +70,7 @@ def loss_findings(ctx: Context) -> list[dict]:
     out += reorder_findings(ctx, {name: fl.spurious for name, fl in per_flow.items() if fl.spurious})
     captured = {name: fl.cap_gaps for name, fl in per_flow.items() if fl.cap_gaps}
     if captured:
-        out.append(_capture_loss(captured))
+        out.append(capture_loss_finding(captured, ctx.summary.get("capture_drops")))
     out += _timeouts(ctx) + _psn_reuse(ctx) + rnr_findings(ctx) + _remote_errors(ctx)
     out += duplicate_findings(ctx) + unsent_ack_findings(ctx) + pmtu_findings(ctx)
     return out
@@ -237,29 +238,6 @@ def _network_loss(ctx: Context, name: str, fl: FlowLoss) -> dict:
     return finding("critical" if unrecovered else "warning", "network_loss", summary,
                    [name] + requester_side(ctx, name)[:1] if n_lost else [name],
                    min(times), max(times), evidence, loss_advice(ctx, name))
-
-
-def _capture_loss(captured: dict[str, list]) -> dict:
-    """One finding for the capture: the mirror's drops are one cause, whatever flows they hit."""
-    gaps = [g for v in captured.values() for g in v]
-    psns = sum(c for *_, c in gaps)
-    worst = sorted(captured.items(), key=lambda kv: -sum(c for *_, c in kv[1]))
-    evidence = [f"{name}: {plural(len(v), 'gap')} of {plural(sum(c for *_, c in v), 'PSN')} from PSN "
-                f"{psn_list([f for _, f, _ in v], 3)}" for name, v in worst[:5]]
-    if len(worst) > 5:
-        evidence.append(plural(len(worst) - 5, "more flow"))
-    evidence.append("no NAK from the receivers and no retransmission by the senders: the endpoints never missed them")
-    evidence.append("RTTs of these flows are unreliable: the capture may also have missed ACKs, so a later ACK "
-                    "covers requests whose own ACK was not captured (RTT samples spanning a gap are not taken)")
-    summary = (f"The capture missed {plural(psns, 'packet')} in {plural(len(gaps), 'gap')} on "
-               f"{plural(len(captured), 'flow')} that the endpoints never noticed: the mirror or capture host "
-               "dropped them, not the network.")
-    advice = ("Counts from this capture are lower bounds. Check the SPAN/ERSPAN session for oversubscription "
-              "(both directions of a 100G link into one 100G port overflow it), the switch mirror drop "
-              "counters, and the capture host (`ethtool -S` rx_discards_phy / rx_out_of_buffer, "
-              "`tcpdump -B` buffer); mirror one direction, truncate frames (snaplen 128) or sample.")
-    times = [t for t, *_ in gaps]
-    return finding("warning", "capture_loss", summary, list(captured), min(times), max(times), evidence, advice)
 
 
 def _unreliable(ctx: Context, name: str, gaps) -> dict:

@@ -246,7 +246,9 @@ class LiveSession:
         of its input, the command after the capture stopped); files and warnings: the session's."""
         with self._lock:
             if self._result is None:
-                self._result = self.analysis.finish([self.name], self.warnings)
+                drops = self._kernel_drops()    # capture_loss names them when they explain it
+                self._result = self.analysis.finish([self.name], self.warnings,
+                                                    {"capture_drops": drops} if drops else None)
             return self._result
 
     def result(self):
