@@ -98,7 +98,8 @@ def _finding_kinds(args, env, display, writer):
     (as `analyze` would), the second dissects it. None when neither -Y nor -e names the field."""
     from roceview.packets.flags import FINDING_COLUMN
 
-    wanted = any(FINDING_COLUMN in x.fields for x in (display, writer) if x is not None)
+    wanted = (display is not None and FINDING_COLUMN in display.fields) or (
+        writer is not None and FINDING_COLUMN in writer.columns)
     if not wanted:
         return None
     if "-" in args.capture:

@@ -137,3 +137,15 @@ def test_where_the_finding_field_cannot_be_it_says_so_in_one_line(argv, message)
 
     code, _, err = run(*argv)
     assert code == 2 and err.count("\n") == 1 and message in err, err
+
+
+def test_fields_without_a_filter_print_the_finding_field_and_others_alike():
+    """-T fields with no -Y: the writer's columns decide whether findings are needed."""
+    from helpers.cli import run
+
+    path = str(REPO / "captures" / "incast.pcap")
+    code, out, err = run("dissect", path, "-T", "fields", "-e", "frame.number", "-e", "roceview.finding")
+    assert code == 0, err
+    assert "36\tecn_congestion,incast" in out.splitlines() and "1\t" in out.splitlines()
+    code, out, err = run("dissect", path, "-T", "fields", "-e", "frame.number")
+    assert code == 0 and out.split()[:3] == ["1", "2", "3"], err
