@@ -41,6 +41,15 @@ class _Interfaces:
         return ts
 
 
+def tsresol_digits(resol: int) -> int:
+    """The decimals tshark shows for an if_tsresol byte: 10^-n shows n (at most 9); 2^-n as many
+    as it takes to tell 2^-n apart (n * log10 2, rounded up, at most 9)."""
+    exp = resol & 0x7F
+    if resol & 0x80:
+        return min(9, -(-exp * 30103 // 100000))
+    return min(exp, 9)
+
+
 def _units_to_ns(raw: np.ndarray, resol: int) -> np.ndarray:
     raw = raw.astype(np.int64)
     exp = resol & 0x7F
@@ -163,5 +172,6 @@ def _records(buf, out, n, ifs: _Interfaces, iface_base: int, make_chunk):
     ifs.last_ts = int(ts[-1])
     glob = ifs.section_base + local
     linktype = np.asarray(ifs.linktype, np.uint16)[glob]
+    digits = np.asarray([tsresol_digits(r) for r in ifs.tsresol], np.uint8)[glob]    # each interface's precision
     out.iface[:n] = glob
-    return make_chunk(buf, out, n, linktype_of=linktype, iface_base=iface_base, ts=ts)
+    return make_chunk(buf, out, n, linktype_of=linktype, iface_base=iface_base, ts=ts, digits=digits)

@@ -165,6 +165,21 @@ def read_records(path: str, chunk_packets: int, warn: Warn, iface_base: int = 0,
             stream.close()
 
 
+def _erf_times(arr: np.ndarray, off: np.ndarray, cap: np.ndarray, ts: np.ndarray) -> np.ndarray:
+    """An ERF record's own timestamp (its first 8 bytes, little-endian 32.32 fixed point seconds)
+    in ns, rounded as Wireshark rounds it: the time tshark shows, finer than the pcap header's
+    microseconds. A record too short for it keeps the header's time."""
+    whole = cap >= 8
+    raw = np.zeros(len(off), np.uint64)
+    for k in range(8):
+        raw |= arr[np.where(whole, off + k, 0)].astype(np.uint64) << np.uint64(8 * k)
+    secs = (raw >> np.uint64(32)).astype(np.int64)
+    frac = (raw & np.uint64(0xFFFFFFFF)) * np.uint64(1_000_000_000)
+    frac += (frac & np.uint64(0x80000000)) << np.uint64(1)
+    ns = secs * 1_000_000_000 + (frac >> np.uint64(32)).astype(np.int64)
+    return np.where(whole, ns, ts)
+
+
 def _pcap(buf: _Buffer, chunk_packets: int, warn: Warn, iface_base: int) -> Iterator[RecordChunk]:
     header = buf.take(24)
     if len(header) < 24:
@@ -180,7 +195,11 @@ def _pcap(buf: _Buffer, chunk_packets: int, warn: Warn, iface_base: int) -> Iter
                                         out.off, out.cap, out.wire, out.ts)
         buf.pos = pos
         if n:
-            yield chunk_of(buf, out, n, linktype_of=np.full(n, linktype, np.uint16), iface_base=iface_base)
+            ts, digits = out.ts[:n], np.full(n, 9 if frac_ns == 1 else 6, np.uint8)   # the magic's precision
+            if linktype == consts.LINKTYPE_ERF:
+                ts, digits = _erf_times(buf.arr, out.off[:n], out.cap[:n], ts), np.full(n, 9, np.uint8)
+            yield chunk_of(buf, out, n, linktype_of=np.full(n, linktype, np.uint16), iface_base=iface_base,
+                           ts=ts, digits=digits)
             buf.release()
         if status == consts.ABSURD:
             cap = struct.unpack((">" if big else "<") + "I", bytes(buf.store[pos + 8:pos + 12]))[0]

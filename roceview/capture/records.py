@@ -22,6 +22,9 @@ class RecordChunk:
     ts: np.ndarray             # int64 ns since the epoch
     iface: np.ndarray          # uint16 interface index
     linktype: np.ndarray       # uint16 link type per record
+    # uint8 decimals of each record's time as the file gives it (9: ns pcap or if_tsresol 9; 6: µs);
+    # None: unknown (a chunk built by hand), shown as microseconds (packets/times.py)
+    digits: np.ndarray | None = None
 
     @property
     def n(self) -> int:
@@ -50,7 +53,7 @@ def linktype_checked(linktype: int, name: str) -> int:
 
 
 def chunk_of(buf, out: "Outputs", n: int, linktype_of: np.ndarray, iface_base: int,
-           ts: np.ndarray | None = None) -> RecordChunk:
+           ts: np.ndarray | None = None, digits: np.ndarray | None = None) -> RecordChunk:
     return RecordChunk(buf.arr, out.off[:n].copy(), out.cap[:n].copy(), out.wire[:n].copy(),
                        (out.ts[:n] if ts is None else ts).copy(),
-                       (out.iface[:n] + iface_base).astype(np.uint16), linktype_of)
+                       (out.iface[:n] + iface_base).astype(np.uint16), linktype_of, digits)

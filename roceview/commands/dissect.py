@@ -8,6 +8,7 @@ import json
 import numpy as np
 
 from roceview.commands.base import ExitStatus, add_capture_arguments, udp_port
+from roceview.packets.times import FORMATS, SECONDS_FORMATS, Clock, TimeColumn, filter_mask
 
 
 def add_arguments(parser) -> None:
@@ -28,6 +29,12 @@ def add_arguments(parser) -> None:
                              "aggregator=,|/s|C")
     parser.add_argument("--link-speed", type=float, default=100.0, metavar="GBPS",
                         help="link speed for the pause time of PFC/PAUSE flags (default 100 Gb/s)")
+    parser.add_argument("-t", dest="time_format", choices=FORMATS, default="r", metavar="FORMAT",
+                        help="time column as tshark -t: r relative to the first packet (default), a/ad/adoy "
+                             "absolute local time (with date, with day of year), u/ud UTC (with date), "
+                             "e epoch, d delta from the previous packet, dd from the previous one shown")
+    parser.add_argument("-u", dest="seconds_format", choices=SECONDS_FORMATS, default="s", metavar="s|hms",
+                        help="relative and delta times as seconds (s, default) or hours, minutes, seconds (hms)")
     parser.add_argument("-x", dest="hex", action="store_true",
                         help="hex and ASCII dump of each packet after its line (or -V tree), like tshark -x")
 
@@ -59,19 +66,20 @@ def run(args, env) -> ExitStatus:
     out = env.stdout
     if writer is not None and writer.options.header:
         out.write(writer.header() + "\n")
-    first_ts = None
+    clock = Clock()                             # times relative to the first packet read, deltas
     kinds = _finding_kinds(args, env, display, writer)
     for chunk, batch in _limited(_packets(args, env), args.count):
         if kinds is not None:
             _add_finding_kinds(batch, *kinds)
-        if first_ts is None and batch.n:        # times are relative to the first packet read
-            first_ts = int(batch.cols["ts_ns"][0])
-        rows = np.flatnonzero(display.mask(batch)) if display is not None else None
+        clock.stamp(batch)
+        rows = np.flatnonzero(filter_mask(display, batch, clock)) if display is not None else None
         shown = batch if rows is None else batch.select(rows)
+        clock.display(shown)
         if writer is not None:
             out.write("".join(line + "\n" for line in writer.lines(shown)))
         else:
-            _write_text(args, chunk, shown, rows, first_ts, out)
+            times = TimeColumn.of(shown, clock, args.time_format, args.seconds_format == "hms")
+            _write_text(args, chunk, shown, rows, times, out)
     out.flush()
     return ExitStatus.OK
 
@@ -136,7 +144,7 @@ def _limited(packets, count):
             break
 
 
-def _write_text(args, chunk, batch, rows, first_ts, out) -> None:
+def _write_text(args, chunk, batch, rows, times, out) -> None:
     from roceview.analysis.packet_flags import packet_columns
     from roceview.render.lines import packet_lines
     from roceview.packets.table import to_dataframe
@@ -145,18 +153,18 @@ def _write_text(args, chunk, batch, rows, first_ts, out) -> None:
     if not (args.jsonl or args.verbose or args.hex):
         from roceview.render.lines import batch_text    # the default: lines from the numpy columns
 
-        _write_bytes(out, batch_text(batch, first_ts, args.link_speed, colour))
+        _write_bytes(out, batch_text(batch, None, args.link_speed, colour, times))
         return
     df = to_dataframe(batch, packet_columns() if "flags" in batch.cols else None)
     if args.jsonl:
-        _write_jsonl(df, out)
+        _write_jsonl(df, out, times)
     elif args.verbose:
-        _print_details(chunk, df, first_ts, out, batch.n, rows, hexdump=args.hex, gbps=args.link_speed)
+        _print_details(chunk, df, batch, times, out, rows, hexdump=args.hex, gbps=args.link_speed)
     elif args.hex:
         from roceview.render.detail import hex_dump
 
         picked = range(batch.n) if rows is None else rows
-        for line, k in zip(packet_lines(df, first_ts, args.link_speed, colour), picked):
+        for line, k in zip(packet_lines(df, None, args.link_speed, colour, times), picked):
             out.write(line + "\n\n" + hex_dump(chunk.frame(k)) + "\n")
 
 
@@ -178,22 +186,24 @@ def _is_terminal(out) -> bool:
         return False
 
 
-def _print_details(chunk, df, first_ts, out, n, rows, hexdump, gbps) -> None:
+def _print_details(chunk, df, batch, times, out, rows, hexdump, gbps) -> None:
     """render.detail's tree; rich meets a closed pipe (`dissect -V | head`) with SystemExit(1)
     (Console.on_broken_pipe): the CLI ends that quietly with 0, like the other modes."""
     from roceview.render.detail import print_details
 
     try:
-        print_details(chunk, df, first_ts, out, n, rows, hexdump=hexdump, gbps=gbps)
+        print_details(chunk, df, None, out, batch.n, rows, hexdump=hexdump, gbps=gbps, times=times, batch=batch)
     except SystemExit as exc:
         if exc.code != 1:
             raise
         raise BrokenPipeError from None
 
 
-def _write_jsonl(df, out) -> None:
-    """Column names, nulls omitted; "flags" as the list of flag names (roceview.<name>)."""
+def _write_jsonl(df, out, times) -> None:
+    """Column names, nulls omitted; "flags" as the list of flag names (roceview.<name>); "time"
+    as the line's time column shows it (-t, -u, the file's precision; ts_ns stays exact)."""
     from roceview.render.flag_text import flag_names
+    from roceview.render.lines import time_texts
 
     names = list(df.columns)
     columns = []
@@ -205,6 +215,8 @@ def _write_jsonl(df, out) -> None:
     if "flags" in names:
         at = names.index("flags")
         columns[at] = [flag_names(v) for v in columns[at]]
+    names.append("time")
+    columns.append(time_texts(times))
     for row in zip(*columns):
         out.write(json.dumps({k: v for k, v in zip(names, row) if v is not None}) + "\n")
 

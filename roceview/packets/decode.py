@@ -17,6 +17,7 @@ from roceview.kernels.fieldgen import DTYPES, PLACEMENTS, column_layout
 from roceview.kernels import backend as kernels
 from roceview.kernels.backend import decode_records
 from roceview.capture.readers import RecordChunk
+from roceview.packets.times import DIGITS_COLUMN
 
 O = {name: k for k, name in enumerate(consts.OUT_FIELDS)}
 EXT_BY_NAME = {h.name: h for h in ib.EXT_HEADERS}
@@ -93,6 +94,8 @@ def decode_chunk(chunk: RecordChunk, ports: np.ndarray, first_frame: int, projec
         cols[raw], valid[raw] = cols.pop(name), valid.pop(name)
     cols["frame"] = np.arange(first_frame, first_frame + n, dtype=np.int64)
     cols["ts_ns"] = chunk.ts
+    if chunk.digits is not None:            # the file's time precision (packets/times.py)
+        cols[DIGITS_COLUMN] = chunk.digits
     cols["interface"] = chunk.iface
     cols["_src_addr"], cols["_dst_addr"] = src, dst
     valid["_src_addr"] = valid["_dst_addr"] = addr_ok

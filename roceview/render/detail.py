@@ -64,22 +64,44 @@ def analysis_node(tree, row: dict, quanta, gbps: float) -> None:
         branch.add(escape("\n".join(textwrap.wrap(text, 100))))      # the tree crops at the console width
 
 
-def print_details(chunk, df, first_ts, out, n, rows=None, hexdump: bool = False, gbps: float = 100.0) -> None:
+def time_lines(batch, i: int) -> list[str]:
+    """tshark -V's times of row i of a batch stamped by packets/times.Clock (all 9 decimals, as
+    tshark shows these fields whatever the file's precision; local time as TZ says)."""
+    from roceview.packets.times import DELTA, DELTA_DISPLAYED, REL, frame_time_text, signed_seconds
+
+    ts = int(batch.cols["ts_ns"][i])
+    lines = [f"Arrival Time: {frame_time_text(ts)}", f"Epoch Time: {signed_seconds(ts)} seconds"]
+    for label, name in (("Time delta from previous captured frame", DELTA),
+                        ("Time delta from previous displayed frame", DELTA_DISPLAYED),
+                        ("Time since reference or first frame", REL)):
+        if name in batch.cols:
+            lines.append(f"[{label}: {signed_seconds(int(batch.cols[name][i]))} seconds]")
+    return lines
+
+
+def print_details(chunk, df, first_ts, out, n, rows=None, hexdump: bool = False, gbps: float = 100.0,
+                  times=None, batch=None) -> None:
     """The detail tree of each row of `df`: packet rows[i] of `chunk` (default: the first n);
     with `hexdump`, each tree is followed by the packet's bytes as `tshark -V -x` shows them;
-    with the analysis columns, an "Analysis" subtree of the packet's flags (pause times at `gbps`)."""
+    with the analysis columns, an "Analysis" subtree of the packet's flags (pause times at `gbps`).
+    `times`: the summary's time column (packets/times.TimeColumn); `batch` (the rows of `df`,
+    stamped by a Clock): a "Time" subtree of the packet's arrival time and deltas."""
     console = Console(file=out, highlight=False, soft_wrap=True, width=120, emoji=False)
     o = np.empty((chunk.n, len(consts.OUT_FIELDS)), np.int64)
     meta = np.empty((chunk.n, len(consts.META_FIELDS)), np.int64)
     kernels.parse_layers(chunk.buf, chunk.off, chunk.cap, chunk.linktype, port_table(), o, meta)
     from roceview.render.lines import packet_lines, packet_rows
 
-    summaries = packet_lines(df, first_ts, gbps)
+    summaries = packet_lines(df, first_ts, gbps, times=times)
     analysis = list(packet_rows(df)) if "flags" in df.columns else None
     rows = range(n) if rows is None else rows
     for i, k in enumerate(rows):
         frame = chunk.frame(k)
         tree = Tree(escape(f"Frame {summaries[i].strip()}"))
+        if batch is not None:
+            branch = tree.add("[bold]Time[/bold]")
+            for line in time_lines(batch, i):
+                branch.add(escape(line))
         for header, base in headers(frame, o[k], int(chunk.off[k]), meta[k]):
             node = header_node(header, frame, base)
             branch = tree.add(f"[bold]{node.title}[/bold] ({header.name}, {node.spec}) @ {base}")

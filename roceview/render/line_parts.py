@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from roceview.packets.times import NS, clock_text, hms_whole
 from roceview.render.cells import _digits, column_parts, const_cells, join_cells, text_matrix
 
 NONE = -1  # the code of a null in a categorical column
@@ -166,6 +167,59 @@ def seconds(ns: np.ndarray, width: int):
         return [(mat, mask)]
     texts = [f"{v:{width}.6f}" for v in x[odd].tolist()]
     return [(mat, mask), gather(np.cumsum(odd) - 1, texts, odd)]
+
+
+def time_parts(ns: np.ndarray, places: np.ndarray, fmt: str = "r", hms: bool = False, width: int = 12) -> list:
+    """The time column as tshark's `-t fmt` (`-u hms`) writes it, each row with its own decimals
+    (packets/times.py): `ns` is what the format shows (relative, delta or epoch ns). Whole
+    seconds of absolute and hms formats are written once per distinct value (few per block)."""
+    n = len(ns)
+    absolute = fmt in ("a", "ad", "adoy", "u", "ud")
+    simple = not absolute and not (hms and fmt != "e") and not (ns < 0).any()
+    if simple:                                   # the default: digits only, no gaps to close
+        whole, frac = np.divmod(ns, NS)
+        return [right_aligned(digits(whole, np.ones(n, bool)) + _fraction(frac, places), width)]
+    if absolute:
+        whole, frac = np.divmod(ns, NS)
+        head = _distinct_texts(whole, lambda w: clock_text(w, fmt))
+    else:
+        neg = ns < 0
+        whole, frac = np.divmod(np.abs(ns), NS)
+        if hms and fmt != "e":
+            head = _distinct_texts(whole * 2 + neg, lambda k: ("- " if k & 1 else "") + hms_whole(k >> 1))
+        else:
+            every = np.ones(n, bool)
+            head = [lit(n, "-", neg)] + digits(whole, every) if neg.any() else digits(whole, every)
+    parts = head + _fraction(frac, places)
+    if hms and not absolute and fmt != "e":
+        parts.append(lit(n, "s"))
+    return [right_aligned([_packed(*join_cells(parts))], width)]
+
+
+def _packed(mat: np.ndarray, mask: np.ndarray):
+    """Each row's shown bytes moved to the right end, in order: pieces of varying width side by
+    side (a sign, a text gathered once per value, digits) leave gaps that right_aligned would
+    fill with spaces."""
+    order = np.argsort(mask, axis=1, kind="stable")
+    return np.take_along_axis(mat, order, axis=1), np.take_along_axis(mask, order, axis=1)
+
+
+def _fraction(frac: np.ndarray, places: np.ndarray) -> list:
+    """"." and the first `places` decimals of each row's ns fraction (truncated, as tshark)."""
+    n, parts = len(frac), []
+    for d in np.unique(places).tolist():
+        rows = places == d
+        if d <= 0:
+            continue
+        parts.append(lit(n, ".", rows))
+        parts += _masked([_digits(frac // 10 ** (9 - min(d, 9)), min_width=min(d, 9))], rows)
+    return parts
+
+
+def _distinct_texts(keys: np.ndarray, fmt) -> list:
+    """fmt(key) of each row, formatted once per distinct key."""
+    distinct, index = np.unique(keys, return_inverse=True)
+    return [gather(index.reshape(-1), [fmt(int(k)) for k in distinct.tolist()], np.ones(len(keys), bool))]
 
 
 def _side_of_half(x: np.ndarray, us: np.ndarray) -> np.ndarray:

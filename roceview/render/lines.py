@@ -8,7 +8,8 @@ from dissectors.ib import NAK_CODES
 from roceview.render.cells import column_parts
 from roceview.render.flag_text import ANALYSIS_NAMES, TAGGED
 from roceview.render.line_parts import (NONE, BatchColumns, Columns, digits, gather, lit, mapped, or_none,
-                                        right_aligned, seconds, text_block)
+                                        right_aligned, text_block, time_parts)
+from roceview.packets.times import DEFAULT_DIGITS, DIGITS_COLUMN, TimeColumn
 from roceview.render.line_tags import tag_parts
 
 PROTO_LABEL = {"roce_v1": "RoCEv1", "roce_v2": "RoCEv2", "ib": "IB", "pfc": "PFC", "pause": "PAUSE",
@@ -59,49 +60,70 @@ def packet_rows(df: pd.DataFrame):
         yield row, quanta[i]
 
 
-def packet_lines(df: pd.DataFrame, first_ts: int | None, gbps: float = 100.0, colour: bool = False) -> list[str]:
+def packet_lines(df: pd.DataFrame, first_ts: int | None, gbps: float = 100.0, colour: bool = False,
+                 times: TimeColumn | None = None) -> list[str]:
     """One line per packet; with the analysis columns, its flags in brackets at the end
-    (ANSI-coloured with `colour`; pause times at `gbps`)."""
-    return packet_text(df, first_ts, gbps, colour).decode("utf-8").split("\n")[:-1]
+    (ANSI-coloured with `colour`; pause times at `gbps`). `times`: the time column (tshark's -t
+    formats, packets/times.py); without it, seconds since `first_ts` (or the first row)."""
+    return packet_text(df, first_ts, gbps, colour, times).decode("utf-8").split("\n")[:-1]
 
 
-def packet_text(df: pd.DataFrame, first_ts: int | None, gbps: float = 100.0, colour: bool = False) -> bytes:
+def packet_text(df: pd.DataFrame, first_ts: int | None, gbps: float = 100.0, colour: bool = False,
+                times: TimeColumn | None = None) -> bytes:
     """The lines of packet_lines as UTF-8 bytes, each ended by a newline: built column-wise
     (render/line_parts.py), a block of rows at a time so that the matrices stay bounded."""
-    blocks = (Columns(df.iloc[lo:lo + BLOCK_ROWS] if len(df) > BLOCK_ROWS else df)
+    blocks = ((Columns(df.iloc[lo:lo + BLOCK_ROWS] if len(df) > BLOCK_ROWS else df), lo)
               for lo in range(0, len(df), BLOCK_ROWS))
-    return _text(blocks, first_ts, gbps, colour)
+    return _text(blocks, first_ts, gbps, colour, times)
 
 
-def batch_text(batch, first_ts: int | None, gbps: float = 100.0, colour: bool = False) -> bytes:
+def batch_text(batch, first_ts: int | None, gbps: float = 100.0, colour: bool = False,
+               times: TimeColumn | None = None) -> bytes:
     """packet_text of a Batch (the packets table's numpy columns), without a DataFrame."""
-    blocks = (BatchColumns(batch.select(slice(lo, lo + BLOCK_ROWS)) if batch.n > BLOCK_ROWS else batch)
+    blocks = ((BatchColumns(batch.select(slice(lo, lo + BLOCK_ROWS)) if batch.n > BLOCK_ROWS else batch), lo)
               for lo in range(0, batch.n, BLOCK_ROWS))
-    return _text(blocks, first_ts, gbps, colour)
+    return _text(blocks, first_ts, gbps, colour, times)
 
 
-def _text(blocks, first_ts: int | None, gbps: float, colour: bool) -> bytes:
+def _text(blocks, first_ts: int | None, gbps: float, colour: bool, times: TimeColumn | None) -> bytes:
     out = []
-    for cols in blocks:
-        if first_ts is None:                    # times relative to the first row
-            first_ts = int(cols.num("ts_ns")[0][0])
-        parts = _head_parts(cols, first_ts) + _info_parts(cols)
+    for cols, lo in blocks:
+        if times is None:
+            if first_ts is None:                # times relative to the first row
+                first_ts = int(cols.num("ts_ns")[0][0])
+            block_times = TimeColumn(cols.num("ts_ns")[0] - first_ts, _digits_of(cols))
+        else:
+            block_times = times.rows(slice(lo, lo + cols.n))
+        parts = _head_parts(cols, block_times) + _info_parts(cols)
         if cols.has("flags"):
             parts += tag_parts(cols, gbps, colour)
         out.append(text_block(parts))
     return b"".join(out)
 
 
-def _head_parts(c: Columns, first_ts: int) -> list:
-    """`{frame:>7} {time:12.6f} {src} → {dst} {protocol} {wire_len}`."""
+def time_texts(times: TimeColumn) -> list[str]:
+    """The time column's text of each row, unpadded (JSON, the TUI's detail)."""
+    if not len(times.values):
+        return []
+    return text_block(time_parts(times.values, times.digits, times.fmt, times.hms, 0)).decode().split("\n")[:-1]
+
+
+def _digits_of(c: Columns) -> np.ndarray:
+    """Each row's time decimals: the file's (packets/times.py), 6 where the rows do not say."""
+    places, known = c.num(DIGITS_COLUMN, np.uint8)
+    return np.where(known, places, DEFAULT_DIGITS).astype(np.uint8)
+
+
+def _head_parts(c: Columns, times: TimeColumn) -> list:
+    """`{frame:>7} {time:>12} {src} → {dst} {protocol} {wire_len}`."""
     n = c.n
     frame, _ = c.num("frame")
-    ts, _ = c.num("ts_ns")
     every = np.ones(n, bool)
     proto, names = c.cat("proto")
     labels = [str(PROTO_LABEL.get(p, p)) for p in names] + ["None"]
     wire, wire_ok = c.num("wire_len")
-    return [right_aligned(digits(frame, every), 7), lit(n, " "), *seconds(ts - first_ts, 12),
+    return [right_aligned(digits(frame, every), 7), lit(n, " "),
+            *time_parts(times.values, times.digits, times.fmt, times.hms),
             lit(n, " "), _address(c, "src"), lit(n, " → "), _address(c, "dst"), lit(n, " "),
             gather(np.where(proto == NONE, len(names), proto), labels, every), lit(n, " ")] \
         + or_none(wire, wire_ok, every)

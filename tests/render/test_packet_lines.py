@@ -56,9 +56,17 @@ def _psn_reuse_rows() -> list[dict]:
             req(T0 + 3 * us, 11, opcode=0x04, ackreq=True)]
 
 
-def _reference(df, first_ts, gbps=100.0, colour=False) -> list[str]:
-    rel = (df["ts_ns"].to_numpy(np.int64) - first_ts) / 1e9
-    return [reference_line(row, quanta, t, gbps, colour) for (row, quanta), t in zip(packet_rows(df), rel.tolist())]
+def _reference(df, first_ts, gbps=100.0, colour=False, places=6) -> list[str]:
+    """The per-packet lines, the time cut (not rounded, as tshark) to `places` decimals: 6 for a
+    DataFrame (it does not carry the file's precision), 9 for a Batch of a ns capture."""
+    ns = df["ts_ns"].to_numpy(np.int64) - first_ts
+    lines = [reference_line(row, quanta, 0.0, gbps, colour) for row, quanta in packet_rows(df)]
+    return [line[:8] + _cut(t, places).rjust(12) + line[20:] for line, t in zip(lines, ns.tolist())]
+
+
+def _cut(ns: int, places: int) -> str:
+    whole, frac = divmod(abs(ns), 10 ** 9)
+    return f"{'-' if ns < 0 else ''}{whole}.{frac // 10 ** (9 - places):0{places}d}"
 
 
 def _frames(paths):
@@ -96,8 +104,8 @@ def test_large_blocks_and_text_bytes(captures, monkeypatch):
         df = to_dataframe(batch, packet_columns())
         expected = "".join(line + "\n" for line in _reference(df, 5, 40.0))
         assert packet_text(df, 5, 40.0).decode("utf-8") == expected
-        assert batch_text(batch, 5, 40.0).decode("utf-8") == expected
-        assert batch_text(batch, None) == packet_text(df, None)
+        nine = "".join(line + "\n" for line in _reference(df, 5, 40.0, places=9))
+        assert batch_text(batch, 5, 40.0).decode("utf-8") == nine       # the Batch knows the file's ns
     assert packet_text(df.iloc[:0], None) == b"" and batch_text(batch.select(np.arange(0)), None) == b""
 
 
@@ -113,7 +121,7 @@ def test_dissect_writes_the_same_lines(captures):
 
     status, out, _ = run("dissect", captures[0])
     df = next(_frames(captures[:1]))
-    assert status == 0 and out == "".join(line + "\n" for line in _reference(df, int(df["ts_ns"].iloc[0])))
+    assert status == 0 and out == "".join(line + "\n" for line in _reference(df, int(df["ts_ns"].iloc[0]), places=9))
 
 
 def test_binary_stdout_gets_utf8_bytes(captures, tmp_path):
