@@ -26,12 +26,17 @@ VALUE_FIELDS = sorted(name for name, f in F.all_fields().items() if f.kind != F.
 
 
 def _analyzed(path) -> Batch:
-    """The capture's packets with the analysis flags, as `dissect` reads them."""
+    """The capture's packets with the analysis flags and the finding kinds, as `dissect` reads them."""
+    import roceview
     from roceview.analysis.annotate import analyzed_pairs
+    from roceview.commands.dissect import _add_finding_kinds
+    from roceview.diagnose.evidence_frames import kinds_by_frame
     from roceview.packets.read import iter_batches
 
     pairs = ((None, b) for b in iter_batches([str(path)], prefetch=False))
-    return Batch.concat([b for _, b in analyzed_pairs(pairs)])
+    batch = Batch.concat([b for _, b in analyzed_pairs(pairs)])
+    _add_finding_kinds(batch, *kinds_by_frame(roceview.analyze(str(path))))
+    return batch
 
 
 def _printed(batch: Batch, names: list[str]) -> dict[str, dict[str, list[int]]]:
