@@ -21,6 +21,7 @@ from roceview.capture.writer import OutputFile
 from roceview.errors import WriteError
 from roceview.kernels import backend as kernels
 from roceview.kernels import consts
+from roceview.live.pcapng_out import PcapngOut
 
 WALK_RECORDS = 1 << 14       # records walked per kernel call
 SHB, IDB = 0x0A0D0D0A, 1
@@ -140,6 +141,8 @@ class SaveFile:
         self.name = "standard output" if path == "-" else path
         self.out = OutputFile("/dev/stdout" if path == "-" else path)
         self.records = WholeRecords(limit)
+        # `-w x.pcapng` holds pcapng, as generate writes by the name: a pcap stream is rewritten
+        self.pcapng = PcapngOut() if path.lower().endswith(".pcapng") else None
         self.saved = 0
         self.closed = False
         self.lock = threading.Lock()          # a write (reader thread) against the exit hook (main thread)
@@ -154,6 +157,8 @@ class SaveFile:
         whole = self.records.feed(data)
         if not whole:
             return
+        if self.pcapng is not None and self.records.kind == "pcap":
+            whole = self.pcapng.convert(whole)
         with self.lock:
             if self.closed:
                 return
@@ -207,7 +212,8 @@ class SaveFile:
         if not keep or (self.saved == 0 and self.out.tmp is not None):
             self.out.abort()
             return
-        if self.out.tmp is not None and cut_at is not None and cut_at < self.saved:
+        converted = self.pcapng is not None and self.records.kind == "pcap"   # cut_at counts the stream's bytes
+        if self.out.tmp is not None and cut_at is not None and cut_at < self.saved and not converted:
             os.truncate(self.out.tmp, cut_at)
             self.saved = cut_at
         self.out.commit()
