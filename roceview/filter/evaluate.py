@@ -43,10 +43,25 @@ CONDITIONS = {
 }
 
 
+def _eth_type(b: Batch) -> tuple[np.ndarray, np.ndarray]:
+    """eth.type: 0x8100 where a VLAN tag follows the MACs, else the EtherType; on Ethernet II
+    frames (an 802.3 frame's length, below 0x0600, is no type: tshark shows none)."""
+    tagged = b.mask("vlan_id")
+    ethernet = b.mask("_dst_mac") & (tagged | b.mask("ethertype") & (b.cols["ethertype"] >= 0x0600))
+    return np.where(tagged, 0x8100, b.cols["ethertype"]).astype(np.uint16), ethernet
+
+
+# columns computed from others when a filter reads them: (columns read, batch -> (values, valid))
+DERIVED = {F.ETH_TYPE_COLUMN: (("vlan_id", "ethertype", "_dst_mac"), _eth_type)}
+_CLOCK_COLUMNS = ("_ts_rel", "_ts_delta", "_ts_delta_displayed")     # packets/times.py Clock
+
+
 def columns_of(field: F.FieldDef) -> set[str]:
     cols = set()
     for s in field.sources:
-        if s.column:
+        if s.column in DERIVED:
+            cols.update(DERIVED[s.column][0])
+        elif s.column:
             cols.add(s.column)
         if s.when in CONDITIONS:
             cols.update(CONDITIONS[s.when][0])
@@ -68,10 +83,18 @@ def occurrences(b: Batch, field: F.FieldDef) -> list[tuple[np.ndarray, np.ndarra
         if s.column is None:
             out.append((np.ones(b.n, np.uint8), present))
             continue
-        values = _column(b, s.column, field)
-        present = b.mask(s.column) if present is None else b.mask(s.column) & present
-        out.append((values, present))
+        values, valid = _source(b, s.column, field)
+        out.append((values, valid if present is None else valid & present))
     return out
+
+
+def _source(b: Batch, name: str, field: F.FieldDef) -> tuple[np.ndarray, np.ndarray]:
+    if name in DERIVED:
+        return DERIVED[name][1](b)
+    if name in _CLOCK_COLUMNS and name not in b.cols:
+        raise FilterError(f"{field.name} needs the times of the packets before it: dissect and the TUI have it "
+                          "(analyze --filter, which filters each chunk alone, cannot)")
+    return _column(b, name, field), b.mask(name)
 
 
 def _finding_kinds(b: Batch, field: F.FieldDef) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -127,7 +150,9 @@ def _test_node(node: Node, fields: dict):
     fields[field.name] = field
     if node.op == "has":
         return lambda ctx: _any([p for _, p in ctx.occ(field)], ctx.batch.n)
-    if node.op in ("in", "not in"):
+    if field.kind in (F.RELTIME, F.ABSTIME):
+        test = _time_test(field, node)
+    elif node.op in ("in", "not in"):
         test = member_test(field, node.items)
     else:
         test = compare_test(field, "==" if node.op in ("!=", "===", "!==") else node.op, node.value)
@@ -142,6 +167,36 @@ def _test_node(node: Node, fields: dict):
     if node.op == "!==":           # any_ne
         return lambda ctx: _any([p & ~test(v) for v, p in ctx.occ(field)], ctx.batch.n)
     return hit
+
+
+def _time_test(field: F.FieldDef, node: Node):
+    """values -> bool array of a time field against its literal(s), in ns (packets/times.py)."""
+    if node.op in ("in", "not in"):
+        tests = [(_time_literal(field, low), None if high is None else _time_literal(field, high))
+                 for low, high in node.items]
+        return lambda v: np.logical_or.reduce([(v == lo) if hi is None else (v >= lo) & (v <= hi) for lo, hi in tests]
+                                              + [np.zeros(len(v), bool)])
+    ns = _time_literal(field, node.value)
+    op = "==" if node.op in ("!=", "===", "!==") else node.op
+    compare = {"==": np.equal, "<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal}[op]
+    return lambda v: compare(v.astype(np.int64, copy=False), ns)
+
+
+def _time_literal(field: F.FieldDef, v) -> int:
+    from roceview.filter.parse import quote
+    from roceview.packets.times import parse_absolute, parse_relative
+
+    if field.kind == F.ABSTIME:
+        ns = parse_absolute(v.text)
+        if ns is None:
+            raise FilterError(f"{quote(v.text)} is not a valid absolute time. Example: \"Nov 12, 1999 08:55:44.123\" "
+                              "or \"2011-07-04 12:34:56\"", v.column)
+        return ns
+    ns = None if v.quoted else parse_relative(v.text)
+    if ns is None:
+        raise FilterError(f"{quote(v.text)} is not a valid time ({field.name} is in seconds: 1.5, 0.000010112)",
+                          v.column)
+    return ns
 
 
 def build(node: Node, fields: dict):

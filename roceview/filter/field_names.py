@@ -18,6 +18,10 @@ from roceview.packets.flags import FILTER_PREFIX, FINDING_COLUMN, FINDING_FIELD,
 
 # kinds: how a literal is read and compared (roceview/filter/values.py)
 INT, BOOL, MAC, IPV4, IPV6, ADDR, STR, NONE, FLAG = "int", "bool", "mac", "ipv4", "ipv6", "addr", "str", "none", "flag"
+# times, in ns (literals: packets/times.py): seconds (`0.000010112`, -T fields with 9 decimals as
+# tshark), and a date and time of day (`"2023-11-14 22:13:20.5"`, `"Nov 14, 2023 22:13:20"`)
+RELTIME, ABSTIME = "reltime", "abstime"
+ETH_TYPE_COLUMN = "_eth_type"     # derived (filter/evaluate.py DERIVED): the Ethernet header's own type
 
 
 @dataclass(frozen=True)
@@ -43,7 +47,7 @@ class FieldDef:
 _BITS = {8: "ip.dsfield.dscp ip.dsfield.ecn ip.ttl ipv6.hlim infiniband.lrh.vl infiniband.lrh.sl "
             "infiniband.grh.hoplmt infiniband.bth.opcode infiniband.bth.padcnt infiniband.bth.tver "
             "infiniband.aeth.syndrome",
-         16: "vlan.id vlan.priority ip.id udp.srcport udp.dstport udp.port infiniband.lrh.dlid infiniband.lrh.slid "
+         16: "eth.type vlan.id vlan.priority ip.id udp.srcport udp.dstport udp.port infiniband.lrh.dlid infiniband.lrh.slid "
              "infiniband.bth.p_key macc.pause_time macc.cbfc.enbv " + " ".join(f"macc.cbfc.pause_time.c{p}" for p in range(8)),
          24: "infiniband.bth.destqp infiniband.bth.psn infiniband.rdeth.eecnxt infiniband.aeth.msn",
          32: "frame.number frame.len frame.cap_len ipv6.tclass.dscp ipv6.tclass.ecn infiniband.deth.srcqp "
@@ -80,9 +84,18 @@ _WIRESHARK = [
     _w("frame.number", INT, "frame", meaning="frame number"),
     _w("frame.len", INT, "wire_len", meaning="frame length on the wire"),
     _w("frame.cap_len", INT, "cap_len", meaning="bytes captured"),
+    # tshark's times (packets/times.py Clock adds the relative ones: dissect and the TUI)
+    _w("frame.time", ABSTIME, "ts_ns", meaning="arrival time (local time, as TZ says)"),
+    _w("frame.time_epoch", RELTIME, "ts_ns", meaning="arrival time, seconds since 1970 UTC"),
+    _w("frame.time_relative", RELTIME, "_ts_rel", meaning="seconds since the first packet"),
+    _w("frame.time_delta", RELTIME, "_ts_delta", meaning="seconds since the previous packet captured"),
+    _w("frame.time_delta_displayed", RELTIME, "_ts_delta_displayed",
+       meaning="seconds since the previous packet shown (0 before any)"),
     _w("eth", NONE, "_dst_mac", meaning="an Ethernet frame"),
     _w("eth.dst", MAC, "_dst_mac"), _w("eth.src", MAC, "_src_mac"),
     _w("eth.addr", MAC, "_dst_mac", extra=("_src_mac",), meaning="eth.dst or eth.src"),
+    _w("eth.type", INT, ETH_TYPE_COLUMN, hex_digits=4,
+       meaning="the Ethernet header's type: 0x8100 before a VLAN tag, else the EtherType"),
     _w("vlan", NONE, "vlan_id", meaning="an 802.1Q tag"),
     _w("vlan.id", INT, "vlan_id", extra=("inner_vlan_id",), meaning="VID of either tag"),
     _w("vlan.priority", INT, "pcp", extra=("inner_pcp",), meaning="PCP of either tag"),

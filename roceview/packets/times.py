@@ -158,6 +158,9 @@ def parse_absolute(text: str) -> int | None:
     22:13:20.5`, `2023-11-14 22:13:20`, `2023-11-14T22:13:20Z`, `2023-11-14`; local time unless
     it ends in `Z` or ` UTC`. None when it is not one."""
     text = text.strip()
+    zone = text.rsplit(" ", 1)[-1]
+    if zone != "UTC" and zone in time.tzname:   # frame.time as -T fields prints it: the local zone's name
+        text = text[:-len(zone)].rstrip()
     m, month = _ISO.match(text), None
     if m is None:
         m = _US.match(text)
@@ -170,8 +173,9 @@ def parse_absolute(text: str) -> int | None:
     frac = int((m.group(7) or "").ljust(9, "0") or 0)
     fields = (year, month, day, hour, minute, sec, 0, 0, -1)
     try:
-        if not (1 <= month <= 12 and 1 <= day <= 31 and hour < 24 and minute < 60 and sec < 61):
-            return None
+        import datetime
+
+        datetime.datetime(year, month, day, hour, minute, min(sec, 59))     # refuses Nov 31, hour 24
         whole = _utc_seconds(fields) if m.group(8) else int(time.mktime(fields))
     except (OverflowError, ValueError):
         return None

@@ -130,6 +130,10 @@ def _format(field: F.FieldDef, v) -> str:
         from roceview.packets.names import address_text
 
         return address_text(bytes(v))
+    if kind in (F.RELTIME, F.ABSTIME):      # as tshark: all 9 decimals, whatever the file's precision
+        from roceview.packets.times import frame_time_text, signed_seconds
+
+        return frame_time_text(int(v)) if kind == F.ABSTIME else signed_seconds(int(v))
     return f"0x{int(v):0{field.hex_digits}x}" if field.hex_digits else str(int(v))
 
 

@@ -22,7 +22,11 @@ from roceview.render.field_text import FieldWriter
 PER_FIELD = 12
 DROPS = SAMPLES / "capture-drop.pcap"           # gaps of 2, 3 and 5 PSNs, RTT samples
 FLAG_FIELDS = sorted(name for name, f in F.all_fields().items() if f.kind == F.FLAG)
-VALUE_FIELDS = sorted(name for name, f in F.all_fields().items() if f.kind != F.NONE)
+# frame.time_delta_displayed is since the previous packet that PASSED the filter (tshark): fed back
+# alone, a value printed with every packet shown is not the one the filter sees
+VALUE_FIELDS = sorted(name for name, f in F.all_fields().items()
+                      if f.kind != F.NONE and name != "frame.time_delta_displayed")
+QUOTED = (F.STR, F.ABSTIME)
 
 
 def _analyzed(path) -> Batch:
@@ -33,9 +37,14 @@ def _analyzed(path) -> Batch:
     from roceview.diagnose.evidence_frames import kinds_by_frame
     from roceview.packets.read import iter_batches
 
+    from roceview.packets.times import Clock
+
     pairs = ((None, b) for b in iter_batches([str(path)], prefetch=False))
     batch = Batch.concat([b for _, b in analyzed_pairs(pairs)])
     _add_finding_kinds(batch, *kinds_by_frame(roceview.analyze(str(path))))
+    clock = Clock()                 # the relative times, as dissect adds them
+    clock.stamp(batch)
+    clock.display(batch)
     return batch
 
 
@@ -57,7 +66,7 @@ def test_every_field_prints_a_value_its_filter_selects(sample_capture):
     for name, by_value in _printed(batch, VALUE_FIELDS).items():
         values = sorted(by_value)
         for value in pick.sample(values, min(PER_FIELD, len(values))):
-            text = f'{name} == "{value}"' if F.all_fields()[name].kind == F.STR else f"{name} == {value}"
+            text = f'{name} == "{value}"' if F.all_fields()[name].kind in QUOTED else f"{name} == {value}"
             keep = compile_filter(text).mask(batch)
             missed = [r for r in by_value[value] if not keep[r]]
             if missed:
