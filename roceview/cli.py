@@ -32,6 +32,20 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, exit 2: usage errors are bad input
         raise _UsageError(f"{self.prog}: error: {' '.join(str(message).split())}")
 
+    def _print_message(self, message, file=None):
+        """--help and --version: argparse drops a write error silently (exit 0 with nothing
+        written to a full disk); here it is one line and exit 2, a closed pipe stays quiet."""
+        if not message:
+            return
+        try:
+            (file or sys.stderr).write(message)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            from roceview.errors import OutputError
+
+            raise OutputError(f"cannot write to standard output: {exc.strerror or exc}") from None
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="roceview", description="RoCE traffic analyzer and congestion diagnoser")
@@ -113,6 +127,11 @@ def _check_outputs(args) -> None:
     for attr, flag in (*OUTPUTS, ("csv", "--csv")):
         if getattr(args, attr, None) == "":       # ignored (--json '') or the working folder (-o '')
             raise BadInput(f"{flag} needs a file name, not an empty one")
+    if getattr(args, "csv", None):               # the files --csv DIR writes are outputs too
+        from roceview.render.export import CSV_FILES
+
+        for name, _ in CSV_FILES:
+            seen[os.path.realpath(os.path.join(args.csv, name))] = f"--csv {args.csv} ({name})"
     for attr, flag in OUTPUTS:
         path = getattr(args, attr, None)
         if not path or path == "-" or (os.path.exists(path) and not os.path.isfile(path)):
@@ -124,6 +143,14 @@ def _check_outputs(args) -> None:
         if real in seen:
             raise BadInput(f"{flag} {path} and {seen[real]} name the same file")
         seen[real] = f"{flag} {path}"
+
+
+def _refused_at_exit(exc: OSError) -> int:
+    try:
+        print(f"roceview: error: cannot write to standard output: {exc.strerror or exc}", file=sys.stderr)
+    except (OSError, ValueError):
+        pass
+    return ExitStatus.BAD_INPUT
 
 
 def entry() -> None:
@@ -142,9 +169,17 @@ def entry() -> None:
     keep_freed_memory()
     code = main()
     try:
-        sys.stdout.flush()
+        sys.stdout.flush()          # argparse's --help and --version print here, not to env.stdout
+    except BrokenPipeError:
+        pass
+    except OSError as exc:          # what main() did not report yet (main() flushes its own output)
+        if code == 0:
+            code = _refused_at_exit(exc)
+    except ValueError:
+        pass
+    try:
         sys.stderr.flush()
-    except (OSError, ValueError):   # EPIPE, or what main() already reported as one line
+    except (OSError, ValueError):
         pass
     # Skip interpreter teardown (0.1-0.15 s with numba loaded, docs/DESIGN.md): every
     # output was written and renamed into place before main() returned.

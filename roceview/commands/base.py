@@ -29,11 +29,28 @@ class GuardedStream:
 
     def write(self, data):
         try:
-            return self._stream.write(data)
+            done = self._stream.write(data)
+            if isinstance(done, int) and 0 <= done < len(data):
+                done = self._rest(data, done)
+            return done
         except BrokenPipeError:
             raise
         except OSError as exc:
             raise self._error(exc) from None
+
+    def _rest(self, data, done: int) -> int:
+        """A binary stream may take part of a write and report it (a terminal closing under
+        a large write): the rest is written again; no progress at all is an error, never a
+        silently shortened output."""
+        view = memoryview(data)
+        while done < len(data):
+            more = self._stream.write(view[done:])
+            if not more:
+                import errno
+
+                raise OSError(errno.EIO, f"only {done:,} of {len(data):,} bytes were written")
+            done += more
+        return done
 
     def flush(self) -> None:
         try:

@@ -52,6 +52,8 @@ def run(args, env) -> ExitStatus:
                 bar.advance(len(df), record_bytes(df["cap_len"].to_numpy()) if bar.active else 0)
             if writer is not None:
                 writer.close()
+    except BrokenPipeError:     # `-o - | head`: quiet, as the other commands end on a closed pipe
+        raise
     except OSError as exc:
         raise WriteError(f"cannot write {args.output}: {exc.strerror or exc}") from None
     print(f"wrote {rows} packets to {args.output}", file=env.stderr)

@@ -44,12 +44,14 @@ def run(args, env):
     with Progress(env.stderr, f"generating {args.scenario}", counts=False) as bar:
         cap = generate(args.scenario, seed=args.seed, scale=args.scale, mirror=args.mirror)
         bar.describe(f"writing {len(cap):,} frames")
-        try:
-            _write_capture(cap, args.output, env)
-            if args.truth:
-                _write_truth(cap.truth, args.truth, env)
-        except OSError as exc:   # e.g. the disk is full
-            raise WriteError(f"cannot write {args.output}: {exc.strerror or exc}") from None
+        for write, name in ((lambda: _write_capture(cap, args.output, env), args.output),
+                            (lambda: args.truth and _write_truth(cap.truth, args.truth, env), args.truth)):
+            try:
+                write()
+            except BrokenPipeError:  # `-o - | head`: quiet, as the other commands end on a closed pipe
+                raise
+            except OSError as exc:   # e.g. the disk is full
+                raise WriteError(f"cannot write {name}: {exc.strerror or exc}") from None
     t = cap.truth
     print(f"{args.output}: {len(cap)} frames, scenario {t.scenario}, seed {t.seed}, "
           f"mirror {t.mirror}-side", file=env.stderr)

@@ -12,6 +12,8 @@ packet analyzed once); the result it shows at the end is the one written.
 """
 from __future__ import annotations
 
+import argparse
+
 import threading
 import time
 
@@ -27,7 +29,7 @@ def add_arguments(parser) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("-i", dest="interface", metavar="IFACE",
                         help="capture on this interface (through tcpdump, else dumpcap)")
-    source.add_argument("-r", dest="read", metavar="FILE",
+    source.add_argument("-r", dest="read", metavar="FILE", action=_Once,
                         help="read a pcap/pcapng stream: '-' for stdin (ssh host tcpdump -w - | roceview live -r -)")
     parser.add_argument("-w", dest="write", metavar="FILE",
                         help="also save everything captured to FILE ('-': stdout; the report then goes to stderr)")
@@ -105,6 +107,15 @@ def _tui_options(tui, args):
     return tui.Options(pmtu=args.pmtu, link_speed=args.link_speed, bucket_ms=args.bucket,
                        roce_ports=tuple(args.roce_port or ()), config=load_settings(args.config, args.pfc_priorities),
                        fail_on=args.fail_on)
+
+
+class _Once(argparse.Action):
+    """live reads one stream: a second -r is refused, not silently taken instead of the first."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if getattr(namespace, self.dest, None) is not None:
+            parser.error(f"{option_string} reads one stream; it was given twice")
+        setattr(namespace, self.dest, values)
 
 
 def _check_bounds(args) -> None:

@@ -79,3 +79,9 @@ def test_a_csv_path_that_cannot_be_a_folder_says_why(kind, reason, tmp_path):
         target.write_text("x")
     code, _, err = run("analyze", CAPTURE, "--csv", str(target))
     assert code == 2 and err == f"roceview: error: cannot write CSV files into {target}: {reason}\n"
+
+
+def test_a_json_file_named_as_one_of_the_csv_files_is_refused_before_reading(tmp_path):
+    code, _, err = run("analyze", CAPTURE, "--csv", str(tmp_path), "--json", str(tmp_path / "qps.csv"))
+    assert code == 2 and err.count("\n") == 1 and "name the same file" in err, err
+    assert list(tmp_path.iterdir()) == []

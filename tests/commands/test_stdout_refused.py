@@ -21,7 +21,7 @@ COMMANDS = [
     ["analyze", SAMPLE], ["analyze", SAMPLE, "--json", "-"], ["dissect", SAMPLE], ["dissect", "-V", SAMPLE],
     ["dissect", "-x", SAMPLE], ["dissect", "--jsonl", SAMPLE], ["dissect", "-T", "fields", "-e", "frame.number", SAMPLE],
     ["generate", "list"], ["generate", "clean", "-o", "-"], ["convert", SAMPLE, "-o", "-"],
-    ["live", "-r", SAMPLE],
+    ["live", "-r", SAMPLE], ["--help"], ["--version"], ["analyze", "--help"],
 ]
 
 
@@ -75,3 +75,41 @@ def test_a_closed_pipe_stays_quiet_with_exit_0():
     proc.stdout.close()
     assert proc.wait(timeout=60) == 0
     assert proc.stderr.read() == b""
+
+
+@pytest.mark.parametrize("argv", [["generate", "network-loss", "-o", "-"], ["convert", SAMPLE, "-o", "-"],
+                                  ["generate", "network-loss", "-o", "{tmp}/x.pcap", "--truth", "-"]],
+                         ids=["generate", "convert", "truth"])
+def test_a_closed_pipe_after_a_dash_output_stays_quiet_with_exit_0(argv, tmp_path):
+    if argv[0] == "convert":
+        pytest.importorskip("pyarrow")
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    proc = subprocess.Popen([sys.executable, "-m", "roceview", *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd=REPO)
+    proc.stdout.read(10)
+    proc.stdout.close()
+    assert proc.wait(timeout=120) == 0
+    assert proc.stderr.read() == b""
+
+
+class _Partial(io.BytesIO):
+    """Takes at most 10 bytes a write, then nothing (a stream closing under a large write)."""
+
+    def __init__(self, budget: int):
+        super().__init__()
+        self.budget = budget
+
+    def write(self, data):
+        n = min(10, len(data), self.budget)
+        self.budget -= n
+        return super().write(bytes(data[:n]))
+
+
+def test_a_write_taken_in_part_is_finished_or_an_error_never_shortened():
+    from roceview.commands.base import GuardedStream
+    from roceview.errors import OutputError
+
+    whole = GuardedStream(_Partial(10**6), "standard output")
+    assert whole.write(b"x" * 1000) == 1000 and whole._stream.getvalue() == b"x" * 1000
+    with pytest.raises(OutputError, match="only 100 of 1,000 bytes were written"):
+        GuardedStream(_Partial(100), "standard output").write(b"x" * 1000)

@@ -109,3 +109,10 @@ def test_a_stream_ending_inside_its_pcap_header_says_so():
     code, _, err = live("-r", "-", stdin_bytes=LOSS.read_bytes()[:10])
     one_line_error(code, err, "inside its pcap file header (10 of 24 bytes)")
     assert "link type" not in err
+
+
+def test_a_second_read_option_is_refused_not_taken_instead_of_the_first():
+    from helpers.cli import run
+
+    code, _, err = run("live", "-r", "captures/clean.pcap", "-r", "captures/rnr.pcap", "--no-tui")
+    assert code == 2 and err == "roceview live: error: -r reads one stream; it was given twice\n"
