@@ -118,15 +118,20 @@ def _finding_kinds(args, env, display, writer):
     from roceview.diagnose.evidence_frames import kinds_by_frame
 
     result = analyze(args.capture, roce_ports=args.roce_port, link_speed=args.link_speed, warn=lambda m: None)
-    return kinds_by_frame(result)
+    from roceview.diagnose.evidence_frames import PacketKinds
+
+    frames, bits, packet_kinds = kinds_by_frame(result)
+    return frames, bits, PacketKinds(packet_kinds)
 
 
-def _add_finding_kinds(batch, frames, bits) -> None:
+def _add_finding_kinds(batch, frames, bits, packet_kinds) -> None:
+    """The finding kinds of each packet: by frame number (events), and by the packet's own
+    columns for the kinds judged per packet (a bad ICRC, a cut frame, a step back in time)."""
     from roceview.packets.flags import FINDING_COLUMN
 
     at = np.minimum(np.searchsorted(frames, batch.cols["frame"]), max(len(frames) - 1, 0))
     hit = frames[at] == batch.cols["frame"] if len(frames) else np.zeros(batch.n, bool)
-    batch.cols[FINDING_COLUMN] = np.where(hit, bits[at] if len(bits) else 0, 0).astype(np.uint64)
+    batch.cols[FINDING_COLUMN] = np.where(hit, bits[at] if len(bits) else 0, 0).astype(np.uint64) | packet_kinds.bits(batch)
 
 
 def _limited(packets, count):

@@ -18,6 +18,7 @@ def capture_findings(ctx: Context) -> list[dict]:
             "sizes still come from the length fields, ICRCs of cut frames are not checked.",
             [], ctx.start_ns, ctx.end_ns, [f"{plural(f.truncated_frames, 'truncated frame')}, first: frame {', '.join(map(str, f.truncated_first))}"],
             "Fine for PSN analysis; capture with a larger snaplen to verify ICRCs or payloads."))
+        out[-1]["frames_given"] = (f.truncated_first, f.truncated_frames)     # no event: the facts' examples
     if f is not None and f.ts_backwards:
         out.append(finding(
             "info", "timestamps_backwards",
@@ -26,6 +27,7 @@ def capture_findings(ctx: Context) -> list[dict]:
             "merged or multi-queue captures; delays measured across them are approximate.",
             [], ctx.start_ns, ctx.end_ns, [f"frames {', '.join(map(str, f.ts_backwards_frames))}"],
             "Capture on one queue or with hardware timestamps (`tcpdump -j adapter_unsynced`), or merge files with mergecap."))
+        out[-1]["frames_given"] = (f.ts_backwards_frames, f.ts_backwards)
     n = int(ctx.summary.get("decode_warnings") or 0)
     if n:
         warnings = ctx.summary.get("warnings") or []
@@ -96,7 +98,11 @@ def _icrc_finding(ctx: Context, bad: dict, accepted: bool) -> dict:
     known = [n for n in flows if n in ctx.flow]
     start = min(ctx.flow[n]["first_ts"] for n in known) if known else ctx.start_ns
     end = max(ctx.flow[n]["last_ts"] for n in known) if known else ctx.end_ns
-    return finding("info" if accepted else "warning", "bad_icrc", summary, flows, start, end, evidence, advice)
+    record = finding("info" if accepted else "warning", "bad_icrc", summary, flows, start, end, evidence, advice)
+    # the facts' first bad-ICRC frames are of any flow: listed where every bad one is this finding's
+    mine = total == sum(ctx.flow_facts.nonzero("bad_icrc").values())
+    record["frames_given"] = (ctx.facts.bad_icrc_frames if mine else [], total)
+    return record
 
 
 def capture_loss_finding(captured: dict[str, list], host_drops: int | None = None) -> dict:

@@ -6,10 +6,11 @@ counted: events of the kinds EVIDENCE names, of the finding's flows and their pe
 a CNP travels the other way), inside the finding's time window. PFC frames belong to no flow:
 a PFC finding takes the pauses of its window. `frames` lists the first, the last and up to
 TELLING others, taken in turn from each kind (the NAK, the retransmission, the gap, the pause);
-`frame_count` counts them all. Kinds no event shows (pmtu_mismatch, roce_version_mixed,
-ecn_not_enabled, link_speed_mismatch, bad_icrc, truncated_frames, timestamps_backwards,
-decode_warnings) list no frame yet: the per-packet flags or columns show those
-(`roceview.icrc_bad`, `ip.dsfield.ecn == 0`, ...).
+`frame_count` counts them all. The kinds judged from per-packet facts (bad_icrc,
+truncated_frames, timestamps_backwards: PACKET_KINDS) list the facts' first examples and count
+them all; `roceview.finding` marks each such packet (dissect, from its own columns). Kinds no
+packet shows by itself (pmtu_mismatch, roce_version_mixed, ecn_not_enabled,
+link_speed_mismatch, decode_warnings) list no frame.
 """
 from __future__ import annotations
 
@@ -43,6 +44,7 @@ EVIDENCE = {
     "pfc_without_ecn": ("pfc_pause",),
     "priority_mismatch": ("pfc_pause",),
 }
+PACKET_KINDS = ("bad_icrc", "truncated_frames", "timestamps_backwards")
 PFC_EVENTS = ("pfc_pause", "pfc_resume")     # flow: the pausing MAC, not a queue pair
 WINDOWED = {"incast", "cnp_missing", "pfc_storm", "pfc_pause", "slow_receiver", "pfc_without_ecn",
             "priority_mismatch"}
@@ -51,7 +53,8 @@ WINDOWED = {"incast", "cnp_missing", "pfc_storm", "pfc_pause", "slow_receiver", 
 def attach_frames(records: list[dict], ctx) -> None:
     """Set each record's `frames` (';'-separated, ascending) and `frame_count`."""
     for r in records:
-        frames, total = evidence_frames(ctx, r)
+        given = r.pop("frames_given", None)      # a rule over per-packet facts: its examples, its count
+        frames, total = (sorted(given[0]), int(given[1])) if given is not None else evidence_frames(ctx, r)
         r["frames"] = ";".join(str(f) for f in frames)
         r["frame_count"] = total
 
@@ -64,9 +67,11 @@ def evidence_frames(ctx, record: dict) -> tuple[list[int], int]:
     return sorted({int(every[0]), int(every[-1]), *_in_turn(per_kind, TELLING)}), len(every)
 
 
-def kinds_by_frame(result, config=None) -> tuple[np.ndarray, np.ndarray]:
-    """(frames, bits), frames ascending: every evidence frame of `result`'s findings and the
-    finding kinds it shows (bit i: packets.flags.FINDING_KINDS[i]), for `roceview.finding`."""
+def kinds_by_frame(result, config=None) -> tuple[np.ndarray, np.ndarray, tuple]:
+    """(frames, bits, packet kinds), frames ascending: every evidence frame of `result`'s
+    findings and the finding kinds it shows (bit i: packets.flags.FINDING_KINDS[i]), for
+    `roceview.finding`; and the PACKET_KINDS among the findings, which each packet shows by its
+    own columns (packet_kind_bits)."""
     from roceview.diagnose.config import DEFAULTS
     from roceview.diagnose.context import Context
     from roceview.packets.flags import FINDING_KINDS
@@ -84,7 +89,8 @@ def kinds_by_frame(result, config=None) -> tuple[np.ndarray, np.ndarray]:
     order = np.argsort(frames, kind="stable")
     frames, bits = frames[order], bits[order]
     starts = np.flatnonzero(np.r_[True, frames[1:] != frames[:-1]]) if len(frames) else np.zeros(0, np.int64)
-    return frames[starts], np.bitwise_or.reduceat(bits, starts) if len(starts) else bits
+    packet_kinds = tuple(k for k in PACKET_KINDS if k in set(d["kind"]))
+    return frames[starts], np.bitwise_or.reduceat(bits, starts) if len(starts) else bits, packet_kinds
 
 
 def _per_kind(ctx, record: dict) -> list[np.ndarray]:
@@ -108,3 +114,29 @@ def _in_turn(per_kind: list[np.ndarray], limit: int) -> list[int]:
         out += [int(a[depth]) for a in per_kind if depth < len(a)]
         depth += 1
     return out[:limit]
+
+
+class PacketKinds:
+    """The PACKET_KINDS bits of each batch of a capture read in order (timestamps going
+    backwards need the packet before the batch)."""
+
+    def __init__(self, kinds: tuple):
+        from roceview.packets.flags import FINDING_KINDS
+
+        self.bit = {k: np.uint64(1 << FINDING_KINDS.index(k)) for k in kinds}
+        self.last_ts = None
+
+    def bits(self, batch) -> np.ndarray:
+        out = np.zeros(batch.n, np.uint64)
+        ts = batch.cols["ts_ns"]
+        if "timestamps_backwards" in self.bit and batch.n:
+            from roceview.diagnose.facts import steps_back
+
+            out[steps_back(ts, self.last_ts)[0]] |= self.bit["timestamps_backwards"]
+        if batch.n:
+            self.last_ts = int(ts[-1])
+        for kind, column, bad in (("bad_icrc", "icrc_ok", False), ("truncated_frames", "truncated", True)):
+            if kind in self.bit and column in batch.cols:
+                hit = batch.mask(column) & (batch.cols[column] == bad)
+                out[hit] |= self.bit[kind]
+        return out

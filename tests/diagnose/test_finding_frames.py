@@ -15,6 +15,7 @@ from roceview.packets.flags import Flag
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = sorted((REPO / "captures").glob("*.pcap"))
+PACKET_FLAG = {"bad_icrc": Flag.ICRC_BAD, "truncated_frames": Flag.TRUNCATED}
 NAMES = [f"sample/{p.stem}" for p in SAMPLES] + [f"fresh/{n}" for n in sorted(SCENARIOS)]
 # the flag a frame of each event kind carries (response_before_request, ack_unsent_psn: none)
 EVENT_FLAG = {"gap": Flag.GAP, "retransmit": Flag.RETRANSMISSION, "timeout_retransmit": Flag.TIMEOUT_RETRANSMISSION,
@@ -61,6 +62,10 @@ def test_every_listed_frame_is_evidence_its_own_flags_show(name, captures):
     for f in findings:
         listed = _listed(f)
         kinds = EVIDENCE.get(f["kind"], ())
+        if f["kind"] in PACKET_FLAG:               # judged per packet: its own flag shows it
+            assert listed and f["frame_count"] >= len(listed), f
+            assert all(flags[x] & PACKET_FLAG[f["kind"]] for x in listed), f
+            continue
         if not kinds:
             assert listed == [] and f["frame_count"] == 0, f
             continue
@@ -149,3 +154,24 @@ def test_fields_without_a_filter_print_the_finding_field_and_others_alike():
     assert "36\tecn_congestion,incast" in out.splitlines() and "1\t" in out.splitlines()
     code, out, err = run("dissect", path, "-T", "fields", "-e", "frame.number")
     assert code == 0 and out.split()[:3] == ["1", "2", "3"], err
+
+
+REAL = REPO.parent / "shared" / "captures" / "real"
+PER_PACKET = [("magnate3_rocev2_rc-write-only_bad-icrc.pcap", "bad_icrc"),
+              ("magnate3_rocev2_uc-write-imm_cut-243B.pcap", "truncated_frames"),
+              ("oferby-proxy_rocev2_rxe_rc-send-srcport69.pcap", "timestamps_backwards")]
+
+
+@pytest.mark.parametrize("name,kind", PER_PACKET, ids=[k for _, k in PER_PACKET])
+def test_kinds_judged_per_packet_list_examples_and_the_filter_selects_them_all(name, kind):
+    """A bad ICRC, a cut frame, a step back in time: no event, the packet itself shows it."""
+    from helpers.cli import run
+
+    path = REAL / name
+    if not path.exists():
+        pytest.skip(f"{path} is absent (../shared not checked out)")
+    (f,) = [f for f in roceview.analyze(str(path)).findings_table.records() if f["kind"] == kind]
+    code, out, err = run("dissect", str(path), "-Y", f'roceview.finding == "{kind}"', "-T", "fields", "-e", "frame.number")
+    shown = [int(x) for x in out.split()]
+    assert code == 0 and len(shown) == f["frame_count"] > 0, err
+    assert set(_listed(f)) <= set(shown) and _listed(f)
