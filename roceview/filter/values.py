@@ -122,6 +122,11 @@ def compare_test(field: F.FieldDef, op: str, v: Value):
     if field.kind in (F.IPV4, F.IPV6, F.ADDR):
         return _addr_test(op, *parse_addr(v, field))
     lit = parse_mac(v, field) if field.kind == F.MAC else parse_int(v, field)
+    if lit < 0 and field.name in F.WIRESHARK_NAMES:
+        # tshark 4.0 makes `-N` a signed value, which no unsigned Wireshark field equals or
+        # orders against: `udp.port > -1` and `frame.number in {-1..5}` match nothing (`!=`,
+        # all-not-equal, is true). A packets-table column's own name compares as a number.
+        return lambda values: np.zeros(len(values), bool)
     return lambda values: _cmp_int(_numeric(values), op, lit)
 
 

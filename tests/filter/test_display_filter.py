@@ -119,7 +119,10 @@ def test_operators_and_literals_on_a_sample():
     assert _frames("frame.number gt 3 and frame.number le 5", b) == [4, 5]
     assert _frames("not frame.number >= 3", b) == [1, 2]
     assert _frames("frame.number not in {2..1000000}", b) == [1]
-    assert _frames("frame.number > -1", b) == every                # out of the column's range
+    assert _frames("frame.number > -1", b) == []                   # tshark: a signed -1 orders against no unsigned field
+    assert _frames("frame.number != -1", b) == every
+    assert _frames("frame.number in {-1..5}", b) == []
+    assert _frames("psn > -1", b) == _frames("psn", b)               # a column's own name: as a number
     assert _frames("frame.number <= 4294967295", b) == every        # FT_UINT32's maximum (larger: refused)
     assert _frames("psn < 18446744073709551615", b) == _frames("psn", b)   # a column's own: up to 64 bits
     assert _frames("proto == roce_v2", b) == _frames('proto == "roce_v2"', b) == _frames("udp.dstport == 4791", b)
