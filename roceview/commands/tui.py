@@ -5,12 +5,17 @@ import io
 
 from roceview.commands.base import ExitStatus, add_capture_arguments
 from roceview.commands.analyze import add_analysis_options
+from roceview.packets.times import FORMATS, SECONDS_FORMATS
 
 
 def add_arguments(parser) -> None:
     add_capture_arguments(parser)
     add_analysis_options(parser, fail_on_help="exit 3 on quit when a finding of this severity or worse exists")
     parser.add_argument("--light", action="store_true", help="light theme (t toggles)")
+    parser.add_argument("-t", dest="time_format", choices=FORMATS, default="r", metavar="FORMAT",
+                        help="packet list's time column as tshark -t: r a ad adoy d dd e u ud (default r; T cycles)")
+    parser.add_argument("-u", dest="seconds_format", choices=SECONDS_FORMATS, default="s", metavar="s|hms",
+                        help="relative times in seconds or hours, minutes, seconds (U toggles)")
 
 
 def run(args, env) -> ExitStatus:
@@ -22,7 +27,8 @@ def run(args, env) -> ExitStatus:
     if "-" in args.capture:
         _capture_from_stdin_keys_from_tty()
     options = Options(pmtu=args.pmtu, link_speed=args.link_speed, bucket_ms=args.bucket,
-                      roce_ports=tuple(args.roce_port), config=load_settings(args.config, args.pfc_priorities), fail_on=args.fail_on)
+                      roce_ports=tuple(args.roce_port), config=load_settings(args.config, args.pfc_priorities), fail_on=args.fail_on,
+                      time_format=args.time_format, hms=args.seconds_format == "hms")
     title = "roceview " + " ".join(args.capture)
     return ExitStatus(run_app(list(args.capture), title=title, options=options, light=args.light))
 

@@ -86,7 +86,7 @@ def filter_mask(display, batch, clock: Clock) -> np.ndarray:
     packet the time since the last packet that PASSED the filter (0 before any did), so a row's
     value depends on the rows before it. Windows of rows are evaluated assuming none of them
     passes; up to the first that does, that assumption held; then on from the row after it."""
-    if DELTA_DISPLAYED not in display.fields:
+    if DELTA_DISPLAYED not in getattr(display, "fields", ()):     # (a caller's own mask-only filter)
         return display.mask(batch)
     ts = batch.cols["ts_ns"].astype(np.int64, copy=False)
     keep, shown, lo, window = np.zeros(batch.n, bool), clock.shown, 0, 64

@@ -17,6 +17,8 @@ KEYS = (
     ("Tab", "next widget (packet list, tree)"),
     ("Esc", "back: close, or the screen before"),
     ("t", "dark / light theme"),
+    ("T", "packets: next time format (tshark -t: r a ad adoy d dd e u ud)"),
+    ("U", "packets: relative times in seconds or h m s (tshark -u)"),
     ("?", "this help"),
     ("q", "quit (with --fail-on: exit 3 as analyze)"),
 )

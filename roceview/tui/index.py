@@ -20,6 +20,7 @@ import numpy as np
 
 from roceview.packets.batch import Batch
 from roceview.capture.readers import RecordChunk
+from roceview.packets.times import DEFAULT_DIGITS
 from roceview.packets.flags import Flag
 
 RING_PACKETS = 200_000          # rows kept of a stream (live capture, stdin, gzip)
@@ -91,6 +92,7 @@ class PacketIndex:
         self._maps: dict[int, np.ndarray] = {}
         self.file, self.linktype = _Grow(np.uint16), _Grow(np.uint16)
         self.off, self.ts = _Grow(np.int64), _Grow(np.int64)
+        self.digits = _Grow(np.uint8)      # each row's time decimals: its file's precision
         self.cap, self.wire = _Grow(np.uint32), _Grow(np.uint32)
         self.flow = _Grow(np.int32)        # -1 until the analysis names the row's flow
         self.flag = _Grow(FLAG_DTYPE)
@@ -108,7 +110,7 @@ class PacketIndex:
     def add_mapped(self, file_no: int, chunk: RecordChunk) -> None:
         """A chunk read through a memory map: chunk.off are offsets in the file."""
         self.add_places({"file": np.full(chunk.n, file_no, np.uint16), "off": chunk.off, "cap": chunk.cap,
-                         "wire": chunk.wire, "ts": chunk.ts, "linktype": chunk.linktype})
+                         "wire": chunk.wire, "ts": chunk.ts, "linktype": chunk.linktype, "digits": chunk.digits})
 
     def add_places(self, places: dict) -> None:
         """Rows of mapped files in frame order, each with its own file (files merged in time)."""
@@ -116,6 +118,8 @@ class PacketIndex:
         with self.lock:
             for name in ("file", "off", "cap", "wire", "ts", "linktype"):
                 getattr(self, name).extend(places[name])
+            digits = places.get("digits")
+            self.digits.extend(np.full(n, DEFAULT_DIGITS, np.uint8) if digits is None else digits)
             self.flow.extend(np.full(n, -1, np.int32))
             self.flag.extend(np.zeros(n, FLAG_DTYPE))
             self.rows += n
@@ -169,7 +173,8 @@ class PacketIndex:
         """Room for about this many rows at once (from the file size): no doubling copies, no
         doubled peak memory, while the UI thread waits on the lock."""
         with self.lock:
-            for col in (self.file, self.linktype, self.off, self.ts, self.cap, self.wire, self.flow, self.flag):
+            for col in (self.file, self.linktype, self.off, self.ts, self.digits, self.cap, self.wire, self.flow,
+                        self.flag):
                 col.reserve(rows)
 
     def flow_rows(self, fids) -> np.ndarray:
@@ -183,6 +188,20 @@ class PacketIndex:
             ts = self.ts.view()
             hit = np.flatnonzero(ts >= ts_ns)
             return int(hit[0]) if len(hit) else max(len(ts) - 1, 0)
+
+    def ts_of(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(capture time, known) of these rows: a stream's row the ring has let go is unknown."""
+        rows = np.asarray(rows, np.int64)
+        ts, known = np.zeros(len(rows), np.int64), np.zeros(len(rows), bool)
+        with self.lock:
+            if not self.ring:
+                known[:] = (rows >= 0) & (rows < self.ts.n)
+                ts[known] = self.ts.a[rows[known]]
+                return ts, known
+            for first, _, batch in self.ring:
+                mine = (rows >= first) & (rows < first + batch.n)
+                ts[mine], known[mine] = batch.cols["ts_ns"][rows[mine] - first], True
+        return ts, known
 
     def decode(self, rows: np.ndarray) -> Batch:
         """Every column of these rows (in this order), `frame` = row + 1."""
@@ -228,7 +247,7 @@ class PacketIndex:
         rows = np.asarray(rows, np.int64)
         buf = self._map(int(self.file.a[rows[0]]))
         return RecordChunk(buf, self.off.a[rows], self.cap.a[rows], self.wire.a[rows], self.ts.a[rows],
-                           np.zeros(len(rows), np.uint16), self.linktype.a[rows])
+                           np.zeros(len(rows), np.uint16), self.linktype.a[rows], self.digits.a[rows])
 
     def _decode_mapped(self, rows: np.ndarray) -> list[Batch]:
         from roceview.packets.decode import decode_chunk
@@ -260,8 +279,9 @@ class PacketIndex:
                 continue
             at = mine - first
             if chunk is not None:
+                digits = None if chunk.digits is None else chunk.digits[at]
                 part = decode_chunk(RecordChunk(chunk.buf, chunk.off[at], chunk.cap[at], chunk.wire[at],
-                                                chunk.ts[at], chunk.iface[at], chunk.linktype[at]), self.ports, 1)
+                                                chunk.ts[at], chunk.iface[at], chunk.linktype[at], digits), self.ports, 1)
             else:
                 part = batch.select(at)
             part.cols["frame"] = mine + 1

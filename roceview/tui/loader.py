@@ -45,6 +45,8 @@ class Options:
     config: object = None               # a diagnose Config or a TOML path
     fail_on: str | None = None
     chunk_packets: int = 1 << 16
+    time_format: str = "r"              # the packet list's time column, tshark's -t (T cycles)
+    hms: bool = False                   # -u hms (U toggles)
 
 
 class Loader:

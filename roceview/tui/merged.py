@@ -43,4 +43,6 @@ def record_places(batch: Batch) -> dict | None:
         return None
     out = {name: cols["_rec_" + name] for name in REC_COLUMNS}
     out["file"], out["ts"] = cols["_file"], cols["ts_ns"]
+    if "_ts_digits" in cols:                   # each file's time precision (packets/times.py)
+        out["digits"] = cols["_ts_digits"]
     return out

@@ -29,21 +29,27 @@ def table(batch):
     return to_dataframe(batch)
 
 
-def summary_lines(batch, first_ts: int | None, gbps: float = 100.0) -> list[str]:
+def summary_lines(batch, first_ts: int | None, gbps: float = 100.0, times=None) -> list[str]:
     """The list's lines: `dissect`'s, with the flags' tags (its words: render.flag_text.tags)
     moved to the front of Info, where Wireshark shows its expert info: on an 80-column screen
-    they are seen; a line without flags is `dissect`'s as it is."""
-    return marked_lines(batch, first_ts, gbps)[0]
+    they are seen; a line without flags is `dissect`'s as it is. `times`: the time column
+    (packets/times.TimeColumn), else seconds since `first_ts` with the file's precision."""
+    return marked_lines(batch, first_ts, gbps, times)[0]
 
 
-def marked_lines(batch, first_ts: int | None, gbps: float = 100.0) -> tuple[list[str], dict]:
+def marked_lines(batch, first_ts: int | None, gbps: float = 100.0, times=None) -> tuple[list[str], dict]:
     """summary_lines, and for each line with tags its marks: [(start, end, severity)], one a
     tag (severity: error, warn, note; coloured as `dissect` colours them on a terminal)."""
     from roceview.render.flag_text import TAGGED, tag_text, tags
     from roceview.render.lines import packet_lines, packet_rows
 
+    from roceview.packets.times import TimeColumn, digits_of
+
     df = table(batch)
-    lines, marks = packet_lines(df, first_ts, gbps), {}
+    if times is None and batch.n:            # the DataFrame does not carry the file's precision
+        ts = batch.cols["ts_ns"].astype(np.int64)
+        times = TimeColumn(ts - (int(ts[0]) if first_ts is None else first_ts), digits_of(batch))
+    lines, marks = packet_lines(df, first_ts, gbps, times=times), {}
     tagged = set(np.flatnonzero(batch.cols["flags"] & TAGGED).tolist()) if "flags" in batch.cols else ()
     for i, (row, quanta) in enumerate(packet_rows(df) if tagged else ()):
         moved = tags_first(lines[i], tag_text(row, quanta, gbps)) if i in tagged else lines[i]
@@ -67,6 +73,11 @@ def tags_first(line: str, tags: str) -> str:
     return f"{body[: head.end()]} {tags}" + (f" {info}" if info else "")
 
 
+def _listed_before(rows, at: int, n: int) -> np.ndarray:
+    """The index row listed just before each of the n rows listed from position `at` (-1: none)."""
+    return np.array([int(rows[p - 1]) if p > 0 else -1 for p in range(at, at + n)], np.int64)
+
+
 def _rows(rows):
     return rows if isinstance(rows, RowRange) else np.asarray(rows, np.int64)
 
@@ -85,6 +96,7 @@ class PacketList(VirtualList):
         self.index = index
         self.first_ts: int | None = None
         self.gbps = 100.0                    # link speed of the pause tags (tui --link-speed)
+        self.time_format, self.hms = "r", False      # tshark's -t and -u (T and U change them)
         self._blocks: OrderedDict[int, tuple[list[str], dict]] = OrderedDict()
         self._unflagged: dict[int, int] = {}     # block -> its last row, drawn before it had flags
 
@@ -122,6 +134,31 @@ class PacketList(VirtualList):
             if self.cursor // BLOCK in stale:
                 self.post_message(self.Moved(self, self.current_row()))
 
+    def set_time_format(self, fmt: str, hms: bool) -> None:
+        """Show the time column in another of tshark's -t formats (and -u): every line again."""
+        self.time_format, self.hms = fmt, hms
+        self._blocks.clear()
+        self._unflagged.clear()
+        self.refresh()
+
+    def times(self, batch, at: int):
+        """The time column of decoded rows listed from position `at` on: relative to the first
+        packet, to the packet captured before (d) or to the one listed before (dd, what tshark's
+        "displayed" is here: the list under its filter), or absolute; with the file's precision."""
+        from roceview.packets.times import TimeColumn, digits_of
+
+        ts = batch.cols["ts_ns"].astype(np.int64)
+        fmt = self.time_format
+        if fmt in ("d", "dd") and batch.n:
+            before = (batch.cols["frame"] - 2) if fmt == "d" else _listed_before(self.rows, at, batch.n)
+            prev, known = self.index.ts_of(before)
+            values = np.where(known, ts - prev, 0)
+        elif fmt == "r":
+            values = ts - (self.first_ts if self.first_ts is not None else (int(ts[0]) if batch.n else 0))
+        else:
+            values = ts
+        return TimeColumn(values, digits_of(batch), fmt, self.hms)
+
     def current_row(self) -> int | None:
         return int(self.rows[self.cursor]) if 0 <= self.cursor < len(self.rows) else None
 
@@ -156,7 +193,8 @@ class PacketList(VirtualList):
             if len(rows) and int(np.max(rows)) >= self.index.flagged:
                 self._unflagged[block] = int(np.max(rows))
             try:
-                got = marked_lines(self.index.decode(rows), self.first_ts, self.gbps)
+                batch = self.index.decode(rows)
+                got = marked_lines(batch, self.first_ts, self.gbps, self.times(batch, block * BLOCK))
             except Exception as exc:   # noqa: BLE001  one bad block is shown, the list goes on
                 got = [f"{int(r) + 1:>7} (cannot decode: {exc})" for r in rows], {}
             self._blocks[block] = got

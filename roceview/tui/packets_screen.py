@@ -25,7 +25,9 @@ SCAN_BLOCK = 1 << 16
 class PacketsScreen(RoceScreen):
     MODE = "packets"
     TITLE_TEXT = "3 Packets"
-    BINDINGS = [Binding("c", "clear", "All packets"), Binding("tab", "focus_next", "Tree/list", show=False)]
+    BINDINGS = [Binding("c", "clear", "All packets"), Binding("tab", "focus_next", "Tree/list", show=False),
+                Binding("T", "time_format", "Time format", show=False),
+                Binding("U", "seconds_format", "Seconds / h m s", show=False)]
 
     def body(self) -> ComposeResult:
         yield Static("", id="packets-status")
@@ -50,6 +52,27 @@ class PacketsScreen(RoceScreen):
 
     def on_mount(self) -> None:
         self.plist.gbps = self.app.loader.options.link_speed
+        options = self.app.loader.options
+        self.plist.time_format, self.plist.hms = options.time_format, options.hms
+
+    def action_time_format(self) -> None:
+        """T: the next of tshark's -t formats (relative, absolute, with date, ..., UTC with date)."""
+        from roceview.packets.times import FORMATS
+
+        fmt = FORMATS[(FORMATS.index(self.plist.time_format) + 1) % len(FORMATS)]
+        self.plist.set_time_format(fmt, self.plist.hms)
+        self._time_changed()
+
+    def action_seconds_format(self) -> None:
+        """U: relative and delta times in seconds, or in hours, minutes and seconds (tshark's -u)."""
+        self.plist.set_time_format(self.plist.time_format, not self.plist.hms)
+        self._time_changed()
+
+    def _time_changed(self) -> None:
+        self._status()
+        row = self.plist.current_row()
+        if row is not None:                # the tree's title line shows the time too
+            self.post_message(PacketList.Moved(self.plist, row))
 
     def restrict(self, rows, label: str, at_row: int | None = None) -> None:
         self.base_rows, self.label = (None if rows is None else np.asarray(rows, np.int64)), label
@@ -99,6 +122,10 @@ class PacketsScreen(RoceScreen):
         parts = [f"{len(plist.rows):,} packets listed"]
         if self.label:
             parts.append(self.label)
+        if (plist.time_format, plist.hms) != ("r", False):
+            from roceview.packets.times import FORMAT_NAMES
+
+            parts.append(f"time: {FORMAT_NAMES[plist.time_format]}" + (", h m s" if plist.hms else ""))
         if self.app.filter_text:
             parts.append(f"filter: {self.app.filter_text}" + (" (scanning…)" if self.scanning else ""))
         if index.ring:
@@ -130,19 +157,37 @@ class PacketsScreen(RoceScreen):
     def _scan(self, rows: np.ndarray, display_filter, generation: int, prior: np.ndarray | None = None) -> None:
         """Decode the rows block by block on a thread, keep those the filter matches (after
         `prior`, the rows found before)."""
+        from roceview.packets.times import Clock, filter_mask
+
         found = [] if prior is None or not len(prior) else [prior]
+        clock = Clock()                  # frame.time_delta_displayed: since the last row found
+        if found:
+            clock.shown = int(self.app.index.ts_of(found[-1][-1:])[0][0])
         try:
             for at in range(0, len(rows), SCAN_BLOCK):
                 if generation != self._scan_generation:
                     return
                 batch = self.app.index.decode(rows[at: at + SCAN_BLOCK])
                 if batch.n:              # a stream's ring may have let some (or all) of them go
-                    mask = np.asarray(display_filter.mask(batch), dtype=bool)
+                    self._stamp(batch)
+                    mask = np.asarray(filter_mask(display_filter, batch, clock), dtype=bool)
+                    if mask.any():
+                        clock.shown = int(batch.cols["ts_ns"][np.flatnonzero(mask)[-1]])
                     found.append(batch.cols["frame"][mask] - 1)
                 self.app.call_from_thread(self._found, _joined(found), generation, False)
         except Exception as exc:   # noqa: BLE001  a filter failing on data is shown, not raised
             self.app.call_from_thread(self.notify, f"filter stopped: {exc}", severity="error")
         self.app.call_from_thread(self._found, _joined(found), generation, True)
+
+    def _stamp(self, batch) -> None:
+        """The relative times a filter may read (packets/times.py Clock's columns): since the
+        first packet, since the packet captured before."""
+        from roceview.packets.times import DELTA, REL
+
+        ts = batch.cols["ts_ns"].astype(np.int64)
+        prev, known = self.app.index.ts_of(batch.cols["frame"] - 2)
+        first = self.plist.first_ts if self.plist.first_ts is not None else int(ts[0])
+        batch.cols[REL], batch.cols[DELTA] = ts - first, np.where(known, ts - prev, 0)
 
     def _found(self, rows: np.ndarray, generation: int, done: bool) -> None:
         if generation == self._scan_generation:
@@ -169,7 +214,9 @@ class PacketsScreen(RoceScreen):
         from roceview.tui.packet_list import table
 
         df, gbps = table(batch), self.plist.gbps
-        line = packet_lines(df, self.plist.first_ts, gbps)[0] if batch.n else f"{event.row + 1}"
+        at = position(self.plist.rows, event.row) if len(self.plist.rows) else 0
+        times = self.plist.times(batch, at) if batch.n else None
+        line = packet_lines(df, self.plist.first_ts, gbps, times=times)[0] if batch.n else f"{event.row + 1}"
         tree.root.set_label(Text(f"Frame {line.strip()}"))        # dissect -V's root: tags at the end
         for label, children in nodes_for(index, event.row, _proto(batch)) + analysis_nodes(df, gbps):
             branch = tree.root.add(Text(label), expand=True)

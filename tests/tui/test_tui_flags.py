@@ -13,6 +13,7 @@ import pytest
 
 from roceview.analysis.annotate import analyzed_pairs
 from roceview.packets.read import iter_batches
+from roceview.packets.times import TimeColumn, digits_of
 from roceview.tui.index import FLAG_DTYPE
 from roceview.tui.loader import Loader
 from roceview.render.lines import packet_lines
@@ -70,14 +71,15 @@ def test_list_lines_are_dissects_lines_with_the_tags_in_front_of_info():
     out = subprocess.run([sys.executable, "-m", "roceview", "dissect", str(path)], capture_output=True, text=True,
                          check=True).stdout.splitlines()
     first_ts = int(batch.cols["ts_ns"][0])
-    assert packet_lines(table(batch), first_ts) == out
+    times = TimeColumn(batch.cols["ts_ns"] - first_ts, digits_of(batch))      # the file's ns, as dissect
+    assert packet_lines(table(batch), first_ts, times=times) == out
     listed = summary_lines(batch, first_ts)
     tagged = [i for i, line in enumerate(out) if line.endswith("]")]
     assert len(tagged) > 20
     assert [listed[i] for i in range(len(out)) if i not in tagged] == [out[i] for i in range(len(out)) if i not in tagged]
     for i in tagged:
         assert listed[i] != out[i] and sorted(listed[i].split()) == sorted(out[i].split())
-    assert listed[45] == ("     46     0.000011 10.0.0.1 → 10.0.0.2 RoCEv2 1102 [Retransmission of frame 38] "
+    assert listed[45] == ("     46  0.000011225 10.0.0.1 → 10.0.0.2 RoCEv2 1102 [Retransmission of frame 38] "
                           "RC_RDMA_WRITE_FIRST QP=0x034405 PSN=3531349 VLAN=100 PCP=3")
 
 
