@@ -33,7 +33,7 @@ _MAX_DIGITS = {2: 64, 8: 22, 10: 20, 16: 16}  # digits of 2**64 - 1 in each base
 
 
 def parse_int(v: Value, field: F.FieldDef) -> int:
-    text = v.text.strip().lower()
+    text = v.text.lower()     # as tshark: " 5 " is no number
     if field.kind in (F.BOOL, F.FLAG) and text in ("true", "false"):
         return int(text == "true")
     boolean = field.kind == F.BOOL      # a flag's value may be a count (roceview.gap > 8: PSNs missing)
@@ -80,7 +80,7 @@ def _check_range(field: F.FieldDef, v: Value, sign: int, value: int) -> None:
 
 
 def parse_mac(v: Value, field: F.FieldDef) -> int:
-    text = v.text.strip()
+    text = v.text
     digits = re.sub(r"[:\-.]", "", text)
     if len(text) > 17 or not _MAC.match(text) or len(digits) != 12:     # 17: aa:bb:cc:dd:ee:ff
         _not_a_field(field, v)
@@ -90,7 +90,7 @@ def parse_mac(v: Value, field: F.FieldDef) -> int:
 
 def parse_addr(v: Value, field: F.FieldDef) -> tuple[bytes, int]:
     """(16 bytes as the Batch stores them, prefix length in bits)."""
-    text, kind = v.text.strip(), field.kind
+    text, kind = v.text, field.kind
     lid = _LID.match(text)
     if lid and kind == F.ADDR:
         number = int(lid.group(1), 0)

@@ -100,3 +100,12 @@ def test_a_flag_with_a_count_compares_the_count_not_a_boolean():
     assert compare_test(gap, ">", Value("8", False, 1))(counts).tolist() == [True, False, False, True]
     assert member_test(gap, ((Value("12", False, 1), None),))(counts).tolist() == [False, False, False, True]
     assert compare_test(gap, "==", Value("true", False, 1))(counts).tolist() == [False, True, False, False]
+
+
+@pytest.mark.parametrize("text", ['ip.src == " 10.0.0.1 "', 'ip.src == "10.0.0.1\\n"', 'frame.number == "5 "',
+                                  'eth.src == "0e:c0:de:00:00:11 "'])
+def test_spaces_around_a_quoted_value_are_refused_as_tshark_refuses_them(text):
+    from roceview.filter import FilterError, compile_filter
+
+    with pytest.raises(FilterError):
+        compile_filter(text)
