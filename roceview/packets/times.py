@@ -15,6 +15,8 @@ previous displayed one (`frame.time_delta_displayed`, `-t dd`). It adds them as 
 """
 from __future__ import annotations
 
+import calendar
+import datetime
 import re
 import time
 
@@ -139,6 +141,7 @@ def frame_time_text(ns: int) -> str:
 _REL = re.compile(r"^(-?)([0-9]+)(?:\.([0-9]{0,9}))?$")
 _ISO = re.compile(r"^([0-9]{4})-([0-9]{2})-([0-9]{2})(?:[ T]([0-9]{1,2}):([0-9]{2})(?::([0-9]{2})(?:\.([0-9]{0,9}))?)?)?"
                   r"(Z| UTC)?$")
+_ZONE = re.compile(r"^(.*\S) +([A-Z+-][A-Za-z0-9+-]{1,9})$")   # a trailing zone name (not a month: no comma after)
 _US = re.compile(r"^([A-Z][a-z]{2}) +([0-9]{1,2}), +([0-9]{4})(?: +([0-9]{1,2}):([0-9]{2})(?::([0-9]{2})"
                  r"(?:\.([0-9]{0,9}))?)?)?( UTC)?$")
 
@@ -156,37 +159,42 @@ def parse_relative(text: str) -> int | None:
 def parse_absolute(text: str) -> int | None:
     """ns since the epoch of an absolute-time literal as tshark reads one: `Nov 14, 2023
     22:13:20.5`, `2023-11-14 22:13:20`, `2023-11-14T22:13:20Z`, `2023-11-14`; local time unless
-    it ends in `Z` or ` UTC`. None when it is not one."""
-    text = text.strip()
-    zone = text.rsplit(" ", 1)[-1]
-    if zone != "UTC" and zone in time.tzname:   # frame.time as -T fields prints it: the local zone's name
-        text = text[:-len(zone)].rstrip()
-    m, month = _ISO.match(text), None
+    it ends in `Z` or ` UTC`; or ending in the local zone's name, as frame.time prints it (`EST`,
+    `EDT`: which of a repeated hour). None when it is not one."""
+    text, zone = text.strip(), None
+    m = _ZONE.match(text)
+    if m and m.group(2) != "UTC":
+        text, zone = m.group(1), m.group(2)
+    m = _ISO.match(text) or _US.match(text)
     if m is None:
-        m = _US.match(text)
-        if m is None or m.group(1) not in _MONTHS:
+        return None
+    if m.re is _US:
+        if m.group(1) not in _MONTHS:
             return None
-        month, year, day = _MONTHS.index(m.group(1)) + 1, int(m.group(3)), int(m.group(2))
+        year, month, day = int(m.group(3)), _MONTHS.index(m.group(1)) + 1, int(m.group(2))
     else:
         year, month, day = int(m.group(1)), int(m.group(2)), int(m.group(3))
     hour, minute, sec = (int(m.group(k) or 0) for k in (4, 5, 6))
-    frac = int((m.group(7) or "").ljust(9, "0") or 0)
-    fields = (year, month, day, hour, minute, sec, 0, 0, -1)
+    fields = (year, month, day, hour, minute, sec)
     try:
-        import datetime
-
         datetime.datetime(year, month, day, hour, minute, min(sec, 59))     # refuses Nov 31, hour 24
-        whole = _utc_seconds(fields) if m.group(8) else int(time.mktime(fields))
+        whole = calendar.timegm(fields + (0, 0, 0)) if m.group(8) else _local_seconds(fields, zone)
     except (OverflowError, ValueError):
         return None
-    return whole * NS + frac
+    return None if whole is None else whole * NS + int((m.group(7) or "").ljust(9, "0") or 0)
 
 
-def _utc_seconds(fields) -> int:
-    import calendar
-
-    return calendar.timegm(fields)
-
+def _local_seconds(fields: tuple, zone: str | None) -> int | None:
+    """Seconds since the epoch of a local date and time; with a zone name, the reading of it
+    (standard or summer time) that the local zone names so (None: it names neither)."""
+    if zone is None:
+        return int(time.mktime(fields + (0, 0, -1)))
+    for dst in (0, 1, -1):
+        whole = int(time.mktime(fields + (0, 0, dst)))
+        local = time.localtime(whole)
+        if tuple(local)[:6] == fields and time.strftime("%Z", local) == zone:
+            return whole
+    return None
 
 
 class TimeColumn:
