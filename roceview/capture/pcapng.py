@@ -42,11 +42,11 @@ class _Interfaces:
 
 
 def tsresol_digits(resol: int) -> int:
-    """The decimals tshark shows for an if_tsresol byte: 10^-n shows n (at most 9); 2^-n as many
-    as it takes to tell 2^-n apart (n * log10 2, rounded up, at most 9)."""
+    """The decimals tshark shows for an if_tsresol byte: 10^-n shows n, 2^-n the decimals of the
+    largest power of ten it reaches (2^-10: 3, as ms), at most 9."""
     exp = resol & 0x7F
     if resol & 0x80:
-        return min(9, -(-exp * 30103 // 100000))
+        return min(9, exp * 30103 // 100000)
     return min(exp, 9)
 
 

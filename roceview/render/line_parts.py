@@ -175,7 +175,7 @@ def time_parts(ns: np.ndarray, places: np.ndarray, fmt: str = "r", hms: bool = F
     seconds of absolute and hms formats are written once per distinct value (few per block)."""
     n = len(ns)
     absolute = fmt in ("a", "ad", "adoy", "u", "ud")
-    simple = not absolute and not (hms and fmt != "e") and not (ns < 0).any()
+    simple = not absolute and not (hms and fmt != "e") and not (ns < 0).any() and (places == places[:1]).all()
     if simple:                                   # the default: digits only, no gaps to close
         whole, frac = np.divmod(ns, NS)
         return [right_aligned(digits(whole, np.ones(n, bool)) + _fraction(frac, places), width)]
