@@ -68,9 +68,11 @@ def run(args, env) -> ExitStatus:
         out.write(writer.header() + "\n")
     clock = Clock()                             # times relative to the first packet read, deltas
     kinds = _finding_kinds(args, env, display, writer)
+    if kinds is not None:
+        from roceview.diagnose.evidence_frames import add_finding_kinds
     for chunk, batch in _limited(_packets(args, env), args.count):
         if kinds is not None:
-            _add_finding_kinds(batch, *kinds)
+            add_finding_kinds(batch, *kinds)
         clock.stamp(batch)
         rows = np.flatnonzero(filter_mask(display, batch, clock)) if display is not None else None
         shown = batch if rows is None else batch.select(rows)
@@ -122,16 +124,6 @@ def _finding_kinds(args, env, display, writer):
 
     frames, bits, packet_kinds = kinds_by_frame(result)
     return frames, bits, PacketKinds(packet_kinds)
-
-
-def _add_finding_kinds(batch, frames, bits, packet_kinds) -> None:
-    """The finding kinds of each packet: by frame number (events), and by the packet's own
-    columns for the kinds judged per packet (a bad ICRC, a cut frame, a step back in time)."""
-    from roceview.packets.flags import FINDING_COLUMN
-
-    at = np.minimum(np.searchsorted(frames, batch.cols["frame"]), max(len(frames) - 1, 0))
-    hit = frames[at] == batch.cols["frame"] if len(frames) else np.zeros(batch.n, bool)
-    batch.cols[FINDING_COLUMN] = np.where(hit, bits[at] if len(bits) else 0, 0).astype(np.uint64) | packet_kinds.bits(batch)
 
 
 def _limited(packets, count):

@@ -140,3 +140,15 @@ class PacketKinds:
                 hit = batch.mask(column) & (batch.cols[column] == bad)
                 out[hit] |= self.bit[kind]
         return out
+
+
+def add_finding_kinds(batch, frames, bits, packet_kinds: PacketKinds) -> None:
+    """Add the `finding_kinds` column (roceview.finding) to a batch: by frame number (the
+    findings' events), and by the packet's own columns for the kinds judged per packet (a bad
+    ICRC, a cut frame, a step back in time). `frames`, `bits`: kinds_by_frame's."""
+    from roceview.packets.flags import FINDING_COLUMN
+
+    at = np.minimum(np.searchsorted(frames, batch.cols["frame"]), max(len(frames) - 1, 0))
+    hit = frames[at] == batch.cols["frame"] if len(frames) else np.zeros(batch.n, bool)
+    own = np.where(hit, bits[at] if len(bits) else 0, 0).astype(np.uint64)
+    batch.cols[FINDING_COLUMN] = own | packet_kinds.bits(batch)

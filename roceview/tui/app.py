@@ -113,6 +113,16 @@ class RoceviewApp(App):
         self.notify(f"internal error (the screen may be incomplete; q quits): {line}",
                     severity="error", timeout=ERROR_SECONDS)
 
+    async def _dispatch_message(self, message) -> None:
+        """The app's own message loop: Textual ends the loop after a handler raises (every key,
+        `q` and Ctrl-C then do nothing, the app frozen); shown here, the loop goes on."""
+        try:
+            await super()._dispatch_message(message)
+        except Exception as exc:   # noqa: BLE001  shown, the loop goes on
+            if not self.is_running or self._closing:
+                raise
+            self.show_error(exc)
+
     def _handle_exception(self, error: Exception) -> None:
         """Textual's end for an exception nothing caught (a worker's, one in its own
         machinery): shown as an error while the app runs, instead of ending it (exit 1);

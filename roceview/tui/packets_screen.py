@@ -157,10 +157,12 @@ class PacketsScreen(RoceScreen):
     def _scan(self, rows: np.ndarray, display_filter, generation: int, prior: np.ndarray | None = None) -> None:
         """Decode the rows block by block on a thread, keep those the filter matches (after
         `prior`, the rows found before)."""
+        from roceview.diagnose.evidence_frames import add_finding_kinds
         from roceview.packets.times import Clock, filter_mask
 
         found = [] if prior is None or not len(prior) else [prior]
         clock = Clock()                  # frame.time_delta_displayed: since the last row found
+        kinds = self._finding_kinds(display_filter)
         if found:
             clock.shown = int(self.app.index.ts_of(found[-1][-1:])[0][0])
         try:
@@ -170,6 +172,8 @@ class PacketsScreen(RoceScreen):
                 batch = self.app.index.decode(rows[at: at + SCAN_BLOCK])
                 if batch.n:              # a stream's ring may have let some (or all) of them go
                     self._stamp(batch)
+                    if kinds is not None:
+                        add_finding_kinds(batch, *kinds)
                     mask = np.asarray(filter_mask(display_filter, batch, clock), dtype=bool)
                     if mask.any():
                         clock.shown = int(batch.cols["ts_ns"][np.flatnonzero(mask)[-1]])
@@ -178,6 +182,19 @@ class PacketsScreen(RoceScreen):
         except Exception as exc:   # noqa: BLE001  a filter failing on data is shown, not raised
             self.app.call_from_thread(self.notify, f"filter stopped: {exc}", severity="error")
         self.app.call_from_thread(self._found, _joined(found), generation, True)
+
+    def _finding_kinds(self, display_filter):
+        """roceview.finding: the findings' evidence frames as the last snapshot has them (the
+        findings of what is loaded so far); None when the filter does not name the field."""
+        from roceview.packets.flags import FINDING_COLUMN
+
+        snapshot = self.app.snapshot
+        if FINDING_COLUMN not in display_filter.fields or snapshot is None:
+            return None
+        from roceview.diagnose.evidence_frames import PacketKinds, kinds_by_frame
+
+        frames, bits, packet_kinds = kinds_by_frame(snapshot.result)
+        return frames, bits, PacketKinds(packet_kinds)
 
     def _stamp(self, batch) -> None:
         """The relative times a filter may read (packets/times.py Clock's columns): since the

@@ -3,6 +3,8 @@ is built, a handler or a worker that raises, a filter compiler that raises anyth
 error is shown on the screen and `q` still quits with its usual code."""
 from __future__ import annotations
 
+import asyncio
+
 import subprocess
 import sys
 
@@ -135,3 +137,19 @@ def test_a_stdin_stream_that_is_not_a_capture_is_one_line_and_exit_two(data, mes
     assert done.returncode == 2
     assert err.count("\n") == 1 and message in err and "Traceback" not in err
     assert done.stdout == b""
+
+
+@pytest.mark.asyncio
+async def test_a_crash_on_the_apps_own_loop_is_shown_and_q_still_quits():
+    """Textual stops a message loop whose handler raised: on the app's own loop that froze
+    every key, q and Ctrl-C included."""
+    app = app_for("network-loss.pcap")
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        app.call_later(_boom)
+        await asyncio.wait_for(pilot.pause(), 20)
+        assert any("boom" in e for e in app.errors)
+        await pilot.press("2")
+        assert app.current_mode == "qps"
+        await pilot.press("q")
+    assert app.return_code == 0
