@@ -29,10 +29,11 @@ _ROCE[[PROTO_CODE["roce_v1"], PROTO_CODE["roce_v2"], PROTO_CODE["ib"]]] = True
 _PFC = np.zeros(len(PROTO_NAMES), dtype=bool)
 _PFC[[PROTO_CODE["pfc"], PROTO_CODE["pause"]]] = True
 # Read by neither the Analyzer nor the FactCollector (nor the read's own summaries): not
-# carried. icrc, ethertype, mirror_session, cap_len: 9 of a RoCE row's 48 bytes on the wire
+# carried (_ts_digits: the time column's decimals, for dissect and the TUI). icrc, ethertype,
+# mirror_session, cap_len: 9 of a RoCE row's 48 bytes on the wire
 # (every output of `analyze` on the 23 generated scenarios and 25 real captures unchanged with
 # them taken from every batch the two are fed; tests/engines/test_dask_unused_columns.py checks it).
-UNUSED = ("frame", "interface", "icrc", "ethertype", "mirror_session", "cap_len")
+UNUSED = ("frame", "interface", "icrc", "ethertype", "mirror_session", "cap_len", "_ts_digits")
 # MACs sent as codes into their few distinct values (packets.wire; hashing them cost about
 # what sending 14 bytes a row more did); addresses and lengths are narrowed instead.
 MACS = ("_src_mac", "_dst_mac")
