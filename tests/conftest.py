@@ -8,6 +8,7 @@
 * ``ROCEVIEW_REQUIRE_CORPUS=1`` (as ``.ci/run`` sets): the session stops at once when ``REAL`` is
   absent, instead of every test of it skipping: CI must not pass by skipping the real captures,
   while a fresh clone without ``../shared`` passes with those tests skipped.
+* ``zone``: TZ for tshark and for this process (parametrize it indirectly with zone names).
 * ``tshark``: path of the tshark binary; skips when tshark is missing, unless
   ``ROCEVIEW_REQUIRE_TSHARK=1`` (as ``.ci/run`` sets), where it fails instead.
 """
@@ -63,3 +64,15 @@ def tshark() -> str:
             pytest.fail(f"{message} but ROCEVIEW_REQUIRE_TSHARK=1", pytrace=False)
         pytest.skip(message)
     return path
+
+
+@pytest.fixture
+def zone(request, monkeypatch):
+    """TZ for tshark and for this process (time.localtime reads it at tzset)."""
+    import time
+
+    monkeypatch.setenv("TZ", request.param)
+    time.tzset()
+    yield request.param
+    monkeypatch.undo()
+    time.tzset()

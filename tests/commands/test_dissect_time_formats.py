@@ -9,7 +9,6 @@ import json
 import shutil
 import struct
 import subprocess
-import time
 
 import pytest
 
@@ -19,16 +18,6 @@ from helpers.cli import run
 FORMATS = ("r", "a", "ad", "adoy", "d", "dd", "e", "u", "ud")
 JUMPS = [(1700000000, 500), (1700000061, 7), (1700003700, 5), (1700090000, 0), (1700000001, 999999999),
          (1699999999, 0), (1699142400, 123)]     # + 61 s, + 1 h, + 1 day, back a day, back, 5 Nov (a 1-digit day)
-
-
-@pytest.fixture
-def zone(request, monkeypatch):
-    """TZ for tshark and for this process (time.localtime reads it at tzset)."""
-    monkeypatch.setenv("TZ", request.param)
-    time.tzset()
-    yield request.param
-    monkeypatch.undo()
-    time.tzset()
 
 
 def retimed(src, dst, times, nanos: bool = True):

@@ -20,13 +20,13 @@ import dataclasses
 import functools
 import math
 import os
-import signal
 import tempfile
 import warnings
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+
+from helpers.deadline import deadline
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -141,21 +141,6 @@ PLAUSIBLE = st.lists(st.sampled_from(FIELDS), max_size=5, unique=True).flatmap(
 
 # --------------------------------------------------------------------------- the properties
 
-@contextmanager
-def _deadline(seconds: int):
-    """A hang fails the example instead of freezing CI (SIGALRM: main thread, POSIX)."""
-    def expired(signum, frame):
-        raise TimeoutError(f"no answer within {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 @pytest.fixture(scope="module")
 def folder():
     with tempfile.TemporaryDirectory() as name:
@@ -179,7 +164,7 @@ def _load(folder: Path, data: bytes) -> Config | None:
     path = folder / "fuzzed.toml"
     path.write_bytes(data)
     try:
-        with _deadline(STEP_SECONDS):
+        with deadline(STEP_SECONDS):
             config = load_config(path)
     except RoceviewError as err:
         assert str(err) and "\n" not in str(err) and "\r" not in str(err), repr(str(err))
@@ -198,7 +183,7 @@ def _check_config(config: Config) -> None:
 
 
 def _diagnose(config: Config, result, facts) -> None:
-    with _deadline(STEP_SECONDS), warnings.catch_warnings():
+    with deadline(STEP_SECONDS), warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
         find(result, config, facts if config.reread_capture else None)
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -25,15 +24,6 @@ FILTERS = ("frame.time_relative > 60", "frame.time_relative in {0 .. 61}", "fram
            'frame.time == "2023-11-14T22:13:20.0000005Z"', "frame.time_epoch in {1700000061.000000007}",
            "frame.time_epoch <= 1700000000.5", "frame.number == 1 or frame.time_delta_displayed > 65",
            "frame.time_delta_displayed == 0", "eth.type == 0x8100", "eth.type != 0x0800", "!(frame.time_relative >= -1)")
-
-
-@pytest.fixture
-def zone(request, monkeypatch):
-    monkeypatch.setenv("TZ", request.param)
-    time.tzset()
-    yield request.param
-    monkeypatch.undo()
-    time.tzset()
 
 
 @pytest.fixture(scope="module")

@@ -30,3 +30,11 @@ def text_of(widget) -> str:
     """The plain text a Static shows."""
     content = widget.render()
     return str(getattr(content, "plain", content))
+
+
+async def scanned(pilot, screen, polls: int = 200) -> None:
+    """Until the packet screen's filter scan is done (at most `polls` x 50 ms)."""
+    for _ in range(polls):
+        await pilot.pause(0.05)
+        if not screen.scanning and screen.filtered is not None:
+            return

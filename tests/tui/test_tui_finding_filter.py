@@ -5,15 +5,8 @@ from __future__ import annotations
 import pytest
 
 from helpers.cli import run
-from helpers.tui import SAMPLES, app_for, loaded
+from helpers.tui import SAMPLES, app_for, loaded, scanned
 from roceview.tui.base import compile_filter
-
-
-async def _wait_scan(pilot, screen):
-    for _ in range(200):
-        await pilot.pause(0.05)
-        if not screen.scanning and screen.filtered is not None:
-            return
 
 
 @pytest.mark.asyncio
@@ -28,6 +21,6 @@ async def test_the_finding_filter_shows_the_packets_dissect_shows(sample, kind):
         await loaded(pilot)
         await pilot.press("3")
         app.apply_filter(text, compile_filter(text)[0])      # as the filter bar's Enter does
-        await _wait_scan(pilot, app.screen)
+        await scanned(pilot, app.screen)
         assert len(expected) > 3 and app.screen.plist.rows.tolist() == expected
         assert not app.errors

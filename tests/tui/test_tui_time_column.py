@@ -9,7 +9,7 @@ import time
 import pytest
 
 from helpers.cli import run
-from helpers.tui import SAMPLES, app_for, loaded, text_of
+from helpers.tui import SAMPLES, app_for, loaded, scanned, text_of
 from roceview.packets.times import FORMATS
 from roceview.tui import Options
 from roceview.tui.base import compile_filter
@@ -42,13 +42,6 @@ def list_times(plist, count: int) -> list[str]:
     return out
 
 
-async def _wait_scan(pilot, screen):
-    for _ in range(200):
-        await pilot.pause(0.05)
-        if not screen.scanning and screen.filtered is not None:
-            return
-
-
 @pytest.mark.asyncio
 async def test_the_list_shows_nanoseconds_and_t_cycles_tsharks_formats():
     app = app_for(SAMPLE)
@@ -78,7 +71,7 @@ async def test_tui_t_and_u_pick_the_format_and_dd_counts_from_the_row_listed_bef
         await loaded(pilot)
         await pilot.press("3")
         app.apply_filter(text, compile_filter(text)[0])
-        await _wait_scan(pilot, app.screen)
+        await scanned(pilot, app.screen)
         plist = app.screen.plist
         n = len(plist.rows)
         assert n > 5 and list_times(plist, n) == dissect_times("-Y", text, "-t", "dd", "-u", "hms")
@@ -95,7 +88,7 @@ async def test_the_filter_reads_relative_times_as_dissect_y():
             _, out, _ = run("dissect", SAMPLES / SAMPLE, "-Y", text)
             expected = [int(line.split()[0]) - 1 for line in out.splitlines()]
             app.apply_filter(text, compile_filter(text)[0])      # as the filter bar's Enter does
-            await _wait_scan(pilot, app.screen)
+            await scanned(pilot, app.screen)
             assert len(expected) > 3 and app.screen.plist.rows.tolist() == expected, text
 
 
