@@ -152,3 +152,15 @@ def add_finding_kinds(batch, frames, bits, packet_kinds: PacketKinds) -> None:
     hit = frames[at] == batch.cols["frame"] if len(frames) else np.zeros(batch.n, bool)
     own = np.where(hit, bits[at] if len(bits) else 0, 0).astype(np.uint64)
     batch.cols[FINDING_COLUMN] = own | packet_kinds.bits(batch)
+
+
+def finding_filter(record: dict) -> str | None:
+    """The display filter that shows a finding's frames: its kind, and where it is about queue
+    pairs, their destination QPs (two findings of one kind on other QPs stay apart). None when
+    the finding lists no frame."""
+    if not str(record.get("frames") or ""):
+        return None
+    text = f'roceview.finding == "{record["kind"]}"'
+    qps = sorted({name.rpartition(":")[2] for name in str(record.get("flows") or "").split(";")
+                  if name.rpartition(":")[2].startswith("0x")})
+    return f"{text} && infiniband.bth.destqp in {{{', '.join(qps)}}}" if qps else text

@@ -8,7 +8,8 @@ from textual.widgets import Static
 
 KEYS = (
     ("1 2 3 4", "Overview, Queue pairs, Packets, PFC"),
-    ("Enter", "open: a finding's flows or packets, a queue pair"),
+    ("Enter", "open: a finding's frames (its roceview.finding filter), a queue pair"),
+    ("f", "a finding's flows in Queue pairs (Overview)"),
     ("s", "queue pairs: next sort column"),
     ("c", "queue pairs, packets: show all again"),
     ("p", "queue pair detail: its packets"),

@@ -1,11 +1,14 @@
 """Screen 1, Overview: the capture summary, a progress bar while loading, the findings coloured
-by severity; Enter on a finding opens its flows (or, without flows, its packets from its start)."""
+by severity; Enter on a finding shows its frames in Packets (the roceview.finding filter, shown
+in the filter bar), or, for a finding that lists none, its flows or its packets from its start;
+`f` opens its flows."""
 from __future__ import annotations
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import DataTable, ProgressBar, Static
 
+from roceview.diagnose.evidence_frames import finding_filter
 from roceview.tui.base import RoceScreen
 from roceview.tui.text import duration, severity_style
 
@@ -14,6 +17,7 @@ FINDING_COLUMNS = ("severity", "kind", "summary")
 
 class OverviewScreen(RoceScreen):
     MODE = "overview"
+    BINDINGS = [("f", "flows", "the finding's flows")]
     TITLE_TEXT = "1 Overview"
 
     def body(self) -> ComposeResult:
@@ -59,9 +63,11 @@ class OverviewScreen(RoceScreen):
         if 0 <= row < len(self._records):
             r = self._records[row]
             text = f"evidence: {r['evidence']}\nadvice: {r['advice']}"
+            if r.get("frames"):
+                text = f"frames: {r['frames'].replace(';', ', ')}  (Enter shows them)\n" + text
             if r["flows"]:
-                text = f"flows: {r['flows']}  (Enter opens them)\n" + text
-            else:
+                text = f"flows: {r['flows']}  ({'f' if r.get('frames') else 'Enter'} opens them)\n" + text
+            elif not r.get("frames"):
                 text = "Enter opens its packets\n" + text
         self.query_one("#finding-detail", Static).update(text)
 
@@ -69,11 +75,23 @@ class OverviewScreen(RoceScreen):
         if not 0 <= event.cursor_row < len(self._records):
             return
         r = self._records[event.cursor_row]
-        if r["flows"]:
+        shown = finding_filter(r)
+        if shown is not None:
+            from roceview.tui.base import compile_filter
+
+            self.app.apply_filter(shown, compile_filter(shown)[0])
+        elif r["flows"]:
             self.app.show_flows([f for f in r["flows"].split(";") if f])
         else:
             start = int(round(float(r["start_ts"] or 0) * 1e9))
             self.app.show_packets(None, f"from the start of {r['kind']}", self.app.index.first_row_at(start))
+
+
+    def action_flows(self) -> None:
+        """f: the highlighted finding's flows in Queue pairs."""
+        row = self.query_one("#findings", DataTable).cursor_row
+        if 0 <= row < len(self._records) and self._records[row]["flows"]:
+            self.app.show_flows([f for f in self._records[row]["flows"].split(";") if f])
 
 
 def summary_text(snapshot) -> Text:

@@ -189,7 +189,7 @@ class PacketsScreen(RoceScreen):
         from roceview.packets.flags import FINDING_COLUMN
 
         snapshot = self.app.snapshot
-        if FINDING_COLUMN not in display_filter.fields or snapshot is None:
+        if FINDING_COLUMN not in getattr(display_filter, "fields", ()) or snapshot is None:
             return None
         from roceview.diagnose.evidence_frames import PacketKinds, kinds_by_frame
 

@@ -85,31 +85,33 @@ async def test_queue_pairs_sort_and_open_a_qp_with_its_ladder_and_packets():
         assert isinstance(app.screen, QueuePairsScreen)
 
 
-async def test_finding_with_flows_opens_those_queue_pairs():
+async def test_f_on_a_finding_with_flows_opens_those_queue_pairs():
     app = app_for("network-loss.pcap")
     async with app.run_test(size=SIZE) as pilot:
         await loaded(pilot)
         app.screen.query_one("#findings", DataTable).focus()
-        await pilot.press("enter")
+        await pilot.press("f")
         await pilot.pause()
         assert isinstance(app.screen, QueuePairsScreen)
         assert "2 of 2 flows" in text_of(app.screen.query_one("#qp-status"))
 
 
-async def test_finding_without_flows_opens_its_packets_at_its_start():
+async def test_enter_on_a_pfc_finding_shows_its_pause_frames():
     app = app_for("pfc-storm.pcap")
     async with app.run_test(size=SIZE) as pilot:
         await loaded(pilot)
         records = app.snapshot.result.findings_table.records()
-        assert records[0]["flows"] == ""
+        assert records[0]["flows"] == "" and records[0]["frames"]
         app.screen.query_one("#findings", DataTable).focus()
         await pilot.press("enter")
-        await pilot.pause()
         screen = app.screen
         assert isinstance(screen, PacketsScreen)
-        start = int(round(float(records[0]["start_ts"]) * 1e9))
-        row = screen.plist.current_row()
-        assert row == app.index.first_row_at(start) and row > 0
+        for _ in range(100):
+            await pilot.pause(0.05)
+            if not screen.scanning and screen.filtered is not None:
+                break
+        assert len(screen.plist.rows) == records[0]["frame_count"]
+        assert screen.plist.rows[0] + 1 == int(records[0]["frames"].split(";")[0])
 
 
 async def test_packets_tree_and_hex_follow_the_cursor():

@@ -1,0 +1,42 @@
+"""Enter on a finding shows its frames in Packets, with the filter that selects them in the filter
+bar; f opens its flows."""
+from __future__ import annotations
+
+import pytest
+
+from helpers.cli import run
+from helpers.tui import SAMPLES, app_for, loaded, scanned
+from roceview.diagnose.evidence_frames import finding_filter
+
+
+def test_a_findings_filter_names_its_kind_and_its_queue_pairs():
+    record = {"kind": "network_loss", "frames": "46;47", "flows": "10.0.0.1>10.0.0.2:0x034405;10.0.0.2>10.0.0.1:0x03d6e5"}
+    assert finding_filter(record) == 'roceview.finding == "network_loss" && infiniband.bth.destqp in {0x034405, 0x03d6e5}'
+    assert finding_filter({"kind": "pfc_storm", "frames": "49", "flows": ""}) == 'roceview.finding == "pfc_storm"'
+    assert finding_filter({"kind": "pmtu_mismatch", "frames": "", "flows": ""}) is None
+
+
+@pytest.mark.asyncio
+async def test_enter_on_a_finding_shows_its_frames_and_the_filter():
+    sample = "network-loss.pcap"
+    app = app_for(sample)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot)
+        record = app.snapshot.result.findings_table.records()[0]
+        await pilot.press("enter")
+        await scanned(pilot, app.screen)
+        assert app.current_mode == "packets"
+        assert app.filter_text == finding_filter(record)
+        _, out, _ = run("dissect", SAMPLES / sample, "-Y", app.filter_text, "-T", "fields", "-e", "frame.number")
+        assert [r + 1 for r in app.screen.plist.rows.tolist()] == [int(x) for x in out.split()]
+        assert len(out.split()) == record["frame_count"]
+
+
+@pytest.mark.asyncio
+async def test_f_on_a_finding_opens_its_flows():
+    app = app_for("network-loss.pcap")
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot)
+        await pilot.press("f")
+        await pilot.pause()
+        assert app.current_mode == "qps"
