@@ -50,7 +50,8 @@ class QpDetailScreen(RoceScreen):
         self.counter_table = DataTable(cursor_type="row", id="qp-counters")
         self.counter_table.add_columns("counter", "→ this", "← peer")
         self.event_table = DataTable(cursor_type="row", id="qp-events")
-        self.event_table.add_columns("ts", "dir", "kind", "psn", "detail")
+        self.event_table.add_columns("frame", "ts", "dir", "kind", "psn", "detail")
+        self._event_frames: list[int] = []      # the frame of each events row: Enter jumps to it
         self.sparks = {"gbps": Sparkline([], id="spark-gbps"), "ecn_ce": Sparkline([], id="spark-ce")}
 
     def body(self) -> ComposeResult:
@@ -113,14 +114,23 @@ class QpDetailScreen(RoceScreen):
         table = self.event_table
         table.clear()
         ts = slow_text(np.asarray(events.data["ts"])[picked], "ts") if picked else []
-        out = []
+        out, self._event_frames = [], []
         for k, i in enumerate(picked):
             kind, psn = events.data["kind"][i], int(events.data["psn"][i])
             out.append((kind, int(events.data["ts"][i]), psn))
             if k < MAX_EVENTS:
-                table.add_row(ts[k], names[events.data["flow"][i]], kind, "" if psn < 0 else str(psn),
+                frame = int(events.data["frame"][i])
+                self._event_frames.append(frame)
+                table.add_row(f"{frame:>7}", ts[k], names[events.data["flow"][i]], kind, "" if psn < 0 else str(psn),
                               events.data["detail"][i])
         return out
+
+    def on_data_table_row_selected(self, event) -> None:
+        """Enter on an event: the packet list, all packets, the cursor on the event's frame."""
+        if event.data_table is not self.event_table or not 0 <= event.cursor_row < len(self._event_frames):
+            return
+        self.app.show_packets(None, f"at frame {self._event_frames[event.cursor_row]}",
+                              self._event_frames[event.cursor_row] - 1)
 
     def _ladder(self, events: list[tuple]) -> None:
         index = self.app.index

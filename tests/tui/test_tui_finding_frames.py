@@ -40,3 +40,26 @@ async def test_f_on_a_finding_opens_its_flows():
         await pilot.press("f")
         await pilot.pause()
         assert app.current_mode == "qps"
+
+
+@pytest.mark.asyncio
+async def test_enter_on_an_event_of_a_qp_lands_on_its_frame():
+    from roceview.tui.packets_screen import PacketsScreen
+    from roceview.tui.qp_detail import QpDetailScreen
+
+    app = app_for("network-loss.pcap")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await loaded(pilot)
+        await pilot.press("2", "enter")
+        for _ in range(50):
+            await pilot.pause(0.05)
+            if isinstance(app.screen, QpDetailScreen) and app.screen._event_frames:
+                break
+        detail = app.screen
+        frame = detail._event_frames[0]
+        assert str(frame) in detail.event_table.get_row_at(0)[0]
+        detail.event_table.focus()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, PacketsScreen)
+        assert app.screen.plist.current_row() == frame - 1
