@@ -73,7 +73,7 @@ def in_process(monkeypatch):
     def fallback(*args, **kwargs):
         raise AssertionError("fell back to the driver-side analysis")
     monkeypatch.setattr(engine, "DaskBatches", fallback)
-    monkeypatch.setattr(run, "connect", lambda scheduler: (_Client(), None))
+    monkeypatch.setattr(run, "connect", lambda scheduler, timeout=None: (_Client(), None))
 
 
 def _csvs(result, directory: Path) -> dict:
