@@ -1,6 +1,7 @@
 """What every screen shares: the header line, the filter bar, the footer, snapshot delivery."""
 from __future__ import annotations
 
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -103,6 +104,15 @@ class RoceScreen(Guarded, Screen):
         todo = self.app.pending.pop(self.MODE, None) if self.MODE else None
         if todo is not None:
             todo(self)
+
+    def on_resize(self, event: events.Resize) -> None:
+        """A Resize of a size the terminal no longer has is dropped (Textual's own handler
+        skipped). Textual 8 lays a screen out for every Resize in its queue and posts itself
+        a Resize of that size again; two sizes queued during a SIGWINCH burst then bounced
+        off each other forever while updates were batched (a mode switch), and the screen's
+        message loop never gave the event loop back: 100 % CPU, q and Ctrl-C unread."""
+        if event.size != self.app.size:
+            event.prevent_default()
 
     def show(self, snapshot) -> None:
         """Render a snapshot (the screens override it)."""

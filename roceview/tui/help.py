@@ -1,6 +1,7 @@
 """`?`: every key of every screen."""
 from __future__ import annotations
 
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import ModalScreen
@@ -32,3 +33,8 @@ class HelpScreen(ModalScreen):
         width = max(len(k) for k, _ in KEYS)
         text = "\n".join(f"[b]{k:<{width}}[/b]  {v}" for k, v in KEYS)
         yield Static("[b]roceview keys[/b]\n\n" + text, id="help-text")
+
+    def on_resize(self, event: events.Resize) -> None:
+        """As RoceScreen.on_resize: a stale Resize is dropped."""
+        if event.size != self.app.size:
+            event.prevent_default()
