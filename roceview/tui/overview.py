@@ -98,8 +98,10 @@ def summary_text(snapshot) -> Text:
     s = snapshot.result.summary
     d = s.get("detected", {})
     seconds = s.get("duration_ns", 0) / 1e9
-    rate = snapshot.packets / snapshot.elapsed if snapshot.elapsed > 0 else 0
-    state = "loaded" if snapshot.done else f"loading… {rate:,.0f} pkt/s"
+    # one rate: the traffic's (packets over the capture's span); how fast roceview reads is
+    # the progress bar's business, and beside it a second pkt/s read as a second traffic rate
+    read = f" {snapshot.fraction:.0%}" if snapshot.fraction is not None else ""
+    state = "loaded" if snapshot.done else f"loading…{read}"
     if snapshot.error:
         state = f"stopped: {snapshot.error}"
     out = Text()

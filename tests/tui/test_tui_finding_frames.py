@@ -63,3 +63,17 @@ async def test_enter_on_an_event_of_a_qp_lands_on_its_frame():
         await pilot.pause()
         assert isinstance(app.screen, PacketsScreen)
         assert app.screen.plist.current_row() == frame - 1
+
+
+def test_the_overview_line_shows_one_rate_the_traffics():
+    """While loading, a second pkt/s (how fast roceview reads) beside the traffic's read as two
+    different traffic rates."""
+    from types import SimpleNamespace
+
+    from roceview.tui.loader import Snapshot
+    from roceview.tui.overview import summary_text
+
+    result = SimpleNamespace(summary={"duration_ns": 2_000_000_000, "roce_packets": 10, "flows": 1, "detected": {}})
+    for done in (False, True):
+        text = summary_text(Snapshot(result, packets=1000, elapsed=0.01, fraction=0.5, done=done)).plain
+        assert text.count("pkt/s") == 1 and "500 pkt/s" in text, text
