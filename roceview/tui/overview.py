@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.widgets import DataTable, ProgressBar, Static
 
 from roceview.diagnose.evidence_frames import finding_filter
@@ -17,7 +18,7 @@ FINDING_COLUMNS = ("severity", "kind", "summary")
 
 class OverviewScreen(RoceScreen):
     MODE = "overview"
-    BINDINGS = [("f", "flows", "the finding's flows")]
+    BINDINGS = [Binding("f", "flows", "Flows", show=False)]    # in help (?): the footer keeps q Quit
     TITLE_TEXT = "1 Overview"
 
     def body(self) -> ComposeResult:

@@ -533,6 +533,7 @@ def test_dissect_jsonl_equals_read_packets(zoo):
     json_rows = _jsonl_rows(path)
     assert len(json_rows) == len(df_rows)
     for j, d in zip(json_rows, df_rows):
+        assert isinstance(j.pop("time"), str)      # the time column's text, beside the exact ts_ns
         want = {k: v for k, v in d.items() if v is not None}
         assert j == want and all(type(j[k]) is type(want[k]) for k in want), (j, want)
 
