@@ -120,10 +120,7 @@ def _finding_kinds(args, env, display, writer):
     from roceview.diagnose.evidence_frames import kinds_by_frame
 
     result = analyze(args.capture, roce_ports=args.roce_port, link_speed=args.link_speed, warn=lambda m: None)
-    from roceview.diagnose.evidence_frames import PacketKinds
-
-    frames, bits, packet_kinds = kinds_by_frame(result)
-    return frames, bits, PacketKinds(packet_kinds)
+    return kinds_by_frame(result)
 
 
 def _limited(packets, count):

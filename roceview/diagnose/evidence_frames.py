@@ -67,11 +67,11 @@ def evidence_frames(ctx, record: dict) -> tuple[list[int], int]:
     return sorted({int(every[0]), int(every[-1]), *_in_turn(per_kind, TELLING)}), len(every)
 
 
-def kinds_by_frame(result, config=None) -> tuple[np.ndarray, np.ndarray, tuple]:
+def kinds_by_frame(result, config=None) -> tuple[np.ndarray, np.ndarray, "PacketKinds"]:
     """(frames, bits, packet kinds), frames ascending: every evidence frame of `result`'s
     findings and the finding kinds it shows (bit i: packets.flags.FINDING_KINDS[i]), for
-    `roceview.finding`; and the PACKET_KINDS among the findings, which each packet shows by its
-    own columns (packet_kind_bits)."""
+    `roceview.finding`; and a PacketKinds over the PACKET_KINDS among the findings, which each
+    packet shows by its own columns (one per pass over the capture: it carries the last stamp)."""
     from roceview.diagnose.config import DEFAULTS
     from roceview.diagnose.context import Context
     from roceview.packets.flags import FINDING_KINDS
@@ -89,7 +89,7 @@ def kinds_by_frame(result, config=None) -> tuple[np.ndarray, np.ndarray, tuple]:
     order = np.argsort(frames, kind="stable")
     frames, bits = frames[order], bits[order]
     starts = np.flatnonzero(np.r_[True, frames[1:] != frames[:-1]]) if len(frames) else np.zeros(0, np.int64)
-    packet_kinds = tuple(k for k in PACKET_KINDS if k in set(d["kind"]))
+    packet_kinds = PacketKinds(tuple(k for k in PACKET_KINDS if k in set(d["kind"])))
     return frames[starts], np.bitwise_or.reduceat(bits, starts) if len(starts) else bits, packet_kinds
 
 

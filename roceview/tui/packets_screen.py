@@ -191,10 +191,9 @@ class PacketsScreen(RoceScreen):
         snapshot = self.app.snapshot
         if FINDING_COLUMN not in getattr(display_filter, "fields", ()) or snapshot is None:
             return None
-        from roceview.diagnose.evidence_frames import PacketKinds, kinds_by_frame
+        from roceview.diagnose.evidence_frames import kinds_by_frame
 
-        frames, bits, packet_kinds = kinds_by_frame(snapshot.result)
-        return frames, bits, PacketKinds(packet_kinds)
+        return kinds_by_frame(snapshot.result)
 
     def _stamp(self, batch) -> None:
         """The relative times a filter may read (packets/times.py Clock's columns): since the

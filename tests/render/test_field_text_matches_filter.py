@@ -33,15 +33,14 @@ def _analyzed(path) -> Batch:
     """The capture's packets with the analysis flags and the finding kinds, as `dissect` reads them."""
     import roceview
     from roceview.analysis.annotate import analyzed_pairs
-    from roceview.diagnose.evidence_frames import PacketKinds, add_finding_kinds, kinds_by_frame
+    from roceview.diagnose.evidence_frames import add_finding_kinds, kinds_by_frame
     from roceview.packets.read import iter_batches
 
     from roceview.packets.times import Clock
 
     pairs = ((None, b) for b in iter_batches([str(path)], prefetch=False))
     batch = Batch.concat([b for _, b in analyzed_pairs(pairs)])
-    frames, bits, packet_kinds = kinds_by_frame(roceview.analyze(str(path)))
-    add_finding_kinds(batch, frames, bits, PacketKinds(packet_kinds))
+    add_finding_kinds(batch, *kinds_by_frame(roceview.analyze(str(path))))
     clock = Clock()                 # the relative times, as dissect adds them
     clock.stamp(batch)
     clock.display(batch)
