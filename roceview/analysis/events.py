@@ -69,9 +69,23 @@ class EventLog:
         order = np.lexsort((kind, idx, ts))
         ts, idx, flow, kind, psn, a, b, rel = (x[order] for x in (ts, idx, flow, kind, psn, a, b, rel))
         is_pfc = np.isin(kind, _PFC_KINDS)
-        names = [mac_names[f] if p else flow_names[f] for f, p in zip(flow.tolist(), is_pfc.tolist())]
-        said: dict = {}                 # many rows say the same (a capture of two points: one offset)
-        details = [said.get(t) or said.setdefault(t, _detail(*t)) for t in zip(kind.tolist(), a.tolist(), b.tolist())]
+        names = np.empty(len(flow), dtype=object)         # no per-event Python: 250 k events a kind
+        if len(flow_names):
+            names[~is_pfc] = np.asarray(flow_names, dtype=object)[flow[~is_pfc]]
+        if len(mac_names):
+            names[is_pfc] = np.asarray(mac_names, dtype=object)[flow[is_pfc]]
+        names = names.tolist()
+        # many rows say the same (a capture of two points: one offset): each distinct
+        # (kind, a, b) is put in words once
+        by = np.lexsort((b, a, kind))
+        new = np.ones(len(by), bool)
+        new[1:] = (np.diff(kind[by]) != 0) | (np.diff(a[by]) != 0) | (np.diff(b[by]) != 0)
+        first = by[new]
+        words = np.array([_detail(*t) for t in zip(kind[first].tolist(), a[first].tolist(), b[first].tolist())],
+                         dtype=object)
+        which = np.empty(len(by), np.int64)
+        which[by] = np.cumsum(new) - 1
+        details = words[which].tolist()
         data = {"ts": ts, "flow": names, "kind": [EVENT_KINDS[k] for k in kind.tolist()], "psn": psn,
                 "detail": details, "frame": idx + 1, "related_frame": np.where(rel >= 0, rel + 1, -1)}
         data.update(structured(kind, a, b))

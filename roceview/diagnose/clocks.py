@@ -20,8 +20,10 @@ from roceview.units import duration, plural
 MIN_EARLY = 3          # one out-of-order pair may be a timestamping glitch; three are a pattern
 
 
-class _ByPsn:
-    """Event times grouped by PSN, each group sorted: the times of one PSN by two binary searches."""
+class ByPsn:
+    """Event times grouped by PSN, each group sorted: the times of one PSN by two binary
+    searches (a rule that asks per NAK costs O(log n), not a scan of every event: 100 k NAKs
+    against 250 k resends took hours)."""
 
     def __init__(self, ts: np.ndarray, psn: np.ndarray):
         order = np.lexsort((ts, psn))
@@ -30,6 +32,18 @@ class _ByPsn:
     def times(self, psn: int) -> np.ndarray:
         lo, hi = np.searchsorted(self.psn, (psn, psn + 1))
         return self.ts[lo:hi]
+
+    def first_after(self, psn: int, ts: int) -> int | None:
+        """The first time of `psn` later than `ts`, else None."""
+        t = self.times(psn)
+        at = int(np.searchsorted(t, ts, "right"))
+        return int(t[at]) if at < len(t) else None
+
+    def last_until(self, psn: int, ts: int) -> int | None:
+        """The last time of `psn` at or before `ts`, else None."""
+        t = self.times(psn)
+        at = int(np.searchsorted(t, ts, "right"))
+        return int(t[at - 1]) if at else None
 
 
 def resent_before(ctx: Context, responder: str, requester: str) -> list:
@@ -47,10 +61,10 @@ def resent_before(ctx: Context, responder: str, requester: str) -> list:
     soon = (delay >= 0) & (delay < floor) if len(delay) == len(runs.ts) else np.zeros(len(runs.ts), bool)
     if not len(naks.ts) or not soon.any():
         return out
-    starts = _ByPsn(runs.ts[soon], runs.psn[soon])
-    retx = _ByPsn(ctx.ev("retransmit", requester).ts, ctx.ev("retransmit", requester).psn)
+    starts = ByPsn(runs.ts[soon], runs.psn[soon])
+    retx = ByPsn(ctx.ev("retransmit", requester).ts, ctx.ev("retransmit", requester).psn)
     rnr = ctx.ev("nak_rnr", responder)
-    asked = _ByPsn(np.concatenate([naks.ts, rnr.ts]), np.concatenate([naks.psn, rnr.psn]))
+    asked = ByPsn(np.concatenate([naks.ts, rnr.ts]), np.concatenate([naks.psn, rnr.psn]))
     for i, (ts, psn) in enumerate(zip(naks.ts.tolist(), naks.psn.tolist())):
         t = starts.times(psn)
         t = t[(t < ts) & (t > ts - floor)]
@@ -66,7 +80,7 @@ def naked_resends(ctx: Context, name: str, ev, floor_ns: float) -> np.ndarray:
     out = np.zeros(len(ev.ts), dtype=bool)
     for other in requester_side(ctx, name):
         naks = ctx.ev("nak_seq", other)
-        by_psn = _ByPsn(naks.ts, naks.psn)
+        by_psn = ByPsn(naks.ts, naks.psn)
         late = {t for t in resent_before(ctx, other, name) if t is not None}
         for i, (t, p) in enumerate(zip(ev.ts.tolist(), ev.psn.tolist())):
             before = by_psn.times(p)

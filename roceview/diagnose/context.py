@@ -73,7 +73,7 @@ class Context:
         kind_rank, flow_rank = kind_rank[order], flow_rank[order]
         self._ts, self._psn = np.asarray(d["ts"])[order], np.asarray(d["psn"])[order]
         self._frame = np.asarray(d["frame"], dtype=np.int64)[order]
-        self._detail, self._order = d["detail"], order
+        self._detail, self._order = np.asarray(d["detail"], dtype=object), order
         self._cols = {k: np.asarray(d[k], dtype=object if k == "pfc_priority" else None)
                       for k in EVENT_STRUCTURED if k in d}           # in table order: read via _order
         self._starts = run_starts(kind_rank, flow_rank)
@@ -107,7 +107,7 @@ class Context:
             s, e = int(self._starts[group]), int(self._ends[group])
             rows = self._order[s:e]
             ev = self._made[(kind, flow)] = Events(self._ts[s:e], self._psn[s:e],
-                                                   [self._detail[i] for i in rows.tolist()],
+                                                   self._detail[rows].tolist(),
                                                    {k: v[rows] for k, v in self._cols.items()})
         return ev
 

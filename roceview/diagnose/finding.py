@@ -50,6 +50,6 @@ def finalize(records: list[dict], span: tuple[int, int] | None = None) -> list[d
 
 
 def psn_list(values, limit: int = 5) -> str:
-    values = [int(v) for v in values]
-    text = ", ".join(str(v) for v in values[:limit])
-    return text + (f" (+{len(values) - limit:,} more)" if len(values) > limit else "")
+    n = len(values)                  # a list or an array of any length: only `limit` are read
+    text = ", ".join(str(int(v)) for v in values[:limit])
+    return text + (f" (+{n - limit:,} more)" if n > limit else "")

@@ -15,7 +15,7 @@ import numpy as np
 
 from roceview.analysis.events import nak_meaning
 from roceview.diagnose.capture import capture_loss_finding
-from roceview.diagnose.clocks import naked_resends, resent_before
+from roceview.diagnose.clocks import ByPsn, naked_resends, resent_before
 from roceview.diagnose.context import PSN_MOD, Context, Events, in_arcs, requester_side
 from roceview.diagnose.finding import finding, psn_list
 from roceview.diagnose.priority import dcb_map, flow_priorities, keep_on, pfc_vector, protected_priorities
@@ -170,24 +170,28 @@ def _naks(ctx: Context, responder: str, per_flow) -> None:
     target.blind = not requesters
     nts = naks.ts.tolist() + [np.iinfo(np.int64).max]
     early = resent_before(ctx, responder, req) if req else [None] * len(naks.ts)
-    gap_first = np.array(gap_numbers(gaps)[1], dtype=np.int64) if gaps is not None else None
+    if retx is not None:
+        resends = ByPsn(retx.ts, retx.psn)
+        gap_at = ByPsn(gaps.ts, np.array(gap_numbers(gaps)[1], dtype=np.int64))
+        # the resends between each NAK and the next (retx.ts is in time order)
+        window = np.searchsorted(retx.ts, nts[:-1], "right"), np.searchsorted(retx.ts, nts[1:], "left")
     for i, (ts, e) in enumerate(zip(naks.ts.tolist(), naks.psn.tolist())):
         delay = resent = gen = None
         if retx is not None:
-            after = (retx.ts > ts) & (retx.psn == e)
-            if after.any():
-                delay = int(retx.ts[after][0] - ts)
+            first = resends.first_after(e, ts)
+            if first is not None:
+                delay = first - ts
             elif ctx.flow[req]["first_ts"] > ts or early[i] is not None:
                 delay = UNSEEN        # the capture began between the NAK and the requester's first packet,
                                       # or the NAK is stamped after its resend (clocks.py: clock_skew)
-            resent = int(((retx.ts > ts) & (retx.ts < nts[i + 1])).sum())
-            before = (gaps.ts <= ts) & (gap_first == e)
-            if before.any():
-                gen = int(ts - gaps.ts[before][-1])
+            lo, hi = int(window[0][i]), int(window[1][i])
+            resent = max(0, hi - lo)
+            gap = gap_at.last_until(e, ts)
+            if gap is not None:
+                gen = ts - gap
             if spurious_nak(ctx, req, ts, e):     # its resends, not the late originals among them
                 late = late_ts(ctx, req)
-                between = (retx.ts > ts) & (retx.ts < nts[i + 1])
-                resent = sum((t, p) not in late for t, p in zip(retx.ts[between].tolist(), retx.psn[between].tolist()))
+                resent = sum((t, p) not in late for t, p in zip(retx.ts[lo:hi].tolist(), retx.psn[lo:hi].tolist()))
                 target.spurious.append((ts, e, resent))
                 continue
         target.naks.append((ts, e, delay, resent, gen))

@@ -61,6 +61,8 @@ class LiveSession:
         self.started = time.monotonic()
         self._asked = 0.0
         self._timer = self._previous_sigint = self._interrupted_at = None
+        self._done = threading.Event()
+        self.capture_started: float | None = None     # monotonic: when the tool began to capture
 
     def _open_source(self, args):
         if args.interface is not None:
@@ -103,16 +105,28 @@ class LiveSession:
 
     # ---- start and stop ------------------------------------------------------------------------
     def __enter__(self):
-        if self.args.duration:
-            self._timer = threading.Timer(self.args.duration, self.stop, ("duration",))
-            self._timer.daemon = True
-            self._timer.start()
+        self._timer = threading.Thread(target=self._duration_clock, name="roceview-live-duration", daemon=True)
+        self._timer.start()
         # an ignored SIGINT stays ignored: `roceview live ... &` in a script runs so, and a
         # Ctrl-C meant for the script's foreground job is not for it
         if threading.current_thread() is threading.main_thread() \
                 and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
             self._previous_sigint = signal.signal(signal.SIGINT, self._sigint)
         return self
+
+    def _duration_clock(self) -> None:
+        """--duration counts capture time, as tshark's `-a duration:`: from the moment the tool
+        says it is listening (under load its start-up took seconds, which the capture lost),
+        or at once for a stream. While it waits, the diagnoser and the report are imported,
+        so that the stop is followed by the result, not by 0.2-0.5 s of imports."""
+        tool = self.tool
+        while tool is not None and not tool.listening.wait(0.05):
+            if self._done.is_set() or tool.proc.poll() is not None:
+                return
+        self.capture_started = time.monotonic()
+        _warm_up()
+        if self.args.duration and not self._done.wait(self.args.duration - (time.monotonic() - self.capture_started)):
+            self.stop("duration")
 
     def _sigint(self, signum, frame) -> None:
         """The first Ctrl-C stops the capture (the outputs are then written); the same one
@@ -137,8 +151,7 @@ class LiveSession:
             self.stream.stop.set()
 
     def __exit__(self, *exc):
-        if self._timer is not None:
-            self._timer.cancel()
+        self._done.set()                      # the duration clock stops waiting
         if self._previous_sigint is not None:        # the stop's echo may still be on its way
             signal.signal(signal.SIGINT, self._previous_sigint if self._interrupted_at is None
                           else _EchoOfStop(self._previous_sigint, self._interrupted_at + SAME_SIGINT_S))
@@ -279,6 +292,13 @@ class LiveSession:
             saved = f"; {'saved to' if s['saved_bytes'] else 'nothing saved to'} {self.save.name}"
         return (f"Live capture {s['source']}: {s['packets_analyzed']:,} packets in {s['elapsed_s']:.1f} s, "
                 f"stopped by {s['stopped_by']}; kernel drops {drops}, roceview drops {s['roceview_drops']:,}{saved}")
+
+
+def _warm_up() -> None:
+    """Import what the end of a capture runs (the diagnoser, the report, the tables' writers)."""
+    import roceview.diagnose  # noqa: F401
+    import roceview.render.export  # noqa: F401
+    import roceview.render.report  # noqa: F401
 
 
 def _pass_on(handler, signum, frame) -> None:
