@@ -3,8 +3,11 @@
 Counts have thousands separators; a duration picks ns, us, ms or s so that 1 <= value < 1000
 and shows 3 decimals (whole ns below 1 us: the capture's resolution); a rate in Gb/s shows
 2-3 significant digits. CSV and JSON keep their fixed machine formats (docs/columns.md).
-"us" is written in ASCII, like the CSV column names (rtt_p50_us): logs, grep and non-UTF-8
-terminals read it. Imports nothing: diagnose/ and render/ both use it.
+Microseconds are spelled "us", in ASCII, everywhere a person reads them: the report, the
+finding sentences, the TUI's screens (render/, tui/) and `dissect`'s tags and -V sentences
+(render/flag_text.py, and render/line_tags.py's column-wise copy of `duration`), as in the CSV
+column names (rtt_p50_us): logs, grep and non-UTF-8 terminals read it, and one screen never
+shows both "us" and "µs". Imports nothing: diagnose/, render/ and tui/ all use it.
 """
 from __future__ import annotations
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dissectors.ib import NAK_CODES, RNR_TIMER_MS
 from roceview.packets.flags import FLAG_FIELDS, Flag
+from roceview.units import duration, plural
 
 ANALYSIS_NAMES = ("flags", "missing_psns", "rel_frame", "rtt_ns")
 # shown by the line itself already ([bad ICRC], [truncated]): not repeated as tags
@@ -28,12 +29,13 @@ def _frame(rel) -> str:
 
 
 def _pause(row: dict, quanta: list, gbps: float) -> str:
-    """Priorities paused and for how long at the link speed (quanta x 512 bit times, 802.1Qbb)."""
-    us = lambda q: q * 512 / gbps / 1000      # noqa: E731 (ns per quantum: 512 / Gb/s)
+    """Priorities paused and for how long at the link speed (quanta x 512 bit times, 802.1Qbb),
+    the time as the report writes one (units.duration: '335.539 us', '1.342 ms')."""
+    ns = lambda q: duration(q * 512 / gbps)      # noqa: E731 (ns per quantum: 512 / Gb/s)
     if row.get("pause_quanta") is not None and row.get("proto") == "pause":
-        return f"all {us(row['pause_quanta']):.3f} µs"
+        return f"all {ns(row['pause_quanta'])}"
     en = row.get("pfc_enable") or 0
-    return " ".join(f"P{p} {us(quanta[p]):.3f} µs" for p in range(8) if en >> p & 1 and quanta[p])
+    return " ".join(f"P{p} {ns(quanta[p])}" for p in range(8) if en >> p & 1 and quanta[p])
 
 
 def _resumed(row: dict, quanta: list) -> str:
@@ -73,7 +75,7 @@ def tags(row: dict, quanta: list, gbps: float = 100.0) -> list[tuple[str, str]]:
         out.append((f"Resume {_resumed(row, quanta)}".rstrip(), "note"))
     if flags & RTT_ACK:
         ns = row.get("rtt_ns")
-        out.append((f"RTT {ns / 1000:.3f} µs to {_frame(rel)}" if ns is not None and rel else "RTT sample", "note"))
+        out.append((f"RTT {duration(ns)} to {_frame(rel)}" if ns is not None and rel else "RTT sample", "note"))
     return out
 
 
@@ -85,12 +87,20 @@ def tag_text(row: dict, quanta: list, gbps: float = 100.0, colour: bool = False)
     return " ".join(parts)
 
 
+def _missing(n) -> tuple[str, str]:
+    """('the PSN', 'was'), ('the 9 PSNs', 'were'); the count unknown: ('the PSNs', 'were')."""
+    if n is None:
+        return "the PSNs", "were"
+    return ("the PSN", "was") if int(n) == 1 else (f"the {plural(n, 'PSN')}", "were")
+
+
 def sentences(row: dict, quanta: list, flow: str, gbps: float = 100.0) -> list[str]:
     """One sentence per flag for `dissect -V`, naming the related frame and the flow."""
     flags = row.get("flags") or 0
     rel, psn, out = row.get("rel_frame"), row.get("psn"), []
     if flags & GAP:
-        out.append(f"PSN gap: the {row.get('missing_psns')} PSN(s) before PSN {psn} of {flow} were not seen "
+        what, verb = _missing(row.get("missing_psns"))
+        out.append(f"PSN gap: {what} before PSN {psn} of {flow} {verb} not seen "
                    "(lost in the network, or by the capture).")
     if flags & RETRANSMISSION:
         kind = "timeout retransmission (no NAK since the previous resend)" \
@@ -119,5 +129,5 @@ def sentences(row: dict, quanta: list, flow: str, gbps: float = 100.0) -> list[s
     if flags & TRUNCATED:
         out.append("The frame was cut before its end (snaplen): headers past the cut are absent.")
     if flags & RTT_ACK and row.get("rtt_ns") is not None:
-        out.append(f"Closes an RTT sample of {row['rtt_ns'] / 1000:.3f} µs on {flow}: the request was frame {rel}.")
+        out.append(f"Closes an RTT sample of {duration(row['rtt_ns'])} on {flow}: the request was frame {rel}.")
     return out

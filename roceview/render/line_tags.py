@@ -8,9 +8,13 @@ import numpy as np
 from dissectors.ib import NAK_CODES, RNR_TIMER_MS
 from roceview.render.flag_text import (CNP, DUPLICATE, ECN_CE, GAP, NAK, PFC_PAUSE, PFC_RESUME, PSN_REUSE,
                                        RETRANSMISSION, RNR_NAK, RTT_ACK, TAGGED, TIMEOUT, _COLOUR)
-from roceview.render.line_parts import Columns, decimals, digits, lit, mapped, or_none
+from roceview.render.cells import join_cells
+from roceview.render.line_parts import Columns, decimals, digits, gather, lit, mapped, or_none
+from roceview.units import duration
 
 _RESET = "\x1b[0m"
+_SCALES = (1.0, 1e3, 1e6, 1e9)                 # units.duration's ns, us, ms, s
+_UNITS = (" ns", " us", " ms", " s")
 
 
 class _Tags:
@@ -83,29 +87,59 @@ def _congestion_tags(t: _Tags, c: Columns, gbps: float) -> None:
     if rtt.any():
         ns, ns_ok = c.num("rtt_ns")
         sample = rtt & ns_ok & t.has_rel
-        t.tag(rtt, "note", [lit(c.n, "RTT ", sample)] + decimals(ns / 1000, 3, sample),
-              [lit(c.n, " µs to ", sample)], t.frame(sample, ""), [lit(c.n, "RTT sample", rtt & ~sample)])
+        t.tag(rtt, "note", [lit(c.n, "RTT ", sample)] + duration_parts(ns.astype(np.float64), sample),
+              [lit(c.n, " to ", sample)], t.frame(sample, ""), [lit(c.n, "RTT sample", rtt & ~sample)])
 
 
-def _us(quanta: np.ndarray, gbps: float) -> np.ndarray:
-    """Microseconds of pause (quanta x 512 bit times), the float ops of flag_text._pause."""
-    return quanta * 512 / gbps / 1000
+def duration_parts(ns: np.ndarray, shown: np.ndarray) -> list:
+    """units.duration(ns) of each shown row ('500 ns', '1.828 us', '12.370 ms'), as one part
+    built on the shown rows only (tags are on few rows of a block). The unit is the one of the
+    value rounded to 3 decimals (999.9996 us is '1.000 ms'); a value within a few ulps of that
+    edge, or not finite, is written by units.duration itself."""
+    n, rows = len(ns), np.flatnonzero(shown)
+    if not len(rows):
+        return [lit(n, "", shown)]
+    x = np.asarray(ns, np.float64)[rows]
+    size = np.abs(x)
+    unit = (size >= 1e3).astype(np.int64) + (size >= 1e6) + (size >= 1e9)
+    with np.errstate(invalid="ignore"):
+        y = size / np.take(_SCALES, unit) * np.where(unit > 0, 1000.0, 1.0)   # in the last decimal
+        edge = np.where(unit > 0, 999_999.5, 999.5)
+        unsure = ~np.isfinite(x) | (np.abs(y - edge) <= 8 * np.spacing(edge))
+        unit += (unit < 3) & (y >= edge) & ~unsure
+    m, sure = len(rows), ~unsure
+    parts = []
+    for u, (scale, name) in enumerate(zip(_SCALES, _UNITS)):
+        on = sure & (unit == u)
+        if on.any():
+            parts += decimals(x / scale, 3 if u else 0, on) + [lit(m, name, on)]
+    if unsure.any():
+        parts.append(gather(np.cumsum(unsure) - 1, [duration(v) for v in x[unsure].tolist()], unsure))
+    mat, mask = join_cells(parts)
+    full, full_mask = np.zeros((n, mat.shape[1]), np.uint8), np.zeros((n, mat.shape[1]), bool)
+    full[rows], full_mask[rows] = mat, mask
+    return [(full, full_mask)]
+
+
+def _ns(quanta: np.ndarray, gbps: float) -> np.ndarray:
+    """Nanoseconds of pause (quanta x 512 bit times), the float ops of flag_text._pause."""
+    return quanta * 512 / gbps
 
 
 def _paused(c: Columns, rows: np.ndarray, gbps: float) -> list:
-    """` all 335.539 µs` (PAUSE) or ` P0 335.539 µs P7 0.015 µs` (PFC: priorities enabled with
+    """` all 335.539 us` (PAUSE) or ` P0 335.539 us P7 15 ns` (PFC: priorities enabled with
     quanta > 0), nothing when none is."""
     n = c.n
     proto, names = c.cat("proto")
     is_pause = proto == names.index("pause") if "pause" in names else np.zeros(n, bool)
     q, q_ok = c.num("pause_quanta")
     whole = rows & is_pause & q_ok
-    parts = [lit(n, " all ", whole)] + decimals(_us(q, gbps), 3, whole) + [lit(n, " µs", whole)]
+    parts = [lit(n, " all ", whole)] + duration_parts(_ns(q, gbps), whole)
     en, _ = c.num("pfc_enable")
     for p in range(8):
         quanta, ok = c.num(f"pfc_quanta{p}")
         on = rows & ~whole & (en >> p & 1).astype(bool) & ok & (quanta != 0)
-        parts += [lit(n, f" P{p} ", on)] + decimals(_us(quanta, gbps), 3, on) + [lit(n, " µs", on)]
+        parts += [lit(n, f" P{p} ", on)] + duration_parts(_ns(quanta, gbps), on)
     return parts
 
 
