@@ -1,5 +1,6 @@
 """`roceview dissect`: one line per packet like tshark, -V detail tree, --jsonl rows; -Y display
-filter, -T fields -e FIELD, -x hex dump (tshark's options, roceview/filter and render/field_text)."""
+filter, -T fields -e FIELD, -T json (render/tshark_json), -x hex dump (tshark's options,
+roceview/filter and render/field_text)."""
 from __future__ import annotations
 
 import codecs
@@ -20,10 +21,11 @@ def add_arguments(parser) -> None:
                         help="also decode UDP destination port P as RoCEv2 (repeatable)")
     parser.add_argument("-Y", "--display-filter", metavar="FILTER", default=None,
                         help="print only packets matching this Wireshark display filter (frame numbers unchanged)")
-    parser.add_argument("-T", dest="output_format", choices=("text", "fields"), default="text",
-                        help="fields: the -e fields of each packet, like tshark -T fields")
+    parser.add_argument("-T", dest="output_format", choices=("text", "fields", "json"), default="text",
+                        help="fields: the -e fields of each packet, like tshark -T fields; json: a JSON array "
+                             "of the packets' fields as tshark -T json writes it (with -e: only those fields)")
     parser.add_argument("-e", dest="fields", action="append", default=[], metavar="FIELD",
-                        help="with -T fields: a field to print (filter field names; repeatable)")
+                        help="with -T fields or -T json: a field to print (filter field names; repeatable)")
     parser.add_argument("-E", dest="field_options", action="append", default=[], metavar="OPT=VALUE",
                         help="with -T fields: header=y|n, separator=/t|/s|C, quote=d|s|n, occurrence=f|l|a, "
                              "aggregator=,|/s|C")
@@ -64,7 +66,8 @@ def run(args, env) -> ExitStatus:
     check_link_speed(args.link_speed)           # finite, > 0: a bad one is one line, exit 2
     display, writer = _setup(args)              # bad filter or field: one line, before reading
     out = env.stdout
-    if writer is not None and writer.options.header:
+    as_json = args.output_format == "json"
+    if writer is not None and not as_json and writer.options.header:
         out.write(writer.header() + "\n")
     clock = Clock()                             # times relative to the first packet read, deltas
     kinds = _finding_kinds(args, env, display, writer)
@@ -77,11 +80,16 @@ def run(args, env) -> ExitStatus:
         rows = np.flatnonzero(filter_mask(display, batch, clock)) if display is not None else None
         shown = batch if rows is None else batch.select(rows)
         clock.display(shown)
-        if writer is not None:
+        if as_json:                             # the array streamed, a slice of rows at a time
+            for piece in writer.pieces(shown):
+                out.write(piece)
+        elif writer is not None:
             out.write("".join(line + "\n" for line in writer.lines(shown)))
         else:
             times = TimeColumn.of(shown, clock, args.time_format, args.seconds_format == "hms")
             _write_text(args, chunk, shown, rows, times, out)
+    if as_json:
+        out.write(writer.close())
     out.flush()
     return ExitStatus.OK
 
@@ -92,6 +100,8 @@ def _setup(args):
         from roceview.filter import compile_filter
 
         display = compile_filter(args.display_filter)
+    if args.output_format == "json":
+        return display, _json_writer(args)
     if (args.fields or args.field_options) and args.output_format != "fields":
         from roceview.errors import BadInput
 
@@ -101,6 +111,19 @@ def _setup(args):
 
         writer = FieldWriter(args.fields, args.field_options)
     return display, writer
+
+
+def _json_writer(args):
+    """-T json's writer; the options that write something else (another format, the tree, the
+    bytes) or shape -T fields' text are refused in one line rather than ignored."""
+    from roceview.errors import BadInput
+    from roceview.render.tshark_json import TsharkJsonWriter
+
+    other = [name for name, given in (("--jsonl", args.jsonl), ("-V", args.verbose), ("-x", args.hex),
+                                      ("-E", args.field_options)) if given]
+    if other:
+        raise BadInput(f"-T json cannot be combined with {', '.join(other)}")
+    return TsharkJsonWriter(args.fields)
 
 
 def _finding_kinds(args, env, display, writer):
