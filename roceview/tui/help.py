@@ -21,6 +21,8 @@ KEYS = (
     ("t", "dark / light theme"),
     ("T", "packets: next time format (tshark -t: r a ad adoy d dd e u ud)"),
     ("U", "packets: relative times in seconds or h m s (tshark -u)"),
+    ("r", "packets: related frame (NAK→resend→first, ACK↔request)"),
+    ("b Backspace", "packets: back to the frame the last r left (each jump)"),
     ("?", "this help"),
     ("q", "quit (with --fail-on: exit 3 as analyze)"),
 )

@@ -12,10 +12,17 @@ from roceview.tui.virtual import VirtualList
 
 BLOCK = 128              # rows decoded together
 CACHED_BLOCKS = 32
-HEADER = "  Frame         Time Source → Destination Protocol Length Info"
-# a `dissect` line up to its Info: frame, time, source → destination, protocol, length
-# (render/lines.packet_lines; addresses and protocol labels have no spaces)
-BEFORE_INFO = re.compile(r"\s*\S+\s+\S+ \S+ → \S+ \S+ \S+")
+# termshark's columns before Info: (header, its short form for a narrow column, alignment)
+COLUMNS = (("No.", "No.", ">"), ("Time", "Time", ">"), ("Source", "Src", "<"), ("Destination", "Dest", "<"),
+           ("Protocol", "Proto", "<"), ("Length", "Len", ">"))
+ROOM_FOR_INFO = 48       # columns Info keeps before the headers are spelled out in full
+INFO_WIDE = 160          # columns of Info reachable by scrolling sideways
+# a `dissect` line (render/lines.packet_lines): frame, time (tshark's `ad` has a space), source
+# → destination, protocol, length, Info (addresses and protocol labels have no spaces)
+DISSECT_LINE = re.compile(r"\s*(\S+)\s+(.*?)\s*(\S+) → (\S+)\s+(\S+)\s+(\S+)(?: +(.*))?$")
+QP_PSN = re.compile(r"(\S+) (QP=\S+ PSN=\S+)(.*)$")        # a RoCE Info: the opcode, QP, PSN, the rest
+# (the head's fields, Info, the tags' marks in Info: [(start, end, severity)]) of a listed row
+Row = tuple
 
 
 def table(batch):
@@ -30,16 +37,20 @@ def table(batch):
 
 
 def summary_lines(batch, first_ts: int | None, gbps: float = 100.0, times=None) -> list[str]:
-    """The list's lines: `dissect`'s, with the flags' tags (its words: render.flag_text.tags)
-    moved to the front of Info, where Wireshark shows its expert info: on an 80-column screen
-    they are seen; a line without flags is `dissect`'s as it is. `times`: the time column
-    (packets/times.TimeColumn), else seconds since `first_ts` with the file's precision."""
-    return marked_lines(batch, first_ts, gbps, times)[0]
+    """The list's lines of decoded rows, the columns as wide as these rows need."""
+    rows = list_rows(batch, first_ts, gbps, times)
+    widths = grown([0] * len(COLUMNS), rows)
+    return [row_text(row, column_widths(widths)) for row in rows]
 
 
-def marked_lines(batch, first_ts: int | None, gbps: float = 100.0, times=None) -> tuple[list[str], dict]:
-    """summary_lines, and for each line with tags its marks: [(start, end, severity)], one a
-    tag (severity: error, warn, note; coloured as `dissect` colours them on a terminal)."""
+def list_rows(batch, first_ts: int | None, gbps: float = 100.0, times=None) -> list[Row]:
+    """Each row's columns, from `dissect`'s line (render/lines.packet_lines: one house for the
+    words and numbers); Info reordered so that QP and PSN lead it, then the flags' tags
+    (render.flag_text.tags, where Wireshark shows its expert info), then the opcode and the
+    rest: on an 80-column screen a RoCE row shows its QP, its PSN and the start of its first
+    tag (coloured), else of its opcode. Info without a QP leads with the tags. `times`: the
+    time column (packets/times.TimeColumn), else seconds since `first_ts` with the file's
+    precision."""
     from roceview.render.flag_text import TAGGED, tag_text, tags
     from roceview.render.lines import packet_lines, packet_rows
 
@@ -49,28 +60,78 @@ def marked_lines(batch, first_ts: int | None, gbps: float = 100.0, times=None) -
     if times is None and batch.n:            # the DataFrame does not carry the file's precision
         ts = batch.cols["ts_ns"].astype(np.int64)
         times = TimeColumn(ts - (int(ts[0]) if first_ts is None else first_ts), digits_of(batch))
-    lines, marks = packet_lines(df, first_ts, gbps, times=times), {}
+    lines = packet_lines(df, first_ts, gbps, times=times)
     tagged = set(np.flatnonzero(batch.cols["flags"] & TAGGED).tolist()) if "flags" in batch.cols else ()
-    for i, (row, quanta) in enumerate(packet_rows(df) if tagged else ()):
-        moved = tags_first(lines[i], tag_text(row, quanta, gbps)) if i in tagged else lines[i]
-        if moved != lines[i]:
-            lines[i], at, marks[i] = moved, BEFORE_INFO.match(moved).end() + 1, []
-            for text, severity in tags(row, quanta, gbps):     # tag_text's: "[text]" joined by spaces
-                marks[i].append((at, at + len(text) + 2, severity))
-                at += len(text) + 3
-    return lines, marks
+    found = {i: (tag_text(row, quanta, gbps), tags(row, quanta, gbps))
+             for i, (row, quanta) in enumerate(packet_rows(df) if tagged else ()) if i in tagged}
+    return [split_row(line, *found.get(i, ("", ()))) for i, line in enumerate(lines)]
+
+
+def split_row(line: str, tag_text: str = "", tags=()) -> Row:
+    """A `dissect` line (ending in its tags' text, `tag_text`) as the list's columns, Info
+    reordered (list_rows) and the tags' marks in it; a line not read as one is all Info."""
+    if tag_text and line.endswith(" " + tag_text):
+        line = line[: -len(tag_text) - 1]
+    else:
+        tag_text, tags = "", ()
+    head = DISSECT_LINE.match(line)
+    if head is None:
+        return ("",) * len(COLUMNS), line.strip(), []
+    info = (head.group(7) or "").strip()
+    roce = QP_PSN.match(info)
+    if roce:
+        opcode, qp_psn, rest = roce.groups()
+        at = len(qp_psn) + 1
+        info = f"{qp_psn} " + (f"{tag_text} " if tag_text else "") + opcode + rest
+    else:
+        at = 0
+        info = f"{tag_text} {info}".strip() if tag_text else info
+    marks = []
+    for text, severity in tags:            # tag_text's: "[text]" joined by spaces
+        marks.append((at, at + len(text) + 2, severity))
+        at += len(text) + 3
+    return head.group(1, 2, 3, 4, 5, 6), info, marks
+
+
+def grown(widths: list[int], rows: list[Row]) -> list[int]:
+    """The columns' widths, each widened to the widest value of these rows."""
+    for row in rows:
+        widths = [max(w, len(v)) for w, v in zip(widths, row[0])]
+    return widths
+
+
+def column_widths(widths: list[int], room: int = 0) -> list[int]:
+    """The values' widths widened to their headers: in full when `room` columns leave Info at
+    least ROOM_FOR_INFO, else the short forms (Dest, Proto, Len: 80 columns show QP and PSN)."""
+    full = [max(w, len(name)) for w, (name, _, _) in zip(widths, COLUMNS)]
+    if sum(full) + len(full) + ROOM_FOR_INFO <= room:
+        return full
+    return [max(w, len(short)) for w, (_, short, _) in zip(widths, COLUMNS)]
+
+
+def row_text(row: Row, widths: list[int]) -> str:
+    cells = [v.rjust(w) if align == ">" else v.ljust(w) for v, w, (_, _, align) in zip(row[0], widths, COLUMNS)]
+    return " ".join(cells) + " " + row[1]
+
+
+def header_text(widths: list[int]) -> str:
+    """The header over row_text's columns: each name in full where the column is that wide."""
+    names = [name if len(name) <= w else short for w, (name, short, _) in zip(widths, COLUMNS)]
+    return row_text((tuple(names), "Info"), widths)
 
 
 def tags_first(line: str, tags: str) -> str:
-    """A `dissect` line ending in its tags, with them at the start of its Info instead."""
+    """A `dissect` line ending in its tags, with them at the start of its Info instead (the
+    list's order before QP and PSN led Info)."""
     if not tags or not line.endswith(" " + tags):
         return line
     body = line[: -len(tags) - 1]
-    head = BEFORE_INFO.match(body)
+    head = DISSECT_LINE.match(body)
     if head is None:
         return line
-    info = body[head.end():].strip()
-    return f"{body[: head.end()]} {tags}" + (f" {info}" if info else "")
+    info = body[head.start(7) if head.group(7) else len(body):].strip()
+    cut = head.start(7) - 1 if head.group(7) else len(body)
+    return f"{body[:cut]} {tags}" + (f" {info}" if info else "")
 
 
 def _listed_before(rows, at: int, n: int) -> np.ndarray:
@@ -83,7 +144,10 @@ def _rows(rows):
 
 
 class PacketList(VirtualList):
-    """The packet list: `rows` are index rows, their lines decoded in blocks when drawn."""
+    """The packet list: `rows` are index rows, their lines decoded in blocks when drawn; a
+    header over the columns, each as wide as the widest value decoded so far (they only widen
+    while the same rows are listed: no column moves under the eye while scrolling)."""
+    HEADER_ROWS = 1
     COMPONENT_CLASSES = {"packet-list--error", "packet-list--warn", "packet-list--note"}
     DEFAULT_CSS = """
     PacketList > .packet-list--error { color: $text-error; }
@@ -97,15 +161,16 @@ class PacketList(VirtualList):
         self.first_ts: int | None = None
         self.gbps = 100.0                    # link speed of the pause tags (tui --link-speed)
         self.time_format, self.hms = "r", False      # tshark's -t and -u (T and U change them)
-        self._blocks: OrderedDict[int, tuple[list[str], dict]] = OrderedDict()
+        self._blocks: OrderedDict[int, list[Row]] = OrderedDict()
         self._unflagged: dict[int, int] = {}     # block -> its last row, drawn before it had flags
+        self.widths = [0] * len(COLUMNS)         # the widest value of each column decoded
+        self.trail: list[int] = []               # rows the related-frame jumps left (b goes back)
 
     def set_rows(self, rows, keep_cursor: bool = True) -> None:
         """The rows listed (index rows); the cursor stays on its packet when it is still listed."""
         old = self.current_row() if keep_cursor else None
         self.rows = _rows(rows)
-        self._blocks.clear()
-        self._unflagged.clear()
+        self._forget()
         self.resized()
         at = position(self.rows, old) if old is not None and len(self.rows) else 0
         self.cursor = min(at, max(len(self.rows) - 1, 0))
@@ -137,9 +202,14 @@ class PacketList(VirtualList):
     def set_time_format(self, fmt: str, hms: bool) -> None:
         """Show the time column in another of tshark's -t formats (and -u): every line again."""
         self.time_format, self.hms = fmt, hms
+        self._forget()
+        self.refresh()
+
+    def _forget(self) -> None:
+        """Every line decoded again, the columns as wide as the rows then drawn need."""
         self._blocks.clear()
         self._unflagged.clear()
-        self.refresh()
+        self.widths = [0] * len(COLUMNS)
 
     def times(self, batch, at: int):
         """The time column of decoded rows listed from position `at` on: relative to the first
@@ -166,26 +236,58 @@ class PacketList(VirtualList):
         """Put the cursor on an index row (or the first listed after it)."""
         self.cursor = min(position(self.rows, row), max(len(self.rows) - 1, 0))
 
+    def listed(self, row: int) -> bool:
+        at = position(self.rows, row)
+        return at < len(self.rows) and int(self.rows[at]) == row
+
+    def follow(self, row: int) -> None:
+        """The cursor to a listed row, the row it leaves kept for back()."""
+        here = self.current_row()
+        if here is not None:
+            self.trail.append(here)
+        self.goto(row)
+
+    def back(self) -> int | None:
+        """The cursor back to the row the last follow() left: that row, or None when there is
+        none left (a row no longer listed is returned without moving: the caller says so)."""
+        if not self.trail:
+            return None
+        row = self.trail.pop()
+        if self.listed(row):
+            self.goto(row)
+        return row
+
+    def column_widths(self) -> list[int]:
+        return column_widths(self.widths, self.size.width)
+
+    def header(self) -> str:
+        return header_text(self.column_widths())
+
+    def wide(self) -> int:
+        return sum(self.column_widths()) + len(COLUMNS) + INFO_WIDE
+
     def line(self, i: int) -> str:
-        lines, _ = self._block(i)
-        k = i % BLOCK
-        return lines[k] if k < len(lines) else ""
+        return row_text(self._row(i), self.column_widths())
 
     def segments(self, i: int, style) -> list:
         """The line, its tags coloured by severity (theme colours: $text-error, -warning, -secondary)."""
         from rich.segment import Segment
 
-        lines, marks = self._block(i)
-        k = i % BLOCK
-        text = lines[k] if k < len(lines) else ""
+        row, widths = self._row(i), self.column_widths()
+        text, head = row_text(row, widths), sum(widths) + len(widths)
         out, at = [], 0
-        for start, end, severity in marks.get(k, ()):
+        for start, end, severity in ((head + a, head + b, sev) for a, b, sev in row[2]):
             colour = self.get_component_rich_style(f"packet-list--{severity}", partial=True)
             out += [Segment(text[at:start], style), Segment(text[start:end], style + colour)]
             at = end
         return out + [Segment(text[at:], style)]
 
-    def _block(self, i: int) -> tuple[list[str], dict]:
+    def _row(self, i: int) -> Row:
+        rows = self._block(i)
+        k = i % BLOCK
+        return rows[k] if k < len(rows) else (("",) * len(COLUMNS), "", [])
+
+    def _block(self, i: int) -> list[Row]:
         block = i // BLOCK
         got = self._blocks.get(block)
         if got is None:
@@ -194,12 +296,22 @@ class PacketList(VirtualList):
                 self._unflagged[block] = int(np.max(rows))
             try:
                 batch = self.index.decode(rows)
-                got = marked_lines(batch, self.first_ts, self.gbps, self.times(batch, block * BLOCK))
+                got = list_rows(batch, self.first_ts, self.gbps, self.times(batch, block * BLOCK))
             except Exception as exc:   # noqa: BLE001  one bad block is shown, the list goes on
-                got = [f"{int(r) + 1:>7} (cannot decode: {exc})" for r in rows], {}
+                got = [((str(int(r) + 1), "", "", "", "", ""), f"(cannot decode: {exc})", []) for r in rows]
+            self._widen(got)
             self._blocks[block] = got
             while len(self._blocks) > CACHED_BLOCKS:
                 self._blocks.popitem(last=False)
         else:
             self._blocks.move_to_end(block)
         return got
+
+    def _widen(self, rows: list[Row]) -> None:
+        """Columns widened for a block just decoded: the lines drawn before it (this frame's
+        too) are drawn again, and the list's width follows."""
+        widths = grown(self.widths, rows)
+        if widths != self.widths:
+            self.widths = widths
+            self.refresh()
+            self.call_later(self.resized)

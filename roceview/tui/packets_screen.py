@@ -1,6 +1,8 @@
-"""Screen 3, Packets: the virtual packet list (`dissect`'s lines, the analysis flags' tags at
-the front of Info), the detail tree of the selected packet (`dissect -V`'s with its Analysis
-subtree, scapy's for non-RoCE frames) and its hex bytes. A display filter is applied by
+"""Screen 3, Packets: the virtual packet list (termshark's columns; Info led by QP and PSN, then
+the analysis flags' tags and the opcode), the detail tree of the selected packet (`dissect -V`'s
+with its Analysis subtree, scapy's for non-RoCE frames) and its hex bytes. `r` goes to the
+related frame (related_frame: the analysis columns' rel_frame either way, a NAK's
+retransmission), `b` back through the jumps. A display filter is applied by
 scanning the listed rows on a worker thread, block by block (each decoded again, with its
 flags: `roceview.retransmission` works; masked, dropped), so it never holds the packets table."""
 from __future__ import annotations
@@ -15,7 +17,7 @@ from textual.widgets import Static, Tree
 
 from roceview.tui.base import RoceScreen
 from roceview.tui.index import RowRange, position
-from roceview.tui.packet_list import HEADER, PacketList
+from roceview.tui.packet_list import PacketList
 from roceview.tui.text import hexdump
 from roceview.tui.detail_tree import analysis_nodes, nodes_for
 
@@ -27,11 +29,14 @@ class PacketsScreen(RoceScreen):
     TITLE_TEXT = "3 Packets"
     BINDINGS = [Binding("c", "clear", "All packets"), Binding("tab", "focus_next", "Tree/list", show=False),
                 Binding("T", "time_format", "Time format", show=False),
-                Binding("U", "seconds_format", "Seconds / h m s", show=False)]
+                Binding("U", "seconds_format", "Seconds / h m s", show=False),
+                # Wireshark's "Go to linked packet", and back as a browser's (not in the footer:
+                # at 80 columns it would push 'q Quit' off; help lists them)
+                Binding("r", "related", "Related frame", show=False),
+                Binding("b,backspace", "back_frame", "Back to the frame before", show=False)]
 
     def body(self) -> ComposeResult:
         yield Static("", id="packets-status")
-        yield Static(HEADER, id="packets-header")
         yield PacketList(self.app.index, id="packet-list")
         with Horizontal(id="packet-detail"):
             yield Tree("no packet selected", id="packet-tree")
@@ -73,6 +78,41 @@ class PacketsScreen(RoceScreen):
         row = self.plist.current_row()
         if row is not None:                # the tree's title line shows the time too
             self.post_message(PacketList.Moved(self.plist, row))
+
+    def action_related(self) -> None:
+        """r: the cursor to the frame related to this one (related_frame). One
+        the list does not show (a filter, a QP's packets, a stream's ring let it go) is named
+        in a notification and the cursor stays, as Wireshark's "isn't displayed": the filter
+        the user set is not dropped behind their back; c lists all packets."""
+        row = self.plist.current_row()
+        if row is None:
+            return
+        found = related_frame(self.app.index, row)
+        if found is None:
+            self.notify(f"frame {row + 1}: no related frame known (a NAK, a retransmission, a response "
+                        "closing an RTT sample, a CNP, or a frame one of them names, has one)")
+            return
+        target, what = found
+        if not self.plist.listed(target):
+            self.notify(f"frame {target + 1}, {what}, is not listed: {self._hidden_by()}", severity="warning")
+            return
+        self.plist.follow(target)
+        self.notify(f"frame {target + 1}: {what} (b goes back to frame {row + 1})", timeout=4)
+
+    def action_back_frame(self) -> None:
+        """b, Backspace: the frame the last r left (each jump in turn)."""
+        row = self.plist.back()
+        if row is None:
+            self.notify("no frame to go back to (r goes to a related frame first)")
+        elif not self.plist.listed(row):
+            self.notify(f"frame {row + 1} is not listed: {self._hidden_by()}", severity="warning")
+
+    def _hidden_by(self) -> str:
+        if self.app.filter_text:
+            return f"the filter {self.app.filter_text!r} hides it; c lists all packets"
+        if self.base_rows is not None:
+            return f"the list shows {self.label or 'some packets'}; c lists all packets"
+        return "a stream keeps only its most recent packets"
 
     def restrict(self, rows, label: str, at_row: int | None = None) -> None:
         self.base_rows, self.label = (None if rows is None else np.asarray(rows, np.int64)), label
@@ -241,6 +281,97 @@ class PacketsScreen(RoceScreen):
         tree.root.expand()
         got = index.frame_bytes(event.row)
         hex_view.update(Text(hexdump(got[0]) if got else "(bytes not kept)"))
+
+
+RESEND_WINDOW = 1 << 16   # rows after a NAK searched for the retransmission it caused
+RESEND_TRIES = 256        # retransmissions in them decoded at most
+# what the related frame is to a packet whose own rel_frame names it (its first flag with one,
+# render/flag_text's order), and to a packet another one names (by the other's flag)
+NAMES = (("RETRANSMISSION", "the first send of this retransmission's PSN", "its retransmission"),
+         ("NAK", "the frame that opened the gap this NAK reports", "the NAK of the gap it opened"),
+         ("CNP", "the CE-marked frame this CNP answers", "the CNP answering it"),
+         ("DUPLICATE", "the frame this copy repeats", "its duplicate copy"),
+         ("RTT_ACK", "the request whose RTT sample this response closes", "the response closing its RTT sample"))
+
+
+def related_frame(index, row: int) -> tuple[int, str] | None:
+    """(index row, what it is to this one) of the frame related to index row `row`, from the
+    analysis columns (packet_flags: rel_frame): a NAK -> the retransmission it caused, else the
+    frame that opened its gap; a retransmission, a CNP, a response with an RTT sample -> the
+    frame its rel_frame names; any other -> the first frame naming it (a request's response, a
+    first send's retransmission). None: no relation known. A few rows decoded, at a key press."""
+    from roceview.packets.flags import Flag
+
+    batch = index.decode(np.array([row], np.int64))
+    if not batch.n:
+        return None
+    flags = int(batch.cols["flags"][0])
+    if flags & (Flag.NAK | Flag.RNR_NAK):
+        resent = _resent_after(index, batch)
+        if resent is not None:
+            return resent, "the retransmission this NAK caused"
+    if batch.valid["rel_frame"][0]:
+        what = next((mine for name, mine, _ in NAMES if flags & Flag[name]), "the frame it names")
+        return int(batch.cols["rel_frame"][0]) - 1, what
+    naming = _naming(index, row + 1)
+    if naming is None:
+        return None
+    other = int(index.decode(np.array([naming], np.int64)).cols["flags"][0])
+    return naming, next((theirs for name, _, theirs in NAMES if other & Flag[name]), "a frame naming it")
+
+
+def _resent_after(index, nak) -> int | None:
+    """The first retransmission after a NAK of the PSN it asks for, sent the other way."""
+    from roceview.packets.flags import Flag
+
+    if not nak.mask("psn")[0]:
+        return None
+    first = int(nak.cols["frame"][0])                   # the NAK's row + 1
+    rows = _flagged(index, first, first + RESEND_WINDOW, int(Flag.RETRANSMISSION))[:RESEND_TRIES]
+    if not len(rows):
+        return None
+    got = index.decode(rows)
+    ends = _ends(nak)
+    same = got.cols["psn"] == nak.cols["psn"][0]
+    hits = [i for i in np.flatnonzero(same & got.mask("psn")).tolist() if _ends(got, i) == ends[::-1]]
+    return int(got.cols["frame"][hits[0]]) - 1 if hits else None
+
+
+def _ends(batch, i: int = 0) -> tuple:
+    """(source, destination) of a decoded row: its addresses, else its MACs."""
+    if batch.mask("_src_addr")[i] and batch.mask("_dst_addr")[i]:
+        return bytes(batch.cols["_src_addr"][i]), bytes(batch.cols["_dst_addr"][i])
+    return int(batch.cols["_src_mac"][i]), int(batch.cols["_dst_mac"][i])
+
+
+def _flagged(index, lo: int, hi: int, bits: int) -> np.ndarray:
+    """Index rows lo..hi-1 with one of these flag bits (a file's flag store, a stream's ring)."""
+    with index.lock:
+        if not index.ring:
+            flags = index.flag.a[lo: min(hi, index.flagged)]
+            return np.flatnonzero(flags & bits).astype(np.int64) + lo
+        found = []
+        for first, _, batch in index.ring:
+            flags = batch.cols.get("flags")
+            a, b = max(lo, first), min(hi, first + batch.n)
+            if flags is not None and a < b:
+                found.append(np.flatnonzero(flags[a - first: b - first] & bits) + a)
+    return np.concatenate(found).astype(np.int64) if found else np.zeros(0, np.int64)
+
+
+def _naming(index, frame: int) -> int | None:
+    """The first index row whose rel_frame is this frame (the index keeps the rows with one)."""
+    with index.lock:
+        if not index.ring:
+            hit = np.flatnonzero(index.xrel.view() == frame)
+            return int(index.xrow.a[hit[0]]) if len(hit) else None
+        for first, _, batch in index.ring:
+            rel, valid = batch.cols.get("rel_frame"), batch.valid.get("rel_frame")
+            if rel is not None and valid is not None:
+                hit = np.flatnonzero(valid & (rel == frame))
+                if len(hit):
+                    return first + int(hit[0])
+    return None
 
 
 def _proto(batch) -> str:

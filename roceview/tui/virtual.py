@@ -1,5 +1,8 @@
 """A virtual list (toolong's Line API): `rows` may be millions long, only the lines on screen
-are asked for (`line(i)`) and drawn; a cursor row, the usual movement keys, Enter."""
+are asked for (`line(i)`) and drawn; a cursor row, the usual movement keys, Enter. A subclass
+with HEADER_ROWS = 1 has a header line (`header()`) on top: it stays when the rows scroll up
+and down, and moves sideways with them (a separate widget above stayed put, its columns then
+over the wrong values)."""
 from __future__ import annotations
 
 import numpy as np
@@ -15,11 +18,13 @@ WIDE = 160          # columns a line may have: scrolled sideways past the screen
 
 
 class VirtualList(ScrollView, can_focus=True):
-    COMPONENT_CLASSES = {"virtual-list--cursor"}
+    COMPONENT_CLASSES = {"virtual-list--cursor", "virtual-list--header"}
     DEFAULT_CSS = """
     VirtualList { height: 1fr; }
     VirtualList > .virtual-list--cursor { background: $accent 40%; text-style: bold; }
+    VirtualList > .virtual-list--header { background: $boost; text-style: bold; }
     """
+    HEADER_ROWS = 0         # 1: `header()` is drawn on the top line
     BINDINGS = [Binding("up", "move(-1)", show=False), Binding("down", "move(1)", show=False),
                 Binding("pageup", "page(-1)", show=False), Binding("pagedown", "page(1)", show=False),
                 Binding("home", "jump(0)", show=False), Binding("end", "jump(-1)", show=False),
@@ -46,15 +51,24 @@ class VirtualList(ScrollView, can_focus=True):
         """The i-th row as styled segments (subclasses may colour parts of it)."""
         return [Segment(self.line(i), style)]
 
+    def header(self) -> str:
+        """The header line (subclasses with HEADER_ROWS = 1)."""
+        return ""
+
+    def wide(self) -> int:
+        """Columns a line may have: scrolled sideways up to there."""
+        return WIDE
+
     def resized(self) -> None:
-        self.virtual_size = Size(max(self.size.width, WIDE), len(self.rows))
+        self.virtual_size = Size(max(self.size.width, self.wide()), len(self.rows) + self.HEADER_ROWS)
 
     def current_row(self):
         return self.rows[self.cursor] if 0 <= self.cursor < len(self.rows) else None
 
     def _rows_shown(self) -> int:
-        """Rows on screen: the widget's height less the horizontal scrollbar's (lines are WIDE)."""
-        return max(self.scrollable_content_region.height, 1)
+        """Rows on screen: the widget's height less the horizontal scrollbar's (lines are WIDE)
+        and the header's."""
+        return max(self.scrollable_content_region.height - self.HEADER_ROWS, 1)
 
     def watch_cursor(self, cursor: int) -> None:
         top, height = int(self.scroll_offset.y), self._rows_shown()
@@ -79,20 +93,24 @@ class VirtualList(ScrollView, can_focus=True):
             self.post_message(self.Selected(self, self.current_row()))
 
     def on_click(self, event) -> None:
-        row = int(self.scroll_offset.y) + event.y
-        if 0 <= row < len(self.rows):
+        row = int(self.scroll_offset.y) + event.y - self.HEADER_ROWS
+        if event.y >= self.HEADER_ROWS and 0 <= row < len(self.rows):
             if row == self.cursor and event.chain > 1:
                 self.action_select()
             self.cursor = row
 
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
-        i = int(scroll_y) + y
+        i = int(scroll_y) + y - self.HEADER_ROWS
         width = self.size.width
-        if i >= len(self.rows):
+        if y < self.HEADER_ROWS:
+            style = self.get_component_rich_style("virtual-list--header")
+            segments = [Segment(self.header(), style)]
+        elif i >= len(self.rows):
             return Strip.blank(width, self.rich_style)
-        style = self.get_component_rich_style("virtual-list--cursor") if i == self.cursor else self.rich_style
-        segments = self.segments(i, style)
+        else:
+            style = self.get_component_rich_style("virtual-list--cursor") if i == self.cursor else self.rich_style
+            segments = self.segments(i, style)
         filled = sum(len(s.text) for s in segments)
         strip = Strip(segments + [Segment(" " * max(scroll_x + width - filled, 0), style)])
         return strip.crop(scroll_x, scroll_x + width)
