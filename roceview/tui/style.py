@@ -4,8 +4,10 @@ CSS = """
 .screen-title { background: $primary; color: $text; text-style: bold; padding: 0 1; height: 1; }
 #summary { height: auto; padding: 0 1; }
 #progress { height: 1; padding: 0 1; }
-#findings { height: 1fr; }
-#finding-detail { height: auto; max-height: 5; padding: 0 1; color: $text-muted; }
+#findings { height: auto; max-height: 45%; }
+#finding-pane { height: 1fr; min-height: 3; border-top: solid $primary-darken-2; border-title-color: $text-muted; }
+#finding-pane:focus { border-top: solid $accent; border-title-color: $text; }
+#finding-detail { height: auto; padding: 0 1; }
 #qp-status, #packets-status, #pfc-status { height: 1; padding: 0 1; color: $text-muted; }
 #qps { height: 1fr; }
 #qps-header { height: 1; background: $boost; }
