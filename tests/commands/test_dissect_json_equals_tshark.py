@@ -241,12 +241,19 @@ E_FIELDS = ["frame.number", "frame.time", "frame.time_epoch", "frame.time_relati
             "macc.opcode", "macc.pause_time", "macc.cbfc.enbv", "macc.cbfc.enbv.c3", "macc.cbfc.pause_time.c3"]
 
 
-def test_json_e_fields_are_tsharks_output_byte_for_byte(tshark):
+@pytest.mark.parametrize("zone", ["UTC", "Asia/Kathmandu"], indirect=True)
+def test_json_e_fields_are_tsharks_output_byte_for_byte(tshark, zone):
+    """The whole output, _index and frame.time (local time, as TZ says) included; and under -Y,
+    frame.time_delta_displayed (since the packet shown before)."""
     files = [f for f in capture_files(REAL) + capture_files(SAMPLES) if f.name in CLEAN]
     if not files:
         pytest.skip("none of the captures")
     fields = [a for f in E_FIELDS for a in ("-e", f)]
-    for path in files:
-        want = subprocess.run([tshark, "-r", str(path), "-n", "-c", str(CAP), "-T", "json"] + fields,
+    loss = SAMPLES / "network-loss.pcap"                  # ACKs and NAKs among other packets
+    runs = [(path, fields) for path in files] + [
+        (loss, ["-Y", "infiniband.aeth", "-e", "frame.time_delta_displayed"] + fields)]
+    for path, argv in runs:
+        want = subprocess.run([tshark, "-r", str(path), "-n", "-c", str(CAP), "-T", "json"] + argv,
                               capture_output=True, text=True, timeout=300, check=True).stdout
-        assert _dissect(path, "-c", CAP, "-T", "json", *fields) == want, path.name
+        assert want.count('"_index"') > 0 and _dissect(path, "-c", CAP, "-T", "json", *argv) == want, \
+            (path.name, argv[:2])
