@@ -1,5 +1,6 @@
-"""Screen 4, PFC: per (source MAC, priority) the share of the capture paused, the longest
-pause, and a pause timeline (pause frames over the capture, from the events table)."""
+"""Screen 4, PFC: per (source MAC, priority) the share of the capture paused, the time paused,
+the longest pause (under the report's names, in its number style: tui/text.py), and a pause
+timeline (pause frames over the capture, from the events table)."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,11 +8,12 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import DataTable, Static
 
-from roceview.analysis.tables import slow_text
 from roceview.tui.base import RoceScreen
-from roceview.tui.text import bars, binned
+from roceview.tui.text import bars, binned, cell_text, head, right
+from roceview.units import plural
 
 TIMELINE_ROWS = 8
+NUMBERS = ("paused_us", "longest_pause_us", "pause_frames", "resume_frames")   # after 'paused %'
 
 
 class PfcScreen(RoceScreen):
@@ -24,8 +26,8 @@ class PfcScreen(RoceScreen):
         yield Static("", id="pfc-timeline")
 
     def on_mount(self) -> None:
-        self.query_one("#pfc", DataTable).add_columns("source MAC", "prio", "paused %", "paused µs", "longest µs",
-                                                      "pause", "resume")
+        self.query_one("#pfc", DataTable).add_columns(head("src_mac"), head("priority"), right("paused %"),
+                                                      *(right(head(c)) for c in NUMBERS))
 
     def show(self, snapshot) -> None:
         result = snapshot.result
@@ -36,13 +38,11 @@ class PfcScreen(RoceScreen):
         d = pfc.data
         share = np.asarray(d["paused_us"], dtype=float) * 1000.0 / span * 100.0
         order = np.argsort(-share, kind="stable")
-        paused = slow_text(np.asarray(d["paused_us"])[order], "float", 1)
-        longest = slow_text(np.asarray(d["longest_pause_us"])[order], "float", 1)
-        for k, i in enumerate(order.tolist()):
-            table.add_row(d["src_mac"][i], d["priority"][i], f"{min(share[i], 100.0):.1f}", paused[k], longest[k],
-                          str(int(d["pause_frames"][i])), str(int(d["resume_frames"][i])))
+        for i in order.tolist():
+            table.add_row(d["src_mac"][i], d["priority"][i], right(f"{min(share[i], 100.0):.1f}"),
+                          *(right(cell_text(c, d[c][i])) for c in NUMBERS))
         self.query_one("#pfc-status", Static).update(
-            f"{len(pfc):,} (source MAC, priority) pairs sent PAUSE/PFC frames" if len(pfc)
+            f"{plural(len(pfc), '(source MAC, priority) pair')} sent PAUSE/PFC frames" if len(pfc)
             else "no PAUSE or PFC frames in this capture")
         if self.due(snapshot):
             self.query_one("#pfc-timeline", Static).update(self._timeline(result))

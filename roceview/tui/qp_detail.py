@@ -1,5 +1,6 @@
-"""QP detail (2 → Enter): its counters in both directions, a PSN-vs-time ladder, throughput and
-CE sparklines over the timeline, its events; `p` lists its packets."""
+"""QP detail (2 → Enter): its counters in both directions (under the Queue pairs screen's names,
+in its number style: tui/text.py), a PSN-vs-time ladder, throughput and CE sparklines over the
+timeline, its events; `p` lists its packets."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,9 +9,10 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Label, Sparkline, Static
 
-from roceview.analysis.tables import DECIMALS, KINDS, slow_text
+from roceview.analysis.tables import slow_text
 from roceview.tui import ladder
 from roceview.tui.base import RoceScreen
+from roceview.tui.text import cell_text, head, right
 
 COUNTERS = ("packets", "bytes", "data_packets", "acks", "naks_seq", "naks_rnr", "naks_other", "gap_events",
             "gap_psns", "unrecovered_psns", "retransmitted_packets", "ecn_ce", "cnp_packets",
@@ -48,7 +50,7 @@ class QpDetailScreen(RoceScreen):
         self.title_view = Static("", id="qp-title")
         self.ladder_view = Static("", id="qp-ladder")
         self.counter_table = DataTable(cursor_type="row", id="qp-counters")
-        self.counter_table.add_columns("counter", "→ this", "← peer")
+        self.counter_table.add_columns("counter", right("→ this"), right("← peer"))
         self.event_table = DataTable(cursor_type="row", id="qp-events")
         self.event_table.add_columns("frame", "ts", "dir", "kind", "psn", "detail")
         self._event_frames: list[int] = []      # the frame of each events row: Enter jumps to it
@@ -90,9 +92,9 @@ class QpDetailScreen(RoceScreen):
         table = self.counter_table
         table.clear()
         for c in COUNTERS:
-            cell = [slow_text(np.asarray(flows.data[c])[[r]], KINDS.get(c, "int"), DECIMALS.get(c, 3))[0]
-                    if r is not None else "" for r in (self.flow_row, self.peer)]
-            table.add_row(c, *cell)
+            values = flows.data[c]
+            table.add_row(head(c), *(right(cell_text(c, values[r]) if r is not None else "")
+                                     for r in (self.flow_row, self.peer)))
 
     def _sparks(self, timeline, name: str) -> None:
         flow = timeline.data["flow"]

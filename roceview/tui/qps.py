@@ -1,6 +1,8 @@
-"""Screen 2, Queue pairs: the qps.csv columns that fit the width, worst first; `s` cycles the
-sort column; Enter opens the QP detail. A virtual list: each snapshot costs a numpy sort of the
-flows, and only the rows on screen are formatted (100 k queue pairs scroll like 10)."""
+"""Screen 2, Queue pairs: the qps.csv columns that fit the width, worst first, under the report's
+names and in its number style (tui/text.py: '1,698', '1.829 us', '17.7', blank for none, numbers
+right-aligned); `s` cycles the sort column; Enter opens the QP detail. A virtual list: each
+snapshot costs a numpy sort of the flows, and only the rows on screen are formatted (100 k queue
+pairs scroll like 10)."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,11 +11,12 @@ from textual.binding import Binding
 from rich.text import Text
 from textual.widgets import Static
 
-from roceview.analysis.tables import DECIMALS, KINDS, slow_text
 from roceview.tui.base import RoceScreen
+from roceview.tui.text import cell_text, head, is_number
 from roceview.tui.virtual import VirtualList
+from roceview.units import count, plural
 
-SAMPLE_ROWS = 200                 # column widths from the first rows (cells of the rest are cut)
+SAMPLE_ROWS = 200     # column widths from the first rows and the extremes (names of the rest are cut)
 # qps.csv columns by what a triage reads first; as many as fit are shown, in this order
 PRIORITY = ("flow", "packets", "gap_psns", "unrecovered_psns", "retransmitted_packets", "naks_seq",
             "naks_rnr", "ecn_ce", "cnp_packets", "goodput_gbps", "rtt_p99_us", "bytes", "transport",
@@ -21,9 +24,6 @@ PRIORITY = ("flow", "packets", "gap_psns", "unrecovered_psns", "retransmitted_pa
             "retransmitted_bytes", "ecn_not_ect", "src_ip", "dst_ip", "dest_qp", "first_ts", "last_ts")
 SORTS = ("worst", "packets", "bytes", "gap_psns", "retransmitted_packets", "naks_seq", "ecn_ce",
          "cnp_packets", "goodput_gbps", "rtt_p99_us", "flow")
-SHORT = {"retransmitted_packets": "retx", "unrecovered_psns": "unrecov", "gap_psns": "gap_psn",
-         "goodput_gbps": "Gb/s", "rtt_p99_us": "rtt99us", "rtt_p50_us": "rtt50us", "cnp_packets": "cnp",
-         "naks_seq": "nak_seq", "naks_rnr": "nak_rnr", "naks_other": "nak_oth"}
 
 
 class QpList(VirtualList):
@@ -45,14 +45,29 @@ class QpList(VirtualList):
 
     def line(self, i: int) -> str:
         row = int(self.rows[i])
-        cells = [cell(self.flows, c, row) for c in self.columns]
-        return " " + "".join(f"{t[:w - 1]:<{w}}" for t, w in zip(cells, self.widths))
+        return aligned([cell(self.flows, c, row) for c in self.columns], self.columns, self.widths)
 
 
 def cell(flows, column: str, row: int) -> str:
-    value = flows.data[column][row]
-    kind = KINDS.get(column, "int")
-    return slow_text([value] if kind == "str" else np.asarray([value]), kind, DECIMALS.get(column, 6))[0]
+    return cell_text(column, flows.data[column][row])
+
+
+def aligned(texts: list[str], columns: tuple, widths: tuple) -> str:
+    """A line of cells, each `width` wide with 2 spaces after it: numbers right-aligned (never
+    cut: a row past the sampled ones may be wider), names left-aligned and cut."""
+    return " " + "".join(f"{t:>{w - 2}}  " if is_number(c) else f"{t[:w - 1]:<{w}}"
+                         for t, c, w in zip(texts, columns, widths))
+
+
+def widest(flows, column: str) -> list[str]:
+    """The texts of a number column's extremes: with the sampled rows, the column's width (a
+    count is widest at its maximum)."""
+    if not is_number(column) or not len(flows):
+        return []
+    values = np.asarray(flows.data[column], dtype=np.float64)
+    if np.isnan(values).all():
+        return []
+    return [cell_text(column, v) for v in (np.nanmax(values), np.nanmin(values))]
 
 
 class QueuePairsScreen(RoceScreen):
@@ -113,18 +128,17 @@ class QueuePairsScreen(RoceScreen):
             return
         order = self._order(flows)
         sample = order[:SAMPLE_ROWS].tolist()
-        texts = {c: [cell(flows, c, r) for r in sample] for c in PRIORITY}
+        texts = {c: [cell(flows, c, r) for r in sample] + widest(flows, c) for c in PRIORITY}
         sort = SORTS[self.sort]
         columns = fitting(texts, self.size.width or 80, sort)
-        heads = [SHORT.get(c, c) + (" ▼" if c == sort else "") for c in columns]
+        heads = [head(c) + (" ▼" if c == sort else "") for c in columns]
         widths = tuple(max([len(h)] + [len(t) for t in texts[c]]) + 2 for c, h in zip(columns, heads))
-        self.query_one("#qps-header", Static).update(
-            Text(" " + "".join(f"{h:<{w}}" for h, w in zip(heads, widths)), style="bold"))
+        self.query_one("#qps-header", Static).update(Text(aligned(heads, columns, widths), style="bold"))
         self.query_one(QpList).show(flows, order, columns, widths)
         self._status(len(flows), len(order))
 
     def _status(self, total: int, matching: int) -> None:
-        what = f"{total:,} flows" if self.only is None else f"{matching:,} of {total:,} flows (c: all)"
+        what = plural(total, "flow") if self.only is None else f"{count(matching)} of {plural(total, 'flow')} (c: all)"
         self.query_one("#qp-status", Static).update(f"{what}; sorted by {SORTS[self.sort]} (s: next)")
 
     def on_virtual_list_selected(self, event: QpList.Selected) -> None:
@@ -136,8 +150,8 @@ def fitting(texts: dict, width: int, sort: str) -> tuple:
     """PRIORITY columns, in order, while their widths fit (the sort column always)."""
     out, used = [], 0
     for c in sorted(PRIORITY, key=lambda c: c not in ("flow", sort)):
-        head = len(SHORT.get(c, c)) + (2 if c == sort else 0)
-        w = max([head] + [len(t) for t in texts[c]]) + 2    # the gap between columns
+        name = len(head(c)) + (2 if c == sort else 0)
+        w = max([name] + [len(t) for t in texts[c]]) + 2    # the gap between columns
         if used + w > width - 2 and out:
             break
         out.append(c)

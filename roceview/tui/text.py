@@ -1,7 +1,16 @@
-"""Small text helpers shared by the screens (no Textual: unit-testable)."""
+"""Small text helpers shared by the screens (no Textual: unit-testable), and the one number
+style of roceview/units.py in the TUI: the report's column names (render/report.py's QP and PFC
+tables), counts with thousands separators, durations and Gb/s by magnitude, a blank for no value
+(NaN, a missing peer), numbers right-aligned. qps.csv / pfc.csv keep their machine formats."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
+from rich.text import Text
+
+from roceview import units
+from roceview.analysis.tables import KINDS, slow_text
 
 SEVERITY_STYLES = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 BARS = " ▁▂▃▄▅▆▇█"
@@ -11,12 +20,50 @@ def severity_style(severity: str) -> str:
     return SEVERITY_STYLES.get(severity, "")
 
 
+# the report's head of each flows / pfc table column it shows; the others keep their CSV names
+HEADS = {"flow": "flow", "peer_qp": "peer", "transport": "tr", "packets": "pkts", "gap_events": "gaps",
+         "gap_psns": "gap PSNs", "unrecovered_psns": "unrecov", "retransmitted_packets": "retx",
+         "naks_seq": "NAK seq", "naks_rnr": "RNR", "naks_other": "NAK other", "ecn_ce": "CE", "cnp_packets": "CNP",
+         "rtt_p50_us": "RTT p50", "rtt_p99_us": "RTT p99", "goodput_gbps": "Gb/s", "src_mac": "source MAC",
+         "priority": "priority", "pause_frames": "pauses", "resume_frames": "resumes", "pause_quanta": "quanta",
+         "paused_us": "paused", "longest_pause_us": "longest"}
+
+
 def duration(seconds: float) -> str:
-    if seconds >= 1:
-        return f"{seconds:.3f} s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.3f} ms"
-    return f"{seconds * 1e6:.1f} µs"
+    """A duration given in seconds, as the report writes one ('150.018 ms', '1.829 us')."""
+    return units.seconds(seconds)
+
+
+def head(column: str) -> str:
+    """The name a table column is shown under: the report's, else the CSV's."""
+    return HEADS.get(column, column)
+
+
+def is_number(column: str) -> bool:
+    """A column of numbers (right-aligned), not of names, addresses, QPs or times."""
+    return KINDS.get(column, "int") in ("int", "nint", "float")
+
+
+def cell_text(column: str, value) -> str:
+    """One value of a flows or pfc table column as the report writes it: '1,698', '1.829 us'
+    (a *_us column), '17.7' (Gb/s); '' for no value (NaN, a negative 'nint', a missing QP)."""
+    kind = KINDS.get(column, "int")
+    if kind == "float":
+        if column.endswith("_us"):
+            return units.duration(None if value is None else float(value) * 1000.0)
+        return units.gbps(value) if column.endswith("gbps") else _plain_float(value)
+    if kind in ("int", "nint"):
+        return "" if value is None or (kind == "nint" and value < 0) else units.count(value)
+    return slow_text([value] if kind == "str" else np.asarray([value]), kind)[0]
+
+
+def _plain_float(value) -> str:
+    return "" if value is None or math.isnan(float(value)) else f"{float(value):,.3f}"
+
+
+def right(text: str) -> Text:
+    """A DataTable cell shown right-aligned (a number)."""
+    return Text(text, justify="right")
 
 
 def hexdump(data: bytes, width: int = 8) -> str:
