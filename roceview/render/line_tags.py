@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from dissectors.ib import NAK_CODES, RNR_TIMER_MS
+from roceview.render.cells import join_cells
 from roceview.render.flag_text import (CNP, DUPLICATE, ECN_CE, GAP, NAK, PFC_PAUSE, PFC_RESUME, PSN_REUSE,
                                        RETRANSMISSION, RNR_NAK, RTT_ACK, TAGGED, TIMEOUT, _COLOUR)
-from roceview.render.cells import join_cells
 from roceview.render.line_parts import Columns, decimals, digits, gather, lit, mapped, or_none
 from roceview.units import duration
 
