@@ -29,7 +29,8 @@ KEYS = (
 
 
 class HelpScreen(ModalScreen):
-    BINDINGS = [Binding("escape", "dismiss", "Close"), Binding("question_mark", "dismiss", "Close")]
+    BINDINGS = [Binding("escape", "dismiss", "Close"), Binding("question_mark", "dismiss", "Close"),
+                Binding("q", "app.quit_app", "Quit")]        # modal: the app's q is off under it
 
     def compose(self) -> ComposeResult:
         width = max(len(k) for k, _ in KEYS)

@@ -50,6 +50,7 @@ class PacketsScreen(RoceScreen):
         self.scanning = False
         self._scan_generation = 0
         self._scanned_to = 0             # with a filter on every row: rows below were scanned
+        self._land_on: int | None = None  # the row a filter's scan puts the cursor on once listed
 
     @property
     def plist(self) -> PacketList:
@@ -126,6 +127,7 @@ class PacketsScreen(RoceScreen):
         self.filtered = None
         self._scan_generation += 1
         self.scanning = False
+        self._land_on = at_row           # under a filter: once its scan lists that row
         if self.app.display_filter is not None:
             self.plist.set_rows(np.zeros(0, np.int64), keep_cursor=False)
             rows = self._base()
@@ -250,6 +252,12 @@ class PacketsScreen(RoceScreen):
             self.scanning = not done
             self.filtered = rows
             self.plist.grow(rows) if len(self.plist.rows) else self.plist.set_rows(rows, keep_cursor=False)
+            if self._land_on is not None and self.plist.listed(self._land_on):
+                self.plist.goto(self._land_on)
+                self._land_on = None
+            elif done and self._land_on is not None:
+                self.notify(f"frame {self._land_on + 1} is not listed: {self._hidden_by()}", severity="warning")
+                self._land_on = None
             if done:                     # snapshots skipped while it ran (the final one too): their rows now
                 self._scan_new_rows()
             self._status()

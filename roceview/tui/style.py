@@ -18,7 +18,6 @@ CSS = """
 #qp-ladder { height: auto; padding: 0 1; }
 #qp-legend { height: 1; padding: 0 1; color: $text-muted; }
 #qp-events { height: auto; max-height: 12; }
-#packets-header { height: 1; text-style: bold; background: $boost; }
 #packet-detail { height: 45%; border-top: solid $primary; }
 #packet-tree { width: 1fr; }
 #packet-hex { width: 43; padding: 0 1; }

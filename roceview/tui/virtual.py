@@ -68,16 +68,31 @@ class VirtualList(ScrollView, can_focus=True):
     def _rows_shown(self) -> int:
         """Rows on screen: the widget's height less the horizontal scrollbar's (lines are WIDE)
         and the header's."""
-        return max(self.scrollable_content_region.height - self.HEADER_ROWS, 1)
+        height = self.scrollable_content_region.height
+        if not self.show_horizontal_scrollbar and self.virtual_size.width > self.size.width:
+            height -= self.styles.scrollbar_size_horizontal     # laid out soon: lines are WIDE
+        return max(height - self.HEADER_ROWS, 1)
 
     def watch_cursor(self, cursor: int) -> None:
-        top, height = int(self.scroll_offset.y), self._rows_shown()
-        if cursor < top:
-            self.scroll_to(y=cursor, animate=False)
-        elif cursor >= top + height:
-            self.scroll_to(y=cursor - height + 1, animate=False)
+        self._show_cursor()
+        # again once laid out: the first layout may add the horizontal scrollbar (a row fewer)
+        self.call_after_refresh(self._show_cursor)
         self.refresh()
         self.post_message(self.Moved(self, self.current_row()))
+
+    def _show_cursor(self) -> None:
+        """Scroll so the cursor's row is on screen. Forced: before the list's first layout
+        Textual allows no vertical scroll yet (no scrollbar), and the scroll was dropped."""
+        top, height, cursor = int(self.scroll_offset.y), self._rows_shown(), self.cursor
+        if cursor < top:
+            self.scroll_to(y=cursor, animate=False, force=True)
+        elif cursor >= top + height:
+            self.scroll_to(y=cursor - height + 1, animate=False, force=True)
+
+    def on_resize(self, event) -> None:
+        """A list given its cursor before it had a size (a screen never shown, a jump to an
+        event's frame) scrolls to it once it has one: the scroll was clamped to nothing then."""
+        self.call_after_refresh(self._show_cursor)
 
     def action_move(self, step: int) -> None:
         self.cursor = int(np.clip(self.cursor + step, 0, max(len(self.rows) - 1, 0)))

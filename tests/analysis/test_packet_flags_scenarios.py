@@ -116,7 +116,7 @@ def test_dissect_lines_end_with_the_flags(generated):
     assert lines[2].endswith("[Retransmission of frame 38]")
     assert "\x1b[" not in "".join(lines)          # not a terminal: no colour
     storm = _dissect(generated["pfc-storm"], "-Y", "frame.number == 49", "--link-speed", "25")
-    assert storm.rstrip().endswith("[Pause P3 1342.157 µs]")   # 65535 x 512 bit / 25 Gb/s
+    assert storm.rstrip().endswith("[Pause P3 1.342 ms]")   # 65535 x 512 bit / 25 Gb/s
 
 
 def test_dissect_filters_on_flags(generated):

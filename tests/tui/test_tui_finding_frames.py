@@ -77,3 +77,57 @@ def test_the_overview_line_shows_one_rate_the_traffics():
     for done in (False, True):
         text = summary_text(Snapshot(result, packets=1000, elapsed=0.01, fraction=0.5, done=done)).plain
         assert text.count("pkt/s") == 1 and "500 pkt/s" in text, text
+
+
+async def _open_event(pilot, app, event: int):
+    """Enter on the `event`-th event of the first QP's detail; its frame number."""
+    from roceview.tui.qp_detail import QpDetailScreen
+
+    await pilot.press("2", "enter")
+    for _ in range(100):
+        await pilot.pause(0.05)
+        if isinstance(app.screen, QpDetailScreen) and len(app.screen._event_frames) > event:
+            break
+    detail = app.screen
+    detail.event_table.focus()
+    detail.event_table.move_cursor(row=event)
+    await pilot.pause()
+    frame = detail._event_frames[event]
+    await pilot.press("enter")
+    for _ in range(100):
+        await pilot.pause(0.05)
+        if app.current_mode == "packets" and app.screen.plist.current_row() == frame - 1:
+            break
+    return frame
+
+
+@pytest.mark.asyncio
+async def test_an_event_far_down_the_list_lands_on_screen_on_first_showing_packets():
+    """Packets never shown before: the cursor's row is scrolled into view once the list has its size."""
+    app = app_for("network-loss.pcap")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await loaded(pilot)
+        frame = await _open_event(pilot, app, 5)
+        plist = app.screen.plist
+        await pilot.pause(0.2)
+        assert plist.current_row() == frame - 1
+        top = int(plist.scroll_offset.y)
+        assert top <= plist.cursor < top + plist._rows_shown(), (top, plist.cursor)
+
+
+@pytest.mark.asyncio
+async def test_an_event_lands_on_its_frame_while_a_filter_is_on():
+    """The filter of a finding shown, then Enter on a QP event: the cursor goes to the event's
+    frame once the filter's scan has listed it (it stayed on the first row found)."""
+    app = app_for("network-loss.pcap")
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot)
+        await pilot.press("enter")                # the first finding's frames, under its filter
+        await scanned(pilot, app.screen)
+        assert app.filter_text
+        listed = set(app.screen.plist.rows.tolist())
+        frame = await _open_event(pilot, app, 1)
+        await scanned(pilot, app.screen)
+        await pilot.pause(0.2)
+        assert frame - 1 in listed                # the event's frame is one of the finding's
+        assert app.screen.plist.current_row() == frame - 1

@@ -260,7 +260,7 @@ async def test_pfc_screen_shows_pause_share_and_timeline():
         screen = app.screen
         assert isinstance(screen, PfcScreen)
         row = screen.query_one("#pfc", DataTable).get_row_at(0)
-        assert row[:3] == ["0e:c0:de:00:00:11", "3", "100.0"]
+        assert [str(c).strip() for c in row[:3]] == ["0e:c0:de:00:00:11", "3", "100.0"]
         assert "█" in text_of(screen.query_one("#pfc-timeline"))
 
 
@@ -279,6 +279,18 @@ async def test_help_lists_every_key_and_esc_goes_back():
         assert isinstance(app.screen, OverviewScreen)
         await pilot.press("t")
         assert app.theme == "textual-light"
+
+
+async def test_q_quits_from_the_help_screen():
+    """Help is modal: the app's q was switched off under it, and q did nothing there."""
+    app = app_for("clean.pcap")
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("q")
+        await pilot.pause()
+        assert app.return_code == 0
 
 
 async def test_a_live_stream_of_batches_and_its_stats():
@@ -319,7 +331,7 @@ async def test_mouse_click_selects_a_packet_and_double_click_opens_a_qp():
         await loaded(pilot)
         await pilot.press("3")
         await pilot.pause()
-        await pilot.click("#packet-list", offset=(5, 3))
+        await pilot.click("#packet-list", offset=(5, 4))   # the list's first line is its header
         await pilot.pause()
         assert app.screen.plist.current_row() == 3
         assert str(app.screen.query_one("#packet-tree", Tree).root.label).startswith("Frame 4 ")

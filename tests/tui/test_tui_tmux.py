@@ -97,7 +97,7 @@ def test_tui_in_tmux(tmux, tmp_path):
     assert "QP 10.0.0.1>10.0.0.2:0x034405" in screen and "R retransmission" in screen
     tmux.keys("3")
     screen = tmux.wait_for("packets listed")
-    assert "235 packets listed" in screen and "RC_RDMA_READ_REQUEST" in screen and "Ethernet II" in screen
+    assert "235 packets listed" in screen and "QP=0x034405 PSN=3531312" in screen and "Ethernet II" in screen
     tmux.keys("/")
     tmux.wait_for("display filter")
     tmux("send-keys", "-t", "tui", "-l", "psn == 3531313")
