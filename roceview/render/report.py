@@ -82,9 +82,14 @@ def _findings(result, console: Screen) -> None:
             _finding(console, {k: d[k][i] for k in ("severity", "kind", "summary", "flows", "start_ts", "end_ts",
                                                      "evidence", "advice", "frames", "frame_count", "explains")}, span)
         return
-    detected = result.summary["detected"]
-    lines = ["  " + plural(detected[k], one, many) for k, one, many in _DETECTED if detected.get(k)]
-    console.print("\n".join(lines) if lines else "  nothing detected: no gaps, retransmissions, NAKs, pauses or marks")
+    console.print("\n".join("  " + line for line in no_findings(result.summary)))
+
+
+def no_findings(summary: dict) -> list[str]:
+    """What a capture without findings showed (the report's and the TUI Overview's words)."""
+    detected = summary.get("detected", {})
+    lines = [plural(detected[k], one, many) for k, one, many in _DETECTED if detected.get(k)]
+    return lines or ["nothing detected: no gaps, retransmissions, NAKs, pauses or marks"]
 
 
 def _finding(console: Screen, f: dict, span=None) -> None:
@@ -150,11 +155,11 @@ def _when(start, end, span=None) -> str:
         return f"{start} - {end}"
     if span is not None:
         s, e = min(max(s, span[0]), span[1]), min(max(e, span[0]), span[1])
-    relative = f"{_relative(s - span[0])} - {_relative(e - span[0])} s, " if span is not None else ""
-    return f"{relative}{utc_span(s, e)} ({duration(e - s)})"
+    since = f"{relative(s - span[0])} - {relative(e - span[0])} s, " if span is not None else ""
+    return f"{since}{utc_span(s, e)} ({duration(e - s)})"
 
 
-def _relative(ns: int) -> str:
+def relative(ns: int) -> str:
     """Seconds since the first packet, as `dissect`'s time column (tshark's -t r) shows them."""
     return f"{'-' if ns < 0 else ''}{abs(ns) // 10**9}.{abs(ns) % 10**9:09d}"
 

@@ -78,6 +78,10 @@ class OverviewScreen(RoceScreen):
         records = snapshot.result.findings_table.records()
         if records != self._records:
             self._fill(records)
+        if not records and snapshot.done:        # the report's words, not a blank screen
+            from roceview.render.report import no_findings
+
+            self._show_text(Text("no findings: " + "; ".join(no_findings(snapshot.result.summary))))
 
     def _fill(self, records: list[dict], columns: bool = False) -> None:
         table = self.query_one("#findings", DataTable)
@@ -102,12 +106,17 @@ class OverviewScreen(RoceScreen):
     def _describe(self, row: int) -> bool:
         """The pane shows finding `row`; True when that changed what it shows."""
         record = self._records[row] if 0 <= row < len(self._records) else None
-        text = detail_text(record) if record else Text()
+        if not self._show_text(detail_text(record) if record else Text()):
+            return False
+        self.query_one("#finding-pane", VerticalScroll).border_title = keys_hint(record) if record else ""
+        return True
+
+    def _show_text(self, text: Text) -> bool:
+        """The pane shows `text`; True when that changed it."""
         if text == getattr(self, "_detail", None):
             return False
         self._detail = text
         self.query_one("#finding-detail", Static).update(text)
-        self.query_one("#finding-pane", VerticalScroll).border_title = keys_hint(record) if record else ""
         return True
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:

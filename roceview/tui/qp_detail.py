@@ -9,7 +9,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Label, Sparkline, Static
 
-from roceview.analysis.tables import slow_text
+from roceview.render.report import capture_span, relative
 from roceview.tui import ladder
 from roceview.tui.base import RoceScreen
 from roceview.tui.text import cell_text, head, right
@@ -52,7 +52,7 @@ class QpDetailScreen(RoceScreen):
         self.counter_table = DataTable(cursor_type="row", id="qp-counters")
         self.counter_table.add_columns("counter", right("→ this"), right("← peer"))
         self.event_table = DataTable(cursor_type="row", id="qp-events")
-        self.event_table.add_columns("frame", "ts", "dir", "kind", "psn", "detail")
+        self.event_table.add_columns("frame", "time", "dir", "kind", "psn", "detail")
         self._event_frames: list[int] = []      # the frame of each events row: Enter jumps to it
         self.sparks = {"gbps": Sparkline([], id="spark-gbps"), "ecn_ce": Sparkline([], id="spark-ce")}
 
@@ -115,7 +115,9 @@ class QpDetailScreen(RoceScreen):
         picked = [i for i, f in enumerate(events.data["flow"]) if f in names]
         table = self.event_table
         table.clear()
-        ts = slow_text(np.asarray(events.data["ts"])[picked], "ts") if picked else []
+        # seconds since the first packet, as Packets (-t r) and the report's "when" show them
+        span = capture_span(self.app.snapshot.result.summary) if self.app.snapshot is not None else None
+        ts = [relative(int(t) - span[0]) if span else str(t) for t in np.asarray(events.data["ts"])[picked].tolist()]
         out, self._event_frames = [], []
         for k, i in enumerate(picked):
             kind, psn = events.data["kind"][i], int(events.data["psn"][i])

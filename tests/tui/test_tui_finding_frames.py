@@ -58,6 +58,7 @@ async def test_enter_on_an_event_of_a_qp_lands_on_its_frame():
         detail = app.screen
         frame = detail._event_frames[0]
         assert str(frame) in detail.event_table.get_row_at(0)[0]
+        assert detail.event_table.get_row_at(0)[1].startswith("0.0000")   # since the first packet, not epoch
         detail.event_table.focus()
         await pilot.press("enter")
         await pilot.pause()

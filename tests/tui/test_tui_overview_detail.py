@@ -112,3 +112,18 @@ def test_the_summary_line_says_1_flow_not_1_flows():
         result = SimpleNamespace(summary={"duration_ns": 10**9, "roce_packets": 5, "flows": flows, "detected": {}})
         text = summary_text(Snapshot(result, packets=5, elapsed=0.01, fraction=1.0, done=True)).plain
         assert words in text, text
+
+
+@pytest.mark.asyncio
+async def test_a_capture_without_findings_says_what_the_report_says():
+    """No finding: the pane says what was (not) detected, as the report does, not a blank screen."""
+    from roceview.render.report import no_findings
+
+    app = _app("clean.pcap")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await loaded(pilot)
+        assert not app.snapshot.result.findings_table.records()
+        text = _words(" ".join(_lines(app.screen.query_one("#finding-detail"))))
+        assert "no findings" in text
+        for line in no_findings(app.snapshot.result.summary):
+            assert _words(line) in text
