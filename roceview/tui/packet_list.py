@@ -258,7 +258,10 @@ class PacketList(VirtualList):
         return row
 
     def column_widths(self) -> list[int]:
-        return column_widths(self.widths, self.size.width)
+        widths = list(self.widths)
+        if len(self.rows):               # No. as wide as the last listed frame's from the start:
+            widths[0] = max(widths[0], len(str(int(self.rows[-1]) + 1)))   # End moved every column
+        return column_widths(widths, self.size.width)
 
     def header(self) -> str:
         return header_text(self.column_widths())

@@ -135,3 +135,19 @@ async def test_qp_and_psn_are_seen_at_80_columns_before_the_tags():
         coloured = {seg.text: seg.style.color for seg in plist.segments(48, Style())}
         assert error is not None and coloured["[Retransmission of frame 40]"] == error
         assert "".join(seg.text for seg in plist.segments(48, Style())) == line
+
+
+@pytest.mark.asyncio
+async def test_columns_stay_put_when_end_reaches_longer_frame_numbers():
+    """pfc-storm has frames 1-9 and 100+: the No. column is as wide as the last frame's from
+    the start, so End does not move every column a place to the right."""
+    app = app_for("pfc-storm.pcap")
+    async with app.run_test(size=(100, 30)) as pilot:
+        await loaded(pilot)
+        await pilot.press("3")
+        await pilot.pause()
+        plist = app.screen.plist
+        before = plist.header()
+        await pilot.press("end")
+        await pilot.pause()
+        assert plist.header()[:12] == before[:12]
