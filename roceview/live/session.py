@@ -46,7 +46,7 @@ class LiveSession:
         self.stop_reason: str | None = None
         self.ended = False                   # the source ran out (end of stream, the tool exited)
         self.failed: BadInput | None = None  # the source's error (not a capture, the tool failed)
-        self.packets = self.read_packets = 0
+        self.packets = self.read_packets = self.cut_record = 0
         self.cut_at: int | None = None
         self.tool = None
         self.save = saving.open_save(args.write, args.count) if args.write else None
@@ -99,7 +99,11 @@ class LiveSession:
 
     def _on_warning(self, message: str) -> None:
         if self.stop_reason is not None and "ends in the middle of" in message:
-            return                     # we left the stream there ourselves: not damage
+            # we stopped the tool ourselves: its SIGINT came between a record's header and its
+            # data, and the record it counted as captured was never written whole (not damage,
+            # and not a packet roceview dropped)
+            self.cut_record = 1
+            return
         self.warnings.append(message)
         self._warn(message)
 
@@ -252,7 +256,7 @@ class LiveSession:
         """Packets the tool says it captured that roceview never read: none unless reading stopped early."""
         if self.tool is None or self.tool.proc.poll() is None:
             return 0
-        return max(0, self.tool.stats.get("captured", self.read_packets) - self.read_packets)
+        return max(0, self.tool.stats.get("captured", self.read_packets) - self.read_packets - self.cut_record)
 
     def finish(self, files=None, warnings=None):
         """The analysis' result with its findings, made once (the TUI's loader asks at the end

@@ -63,3 +63,16 @@ def test_the_end_of_the_capture_stops_the_clock():
     session._done.set()                          # __exit__: the capture ended first
     clock.join(30)
     assert not clock.is_alive() and session.stops == []
+
+
+def test_the_record_the_tool_cut_at_its_stop_is_not_a_roceview_drop():
+    """tcpdump stopped by SIGINT between a record's header and its data counts the packet as
+    captured and writes part of it: not damage, and not a packet roceview dropped."""
+    session = object.__new__(LiveSession)
+    tool = _Tool()
+    tool.exited = True
+    tool.stats = {"captured": 101}
+    session.tool, session.read_packets, session.cut_record = tool, 100, 0
+    session.stop_reason, session.warnings, session._warn = "duration", [], None
+    session._on_warning("<stdin>: the capture ends in the middle of a record (12 of 1,042 bytes)")
+    assert session.warnings == [] and session._own_drops() == 0
