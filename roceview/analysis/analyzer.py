@@ -22,6 +22,7 @@ from roceview.analysis.flows import new_registry
 from roceview.analysis.pairing import CmPairs, Pairing
 from roceview.analysis.pauses import ALL, PfcAccounting
 from roceview.analysis.pmtu import PathMtu
+from roceview.analysis.ops import OpTracker
 from roceview.analysis.psn import PsnSpaces
 from roceview.analysis.reuse import NONE_HI, NONE_LO
 from roceview.analysis.rtt import RttMatcher
@@ -71,6 +72,7 @@ class Analyzer:
         self.pairing = Pairing()
         self.cm = CmPairs()
         self.rtt = RttMatcher()
+        self.ops = OpTracker()                         # ops.py: one row per RDMA message
         self.early = EarlyResponses()
         self.sends = FirstSends()
         self.unsent_found: list = []                   # unsent.py: decided at the end
@@ -122,9 +124,10 @@ class Analyzer:
         if self._held:
             self._release()
         self.pfc.finish()
-        self.rtt.forget(self.pairing.unconfirmed_lone(self.registry, self.flow.transport))
-        self.rtt.forget(self.cm.apply(self.registry, self.pairing))
+        self.forget(self.pairing.unconfirmed_lone(self.registry, self.flow.transport))
+        self.forget(self.cm.apply(self.registry, self.pairing))
         unsent.finish(self)
+        self.ops.finish(self)
         packets = None
         if self._kept is not None:                     # asked for: the packets table as well
             from roceview.packets.table import to_dataframe
@@ -139,8 +142,14 @@ class Analyzer:
     def snapshot(self, files=(), warnings=()):
         """The result so far, for a view that updates while reading (the TUI): built like
         finish()'s but changing no state, so feeding can go on. Pauses still open, lone
-        pairings and CM handshakes are settled only by finish()."""
-        return build_result(self, list(files), list(warnings), None)
+        pairings and CM handshakes are settled only by finish(); operations still open are
+        listed as they stand."""
+        return build_result(self, list(files), list(warnings), None, snapshot=True)
+
+    def forget(self, flows: np.ndarray) -> None:
+        """Withdrawn pairings: the RTT samples and operation completions taken through them go."""
+        self.rtt.forget(flows)
+        self.ops.forget(flows)
 
     def pairing_open(self, last_idx: int) -> bool:
         """Whether a chunk ending at row `last_idx` may still pair QPs: a flow appeared within
@@ -262,6 +271,7 @@ class ChunkAnalysis:
         an.space.grow(2 * ch.n_flows)
         an.pairing.grow(ch.n_flows)
         an.sends.grow(ch.n_flows)
+        an.ops.grow(ch.n_flows)
 
     def run(self) -> None:
         an, ch = self.an, self.ch
@@ -269,15 +279,16 @@ class ChunkAnalysis:
         chunk_counts.transport(an, ch)
         counted = chunk_counts.counters(an, ch)
         part = chunk_psn.spaces(an, ch, chunk_psn.spans(an, ch, counted.nak))
-        an.rtt.forget(an.cm.apply(an.registry, an.pairing))
+        an.forget(an.cm.apply(an.registry, an.pairing))
         if an.pairing_open(last_idx):
-            an.rtt.forget(an.pairing.update(*chunk_psn.pairing_evidence(an, ch, part)))
+            an.forget(an.pairing.update(*chunk_psn.pairing_evidence(an, ch, part)))
         gaps = related.request_gaps(ch, part)
         related.nak_events(an, ch, counted, gaps)
         related.cnp_events(an, ch, counted)
         related.retransmit_events(an, ch, part)
         chunk_psn.timeouts(an, ch, part, counted.nak_seq_rnr)
         responses = chunk_psn.responses(an, ch, part, counted.nak_seq)
+        an.ops.feed(an, ch, part, responses)
         chunk_psn.unsent(an, ch, part, responses)
         an.early.feed(an, ch, part, responses)
         chunk_psn.rtt(an, ch, part, responses, gaps)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from roceview.analysis.opcode_classes import TRANSPORT_NAMES
+from roceview.analysis.ops_rows import table as ops_table
 from roceview.analysis.result import AnalysisResult
 from roceview.analysis.tables import FLOW_COLUMNS, Table, format_ts
 from roceview.packets.batch import PROTO_NAMES
@@ -66,6 +67,7 @@ def summary(an, files, warnings, flows: Table) -> dict:
         "bucket_ms": an.bucket_ms,
         "timeline_bucket_ms": an.timeline.bucket_ns / 1e6,   # longer than bucket_ms past MAX_ROWS
         "events_not_listed": {k: n for k, n in an.events.dropped.items() if n},   # past MAX_PER_KIND
+        "operations": an.ops.summary(),                       # ops.csv: listed, past its budget, ...
         "detected": {
             "gap_events": int(np.sum(d["gap_events"])), "gap_psns": int(np.sum(d["gap_psns"])),
             "unrecovered_psns": int(np.sum(d["unrecovered_psns"])),
@@ -81,11 +83,13 @@ def summary(an, files, warnings, flows: Table) -> dict:
     }
 
 
-def build_result(an, files, warnings, packets) -> AnalysisResult:
+def build_result(an, files, warnings, packets, snapshot: bool = False) -> AnalysisResult:
     names, src, dst = flow_names(an)
     flows = flows_table(an, names, src, dst)
     macs = [mac_text(m) for m in an.pfc.mac_list]
+    ops = an.ops
     return AnalysisResult(
         flows_table=flows, pfc_table=an.pfc.table(), events_table=an.events.table(names, macs),
         timeline_table=an.timeline.table(names), summary=summary(an, files, warnings, flows),
-        packets=packets)
+        packets=packets, ops_table=ops_table(ops.rows(an, snapshot), names, src, dst, an.registry.qp),
+        op_stats_table=ops.stats.table(names), read_depth_table=ops.stats.depth_table(names))

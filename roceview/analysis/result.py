@@ -1,7 +1,8 @@
 """AnalysisResult: the snapshot every renderer (report, CSV/JSON, TUI) and the diagnoser reads.
 
 Tables are kept as numpy columns (`*_table`, see tables.py) and offered as pandas DataFrames
-(`flows`, `pfc`, `events`, `timeline`, `findings`) built on first access. The DataFrames have the
+(`flows`, `pfc`, `events`, `timeline`, `ops`, `op_stats`, `read_depth`, `findings`) built on first
+access. The DataFrames have the
 CSV columns; timestamps are datetime64[ns, UTC], QP numbers nullable UInt32.
 
 `findings` is filled by the diagnoser (`roceview.diagnose`): assign a DataFrame with
@@ -14,7 +15,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from roceview.analysis.tables import FINDINGS_COLUMNS, Table
+from roceview.analysis.tables import (FINDINGS_COLUMNS, OP_STATS_COLUMNS, OPS_COLUMNS, READ_DEPTH_COLUMNS,
+                                      Table)
 
 SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
 
@@ -29,6 +31,9 @@ class AnalysisResult:
     findings_table: Table = field(default_factory=lambda: Table.empty(FINDINGS_COLUMNS))
     packets: object = None  # DataFrame of the packets table when asked for
     facts: object = None    # roceview.diagnose.CaptureFacts gathered in the same pass
+    ops_table: Table = field(default_factory=lambda: Table.empty(OPS_COLUMNS))            # ops.csv
+    op_stats_table: Table = field(default_factory=lambda: Table.empty(OP_STATS_COLUMNS))  # per QP and op
+    read_depth_table: Table = field(default_factory=lambda: Table.empty(READ_DEPTH_COLUMNS))
     _frames: dict = field(default_factory=dict, repr=False)
 
     def _frame(self, name: str):
@@ -51,6 +56,21 @@ class AnalysisResult:
     @property
     def timeline(self):
         return self._frame("timeline")
+
+    @property
+    def ops(self):
+        """One row per RDMA message (ops.csv)."""
+        return self._frame("ops")
+
+    @property
+    def op_stats(self):
+        """Per queue pair and operation: counts, latency p50/p99/max, message sizes."""
+        return self._frame("op_stats")
+
+    @property
+    def read_depth(self):
+        """Per requester flow and READ depth: the time at it and the READs started at it."""
+        return self._frame("read_depth")
 
     @property
     def findings(self):

@@ -4,6 +4,8 @@ The CLI writes CSV/JSON straight from these columns (pandas is imported only whe
 asked for: importing it costs ~0.4 s, more than analyzing a million packets). Column kinds:
   ts     int64 ns since the Unix epoch -> text `seconds.nnnnnnnnn` (exact, from integers);
          pandas: datetime64[ns, UTC]
+  nts    the same, NONE_TS = empty (pandas: NaT)
+  bool   numpy bool -> `true` / `false` (JSON true / false)
   qp     int64, -1 = empty -> text `0x%06x`; pandas: UInt32 (nullable)
   int    int64 (-1 = empty only where `nullable`)
   float  float64, NaN = empty -> fixed decimals
@@ -32,6 +34,15 @@ EVENT_COLUMNS = ("ts", "flow", "kind", "psn", "detail", "frame", "related_frame"
                  "resend_delay_ns", "copy_delay_ns", "early_ns")
 TIMELINE_COLUMNS = ("bucket_start", "flow", "bytes", "gbps", "ecn_ce", "cnp_packets",
                     "retransmitted_packets")
+# one row per RDMA message (ops.py), the per-QP statistics of them (ops_stats.py)
+OPS_COLUMNS = ("flow", "src_ip", "dst_ip", "dest_qp", "op", "first_psn", "packets", "bytes", "first_frame",
+               "last_frame", "start_ts", "end_ts", "completion_frame", "completion_ts", "latency_us",
+               "retransmitted", "outstanding")
+OP_STATS_COLUMNS = ("flow", "op", "operations", "completed", "retransmitted_ops", "bytes", "latency_p50_us",
+                    "latency_p99_us", "latency_max_us", "size_le_64", "size_le_256", "size_le_1k", "size_le_4k",
+                    "size_le_16k", "size_le_64k", "size_le_256k", "size_le_1m", "size_gt_1m")
+READ_DEPTH_COLUMNS = ("flow", "depth", "time_ns", "reads")
+NONE_TS = -(1 << 63)        # an `nts` cell without a value
 
 KINDS = {
     "first_ts": "ts", "last_ts": "ts", "ts": "ts", "bucket_start": "ts", "start_ts": "ts", "end_ts": "ts",
@@ -44,9 +55,12 @@ KINDS = {
     "psn": "nint", "related_frame": "nint", "psn_count": "nint", "first_missing_psn": "nint",
     "aeth_syndrome": "nint", "rnr_timer": "nint", "pfc_quanta": "nint", "resend_delay_ns": "nint", "copy_delay_ns": "nint", "early_ns": "nint",
     "pfc_priority": "str",
+    "op": "str", "completion_ts": "nts", "completion_frame": "nint", "latency_us": "float",
+    "retransmitted": "bool", "latency_p50_us": "float", "latency_p99_us": "float", "latency_max_us": "float",
 }
 DECIMALS = {"rtt_p50_us": 3, "rtt_p99_us": 3, "goodput_gbps": 6, "paused_us": 6,
-            "longest_pause_us": 6, "gbps": 6}
+            "longest_pause_us": 6, "gbps": 6, "latency_us": 3, "latency_p50_us": 3, "latency_p99_us": 3,
+            "latency_max_us": 3}
 
 
 def format_ts(ns) -> str:
@@ -62,6 +76,10 @@ def slow_text(values, kind: str, decimals: int = 6) -> list[str]:
     the same text vectorised: roceview/render/cells.py; tests check both agree.)"""
     if kind == "ts":
         return [format_ts(x) for x in np.asarray(values).tolist()]
+    if kind == "nts":
+        return ["" if x == NONE_TS else format_ts(x) for x in np.asarray(values).tolist()]
+    if kind == "bool":
+        return ["true" if x else "false" for x in np.asarray(values).tolist()]
     if kind == "qp":
         return [format_qp(x) for x in np.asarray(values).tolist()]
     if kind == "float":
@@ -127,7 +145,8 @@ class Table:
 
     @classmethod
     def empty(cls, columns) -> "Table":
-        data = {c: (np.zeros(0, dtype=np.float64 if KINDS.get(c) == "float" else np.int64)
+        data = {c: (np.zeros(0, dtype=np.float64 if KINDS.get(c) == "float" else bool if KINDS.get(c) == "bool"
+                             else np.int64)
                     if KINDS.get(c, "int") not in ("str",) else []) for c in columns}
         return cls(tuple(columns), data)
 
@@ -153,8 +172,10 @@ class Table:
         out_cols = []
         for c in self.columns:
             kind = KINDS.get(c, "int")
-            if kind in ("ts", "qp"):
+            if kind in ("ts", "qp", "nts"):
                 out_cols.append([x or None for x in self.text_column(c)])
+            elif kind == "bool":
+                out_cols.append(np.asarray(self.data[c], dtype=bool).tolist())
             elif kind == "float":
                 out_cols.append([None if x != x else x for x in np.asarray(self.data[c], dtype=float).tolist()])
             elif kind == "nint":
@@ -174,6 +195,11 @@ class Table:
             kind = KINDS.get(c, "int")
             if kind == "ts":
                 out[c] = pd.to_datetime(np.asarray(v, dtype=np.int64), unit="ns", utc=True)
+            elif kind == "nts":
+                arr = np.asarray(v, dtype=np.int64)
+                out[c] = pd.to_datetime(np.where(arr == NONE_TS, np.iinfo(np.int64).min, arr), unit="ns", utc=True)
+            elif kind == "bool":
+                out[c] = np.asarray(v, dtype=bool)
             elif kind in ("qp", "nint"):
                 arr = np.asarray(v, dtype=np.int64)
                 out[c] = pd.array(np.where(arr < 0, 0, arr), dtype="UInt32" if kind == "qp" else "Int64")

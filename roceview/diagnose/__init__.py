@@ -22,6 +22,7 @@ from roceview.diagnose.finding import COLUMNS, finalize
 from roceview.diagnose.loss import loss_findings
 from roceview.diagnose.pfc import pfc_findings
 from roceview.diagnose.priority import priority_findings
+from roceview.diagnose.read_depth import read_depth_findings
 
 RULES = (loss_findings, pfc_findings, priority_findings, ecn_findings, capture_findings)
 
@@ -44,6 +45,7 @@ def find(result, config: Config | None = None, facts: CaptureFacts | None = None
     records = []
     for rule in RULES:
         records += rule(ctx)
+    records += read_depth_findings(ctx, result)       # reads the result's READ depth and CM connections
     records = finalize(records, (ctx.start_ns, ctx.end_ns) if result.summary.get("first_ts") else None)
     attach_frames(records, ctx)
     fill_advice(records, ctx)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from roceview.generate.ops_truth import operations
 from roceview.generate.scenarios import ALL_KINDS, SCENARIOS, Scenario
 from roceview.generate.truth import Truth
 
@@ -52,6 +53,7 @@ def generate(scenario: str, seed: int = 0, scale: float = 1.0, mirror: str | Non
     net, senders, receivers = sc.build(np.random.default_rng(seed), scale, truth)
     net.mirror_links(senders if mirror == "sender" else receivers)
     frames, lengths, ts_ns = net.run()
+    truth.ops = operations(net)
     return Capture(frames, lengths, ts_ns, truth)
 
 

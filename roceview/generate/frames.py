@@ -1,6 +1,7 @@
 """Wire format: the simulator's packets as real Ethernet frames (struct, no scapy).
 
-RoCEv2 frame = Ethernet [802.1Q tag] / IPv4 / UDP dport 4791 / BTH / [RETH] [AETH] [ImmDt] /
+RoCEv2 frame = Ethernet [802.1Q tag] / IPv4 / UDP dport 4791 / BTH / [RETH] [AETH] [ImmDt]
+[AtomicETH] [AtomicAckETH] /
 payload / pad / ICRC (IBTA Annex A17.4). RoCEv1 frame = Ethernet [802.1Q tag] / EtherType
 0x8915 / GRH (IPv4-mapped GIDs) / BTH ... / ICRC (Annex A16). PFC frame = 802.1Qbb MAC
 control (clause 36). LLDP frame = 802.1AB LLDPDU carrying the 802.1Qaz DCBX PFC configuration.
@@ -55,6 +56,8 @@ class RocePacket:
     v1: bool = False                # RoCEv1 (EtherType 0x8915 + GRH) instead of RoCEv2
     deth: tuple | None = None       # (Q_Key, source QP), IBTA 9.3.2 (UD: the CM's QP1 MADs)
     data: bytes | None = None       # the payload itself when it means something (a MAD)
+    atomic: tuple | None = None     # (virtual address, R_Key, swap/add, compare): AtomicETH, IBTA 9.3.3.3
+    atomic_ack: int | None = None   # original remote data: AtomicAckETH, IBTA 9.3.3.4
 
     def __post_init__(self):
         self.wire_bytes = self.frame_len + WIRE_OVERHEAD
@@ -65,6 +68,8 @@ class RocePacket:
         n += 8 if self.deth else 0
         n += 4 if self.aeth else 0
         n += 4 if self.imm is not None else 0
+        n += 28 if self.atomic else 0
+        n += 8 if self.atomic_ack is not None else 0
         return n + (16 if self.opcode == ib.CNP else 0)
 
     @property
@@ -76,7 +81,7 @@ class RocePacket:
 
     @property
     def is_data(self) -> bool:
-        return self.opcode not in (ib.ACKNOWLEDGE, ib.CNP)
+        return self.opcode not in (ib.ACKNOWLEDGE, ib.ATOMIC_ACKNOWLEDGE, ib.CNP)
 
 
 @dataclass(slots=True)
@@ -165,6 +170,10 @@ def _extensions(p: RocePacket) -> bytes:
         out += struct.pack("!I", (p.aeth[0] << 24) | (p.aeth[1] & 0xFFFFFF))
     if p.imm is not None:
         out += struct.pack("!I", p.imm)
+    if p.atomic:
+        out += struct.pack("!QIQQ", *p.atomic)
+    if p.atomic_ack is not None:
+        out += struct.pack("!Q", p.atomic_ack)
     if p.opcode == ib.CNP:
         out += bytes(16)  # A17.9.2: 16 reserved bytes after the BTH
     return out

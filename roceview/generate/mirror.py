@@ -34,6 +34,7 @@ class Mirror:
         self.gbps, self.buffer_bytes = gbps, buffer_bytes
         self.copies, self.corrupt_prob, self.corrupt_record = copies, corrupt_prob, corrupt_record
         self.records: list[tuple[int, int, bytes]] = []
+        self.sources: list = []          # the frame object of each record (the operations' truth)
         self.points = None      # capture_points.TwoPoints / SkewedTap; None: recorded here and now
         self._free_at = 0
         self._payload = rng.integers(0, 256, 8192, dtype=np.uint8).tobytes()
@@ -58,6 +59,7 @@ class Mirror:
         stamped = [(ts_ps, data)] if self.points is None else self.points.stamp(frame, port, ts_ps, data)
         for at, copy in stamped:
             self.records.append((at, len(self.records), copy))
+            self.sources.append(frame)
 
     def _corrupted(self, frame, data: bytes, ts_ps: int) -> bytes:
         """One bit of the payload flipped in this copy only (the rng is drawn only when the
@@ -86,6 +88,14 @@ class Mirror:
             return roce_frame(frame, self.addr, frame.data)
         start = (frame.psn * 61) % 4096
         return roce_frame(frame, self.addr, self._payload[start:start + frame.payload_len])
+
+    def captured(self, base_ns: int) -> dict:
+        """id(frame object) -> (frame number, 1-based, ts_ns) of its first capture, in the order
+        `frames` writes them (call after the run)."""
+        out: dict[int, tuple[int, int]] = {}
+        for number, (at, seq, _) in enumerate(sorted(self.records), start=1):
+            out.setdefault(id(self.sources[seq]), (number, base_ns + at // 1000))
+        return out
 
     def frames(self, base_ns: int):
         """(concatenated uint8 frames, lengths, ts_ns) in capture order, at the end of the run."""

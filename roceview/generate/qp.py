@@ -22,6 +22,7 @@ class QpSettings:
     rnr_retry: int = 7         # RNR NAKs resent after, 0-6; 7 = for ever (ibv_modify_qp)
     ack_delay_ns: int = 1000   # responder ACK coalescing window
     rnr_timer_code: int = 12   # min RNR timer 0.64 ms (IBTA Table 45)
+    max_rd_atomic: int | None = None   # initiator depth: READs / atomics in flight (None: unlimited)
 
 
 class QueuePair:
@@ -34,7 +35,7 @@ class QueuePair:
         self.mtu = mtu or host.mtu     # path MTU
         self.rp = ReactionPoint(line_gbps=host.port.gbps)
         self.requester = Requester(self, settings.window, settings.timeout_exp, settings.retry_cnt,
-                                   rnr_retry=settings.rnr_retry)
+                                   rnr_retry=settings.rnr_retry, max_rd_atomic=settings.max_rd_atomic)
         self.responder = Responder(self, settings.ack_delay_ns * 1000, settings.rnr_timer_code)
 
     def span(self, length: int) -> int:
@@ -69,7 +70,7 @@ class QueuePair:
             self.rp.on_cnp(self.sim.now)
             if self.rp.cuts > cuts:        # at most one cut per rate_reduce_period
                 self.truth.count("dcqcn_rate_cuts")
-        elif pkt.opcode == ib.ACKNOWLEDGE or pkt.opcode in ib.READ_RESPONSE_OPCODES:
+        elif pkt.opcode in (ib.ACKNOWLEDGE, ib.ATOMIC_ACKNOWLEDGE) or pkt.opcode in ib.READ_RESPONSE_OPCODES:
             self.requester.on_response(pkt)
         else:
             self.responder.on_request(pkt)

@@ -23,7 +23,7 @@ Each re-read is recorded in `truth.rereads`: PSN, how it was detected, packets r
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from roceview.generate import ibta as ib
 from roceview.generate.simulator import BASE_TS_NS, serialisation_ps
@@ -43,13 +43,15 @@ REREAD_COUNTERS = {"out_of_sequence_response": "read_responses_out_of_sequence",
 
 @dataclass
 class WorkRequest:
-    op: str            # SEND, SEND_IMM, WRITE, WRITE_IMM, READ
+    op: str            # SEND, SEND_IMM, WRITE, WRITE_IMM, READ, CMP_SWAP, FETCH_ADD
     length: int
     first: int         # first seq
     npkts: int
     va: int
     rkey: int
     imm: int = 0
+    sends: list = field(default_factory=list)   # (packet, resent) of each request packet, in order
+    completed_by: object = None                 # the response the requester completed it on
 
     @property
     def end(self) -> int:
@@ -58,8 +60,10 @@ class WorkRequest:
 
 class Requester:
     def __init__(self, qp, window: int, timeout_exp: int, retry_cnt: int = 7, ackreq_every: int = 16,
-                 rnr_retry: int = RNR_RETRY_INFINITE):
+                 rnr_retry: int = RNR_RETRY_INFINITE, max_rd_atomic: int | None = None):
         self.qp = qp
+        self.max_rd_atomic = max_rd_atomic   # initiator depth: READ / atomic requests in flight (9.7.2.1)
+        self._response = None                # the response being handled (what completes a WR)
         self.window, self.retry_cnt, self.ackreq_every = window, retry_cnt, ackreq_every
         self.rnr_retry, self.rnr_naks = rnr_retry, 0   # RNR NAKs since the last forward progress
         self.timeout_exp, self.timeout_ps = timeout_exp, ib.local_ack_timeout_ps(timeout_exp)
@@ -78,7 +82,7 @@ class Requester:
 
     # ---- posting ----------------------------------------------------------------------------
     def post(self, op: str, length: int, va: int, rkey: int, imm: int = 0) -> WorkRequest:
-        npkts = max(1, -(-length // self.qp.mtu))
+        npkts = 1 if op in ib.ATOMIC_OPCODES else max(1, -(-length // self.qp.mtu))
         wr = WorkRequest(op, length, self.posted_end, npkts, va, rkey, imm)
         self.wrs.append(wr)
         self._starts.append(wr.first)
@@ -90,8 +94,8 @@ class Requester:
     def next_packet(self, now: int, allowed):
         if self.error or self.qp.pcp not in allowed or self.snd_nxt >= self.posted_end:
             return None, None
-        if self.snd_nxt - self.snd_una >= self.window:
-            return None, None          # an ACK will kick the port
+        if self.snd_nxt - self.snd_una >= self.window or self._at_depth():
+            return None, None          # an ACK (a READ's last response) will kick the port
         wait = max(self.hold_until, self.next_tx)
         if now < wait:
             return None, wait
@@ -100,8 +104,30 @@ class Requester:
         self._arm_timer()
         return pkt, None
 
+    def _at_depth(self) -> bool:
+        """The next request is a new READ / atomic and max_rd_atomic of them are in flight: the
+        send queue waits (in order) until one completes."""
+        if self.max_rd_atomic is None or self.snd_nxt < self.sent_hi:
+            return False
+        wr = self.wrs[bisect.bisect_right(self._starts, self.snd_nxt) - 1]
+        if wr.op not in ib.READ_ATOMIC_OPS:
+            return False
+        flight = 0
+        for k in range(self.done, len(self.wrs)):
+            w = self.wrs[k]
+            if w.first >= self.sent_hi:
+                break
+            flight += w.op in ib.READ_ATOMIC_OPS
+        return flight >= self.max_rd_atomic
+
     def _build(self, seq: int) -> RocePacket:
         wr = self.wrs[bisect.bisect_right(self._starts, seq) - 1]
+        resent = seq < self.sent_hi
+        pkt = self._packet(wr, seq)
+        wr.sends.append((pkt, resent))
+        return pkt
+
+    def _packet(self, wr: WorkRequest, seq: int) -> RocePacket:
         i = seq - wr.first
         if seq < self.sent_hi:
             self.qp.truth.retransmitted[f"{self.qp.qpn:#08x}"] += 1
@@ -115,7 +141,16 @@ class Requester:
             self.on_reroute(seq, old, self.qp.sport)
         if wr.op == "READ":
             return self._read_request(wr, i)
+        if wr.op in ib.ATOMIC_OPCODES:
+            return self._atomic_request(wr, seq)
         return self._data_packet(wr, i, seq)
+
+    def _atomic_request(self, wr: WorkRequest, seq: int) -> RocePacket:
+        """CmpSwap / FetchAdd: one packet, AtomicETH (VA, R_Key, swap or add data, compare data)."""
+        self.snd_nxt = seq + 1
+        self.sent_hi = max(self.sent_hi, seq + 1)
+        return self.qp.packet(ib.ATOMIC_OPCODES[wr.op], seq, ackreq=True,
+                              atomic=(wr.va, wr.rkey, wr.imm + 1, wr.imm))
 
     def _read_request(self, wr: WorkRequest, i: int) -> RocePacket:
         offset = i * self.qp.mtu  # a resent READ asks only for what is still missing (9.7.4.1.4)
@@ -141,6 +176,7 @@ class Requester:
     def on_response(self, pkt: RocePacket) -> None:
         if self.error:
             return
+        self._response = pkt
         seq = self.qp.unwrap_sq(pkt.psn, self.snd_una)
         if pkt.opcode != ib.ACKNOWLEDGE:
             return self._read_response(seq, pkt.opcode)
@@ -193,7 +229,7 @@ class Requester:
             wr = self.wrs[k]
             if pos >= end:
                 return None
-            if wr.op == "READ":
+            if wr.op in ib.READ_ATOMIC_OPS:        # answered by its own response only
                 return pos, wr
             pos = wr.end
         return None
@@ -259,9 +295,11 @@ class Requester:
         self.qp.host.port.wake_at(self.hold_until)
 
     def _fatal_nak(self, code: int, seq: int) -> None:
-        """Invalid request / remote access / remote operational error at `seq`: the QP goes
-        to Error."""
+        """Invalid request / remote access / remote operational error at `seq`: the requests
+        before it completed (a NAK acknowledges what precedes its PSN, as rxe completes those
+        WQEs first), the QP goes to Error."""
         self.qp.truth.count("naks_other_received")
+        self._advance(seq)
         self._to_error(FATAL_NAK_STATUS.get(code, "IBV_WC_REM_OP_ERR"), seq)
 
     def _to_error(self, status: str, seq: int) -> None:
@@ -281,6 +319,7 @@ class Requester:
         self.retries = self.rnr_naks = 0
         while self.done < len(self.wrs) and self.wrs[self.done].end <= self.snd_una:
             self.done += 1
+            self.wrs[self.done - 1].completed_by = self._response
             self.on_complete(self.wrs[self.done - 1])
         self._restart_timer()
         self.qp.host.port.kick()

@@ -24,10 +24,16 @@ class Responder:
         self.invalid_rkeys: set[int] = set()
         self.ack_pending = False
         self.error = False
+        self.atomic_results: dict[int, int] = {}   # seq -> original data, replayed to a duplicate
+        # id(request packet) -> the response that answered it (the operations' truth, ops_truth.py)
+        self.answered_by: dict[int, object] = {}
+        self._unanswered: list = []                # requests the next coalesced ACK answers
+        self.memory = 0                            # the 8 bytes the atomics work on
 
     def on_request(self, pkt) -> None:
         if self.error:
             return
+        self._request = pkt
         seq = self.qp.unwrap_rq(pkt.psn, self.epsn)
         if seq == self.epsn:
             self._in_sequence(pkt)
@@ -50,6 +56,10 @@ class Responder:
             self.epsn += self.qp.span(pkt.reth[2])
             self.msn += 1
             return
+        if op in (ib.CMP_SWAP, ib.FETCH_ADD):
+            self._atomic(pkt, self.epsn)
+            self.epsn += 1
+            return
         self.epsn += 1
         if op in ib.MESSAGE_END_OPCODES:
             self.msn += 1
@@ -67,8 +77,30 @@ class Responder:
         self.qp.truth.count("duplicates_received")
         if pkt.opcode == ib.RDMA_READ_REQUEST:
             self._read_responses(pkt, seq)
+        elif seq in self.atomic_results:     # an atomic is not executed twice: its result again (9.7.5.2.6)
+            self._atomic_ack(seq, self.atomic_results[seq])
         else:
             self._schedule_ack()
+
+    def _atomic(self, pkt, seq: int) -> None:
+        """CmpSwap / FetchAdd (9.4.5): execute once, answer with an ATOMIC ACKNOWLEDGE carrying
+        the original data (AtomicAckETH), at the request's PSN."""
+        va, rkey, swap_add, compare = pkt.atomic
+        original = self.memory
+        if pkt.opcode == ib.FETCH_ADD:
+            self.memory = (self.memory + swap_add) & (1 << 64) - 1
+        elif self.memory == compare:
+            self.memory = swap_add
+        self.msn += 1
+        self.atomic_results[seq] = original
+        self._atomic_ack(seq, original)
+
+    def _atomic_ack(self, seq: int, original: int) -> None:
+        self.qp.truth.count("atomic_acks_sent")
+        pkt = self.qp.packet(ib.ATOMIC_ACKNOWLEDGE, seq, aeth=(ib.AETH_ACK_NO_CREDIT, self.msn),
+                             atomic_ack=original, peer_space=True)
+        self.answered_by[id(self._request)] = pkt
+        self.qp.send_response(pkt)
 
     def _rnr_nak(self) -> None:
         self.qp.truth.count("naks_rnr_sent")
@@ -82,6 +114,7 @@ class Responder:
 
     # ---- output ------------------------------------------------------------------------------
     def _schedule_ack(self) -> None:
+        self._unanswered.append(self._request)
         if not self.ack_pending:
             self.ack_pending = True
             self.qp.sim.after(self.ack_delay_ps, self._emit_ack)
@@ -90,11 +123,15 @@ class Responder:
         self.ack_pending = False
         if not self.error:
             self.qp.truth.count("acks_sent")
-            self._send_aeth(ib.AETH_ACK_NO_CREDIT, self.epsn - 1)
+            ack = self._send_aeth(ib.AETH_ACK_NO_CREDIT, self.epsn - 1)
+            for request in self._unanswered:
+                self.answered_by[id(request)] = ack
+        self._unanswered = []
 
-    def _send_aeth(self, syndrome: int, seq: int) -> None:
-        self.qp.send_response(self.qp.packet(ib.ACKNOWLEDGE, seq, aeth=(syndrome, self.msn),
-                                             peer_space=True))
+    def _send_aeth(self, syndrome: int, seq: int):
+        pkt = self.qp.packet(ib.ACKNOWLEDGE, seq, aeth=(syndrome, self.msn), peer_space=True)
+        self.qp.send_response(pkt)
+        return pkt
 
     def _read_responses(self, pkt, seq: int) -> None:
         """RDMA READ response FIRST/MIDDLE/LAST or ONLY; AETH on all but MIDDLE (9.3.5)."""
@@ -105,8 +142,9 @@ class Responder:
             op = only if n == 1 else first if i == 0 else last if i == n - 1 else middle
             size = self.qp.mtu if i < n - 1 else length - (n - 1) * self.qp.mtu
             aeth = (ib.AETH_ACK_NO_CREDIT, self.msn + 1) if op != middle else None
-            self.qp.send_response(self.qp.packet(op, seq + i, aeth=aeth, payload_len=size,
-                                                 peer_space=True))
+            response = self.qp.packet(op, seq + i, aeth=aeth, payload_len=size, peer_space=True)
+            self.qp.send_response(response)
+        self.answered_by[id(pkt)] = response           # its last response completes the READ
         self.qp.truth.count("read_response_packets", n)
 
     # ---- receive queue (for RNR) ---------------------------------------------------------------

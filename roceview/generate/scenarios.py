@@ -12,6 +12,7 @@ from roceview.generate.network import Network, NetworkSettings
 from roceview.generate.qp import QpSettings, Workload
 from roceview.generate.scenarios_capture import (TAP_SKEW_SUMMARY, TWO_POINT_SUMMARY, tap_skew,
                                                  two_point_mirror)
+from roceview.generate.scenarios_ops import OPS_MIXED_SUMMARY, READ_DEPTH_SUMMARY, ops_mixed, read_depth_limit
 from roceview.generate.scenarios_read import (LAST_SUMMARY, MIDDLE_SUMMARY, read_response_loss_last,
                                               read_response_loss_middle)
 from roceview.generate.switch import SwitchSettings
@@ -394,4 +395,6 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              ("network_loss", "capture_points"), ("duplicate_frames",)),
     Scenario("tap-skew", TAP_SKEW_SUMMARY, tap_skew(_network_loss), "sender",
              ("network_loss", "clock_skew")),
+    Scenario("ops-mixed", OPS_MIXED_SUMMARY, ops_mixed, "sender", ("network_loss",), ("timeout_retransmit",)),
+    Scenario("read-depth-limit", READ_DEPTH_SUMMARY, read_depth_limit, "sender", ()),
 )}

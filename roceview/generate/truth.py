@@ -46,6 +46,8 @@ class Truth:
     # capture-path scenarios (capture_points.py): the capture points, each one's offset or clock
     # skew per direction, and per flow what one point shows (packets, data packets, NAKs, resent, RTT)
     capture_points: dict = field(default_factory=dict)
+    # every operation (work request, CM MAD) as the capture shows it: ops_truth.py
+    ops: list[dict] = field(default_factory=list)
     expected_kinds: tuple = ()
     forbidden_kinds: tuple = ()
 
@@ -63,7 +65,7 @@ class Truth:
             "retransmitted": dict(self.retransmitted), "pause_sources": dict(self.pause_sources),
             "qps": list(self.qps), "qp_errors": list(self.qp_errors), "path_changes": list(self.path_changes),
             "reordered": list(self.reordered), "seq_naks": list(self.seq_naks),
-            "rereads": list(self.rereads), "capture_points": dict(self.capture_points),
+            "rereads": list(self.rereads), "capture_points": dict(self.capture_points), "ops": list(self.ops),
             "expected_kinds": list(self.expected_kinds),
             "forbidden_kinds": list(self.forbidden_kinds),
         }

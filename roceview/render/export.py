@@ -1,6 +1,6 @@
 """CSV and JSON export of an AnalysisResult (no pandas: written from the numpy columns).
 
-`--csv DIR` writes qps.csv, pfc.csv, findings.csv, events.csv and timeline.csv. Each file is
+`--csv DIR` writes qps.csv, pfc.csv, findings.csv, events.csv, timeline.csv and ops.csv. Each file is
 first written to a temporary file beside the file it replaces; they are renamed into place only
 when all of them are complete, so an error or a Ctrl-C leaves nothing half written
 (capture.writer.write_files: symlinks followed, devices and FIFOs written directly).
@@ -14,13 +14,14 @@ from pathlib import Path
 
 import numpy as np
 
-from roceview.analysis.tables import DECIMALS, KINDS, slow_text
+from roceview.analysis.tables import DECIMALS, KINDS, Coded, slow_text
 from roceview.errors import WriteError
 from roceview.render.cells import (assemble, column_parts, const_cells, distinct_strings, numeric_array,
                                    string_cells)
+from roceview.render.nullable import nullable_ts_parts
 
 CSV_FILES = (("qps.csv", "flows_table"), ("pfc.csv", "pfc_table"), ("findings.csv", "findings_table"),
-             ("events.csv", "events_table"), ("timeline.csv", "timeline_table"))
+             ("events.csv", "events_table"), ("timeline.csv", "timeline_table"), ("ops.csv", "ops_table"))
 WIDTH_GUESS = {"ts": 20, "float": 10, "qp": 8}  # text bytes of a number, for the block size only
 _SPECIAL = re.compile(r'[,"\r\n]')  # csv.writer quotes a field only when it holds one of these
 
@@ -67,12 +68,22 @@ def _python_rows(table):
     return lambda lo, hi: assemble(hi - lo, row_bytes, lambda a, b: block(lo + a, lo + b))
 
 
+def bool_column(values) -> Coded:
+    """A `bool` column (tables.py) as the strings `false` / `true`."""
+    return Coded(np.asarray(values, dtype=bool).astype(np.int64), ["false", "true"])
+
+
 class _Column:
     """One column's CSV cells for any block of rows: numbers formatted per block, strings
     quoted once per distinct value and gathered by index."""
 
     def __init__(self, values, name: str):
         self.kind, self.decimals = KINDS.get(name, "int"), DECIMALS.get(name, 6)
+        if self.kind == "bool":
+            self.kind, values = "str", bool_column(values)
+        if self.kind == "nts":
+            self.array, self.width = np.asarray(values, dtype=np.int64), WIDTH_GUESS["ts"]
+            return
         self.array = numeric_array(values, self.kind)
         if self.array is not None:
             self.width = WIDTH_GUESS.get(self.kind, 6)
@@ -84,6 +95,8 @@ class _Column:
         self.width = self.mat.shape[1]
 
     def parts(self, lo: int, hi: int) -> list:
+        if self.kind == "nts":
+            return nullable_ts_parts(self.array[lo:hi])
         if self.array is not None:
             return column_parts(self.array[lo:hi], self.kind, self.decimals)
         codes = self.codes[lo:hi]
@@ -105,7 +118,11 @@ def _c_rows(table):
     kinds, decimals, ints, floats, offsets, texts = [], [], [], [], [], []
     for name in table.columns:
         kind, places = KINDS.get(name, "int"), DECIMALS.get(name, 6)
-        column = _c_column(table.data[name], kind)
+        values = table.data[name]
+        if kind == "bool":
+            kind, values = "str", bool_column(values)
+        column = _nts_text(values) if kind == "nts" else _c_column(values, kind)
+        kind = "str" if kind == "nts" else kind
         if column is None or places > 9:
             return None
         kinds.append(C_KINDS[kind])
@@ -141,6 +158,20 @@ def _c_column(values, kind: str):
     if array.dtype.kind == "u" and len(array) and int(array.max()) > np.iinfo(np.int64).max:
         return None
     return np.ascontiguousarray(array, dtype=np.int64), None, None, None
+
+
+def _nts_text(values):
+    """An `nts` column as the C formatter's str cells: a text per row (codes 0..n-1), built
+    vectorised (no Python string per row)."""
+    n = len(values)
+    if not n:
+        return np.zeros(0, np.int64), None, np.zeros(1, np.int64), np.zeros(0, np.uint8)
+    from roceview.render.cells import join_cells
+
+    mat, mask = join_cells(nullable_ts_parts(values))
+    offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(mask.sum(axis=1), out=offsets[1:])
+    return np.arange(n, dtype=np.int64), None, offsets, np.ascontiguousarray(mat[mask])
 
 
 def _quoted(text: str) -> str:
@@ -216,7 +247,8 @@ def result_document(result) -> dict:
     return {"summary": result.summary,
             "flows": result.flows_table.records(), "pfc": result.pfc_table.records(),
             "findings": result.findings_table.records(), "events": result.events_table.records(),
-            "timeline": result.timeline_table.records()}
+            "timeline": result.timeline_table.records(), "ops": result.ops_table.records(),
+            "op_stats": result.op_stats_table.records(), "read_depth": result.read_depth_table.records()}
 
 
 def write_json(result, path, stdout=None) -> None:

@@ -14,12 +14,14 @@ from json.encoder import encode_basestring_ascii
 
 import numpy as np
 
-from roceview.analysis.tables import KINDS
+from roceview.analysis.tables import KINDS, NONE_TS
+from roceview.render.nullable import nullable_ts_parts
 from roceview.render.cells import (BLOCK_BYTES, assemble, column_parts, const_cells, numeric_array, string_cells,
                                    text_matrix)
 
 TABLES = (("flows", "flows_table"), ("pfc", "pfc_table"), ("findings", "findings_table"),
-          ("events", "events_table"), ("timeline", "timeline_table"))
+          ("events", "events_table"), ("timeline", "timeline_table"), ("ops", "ops_table"),
+          ("op_stats", "op_stats_table"), ("read_depth", "read_depth_table"))
 _WIDTH_GUESS = {"ts": 22, "qp": 10}  # bytes of a value, for the block size only
 
 
@@ -82,6 +84,11 @@ class _JsonColumn:
     @classmethod
     def of(cls, values, kind: str):
         """None when the column needs json itself."""
+        if kind == "bool":            # true / false, unquoted
+            codes = np.asarray(values, dtype=bool).astype(np.int64)
+            return cls(kind, strings=(codes,) + text_matrix(["false", "true"]), width=5)
+        if kind == "nts":             # the ts text as a JSON string, null when empty
+            return cls(kind, array=np.asarray(values, dtype=np.int64), width=_WIDTH_GUESS["ts"])
         if kind == "str":
             cells = string_cells(values, lambda v: "null" if v is None else encode_basestring_ascii(v))
             return None if cells is None else cls(kind, strings=cells, width=cells[1].shape[1])
@@ -104,6 +111,10 @@ class _JsonColumn:
             codes, mat, mask = self.strings
             return [(mat[codes[lo:hi]], mask[codes[lo:hi]])]
         v = self.array[lo:hi]
+        if self.kind == "nts":
+            shown = v != NONE_TS
+            return ([const_cells(hi - lo, b'"', shown)] + nullable_ts_parts(v)
+                    + [const_cells(hi - lo, b'"', shown), const_cells(hi - lo, b"null", ~shown)])
         if self.kind == "ts":  # the CSV text as a JSON string
             return [const_cells(hi - lo, b'"')] + column_parts(v, "ts") + [const_cells(hi - lo, b'"')]
         if self.kind == "qp":  # "0x......", or null when unknown

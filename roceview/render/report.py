@@ -1,4 +1,5 @@
-"""The `roceview analyze` report: capture summary, findings, per-QP table, PFC table.
+"""The `roceview analyze` report: capture summary, findings, per-QP table, operations
+(report_ops.py), PFC table.
 
 Plain text through render/screen.py (no rich: see there why). The per-QP table lists the
 `max_qps` worst queue pairs (default MAX_QP_ROWS; 0 = all) and counts the rest: thousands of
@@ -35,6 +36,9 @@ def print_report(result, console: Screen, max_qps: int = MAX_QP_ROWS, wide: bool
     _summary(result.summary, console)
     _findings(result, console)
     _qp_table(result.flows_table, console, max_qps, wide)
+    from roceview.render.report_ops import print_operations
+
+    print_operations(result, console, worst_first(result.flows_table), max_qps, wide)
     _pfc_table(result.pfc_table, result.summary.get("link_speed_gbps"), console)
 
 

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from roceview.analysis.events import KIND_CODE, MAX_PER_KIND
-from roceview.analysis.tables import TIMELINE_COLUMNS, Table
+from roceview.analysis.tables import TIMELINE_COLUMNS, Coded, Table
 from roceview.analysis.timeline import (FIELDS, MAX_ROWS, as_table, cell_rows, grid_cells, grid_places, placed,
                                        sorted_sums)
 
@@ -68,8 +68,20 @@ def concat(tables: list[Table]) -> Table:
     data = {}
     for c in columns:
         values = [t.data[c] for t in tables]
-        data[c] = np.concatenate(values) if isinstance(values[0], np.ndarray) else [x for v in values for x in v]
+        if all(isinstance(v, Coded) for v in values):       # the ops table's: codes, not a str a row
+            data[c] = _coded(values)
+        else:
+            data[c] = np.concatenate(values) if isinstance(values[0], np.ndarray) else [x for v in values for x in v]
     return Table(columns, data)
+
+
+def _coded(columns: list[Coded]) -> Coded:
+    names: dict = {}
+    codes = []
+    for col in columns:
+        remap = np.array([names.setdefault(n, len(names)) for n in col.names], np.int64)
+        codes.append(remap[col.codes] if len(remap) else col.codes)
+    return Coded(np.concatenate(codes) if codes else np.zeros(0, np.int64), list(names))
 
 
 def merge(parts: list[dict], names: list[str], stats: list[dict], settings: dict, files, warnings,
@@ -81,7 +93,8 @@ def merge(parts: list[dict], names: list[str], stats: list[dict], settings: dict
 
     from roceview.engines.dask.partition_run import from_wire
 
-    tables = {k: [from_wire(p[k]) for p in parts] for k in ("flows", "events", "timeline", "pfc")}
+    tables = {k: [from_wire(p[k]) for p in parts] for k in ("flows", "events", "timeline", "pfc", "ops", "op_stats",
+                                                             "read_depth")}
     rank = {name: i for i, name in enumerate(names)}
     flows = concat(tables["flows"])
     flows = flows.take(np.argsort([rank[n] for n in flows.data["flow"]], kind="stable"))
@@ -102,11 +115,44 @@ def merge(parts: list[dict], names: list[str], stats: list[dict], settings: dict
         link_speed_gbps=settings["link_speed"], bucket_ms=settings["bucket_ms"],
         timeline=SimpleNamespace(bucket_ns=bucket_ns),
         events=SimpleNamespace(dropped={k: 0 for k in counts}, count=counts.__getitem__),
+        ops=SimpleNamespace(summary=lambda: _ops_summary(parts)),
         pfc=SimpleNamespace(st=SimpleNamespace(pause_frames=np.array([sum(p["pause_frames"] for p in parts)]),
                                                resume_frames=np.array([sum(p["resume_frames"] for p in parts)]))))
     return AnalysisResult(flows_table=flows, pfc_table=tables["pfc"][-1], events_table=events,
                           timeline_table=_timeline(tables["timeline"], rank, names, bucket_ns),
-                          summary=summary(an, list(files), list(warnings), flows))
+                          summary=summary(an, list(files), list(warnings), flows),
+                          ops_table=_ops(tables["ops"]), op_stats_table=_by_flow(tables["op_stats"], rank, "op"),
+                          read_depth_table=_by_flow(tables["read_depth"], rank, "depth"))
+
+
+def _ops(tables: list[Table]) -> Table:
+    """The partitions' operations in first-frame order, the whole capture's first MAX_ROWS: each
+    partition kept its own first MAX_ROWS, so every one of those is there (ops_rows.py)."""
+    from roceview.analysis.ops_rows import MAX_ROWS
+
+    ops = concat(tables)
+    order = np.argsort(ops.data["first_frame"], kind="stable")[:MAX_ROWS]
+    return ops.take(order)
+
+
+def _by_flow(tables: list[Table], rank: dict, then: str) -> Table:
+    """Per-flow rows (op_stats, read_depth) in the flows' order, then by `then` (its order in
+    each partition: the operation's code, the depth), as the local engine lists them."""
+    merged = concat(tables)
+    if not len(merged):
+        return merged
+    flow = np.array([rank[f] for f in merged.data["flow"]], np.int64)
+    within = np.concatenate([np.arange(len(t)) for t in tables])       # each partition's own order
+    return merged.take(np.lexsort((within, flow)))
+
+
+def _ops_summary(parts: list[dict]) -> dict:
+    from roceview.analysis.ops_rows import MAX_ROWS
+
+    total = {k: sum(p["ops_summary"][k] for p in parts) for k in ("count", "late_packets", "unmatched_packets")}
+    listed = min(total["count"], MAX_ROWS)
+    return {"count": total["count"], "listed": listed, "not_listed": total["count"] - listed,
+            "late_packets": total["late_packets"], "unmatched_packets": total["unmatched_packets"]}
 
 
 def _timeline(timelines: list[Table], rank: dict, names: list[str], bucket_ns: int) -> Table:

@@ -247,6 +247,8 @@ class PartitionRun:
         result = an.finish()
         # the timeline's buckets as steps, its gbps computed again by the merge (partition_merge)
         out = {"flows": to_wire(result.flows_table), "events": to_wire(result.events_table),
+               "ops": to_wire(result.ops_table), "op_stats": to_wire(result.op_stats_table),
+               "read_depth": to_wire(result.read_depth_table), "ops_summary": an.ops.summary(),
                "timeline": to_wire(result.timeline_table, {"bucket_start": timeline.bucket_ns}, ("gbps",)),
                "pfc": to_wire(result.pfc_table), "held": self.held,
                "event_counts": {k: an.events.count(k) for k in an.events.kept},

@@ -1,0 +1,386 @@
+"""Operations: one row per RDMA message seen on the wire (`ops.csv`), streamed in one pass.
+
+Per chunk (after the PSN step, psn.py, and the responses, chunk_psn.responses): the request
+packets become operations (ops_build.py), the responses complete them (ops_match.py), the READ
+depth moves (ops_depth.py); operations that can change no more are final (ops_rows.py): their row
+is kept when it is one of the capture's first MAX_ROWS, and they count in the per-QP statistics
+(ops_stats.py). What is carried between chunks is bounded:
+  - the operations still open: at most PENDING_PER_SPACE newer operations of their space since
+    (an operation whose space started that many newer ones is final: its completion, if any,
+    was not captured), and a completed one at most LINGER_NS (ops_match.py) after its completion;
+  - per PSN space a few numbers (its newest operation, its READ depth).
+Every rule is decided per packet, so the result does not depend on the chunking (only an
+operation's eviction does, and nothing that could still change it is evicted).
+UD SEND ONLY packets are operations of one packet each; nothing completes them, as on UC.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from roceview.analysis import ops_classes as oc
+from roceview.analysis import ops_depth, ops_rows
+from roceview.analysis.ops_build import NONE_PSN, Rows, fresh_ops
+from roceview.analysis.ops_complete import Completion
+from roceview.analysis.ops_match import LINGER_NS, Responses
+from roceview.analysis.ops_set import INF, NEVER, OpSet, op_key
+from roceview.analysis.ops_stats import OpStats
+from roceview.analysis.segments import PSN_MOD
+from roceview.analysis.state import Columns
+
+PENDING_PER_SPACE = 1024       # an operation is final once its space started this many newer ones
+SPACE_STATE = {"n_ops": (np.int64, 0), "cur_start": (np.int64, NONE_PSN), "cur_end": (np.int64, NONE_PSN),
+               "cur_ended": (bool, True), "evicted_hi": (np.int64, NONE_PSN), "depth": (np.int64, 0),
+               "depth_ts": (np.int64, 0)}
+
+
+class OpTracker:
+    def __init__(self, max_rows: int = ops_rows.MAX_ROWS):
+        self.state = OpSet.empty()
+        self.space = Columns(SPACE_STATE)
+        self.store = ops_rows.RowStore(max_rows)
+        self.stats = OpStats()
+        self.depth = ops_depth.DepthSweep()
+        self.created = 0            # operations so far (their numbers: the row budget)
+        self.late = 0               # request packets after their operation was final
+        self.unmatched = 0          # request packets no operation holds
+
+    def grow(self, n_flows: int) -> None:
+        self.space.grow(2 * n_flows)
+
+    # ---- one chunk ---------------------------------------------------------------------------
+    def feed(self, an, ch, part, responses) -> None:
+        rows = Rows(ch, part)
+        self.unmatched += rows.unknown
+        resp = Responses(ch, part, responses)
+        ud = _ud_rows(ch)
+        if not len(rows) and not len(resp) and not len(ud):
+            return
+        new, f, row_op = fresh_ops(self, rows, an)
+        ops, where_new = _merge(self.state, new)
+        fresh_new = np.zeros(len(ops), dtype=bool)
+        fresh_new[where_new] = True
+        self._place_fresh(ops, rows, f, row_op, where_new)
+        self._ends(ops, rows)                              # the fresh packets' (resends need them)
+        ops, fresh_new = self._place_resends(ops, rows, fresh_new, an)
+        self._ends(ops, rows)
+        self._number(ops, fresh_new, ch, ud)
+        sends = self._sends(ops, rows)
+        done = Completion(ops, fresh_new, sends, resp, _resent(ops, rows))
+        done.run()
+        counted = self._counted(ops, rows, done.close)
+        _aggregate(ops, rows, counted)
+        final = self._final(ops, ch)
+        ops_depth.superseded(ops, final)
+        self._newest(ops, rows.sid)
+        self._finalize(ops.take(final), an)
+        self.state = ops.take(~final)
+        self._store(ops_depth.frontier_of(self.state))
+
+    def _place_fresh(self, ops, rows, f, row_op, where_new) -> None:
+        if not len(f):
+            return
+        op = where_new[np.maximum(row_op, 0)] if len(where_new) else np.zeros(len(f), np.int64)
+        op = np.where(row_op >= 0, op, -1)
+        carried = np.flatnonzero(row_op < 0)
+        if len(carried):
+            sid = rows.sid[f[carried]]
+            op[carried] = _find(ops, sid, self.space.cur_start[sid])
+        rows.op[f] = op
+
+    def _place_resends(self, ops, rows, fresh_new, an):
+        t = np.flatnonzero(rows.retrans)
+        if not len(t):
+            return ops, fresh_new
+        sid, u = rows.sid[t], rows.u[t]
+        pos = _containing(ops, sid, u)
+        gap = (pos < 0) & oc.STARTS.take(rows.opc[t]) & (u > self.space.evicted_hi[sid])
+        if gap.any():                                      # a FIRST/ONLY resent into a hole
+            ops, fresh_new = self._insert(ops, rows, t[gap], fresh_new, an)
+            pos = _containing(ops, sid, u)
+        rows.op[t] = pos
+        return ops, fresh_new
+
+    def _insert(self, ops, rows, at, fresh_new, an):
+        key = op_key(rows.sid[at], rows.u[at])
+        order = np.lexsort((rows.idx[at], key))            # one operation per PSN: its first resend
+        at = at[order][np.r_[True, key[order][1:] != key[order][:-1]]]
+        add = OpSet.empty(len(at))
+        c = add.cols
+        c["sid"], c["start"], c["key"] = rows.sid[at], rows.u[at], op_key(rows.sid[at], rows.u[at])
+        c["kind"] = oc.KIND.take(rows.opc[at])
+        from roceview.analysis.ops_build import _completes_by
+
+        c["by"] = _completes_by(an, c["sid"] >> 1, rows.idx[at], c["kind"])
+        c["first_idx"], c["first_ts"] = rows.idx[at], rows.ts[at]
+        c["last_idx"], c["last_ts"] = rows.idx[at], rows.ts[at]
+        c["dmalen"] = rows.dmalen[at]
+        merged, where_add = _merge(ops, add)
+        moved = np.ones(len(merged), dtype=bool)
+        moved[where_add] = False
+        old_pos = np.flatnonzero(moved)                     # old op i is now at old_pos[i]
+        rows.op = np.where(rows.op >= 0, old_pos[np.maximum(rows.op, 0)], -1)
+        new_mask = np.zeros(len(merged), dtype=bool)
+        new_mask[old_pos[fresh_new]] = True
+        new_mask[where_add] = True
+        return merged, new_mask
+
+    @staticmethod
+    def _ends(ops, rows) -> None:
+        """An END packet (LAST, ONLY, a READ or atomic request) gives its operation's last PSN
+        and kind (SEND LAST with immediate: a SEND_IMM)."""
+        m = np.flatnonzero((rows.op >= 0) & oc.ENDS.take(rows.opc))
+        if not len(m):
+            return
+        o, c = rows.op[m], ops.cols
+        unset = ~c["ended"][o]
+        c["end"][o[unset]] = rows.end[m[unset]]
+        c["ended"][o] = True
+        c["kind"][o] = oc.KIND.take(rows.opc[m])
+
+    def _number(self, ops, new, ch, ud) -> None:
+        """Ordinals in each space (creation order), the expiry of operations PENDING_PER_SPACE
+        behind, capture-wide numbers (the row budget), UD operations (final at once)."""
+        c, sp = ops.cols, self.space
+        q = np.flatnonzero(new)
+        if len(q):
+            order = q[np.lexsort((c["first_idx"][q], c["sid"][q]))]
+            sid = c["sid"][order]
+            first = np.flatnonzero(np.r_[True, sid[1:] != sid[:-1]])
+            rank = np.arange(len(order)) - np.repeat(first, np.diff(np.r_[first, len(order)]))
+            c["k"][order] = sp.n_ops[sid] + rank
+            np.add.at(sp.n_ops, sid[first], np.diff(np.r_[first, len(order)]))
+            self._expiry(ops, order)
+        ud_first = ud[1] if len(ud[0]) else np.zeros(0, np.int64)
+        firsts = np.r_[c["first_idx"][q], ud_first]
+        rank = np.empty(len(firsts), dtype=np.int64)
+        rank[np.argsort(firsts, kind="stable")] = np.arange(len(firsts))
+        c["number"][q] = self.created + rank[:len(q)]
+        if len(ud_first):
+            self._ud(ch, ud, self.created + rank[len(q):])
+        self.created += len(firsts)
+
+    def _expiry(self, ops, order) -> None:
+        """An operation expires at the creation of its space's operation PENDING_PER_SPACE + 1
+        ordinals later: events from that row on no longer change it."""
+        c = ops.cols
+        sid_all = c["sid"]
+        limit = self.space.n_ops[sid_all]
+        target = c["k"] + PENDING_PER_SPACE + 1
+        due = np.flatnonzero(target < limit)
+        if not len(due):
+            return
+        new_key = (c["sid"][order] << 32) + c["k"][order]     # new ops sorted by (sid, k)
+        at = np.searchsorted(new_key, (sid_all[due] << 32) + target[due])
+        at = np.minimum(at, len(order) - 1)
+        hit = new_key[at] == (sid_all[due] << 32) + target[due]
+        c["expire"][due[hit]] = c["first_idx"][order[at[hit]]]
+        c["expire_ts"][due[hit]] = c["first_ts"][order[at[hit]]]
+        c["expire"][due[~hit]] = -1                          # expired before this chunk
+
+    def _sends(self, ops, rows):
+        c = ops.cols
+        ok = rows.op >= 0
+        if len(ops):
+            o = np.maximum(rows.op, 0)
+            ok &= rows.idx < c["expire"][o]
+            # nothing resends on UC, nor is awaited (the packet that made an operation is its own)
+            ok &= ~((c["by"][o] == NEVER) & rows.retrans & (rows.idx != c["first_idx"][o]))
+        m = np.flatnonzero(ok)
+        order = m[np.lexsort((rows.idx[m], rows.op[m]))]
+        self.late += int(np.count_nonzero(~ok & (rows.op >= 0)))
+        self.unmatched += int(np.count_nonzero(rows.op < 0))
+        self._send_rows = order
+        return rows.op[order], rows.idx[order], rows.ts[order]
+
+    def _counted(self, ops, rows, close) -> np.ndarray:
+        order = self._send_rows
+        keep = rows.idx[order] < close[rows.op[order]]
+        self.late += int(np.count_nonzero(~keep))
+        return order[keep]
+
+    def _final(self, ops, ch) -> np.ndarray:
+        """Operations nothing can change any more: closed, expired, completed LINGER_NS before
+        the chunk's last packet, or sent in full when nothing completes them."""
+        c, sp = ops.cols, self.space
+        final = c["closed"] | (c["k"] + PENDING_PER_SPACE < sp.n_ops[c["sid"]]) | (c["expire"] < INF)
+        now = int(ch.ts.max()) if ch.n else 0
+        final |= (c["compl_idx"] >= 0) & (c["compl_ts"] + LINGER_NS < now)
+        end_eff, _ = ops.ends()
+        final |= (c["by"] == NEVER) & (end_eff < INF)
+        return final
+
+    def _newest(self, ops, touched: np.ndarray) -> None:
+        """The newest operation of each space with packets here (the next packet ahead of the
+        space's highest PSN continues it or follows it)."""
+        if not len(touched) or not len(ops):
+            return
+        c, sp = ops.cols, self.space
+        sid = c["sid"]
+        last = np.flatnonzero(np.r_[sid[1:] != sid[:-1], True] & np.isin(sid, touched))
+        s = sid[last]
+        sp.cur_start[s] = c["start"][last]
+        sp.cur_ended[s] = c["ended"][last]
+        sp.cur_end[s] = np.where(c["ended"][last], c["end"][last], NONE_PSN)
+
+    def _finalize(self, ops, an) -> None:
+        if not len(ops):
+            return
+        c, sp = ops.cols, self.space
+        end_eff, _ = ops.ends()
+        top = np.where(end_eff < INF, end_eff, np.maximum(c["hi_u"], c["start"]))
+        np.maximum.at(sp.evicted_hi, c["sid"], top)
+        v = ops_rows.values(ops, _fallback_mtu(an, c["sid"] >> 1))
+        self._account(v)
+        self.depth.add(ops)
+
+    def _account(self, v: dict) -> None:
+        """Final operations into the statistics; their rows wait for their `outstanding`."""
+        latency = np.where(v["compl_idx"] >= 0, v["compl_ts"] - v["first_ts"], -1)
+        self.stats.add(v["flow"], v["kind"], v["bytes"], v["retrans"], latency)
+        keep = v["number"] < self.store.max_rows
+        if keep.any():
+            self.depth.q_rows.append({k: x[keep] for k, x in v.items()})
+
+    def _store(self, frontier) -> None:
+        for rows in self.depth.sweep(self, frontier):
+            self.store.add(rows)
+
+    def _ud(self, ch, ud, number) -> None:
+        r, idx, flow = ud
+        n = len(r)
+        v = {"number": number, "flow": flow, "kind": oc.ud_kind(ch.opcode.take(r)).astype(np.int64),
+             "first_psn": ch.psn_at(r), "packets": np.ones(n, np.int64), "bytes": ch.values_at("payload_len", r),
+             "first_idx": idx, "last_idx": idx, "first_ts": ch.ts.take(r), "last_ts": ch.ts.take(r),
+             "compl_idx": np.full(n, -1, np.int64), "compl_ts": np.full(n, ops_rows.NONE_TS, np.int64),
+             "retrans": np.zeros(n, bool), "outstanding": np.zeros(n, np.int64)}
+        self._account(v)
+
+    # ---- the end -----------------------------------------------------------------------------
+    def finish(self, an) -> None:
+        """Every operation still open is final (its completion, if any, was not captured)."""
+        self._finalize(self.state, an)
+        self.state = OpSet.empty()
+        self._store(lambda sid: np.full(len(sid), INF, dtype=np.int64))
+
+    def forget(self, flows: np.ndarray) -> None:
+        """Withdrawn pairings (rtt.forget's flows): their operations' completions go."""
+        if not len(flows):
+            return
+        gone = np.isin(self.state.cols["sid"] >> 1, flows)
+        self.state.cols["compl_idx"][gone] = -1
+        self.store.forget(flows)
+        for part in self.depth.q_rows:
+            ops_rows.forget_part(part, flows)
+        self.stats.forget(flows)
+
+    def rows(self, an, snapshot: bool = False) -> dict:
+        """The kept rows (with the open operations' rows as they stand, for a snapshot)."""
+        extra = list(self.depth.q_rows) if snapshot else []     # their `outstanding` not settled yet
+        if snapshot and len(self.state):
+            v = ops_rows.values(self.state, _fallback_mtu(an, self.state.cols["sid"] >> 1))
+            keep = self.state.cols["number"] < self.store.max_rows
+            extra.append({k: x[keep] for k, x in v.items()})
+        return self.store.rows(extra)
+
+    def summary(self) -> dict:
+        listed = min(self.created, self.store.max_rows)
+        return {"count": self.created, "listed": listed, "not_listed": self.created - listed,
+                "late_packets": self.late, "unmatched_packets": self.unmatched}
+
+
+def _merge(ops: OpSet, new: OpSet) -> tuple[OpSet, np.ndarray]:
+    """ops and new in one set sorted by key; the positions of new's rows in it."""
+    if not len(new):
+        return ops, np.zeros(0, np.int64)
+    if not len(ops):
+        order = np.argsort(new.cols["key"], kind="stable")
+        where = np.empty(len(new), np.int64)
+        where[order] = np.arange(len(new))
+        return new.take(order), where
+    both = OpSet.concat([ops, new])
+    order = np.argsort(both.cols["key"], kind="stable")
+    where = np.empty(len(both), np.int64)
+    where[order] = np.arange(len(both))
+    return both.take(order), where[len(ops):]
+
+
+def _find(ops: OpSet, sid: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """Position of the operation (sid, start), -1 when not there."""
+    if not len(ops):
+        return np.full(len(sid), -1, np.int64)
+    key = op_key(sid, start)
+    pos = np.minimum(np.searchsorted(ops.cols["key"], key), len(ops) - 1)
+    return np.where((ops.cols["key"][pos] == key) & (start != NONE_PSN), pos, -1)
+
+
+def _containing(ops: OpSet, sid: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """The operation whose PSNs hold each (space, PSN): the largest first PSN at or below it,
+    the PSN inside its range (a READ's up to the next operation); -1 when none."""
+    if not len(ops):
+        return np.full(len(sid), -1, np.int64)
+    c = ops.cols
+    pos = np.searchsorted(c["key"], op_key(sid, u), side="right") - 1
+    ok = pos >= 0
+    pos = np.maximum(pos, 0)
+    end_eff, range_end = ops.ends()
+    last = np.where(c["by"] == oc.BY_READ_RESPONSE, range_end, end_eff)
+    ok &= (c["sid"][pos] == sid) & (u <= last[pos])
+    return np.where(ok, pos, -1)
+
+
+def _aggregate(ops, rows, counted: np.ndarray) -> None:
+    """The counted sends into their operations: packets, retransmitted, last packet, payloads."""
+    if not len(counted):
+        return
+    c = ops.cols
+    o = rows.op[counted]
+    n = len(ops)
+    c["packets"] += np.bincount(o, minlength=n)
+    c["retrans"] |= np.bincount(o, rows.retrans[counted], minlength=n) > 0
+    np.maximum.at(c["hi_u"], o, rows.u[counted])
+    last = np.r_[o[1:] != o[:-1], True]                     # sends are sorted by (op, idx)
+    lo, li = o[last], counted[last]
+    later = rows.idx[li] > c["last_idx"][lo]
+    c["last_idx"][lo[later]], c["last_ts"][lo[later]] = rows.idx[li[later]], rows.ts[li[later]]
+    fm = oc.FIRST_MIDDLE.take(rows.opc[counted])
+    if fm.any():
+        np.maximum.at(c["mtu_pay"], o[fm], rows.pay[counted[fm]])
+    lo_ = oc.LAST_OR_ONLY.take(rows.opc[counted])
+    if lo_.any():
+        np.maximum.at(c["last_pay"], o[lo_], rows.pay[counted[lo_]])
+    reth = np.flatnonzero(rows.dmalen[counted] >= 0)
+    if len(reth):
+        unset = c["dmalen"][o[reth]] < 0
+        first = reth[unset][np.r_[True, o[reth[unset]][1:] != o[reth[unset]][:-1]]] if unset.any() else reth[:0]
+        c["dmalen"][o[first]] = rows.dmalen[counted[first]]
+
+
+def _resent(ops, rows) -> np.ndarray:
+    """Operations retransmitted so far: before this chunk, or by one of its packets."""
+    out = ops.cols["retrans"].copy()
+    r = rows.op[rows.retrans & (rows.op >= 0)]
+    out[r] = True
+    return out
+
+
+def _ud_rows(ch):
+    """(rows, row index, flow) of the chunk's UD SEND ONLY packets: an operation each."""
+    m = (ch.opcode == oc.UD_SEND_ONLY) | (ch.opcode == oc.UD_SEND_ONLY_IMM)
+    if not m.any():
+        e = np.zeros(0, np.int64)
+        return e, e, e
+    r = np.flatnonzero(m)
+    return r, ch.idx(r), ch.fid.take(r)
+
+
+def _fallback_mtu(an, flow: np.ndarray) -> np.ndarray:
+    """The path MTU of each flow's path when known (a SEND of several packets whose FIRST and
+    MIDDLE packets were all missed), else 0."""
+    try:
+        exact, _ = an.path_mtu.flow_bounds(an.flow_paths)
+        exact = np.asarray(exact, np.int64)
+        if len(exact) <= int(flow.max(initial=-1)):
+            return np.zeros(len(flow), np.int64)
+        return np.maximum(exact.take(flow), 0)
+    except Exception:                                      # noqa: BLE001 - no evidence kept for it
+        return np.zeros(len(flow), np.int64)
