@@ -126,40 +126,4 @@ DCETH = Header("DCETH", "ConnectX DC Transport Header", 8, (
 # (IBTA 9.2, Figure 2), is per opcode in dissectors/opcodes.py.
 EXT_HEADERS = (RDETH, DETH, XRCETH, RETH, ATOMICETH, AETH, ATOMICACKETH, IMMDT, IETH, CNP_PAD, DCETH)
 
-# ---- Management datagrams on QP1: only what pairs queue pairs (RDMA CM REQ/REP) ----
-GSI_QP = 1                   # general services QP: MADs, including CM (IBTA 13.4)
-MGMT_CLASS_CM = 0x07         # communication management (IBTA 12.6)
-CM_ATTR_REQ, CM_ATTR_REP = 0x0010, 0x0013
-
-MAD = Header("MAD", "Management Datagram common header", 24, (
-    Field("base_version", 0, 8, meaning="base version"),
-    Field("mgmt_class", 1, 8, column="mad_class", meaning="management class", values={MGMT_CLASS_CM: "CM"}),
-    Field("class_version", 2, 8, meaning="class version"),
-    Field("method", 3, 8, meaning="R bit and method"),
-    Field("status", 4, 16, meaning="status"),
-    Field("tid", 8, 64, meaning="transaction id"),
-    Field("attribute_id", 16, 16, column="mad_attr_id", meaning="attribute id",
-          values={CM_ATTR_REQ: "ConnectRequest", CM_ATTR_REP: "ConnectReply", 0x0014: "ReadyToUse",
-                  0x0015: "DisconnectRequest", 0x0016: "DisconnectReply", 0x0012: "ConnectReject"}),
-    Field("attribute_modifier", 20, 32, meaning="attribute modifier"),
-), spec="IBTA 13.4.3")
-
-# offsets from the start of the MAD (its data follows the 24-byte common header)
-CM_REQ = Header("CM REQ", "CM ConnectRequest", 76, (
-    Field("local_comm_id", 24, 32, column="cm_local_comm_id", meaning="local communication id"),
-    Field("service_id", 32, 64, meaning="service id"),
-    Field("local_ca_guid", 40, 64, meaning="local CA GUID"),
-    Field("local_qkey", 52, 32, meaning="local Q_Key"),
-    Field("local_qpn", 56, 24, column="cm_local_qpn", meaning="local QPN (the requester's QP)"),
-    Field("starting_psn", 68, 24, meaning="starting PSN (the requester's first request PSN)"),
-    Field("partition_key", 72, 16, meaning="partition key"),
-    Field("path_mtu", 74, 4, column="cm_path_mtu", meaning="path packet payload MTU",
-          values={1: "256", 2: "512", 3: "1024", 4: "2048", 5: "4096"}),
-), spec="IBTA 12.6.5")
-
-CM_REP = Header("CM REP", "CM ConnectReply", 40, (
-    Field("local_comm_id", 24, 32, column="cm_local_comm_id", meaning="local communication id"),
-    Field("remote_comm_id", 28, 32, column="cm_remote_comm_id", meaning="remote communication id (the REQ's)"),
-    Field("local_qkey", 32, 32, meaning="local Q_Key"),
-    Field("local_qpn", 36, 24, column="cm_local_qpn", meaning="local QPN (the responder's QP)"),
-), spec="IBTA 12.6.8")
+# Management datagrams on QP1 (the MAD header and the CM messages): dissectors/cm.py

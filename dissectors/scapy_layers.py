@@ -1,15 +1,16 @@
 """scapy layers generated from the header declarations, for crafting RoCE / PFC packets.
 
-Every `Header` declared in `dissectors.ib`, `dissectors.macctl` and `dissectors.tunnel`
-becomes one scapy `Packet` class here, its `fields_desc` derived field by field from the
+Every `Header` declared in `dissectors.ib`, `dissectors.cm`, `dissectors.macctl` and
+`dissectors.tunnel` becomes one scapy `Packet` class here, its `fields_desc` derived field by field from the
 declaration (`layer_class`), so a field added to a declaration is a scapy field at once:
 
 * a field wholly inside a wider field of the same header (AETH `kind`/`code` inside
   `syndrome`) is a *view*: a read/write attribute on the wider field's bits, also
   accepted as a constructor keyword;
 * bits no field covers become `reservedN` fields (N = bit offset from the header start);
-* MAC / IPv4 / IPv6 kinds become MACField / IPField / IP6Field, byte-aligned 8/16/24/32/64
-  bit fields the usual scapy integer fields, everything else BitField.
+* MAC / IPv4 / IPv6 kinds become MACField / IPField / IP6Field, bytes (CM private data)
+  StrFixedLenField, byte-aligned 8/16/24/32/64 bit fields the usual scapy integer fields,
+  everything else BitField.
 
 The classes carry the roceview names (BTH, RETH, AETH, ...). scapy ships its own
 `scapy.contrib.roce` with classes of the same names, bound to the same keys (UDP 4791,
@@ -18,7 +19,8 @@ dissection yields to it (its users expect its classes) except inside `preferred(
 so both can live in one process (the test suite uses both).
 
 Bindings are stated at the bottom, in one place. BTH chains its extended headers by
-opcode (`dissectors.opcodes.OPCODES`), not by bindings. `with_icrc(pkt)` appends a
+opcode (`dissectors.opcodes.OPCODES`), not by bindings; a UD SEND to QP1 carries a MAD, and a
+CM MAD its message by attribute id (`dissectors.cm.MESSAGES`). `with_icrc(pkt)` appends a
 correct ICRC (IBTA 7.8.1). Imports nothing from roceview, rich or textual.
 """
 from __future__ import annotations
@@ -29,13 +31,13 @@ from contextlib import contextmanager
 
 from scapy.fields import (BitEnumField, BitField, ByteEnumField, ByteField, IntEnumField, IntField,
                           IP6Field, IPField, LongField, MACField, ShortEnumField, ShortField,
-                          ThreeBytesField, XBitField)
+                          StrFixedLenField, ThreeBytesField, XBitField)
 from scapy.layers.inet import IP, UDP
 from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import GRE, Dot1AD, Dot1Q, Ether
 from scapy.packet import Packet, Raw, bind_bottom_up, bind_layers, bind_top_down
 
-from dissectors import ethernet, ib, ip, macctl, opcodes, tunnel
+from dissectors import cm, ethernet, ib, ip, macctl, opcodes, tunnel
 from dissectors.fields import Field, Header, field_value
 
 # The optional 8-byte platform sub-header of ERSPAN type III, present when the O bit is set.
@@ -55,6 +57,7 @@ _DEFAULTS = {
     "PFC": {"opcode": macctl.MACCTL_OPCODE_PFC},
     "ERSPAN-II": {"ver": 1},
     "ERSPAN-III": {"ver": 2},
+    "MAD": {"baseversion": 1, "mgmtclass": cm.MGMT_CLASS_CM, "classversion": 2, "method": 0x03},
 }
 
 # Value names shown by scapy (and accepted when crafting: BTH(opcode="RC_SEND_ONLY")).
@@ -112,6 +115,8 @@ def scapy_field(header: Header, f: Field):
         cls, zero = {"mac": (MACField, "00:00:00:00:00:00"), "ipv4": (IPField, "0.0.0.0"),
                      "ipv6": (IP6Field, "::")}[f.kind]
         return cls(f.name, default or zero)
+    if f.kind == "bytes":
+        return StrFixedLenField(f.name, default or bytes(f.bits // 8), length=f.bits // 8)
     enum = _ENUMS.get((header.name, f.name), f.values)
     if aligned and f.bits in _INT_FIELDS:
         plain, with_enum = _INT_FIELDS[f.bits]
@@ -172,7 +177,7 @@ def layer_class(header: Header, base: type = DeclaredHeader, **extra) -> type:
                  "__doc__": f"{header.title} ({header.spec})", **extra}
     for sub, outer in views.items():
         namespace[sub] = _view(header.field(sub), outer)
-    return type(header.name.replace("-", "_"), (base,), namespace)
+    return type(header.name.replace("-", "_").replace(" ", "_"), (base,), namespace)
 
 
 # ---------------------------------------------------------------- living beside scapy.contrib.roce
@@ -228,6 +233,8 @@ class TransportHeader(DeclaredHeader):
         if entry is not None and (self is bth or self.header.name in entry[2]):
             chain = entry[2]
             rest = chain if self is bth else chain[chain.index(self.header.name) + 1:]
+            if not rest and entry[0] == "UD" and bth.destqp == cm.GSI_QP:
+                return MAD                       # QP1 (IBTA 13.5.1): management datagrams
             return EXT_CLASSES[rest[0]] if rest else Raw
         return super().guess_payload_class(payload)
 
@@ -245,6 +252,14 @@ def _dispatch_by_opcode(cls, _pkt=None, *args, **kwargs):
     hook in the class's own namespace, hence passed to `layer_class`)."""
     pdu = MACCTL_BY_OPCODE.get(int.from_bytes(_pkt[:2], "big")) if _pkt and len(_pkt) >= 2 else None
     return pdu if pdu is not None and len(_pkt) >= pdu.header.length else cls
+
+
+class MADHeader(DeclaredHeader):
+    """The MAD common header: a CM MAD is followed by its message (by attribute id)."""
+
+    def guess_payload_class(self, payload):
+        message = cm.MESSAGES.get(self.attributeid) if self.mgmtclass == cm.MGMT_CLASS_CM else None
+        return CM_CLASSES[message.short] if message else Raw
 
 
 class ERSPANIIIHeader(DeclaredHeader):
@@ -276,12 +291,15 @@ PFC = layer_class(macctl.PFC, MACControlPDU)
 ERSPAN_II = layer_class(tunnel.ERSPAN_II)
 ERSPAN_III = layer_class(tunnel.ERSPAN_III, ERSPANIIIHeader)
 ERSPAN_III_platform = layer_class(ERSPAN_III_PLATFORM)
+MAD = layer_class(cm.MAD, MADHeader)
+CM_CLASSES = {m.short: layer_class(m.header) for m in cm.MESSAGES.values()}   # CM_CLASSES["REQ"], ...
+IP_CM = layer_class(cm.IP_CM_REQ)                  # bytes(IP_CM(...)): a REQ's private data
 
 EXT_CLASSES = {cls.header.name: cls for cls in
                (RDETH, DETH, XRCETH, RETH, AtomicETH, AETH, AtomicAckETH, ImmDt, IETH, CNP, DCETH)}
 MACCTL_BY_OPCODE = {macctl.MACCTL_OPCODE_PAUSE: PAUSE, macctl.MACCTL_OPCODE_PFC: PFC}
 LAYERS = (LRH, GRH, BTH, *EXT_CLASSES.values(), MACControl, PAUSE, PFC, ERSPAN_II, ERSPAN_III,
-          ERSPAN_III_platform)
+          ERSPAN_III_platform, MAD, *CM_CLASSES.values(), IP_CM)
 
 
 # ---------------------------------------------------------------- ICRC (IBTA 7.8.1, A16.4, A17.4)

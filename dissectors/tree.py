@@ -18,7 +18,18 @@ class Node:
     offset: int
 
 
+BYTES_SHOWN = 32                 # a longer bytes field (CM private data) shows its first bytes and its length
+
+
 def _show(f: Field, value: int) -> str:
+    if f.kind == "bytes":
+        raw = value.to_bytes(f.bits // 8, "big")
+        if not any(raw):
+            return f"{len(raw)} bytes, all zero"
+        text = ":".join(f"{b:02x}" for b in raw[:BYTES_SHOWN])
+        return text if len(raw) <= BYTES_SHOWN else f"{text}... ({len(raw)} bytes)"
+    if f.kind == "ipv6" and value >> 32 == 0 and value:          # RDMA CM's IPv4 in 16 bytes (IBTA A11.4)
+        return "::" + str(ipaddress.IPv4Address(value))
     if f.kind == "mac":
         return ":".join(f"{b:02x}" for b in value.to_bytes(6, "big"))
     if f.kind == "ipv4":

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from dissectors import cm
+from dissectors.fields import column_dtype, extract
 from roceview.packets.batch import PROTO_CODE, Batch
 from roceview.filter import field_names as F
 from roceview.filter.parse import FilterError, Node
@@ -51,8 +53,72 @@ def _eth_type(b: Batch) -> tuple[np.ndarray, np.ndarray]:
     return np.where(tagged, 0x8100, b.cols["ethertype"]).astype(np.uint16), ethernet
 
 
+# ---- MADs and CM messages (field_names CM_FIELDS): conditions on a row, values from its MAD bytes
+_MAD = ("_mad_whole", "mad_class", "mad_attr_id")
+
+
+def _cm_condition(spec: str):
+    """(columns read, batch -> mask) of "mad", "cm:REQ", "cm:REQ+ipcm+!v4" (field_names: what
+    each part means)."""
+    head, *parts = spec.split("+")
+    attr = cm.ATTR.get(head[3:]) if head.startswith("cm:") else None
+    cols = set(_MAD) | ({"ip_frag"} if any(p.endswith("ipv4") for p in parts) else set()) | (
+        {"cm_service_id"} if any(p.endswith("ipcm") for p in parts) else set()) | (
+        {"_cm_mad"} if any(p.endswith("v4") and not p.endswith("ipv4") for p in parts) else set())
+
+    def mask(b: Batch) -> np.ndarray:
+        out = b.mask("_mad_whole") & b.cols["_mad_whole"]
+        if attr is not None:
+            out = out & (b.cols["mad_class"] == cm.MGMT_CLASS_CM) & (b.cols["mad_attr_id"] == attr)
+        for part in parts:
+            out = out & (_cm_part(b, part.lstrip("!")) != part.startswith("!"))
+        return out
+    return tuple(sorted(cols)), mask
+
+
+def _cm_part(b: Batch, part: str) -> np.ndarray:
+    if part == "ipv4":                                   # tshark: pinfo->dst is an IPv4 address
+        return b.mask("ip_frag")
+    if part == "ipcm":
+        return (b.cols["cm_service_id"] & np.uint64(cm.IP_CM_SID_MASK)) == np.uint64(cm.IP_CM_SID_PREFIX)
+    return (_column(b, "_cm_mad", None)[:, cm.LOCATIONS["IPCM"][1] + 1] >> 4) == 4      # "v4": IP CM IP version
+
+
+def _cm_value(b: Batch, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """A field of the MAD bytes ("_cm:REQ.startpsn"; "@4": a 16-byte address's last 4 bytes, as
+    an IPv4 address is kept) on the rows holding a whole MAD."""
+    where, _, rest = name[len(F.CM_PREFIX):].partition(".")
+    fname, _, tail = rest.partition("@")
+    mads = _column(b, "_cm_mad", None)
+    ok = b.mask("_cm_mad")
+    rows = np.flatnonzero(ok)
+    if where == "MAD" and fname == "data":
+        start, width = cm.MAD_HEADER_LEN, cm.MAD_LEN - cm.MAD_HEADER_LEN
+    else:
+        header, base = cm.LOCATIONS[where]
+        f = header.field(fname)
+        if f.kind not in ("bytes", "ipv6"):
+            out = np.zeros(b.n, column_dtype(f))
+            out[rows] = extract(mads[rows], f, base)
+            return out, ok
+        start, width = base + f.offset, f.bits // 8
+    out = np.zeros((b.n, width), np.uint8)
+    out[rows] = mads[rows, start:start + width]
+    if tail:                                             # as the Batch keeps IPv4: ::ffff:a.b.c.d
+        out[:, :10], out[:, 10:12] = 0, 0xFF
+    return out, ok
+
+
+def _cm_message(b: Batch) -> tuple[np.ndarray, np.ndarray]:
+    """cm_message: the attribute id of a CM MAD (field_names vocab: its name)."""
+    ok = b.mask("mad_attr_id") & b.mask("mad_class") & (b.cols["mad_class"] == cm.MGMT_CLASS_CM)
+    return np.minimum(b.cols["mad_attr_id"], 255).astype(np.uint8), ok
+
+
 # columns computed from others when a filter reads them: (columns read, batch -> (values, valid))
-DERIVED = {F.ETH_TYPE_COLUMN: (("vlan_id", "ethertype", "_dst_mac"), _eth_type)}
+DERIVED = {F.ETH_TYPE_COLUMN: (("vlan_id", "ethertype", "_dst_mac"), _eth_type),
+           F.CM_MESSAGE_COLUMN: (("mad_attr_id", "mad_class"), _cm_message)}
+CONDITIONS.update({s.when: _cm_condition(s.when) for d in F.CM_FIELDS for s in d.sources})
 _CLOCK_COLUMNS = ("_ts_rel", "_ts_delta", "_ts_delta_displayed")     # packets/times.py Clock
 
 
@@ -61,6 +127,8 @@ def columns_of(field: F.FieldDef) -> set[str]:
     for s in field.sources:
         if s.column in DERIVED:
             cols.update(DERIVED[s.column][0])
+        elif s.column and s.column.startswith(F.CM_PREFIX):
+            cols.add("_cm_mad")
         elif s.column:
             cols.add(s.column)
         if s.when in CONDITIONS:
@@ -91,6 +159,8 @@ def occurrences(b: Batch, field: F.FieldDef) -> list[tuple[np.ndarray, np.ndarra
 def _source(b: Batch, name: str, field: F.FieldDef) -> tuple[np.ndarray, np.ndarray]:
     if name in DERIVED:
         return DERIVED[name][1](b)
+    if name.startswith(F.CM_PREFIX):
+        return _cm_value(b, name)
     if name in _CLOCK_COLUMNS and name not in b.cols:
         raise FilterError(f"{field.name} needs the times of the packets before it: dissect and the TUI have it "
                           "(analyze --filter, which filters each chunk alone, cannot)")
@@ -107,11 +177,12 @@ def _finding_kinds(b: Batch, field: F.FieldDef) -> list[tuple[np.ndarray, np.nda
             for i in range(len(field.vocab))]
 
 
-def _column(b: Batch, name: str, field: F.FieldDef) -> np.ndarray:
+def _column(b: Batch, name: str, field: F.FieldDef | None) -> np.ndarray:
     try:
         return b.cols[name]
     except KeyError:
-        raise FilterError(f'{field.name} needs column "{name}", which this batch was decoded without '
+        what = "this field" if field is None else field.name
+        raise FilterError(f'{what} needs column "{name}", which this batch was decoded without '
                           "(decode the columns DisplayFilter.fields lists)") from None
 
 
@@ -150,7 +221,9 @@ def _test_node(node: Node, fields: dict):
     fields[field.name] = field
     if node.op == "has":
         return lambda ctx: _any([p for _, p in ctx.occ(field)], ctx.batch.n)
-    if field.kind in (F.RELTIME, F.ABSTIME):
+    if field.kind == F.BYTES:
+        test = _bytes_test(field, node)
+    elif field.kind in (F.RELTIME, F.ABSTIME):
         test = _time_test(field, node)
     elif node.op in ("in", "not in"):
         test = member_test(field, node.items)
@@ -167,6 +240,22 @@ def _test_node(node: Node, fields: dict):
     if node.op == "!==":           # any_ne
         return lambda ctx: _any([p & ~test(v) for v, p in ctx.occ(field)], ctx.batch.n)
     return hit
+
+
+def _bytes_test(field: F.FieldDef, node: Node):
+    """values -> bool array of a bytes field (rows of bytes) against a literal of hex bytes
+    (`00:1a:2b`, `00-1a-2b`, `001a2b`): equal when every byte is, as tshark compares FT_BYTES."""
+    from roceview.filter.parse import quote
+
+    if node.op not in ("==", "!=", "===", "!=="):
+        raise FilterError(f"{field.name} is a byte string: compare it with == or != only", node.column)
+    text = node.value.text.replace(":", "").replace("-", "").replace(".", "")
+    try:
+        want = np.frombuffer(bytes.fromhex(text), np.uint8)
+    except ValueError:
+        raise FilterError(f"{quote(node.value.text)} is not a byte string ({field.name}: hex bytes such as "
+                          "00:1a:2b)", node.value.column) from None
+    return lambda v: (v == want).all(axis=1) if v.ndim == 2 and v.shape[1] == len(want) else np.zeros(len(v), bool)
 
 
 def _time_test(field: F.FieldDef, node: Node):

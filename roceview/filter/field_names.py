@@ -11,17 +11,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dissectors import ib, opcodes
+from dissectors import cm, ib, opcodes
 from roceview.packets.batch import PROTO_NAMES
 from roceview.packets.decode import BOOL_COLUMNS as HEADER_BOOL_COLUMNS
 from roceview.packets.flags import FILTER_PREFIX, FINDING_COLUMN, FINDING_FIELD, FINDING_KINDS, FLAG_FIELDS, FlagField
 
 # kinds: how a literal is read and compared (roceview/filter/values.py)
 INT, BOOL, MAC, IPV4, IPV6, ADDR, STR, NONE, FLAG = "int", "bool", "mac", "ipv4", "ipv6", "addr", "str", "none", "flag"
+BYTES = "bytes"                   # tshark FT_BYTES: a row of bytes, written colon-separated hex
 # times, in ns (literals: packets/times.py): seconds (`0.000010112`, -T fields with 9 decimals as
 # tshark), and a date and time of day (`"2023-11-14 22:13:20.5"`, `"Nov 14, 2023 22:13:20"`)
 RELTIME, ABSTIME = "reltime", "abstime"
 ETH_TYPE_COLUMN = "_eth_type"     # derived (filter/evaluate.py DERIVED): the Ethernet header's own type
+CM_PREFIX = "_cm:"                # derived (filter/evaluate.py): a field of the MAD's bytes, "_cm:REQ.startpsn"
+CM_MESSAGE_COLUMN = "_cm_message"  # derived: a CM MAD's message, by attribute id
 
 
 @dataclass(frozen=True)
@@ -46,12 +49,13 @@ class FieldDef:
 # type's maximum ("too big for this field"), whatever the column's own width
 _BITS = {8: "ip.dsfield.dscp ip.dsfield.ecn ip.ttl ipv6.hlim infiniband.lrh.vl infiniband.lrh.sl "
             "infiniband.grh.hoplmt infiniband.bth.opcode infiniband.bth.padcnt infiniband.bth.tver "
-            "infiniband.aeth.syndrome",
+            "infiniband.aeth.syndrome llc.dsap llc.ssap stp.version stp.type stp.flags",
          16: "eth.type vlan.id vlan.priority ip.id udp.srcport udp.dstport udp.port infiniband.lrh.dlid infiniband.lrh.slid "
-             "infiniband.bth.p_key macc.pause_time macc.cbfc.enbv " + " ".join(f"macc.cbfc.pause_time.c{p}" for p in range(8)),
+             "infiniband.bth.p_key macc.pause_time macc.cbfc.enbv " + " ".join(f"macc.cbfc.pause_time.c{p}" for p in range(8))
+             + " llc.control stp.port",
          24: "infiniband.bth.destqp infiniband.bth.psn infiniband.rdeth.eecnxt infiniband.aeth.msn",
          32: "frame.number frame.len frame.cap_len ipv6.tclass.dscp ipv6.tclass.ecn infiniband.deth.srcqp "
-             "infiniband.reth.r_key infiniband.reth.dmalen",
+             "infiniband.reth.r_key infiniband.reth.dmalen stp.root.cost",
          64: "infiniband.deth.q_key infiniband.reth.va"}
 BITS = {name: bits for bits, names in _BITS.items() for name in names.split()}
 
@@ -66,6 +70,8 @@ _STRING_COLUMNS = {  # column -> (kind, source column, vocab)
     "src_ip": (ADDR, "_src_addr", ()), "dst_ip": (ADDR, "_dst_addr", ()),
     "proto": (STR, "_proto", PROTO_NAMES), "opcode_name": (STR, "opcode", OPCODE_VOCAB),
     "transport": (STR, "opcode", TRANSPORT_VOCAB), "aeth_kind": (STR, "aeth_syndrome", AETH_KIND_VOCAB),
+    "cm_message": (STR, CM_MESSAGE_COLUMN, tuple(cm.ATTRIBUTE_NAMES.get(a) if a in cm.MESSAGES else None
+                                                for a in range(256))),
 }
 
 
@@ -142,7 +148,82 @@ _WIRESHARK = [
     _w("macc", NONE, None, "macctl", meaning="a MAC control frame (PFC or PAUSE)"),
     _w("macc.pause_time", INT, "pause_quanta"),
     _w("macc.cbfc.enbv", INT, "pfc_enable", hex_digits=4),
-] + [_w(f"macc.cbfc.pause_time.c{p}", INT, f"pfc_quanta{p}") for p in range(8)]
+] + [_w(f"macc.cbfc.pause_time.c{p}", INT, f"pfc_quanta{p}") for p in range(8)] + [
+    _w("llc", NONE, "llc_dsap", meaning="an IEEE 802.3 frame's LLC header"),
+    _w("llc.dsap", INT, "llc_dsap", hex_digits=2), _w("llc.ssap", INT, "llc_ssap", hex_digits=2),
+    _w("llc.control", INT, "llc_control", hex_digits=4),
+    _w("stp", NONE, "stp_bpdu_type", meaning="a spanning tree BPDU"),
+    _w("stp.version", INT, "stp_version"), _w("stp.type", INT, "stp_bpdu_type", hex_digits=2),
+    _w("stp.flags", INT, "stp_flags", hex_digits=2), _w("stp.port", INT, "stp_port", hex_digits=4),
+    _w("stp.root.cost", INT, "stp_root_cost"),
+]
+
+# ---- CM MADs (dissectors/cm.py) under tshark's names: a field whose value a packets-table column
+# holds reads it (every projection: analyze --filter too), the others the MAD's bytes (dissect).
+# Conditions (filter/evaluate.py CONDITIONS) "mad": a whole 256-byte MAD on QP1, as tshark wants
+# it; "cm:REQ": a whole CM REQ; "+ipv4" RoCEv2 over IPv4 (tshark then shows a GID's last 4 bytes
+# as an IPv4 address), "+ipcm" an RDMA CM IP service id, "+v4" IP CM private data of IP version 4.
+_HEX32 = ("flowlabel", "reserved0", "pktrate")            # tshark 4.0: FT_UINT32 whatever the width
+_AS_BYTES = ("alt_localgid", "alt_remotegid")             # tshark 4.0: FT_BYTES in a REQ
+
+
+def _cm_field(name: str, where: str, f, when: str, tail4: bool = False) -> FieldDef:
+    column = f.column if f.column and not tail4 else f"{CM_PREFIX}{where}.{f.name}{'@4' if tail4 else ''}"
+    if tail4 or f.kind in ("ipv6", "bytes"):
+        kind = IPV4 if tail4 else BYTES if f.kind == "bytes" or where == "REQ" and f.name in _AS_BYTES else IPV6
+        return FieldDef(name, kind, (Source(column, when),), f.meaning, 2 * (f.bits // 8) if kind == BYTES else 0)
+    wide = f.name.startswith(("prim_", "alt_")) and f.name.endswith(_HEX32)
+    bits = 32 if wide else next(b for b in (8, 16, 24, 32, 64) if f.bits <= b)
+    digits = 0 if f.name.endswith(("locallid", "remotelid")) else bits // 4
+    return FieldDef(name, INT, (Source(column, when),), f.meaning, digits, bits=bits)
+
+
+def _cm_message_fields(m) -> list[FieldDef]:
+    when, out = f"cm:{m.short}", []
+    for f in m.header.fields:
+        name = cm.tshark_name(m, f)
+        if m.short == "REQ" and f.name in ("prim_localgid", "prim_remotegid"):
+            out += [_cm_field(name, "REQ", f, when + "+!ipv4"),
+                    _cm_field(name + "_ipv4", "REQ", f, when + "+ipv4", True)]
+        elif m.short == "REQ" and f.name == "private":
+            out += [_cm_field(name, "REQ", f, when + "+!ipcm"),
+                    _cm_field(f"{m.prefix}.ip_cm", "REQ", f, when + "+ipcm")]
+            for g in cm.IP_CM_REQ.fields:
+                alias = f"{m.prefix}.ip_cm.{g.name}"
+                if g.kind == "ipv6":
+                    out += [_cm_field(alias, "IPCM", g, when + "+ipcm+!v4"),
+                            _cm_field(alias[:-1] + "4", "IPCM", g, when + "+ipcm+v4", True)]
+                else:
+                    out.append(_cm_field(alias, "IPCM", g, when + "+ipcm"))
+        else:
+            out.append(_cm_field(name, m.short, f, when))
+        if m.short == "REQ" and f.name == "serviceid":
+            out += [_cm_field(f"{name}.{g.name}", "SID", g, when + "+ipcm") for g in cm.IP_CM_SID.fields]
+    return out
+
+
+def _cm_fields() -> list[FieldDef]:
+    """Every MAD and CM field; a name tshark gives twice (alt_reserved1) has two occurrences."""
+    out = [FieldDef("infiniband.mad", NONE, (Source(None, "mad"),), "a management datagram on QP1 (256 bytes)")]
+    out += [_cm_field(f"infiniband.mad.{f.name}", "MAD", f, "mad") for f in cm.MAD.fields]
+    out.append(FieldDef("infiniband.mad.data", BYTES, (Source(f"{CM_PREFIX}MAD.data", "mad"),), "the MAD's data",
+                        2 * (cm.MAD_LEN - cm.MAD_HEADER_LEN)))
+    for m in cm.MESSAGES.values():
+        out += _cm_message_fields(m)
+    merged: dict[str, FieldDef] = {}
+    for d in out:
+        first = merged.get(d.name)
+        merged[d.name] = d if first is None else FieldDef(d.name, d.kind, first.sources + d.sources, d.meaning,
+                                                          d.hex_digits, bits=d.bits)
+    return list(merged.values())
+
+
+CM_FIELDS = _cm_fields()
+# the messages Wireshark 4.0 names fields of are among its names; MRA, LAP, APR, SIDR are roceview's
+_OWN_CM = {cm.tshark_name(m, f) for m in cm.MESSAGES.values() for f in m.header.fields
+           if m.short not in cm.WIRESHARK_MESSAGES or (m.short, f.name) in cm.NOT_IN_WIRESHARK}
+_WIRESHARK += [d for d in CM_FIELDS if d.name not in _OWN_CM]
+ROCEVIEW_CM_FIELDS = [d for d in CM_FIELDS if d.name in _OWN_CM]
 
 
 def _flag(f: FlagField) -> FieldDef:
@@ -153,7 +234,7 @@ def _flag(f: FlagField) -> FieldDef:
 # one occurrence per finding kind the packet is evidence for (evaluate.occurrences expands the bits)
 FINDING = FieldDef(FINDING_FIELD, STR, (Source(FINDING_COLUMN),), "finding kinds this packet is evidence for",
                    vocab=FINDING_KINDS)
-_ALIASES = ({f.name: f for f in _WIRESHARK} | {d.name: d for d in map(_flag, FLAG_FIELDS)}
+_ALIASES = ({f.name: f for f in _WIRESHARK + ROCEVIEW_CM_FIELDS} | {d.name: d for d in map(_flag, FLAG_FIELDS)}
             | {FINDING_FIELD: FINDING})
 WIRESHARK_NAMES = tuple(f.name for f in _WIRESHARK)
 FIELDS_BY_KIND_NONE = frozenset(f.name for f in _WIRESHARK if f.kind == NONE)   # protocols: presence only

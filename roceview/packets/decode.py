@@ -9,7 +9,8 @@ import threading
 
 import numpy as np
 
-from dissectors import ib, opcodes
+from dissectors import cm, ethernet, ib, opcodes
+from dissectors.fields import column_dtype, extract
 from roceview.packets.batch import PROTO_CODE, Batch
 from roceview.kernels import consts
 from roceview.kernels.crc import CRC_TABLES, NATIVE_CRC32
@@ -106,7 +107,8 @@ def decode_chunk(chunk: RecordChunk, ports: np.ndarray, first_frame: int, projec
     cols["icrc_ok"], valid["icrc_ok"] = flags[:, 3], flags[:, 4]
     _meta_columns(b, lens, flags)
     _lldp_columns(b, chunk, ports)
-    _cm_columns(b, chunk, ports)
+    _cm_columns(b, chunk, ports, projection)
+    _llc_columns(b, chunk, ports)
     return b
 
 
@@ -196,32 +198,101 @@ def _lldp_columns(b: Batch, chunk, ports) -> None:
     b.cols["lldp_pfc_enable"], b.valid["lldp_pfc_enable"] = out, ok
 
 
-CM_COLUMNS = {"mad_class": np.uint8, "mad_attr_id": np.uint16, "cm_local_comm_id": np.uint32,
-              "cm_remote_comm_id": np.uint32, "cm_local_qpn": np.uint32, "cm_path_mtu": np.uint8}
+class _Zeros:
+    """Read-only columns of zeros that cost no memory (one element seen n times), one per dtype,
+    shared by every column of that dtype: the rare protocols' columns of a batch without such a
+    frame (nearly every batch). Nothing writes a decoded column in place."""
+
+    def __init__(self, n: int):
+        self.n, self.views = n, {}
+
+    def __call__(self, dtype, width: int = 0) -> np.ndarray:
+        key = (np.dtype(dtype), width)
+        if key not in self.views:
+            shape = (self.n, width) if width else (self.n,)
+            self.views[key] = np.broadcast_to(np.zeros(width or 1, dtype), shape)
+        return self.views[key]
 
 
-def _cm_columns(b: Batch, chunk, ports) -> None:
-    """RDMA CM REQ/REP on QP1 (UD SEND_ONLY + DETH + MAD): rare, so decoded per frame from
-    the declarations; their local QPNs pair the two directions of a QP (analysis/pairing)."""
-    from dissectors.fields import field_value
+# the MAD and CM columns of the packets table, from the declarations (dissectors/cm.py)
+CM_COLUMNS = {f.column: column_dtype(f) for h in (cm.MAD,) + cm.HEADERS for f in h.columns}
+MAD_BYTES, MAD_WHOLE = "_cm_mad", "_mad_whole"       # the MAD as captured (full projection); all 256 bytes in
+UD_SEND_ONLY = 0x64
 
-    for name, dtype in CM_COLUMNS.items():
-        b.cols[name], b.valid[name] = np.zeros(b.n, dtype), np.zeros(b.n, bool)
-    rows = np.flatnonzero(b.cols["opcode"] == 0x64)        # UD SEND_ONLY: few, filter those
-    rows = rows[b.mask("opcode")[rows] & (b.cols["dest_qp"][rows] == ib.GSI_QP)]
+
+def _cm_columns(b: Batch, chunk, ports, projection) -> None:
+    """MADs on QP0/QP1 (UD SEND_ONLY + DETH + MAD, IBTA 13.5.1): rare, so their rows are parsed again
+    and the fields of their message (dissectors/cm.py) read from a small matrix of their bytes.
+    Without a MAD in the batch every MAD column is a zero view. The full projection also keeps
+    each MAD's 256 bytes (`_cm_mad`: the display filter's and -T fields' infiniband.cm.* fields)."""
+    rows = np.flatnonzero(b.cols["opcode"] == UD_SEND_ONLY)       # UD SEND_ONLY: few, filter those
+    rows = rows[b.mask("opcode")[rows] & b.mask("dest_qp")[rows] & (b.cols["dest_qp"][rows] <= cm.GSI_QP)]
+    n, names = b.n, list(CM_COLUMNS) + [MAD_WHOLE] + ([MAD_BYTES] if projection is None else [])
     if not len(rows):
+        zeros = _Zeros(n)
+        for name in names:
+            b.cols[name] = zeros(np.uint8, cm.MAD_LEN) if name == MAD_BYTES else zeros(CM_COLUMNS.get(name, np.bool_))
+            b.valid[name] = zeros(np.bool_)
         return
-    cap_end = chunk.off[rows] + chunk.cap[rows]
-    mad_at = _offsets(chunk, rows, ports)[:, O["bth"]] + 12 + 8          # BTH, DETH
-    keep = mad_at + 24 <= cap_end
-    for i, mad, end in zip(rows[keep], mad_at[keep], cap_end[keep]):
-        frame = chunk.buf[mad:end].tobytes()
-        headers = [ib.MAD]
-        if field_value(frame, 0, ib.MAD.field("mgmt_class")) == ib.MGMT_CLASS_CM:
-            attr = field_value(frame, 0, ib.MAD.field("attribute_id"))
-            headers += {ib.CM_ATTR_REQ: [ib.CM_REQ], ib.CM_ATTR_REP: [ib.CM_REP]}.get(attr, [])
-        for header in headers:
-            for f in header.columns:
-                if f.end <= len(frame):
-                    b.cols[f.column][i] = field_value(frame, 0, f)
-                    b.valid[f.column][i] = True
+    mads, room = _mad_bytes(chunk, rows, ports)
+    for name in names:
+        b.cols[name] = np.zeros((n, cm.MAD_LEN), np.uint8) if name == MAD_BYTES else \
+            np.zeros(n, CM_COLUMNS.get(name, np.bool_))
+        b.valid[name] = np.zeros(n, bool)
+    _fill(b, rows, mads, room, cm.MAD, 0)
+    is_cm = mads[:, 1] == cm.MGMT_CLASS_CM
+    attr = mads[:, 16].astype(np.uint16) << 8 | mads[:, 17]
+    for message in cm.MESSAGES.values():
+        at = np.flatnonzero(is_cm & (attr == message.attr) & (room >= cm.MAD_HEADER_LEN))
+        _fill(b, rows[at], mads[at], room[at], message.header, cm.MAD_HEADER_LEN)
+    whole = room >= cm.MAD_LEN
+    b.cols[MAD_WHOLE][rows], b.valid[MAD_WHOLE][rows] = whole, True
+    if projection is None:
+        b.cols[MAD_BYTES][rows], b.valid[MAD_BYTES][rows] = mads, whole
+
+
+def _mad_bytes(chunk, rows: np.ndarray, ports) -> tuple[np.ndarray, np.ndarray]:
+    """(k, 256) bytes of each row's MAD (zero past the captured bytes) and how many were captured."""
+    at = _offsets(chunk, rows, ports)[:, O["bth"]] + 12 + 8          # BTH, DETH
+    end = chunk.off[rows] + chunk.cap[rows]
+    room = np.clip(end - at, 0, cm.MAD_LEN)
+    mads = np.zeros((len(rows), cm.MAD_LEN), np.uint8)
+    for j, (start, size) in enumerate(zip(at.tolist(), room.tolist())):
+        mads[j, :size] = chunk.buf[start:start + size]
+    return mads, room
+
+
+def _fill(b: Batch, rows: np.ndarray, mads: np.ndarray, room: np.ndarray, header, base: int) -> None:
+    """The header's columns at `rows` (valid where the field was captured)."""
+    for f in header.columns:
+        b.cols[f.column][rows] = extract(mads, f, base)
+        b.valid[f.column][rows] = room >= base + f.end
+
+
+LLC_COLUMNS = {f.column: column_dtype(f) for h in (ethernet.LLC, ethernet.STP) for f in h.columns}
+
+
+def _llc_columns(b: Batch, chunk, ports) -> None:
+    """IEEE 802.3 frames (a type field below 0x0600 is a length): the LLC header and, for a
+    spanning tree BPDU, its fields; rare on a RoCE link, so parsed again like the MADs."""
+    rows = np.flatnonzero(b.cols["ethertype"] < ethernet.ETHERTYPE_MIN)      # few: the valid and proto tests on them
+    rows = rows[b.mask("ethertype")[rows] & (b.cols["_proto"][rows] == PROTO_CODE["other"])]
+    o = _offsets(chunk, rows, ports) if len(rows) else np.zeros((0, len(consts.OUT_FIELDS)), np.int64)
+    keep = o[:, O["eth"]] >= 0                                   # Ethernet: not a cooked capture's protocol
+    rows, o = rows[keep], o[keep]
+    if not len(rows):
+        zeros = _Zeros(b.n)
+        for name, dtype in LLC_COLUMNS.items():
+            b.cols[name], b.valid[name] = zeros(dtype), zeros(np.bool_)
+        return
+    for name, dtype in LLC_COLUMNS.items():
+        b.cols[name], b.valid[name] = np.zeros(b.n, dtype), np.zeros(b.n, bool)
+    at = np.maximum.reduce([o[:, O["eth"]] + 14, o[:, O["vlan1"]] + 4, o[:, O["vlan2"]] + 4])
+    room = np.clip(chunk.off[rows] + chunk.cap[rows] - at, 0, 3 + ethernet.STP.length)
+    head = np.zeros((len(rows), 3 + ethernet.STP.length), np.uint8)
+    for j, (start, size) in enumerate(zip(at.tolist(), room.tolist())):
+        head[j, :size] = chunk.buf[start:start + size]
+    _fill(b, rows, head, room, ethernet.LLC, 0)
+    stp = np.flatnonzero((head[:, 0] == ethernet.SAP_STP) & (head[:, 1] == ethernet.SAP_STP)
+                         & (head[:, 2] == ethernet.LLC_UI) & (room >= 3))
+    _fill(b, rows[stp], head[stp], room[stp], ethernet.STP, 3)

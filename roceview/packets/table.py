@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dissectors import ib, opcodes
+from dissectors import cm, ib, opcodes
 from roceview.packets.batch import PROTO_NAMES, Batch
 from roceview.packets.names import address_text, mac_text
 
@@ -18,10 +18,17 @@ COLUMNS = (
     "atomic_swap_add atomic_compare atomic_ack_data xrc_srq payload_len icrc icrc_ok truncated "
     "pfc_enable pfc_quanta0 pfc_quanta1 pfc_quanta2 pfc_quanta3 pfc_quanta4 pfc_quanta5 "
     "pfc_quanta6 pfc_quanta7 pause_quanta lldp_pfc_enable slid dlid sl vl mad_class mad_attr_id "
-    "cm_local_comm_id cm_remote_comm_id cm_local_qpn cm_path_mtu"
+    "cm_local_comm_id cm_remote_comm_id cm_local_qpn cm_path_mtu "
+    "mad_tid cm_message cm_service_id cm_start_psn cm_responder_resources cm_initiator_depth cm_local_ack_timeout "
+    "cm_target_ack_delay cm_retry_count cm_rnr_retry_count cm_remote_cm_response_timeout cm_max_cm_retries "
+    "cm_local_cm_response_timeout "
+    "cm_reject_reason cm_rejected_message cm_mraed_message cm_service_timeout cm_status cm_remote_qpn "
+    "llc_dsap llc_ssap llc_control stp_version stp_bpdu_type stp_flags stp_root_id stp_root_cost stp_port"
 ).split()
 
 OPCODE_NAMES = [opcodes.opcode_name(i) for i in range(256)]
+CM_MESSAGE_NAMES = [m.name for m in cm.MESSAGES.values()]
+_CM_MESSAGE_CODE = {attr: k for k, attr in enumerate(cm.MESSAGES)}
 TRANSPORT_NAMES = list(opcodes.TRANSPORTS.values())
 _TRANSPORT_CODE = np.array([TRANSPORT_NAMES.index(opcodes.TRANSPORTS[k << 5]) if k << 5 in opcodes.TRANSPORTS
                             else -1 for k in range(8)], np.int64)   # by OpCode[7:5]
@@ -73,7 +80,17 @@ def string_columns(b: Batch) -> dict:
     out["transport"] = _categorical(tcode, has & (tcode >= 0), TRANSPORT_NAMES)
     kind = (b.cols["aeth_syndrome"] >> 5) & 3
     out["aeth_kind"] = _categorical(kind, b.mask("aeth_syndrome"), [ib.AETH_KINDS[k] for k in range(4)])
+    out["cm_message"] = _categorical(*cm_message_codes(b), CM_MESSAGE_NAMES)
     return out
+
+
+def cm_message_codes(b: Batch) -> tuple[np.ndarray, np.ndarray]:
+    """(code into CM_MESSAGE_NAMES, valid) of each row: a CM MAD's message, by attribute id
+    (CM MADs are few: looked up one by one)."""
+    codes = np.full(b.n, -1, np.int64)
+    rows = np.flatnonzero(b.mask("mad_attr_id") & b.mask("mad_class") & (b.cols["mad_class"] == cm.MGMT_CLASS_CM))
+    codes[rows] = [_CM_MESSAGE_CODE.get(a, -1) for a in b.cols["mad_attr_id"][rows].tolist()]
+    return codes, codes >= 0
 
 
 def to_dataframe(b: Batch | None, columns=None) -> pd.DataFrame:
@@ -81,7 +98,7 @@ def to_dataframe(b: Batch | None, columns=None) -> pd.DataFrame:
     if b is None or b.n == 0:
         return pd.DataFrame({c: pd.Series([], dtype="object") for c in wanted})
     strings = string_columns(b) if any(c in wanted for c in ("src_mac", "dst_mac", "proto", "src_ip", "dst_ip",
-                                                        "opcode_name", "transport", "aeth_kind")) else {}
+                                                        "opcode_name", "transport", "aeth_kind", "cm_message")) else {}
     data = {}
     for name in wanted:
         if name in strings:
@@ -97,6 +114,8 @@ def to_dataframe(b: Batch | None, columns=None) -> pd.DataFrame:
 
 
 def _nullable(values: np.ndarray, mask: np.ndarray):
+    if not values.flags.writeable:           # a rare protocol's zero view (packets/decode.py): a column of its own
+        values = np.zeros(len(values), values.dtype) if values.strides == (0,) else values.copy()
     if values.dtype == bool:
         return pd.arrays.BooleanArray(values, ~mask)
     return pd.arrays.IntegerArray(values, ~mask) if values.dtype.kind in "iu" else values

@@ -9,11 +9,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.tree import Tree
 
-from dissectors import ethernet, ib, ip, macctl, opcodes
+from dissectors import cm, ethernet, ib, ip, macctl, opcodes
 from dissectors.tree import header_node
 from roceview.kernels import consts
 from roceview.kernels import backend as kernels
-from roceview.packets.decode import EXT_BY_NAME, O, port_table
+from roceview.packets.decode import EXT_BY_NAME, UD_SEND_ONLY, O, port_table
 from roceview.packets.names import flow_name
 
 _BY_SLOT = (("eth", ethernet.ETHERNET), ("sll", ethernet.SLL), ("sll2", ethernet.SLL2), ("vlan1", ethernet.VLAN),
@@ -36,11 +36,66 @@ def headers(frame: bytes, o: np.ndarray, start: int, meta: np.ndarray):
             for name in opcodes.OPCODES.get(frame[rel["bth"]], ("", "", ()))[2]:
                 out.append((EXT_BY_NAME[name], pos))
                 pos += EXT_BY_NAME[name].length
+    if rel["bth"] >= 0 and rel["bth"] < len(frame):
+        out += _mad_headers(frame, rel["bth"])
+    if rel["eth"] >= 0 and rel["l3"] < 0 and rel["bth"] < 0 and rel["macctl"] < 0:
+        out += _llc_headers(frame, max(rel["eth"] + 14, rel["vlan1"] + 4, rel["vlan2"] + 4))
     if rel["macctl"] >= 0:
         op = int.from_bytes(frame[rel["macctl"]:rel["macctl"] + 2], "big")
         out.append((macctl.PFC if op == macctl.MACCTL_OPCODE_PFC else macctl.PAUSE if op == macctl.MACCTL_OPCODE_PAUSE
                     else macctl.MACCTL, rel["macctl"]))
     return sorted(out, key=lambda item: item[1])
+
+
+def _mad_headers(frame: bytes, bth: int) -> list:
+    """A MAD on QP0/QP1 (UD SEND_ONLY, IBTA 13.5.1) and, for CM, its message; a REQ's RDMA CM
+    service id and private data when its service id is an IP CM one (IBTA A11)."""
+    mad = bth + ib.BTH.length + ib.DETH.length
+    if frame[bth] != UD_SEND_ONLY or int.from_bytes(frame[bth + 5:bth + 8], "big") > cm.GSI_QP or \
+            mad + cm.MAD_HEADER_LEN > len(frame):
+        return []
+    out = [(cm.MAD, mad)]
+    message = cm.MESSAGES.get(int.from_bytes(frame[mad + 16:mad + 18], "big")) \
+        if frame[mad + 1] == cm.MGMT_CLASS_CM else None
+    if message is not None:
+        out.append((message.header, mad + cm.MAD_HEADER_LEN))
+        sid = frame[mad + 32:mad + 40]
+        if message.short == "REQ" and len(sid) == 8 and cm.is_ip_cm(int.from_bytes(sid, "big")):
+            out += [(cm.IP_CM_SID, mad + cm.LOCATIONS["SID"][1]), (cm.IP_CM_REQ, mad + cm.LOCATIONS["IPCM"][1])]
+    return out
+
+
+def _llc_headers(frame: bytes, at: int) -> list:
+    """An IEEE 802.3 frame (a length below 0x0600 where the EtherType goes): LLC, and STP."""
+    if int.from_bytes(frame[at - 2:at], "big") >= ethernet.ETHERTYPE_MIN or at + ethernet.LLC.length > len(frame):
+        return []
+    stp = frame[at:at + 3] == bytes((ethernet.SAP_STP, ethernet.SAP_STP, ethernet.LLC_UI))
+    return [(ethernet.LLC, at)] + ([(ethernet.STP, at + ethernet.LLC.length)] if stp else [])
+
+
+def _label(header, line: tuple, frame: bytes, base: int) -> tuple[str, str, str]:
+    """A field's label, value text and meaning as the tree shows them: the BTH opcode with its
+    name, an IEEE 802.3 frame's type field as the length it is, a CM REJ's ARI with what it
+    holds, a bridge identifier as priority / system id extension / MAC (as tshark)."""
+    label, value, meaning = line
+    if header is ib.BTH and label == "opcode":
+        return label, f"{value} {opcodes.opcode_name(frame[base])}", meaning
+    if header in (ethernet.ETHERNET, ethernet.VLAN, ethernet.INNER_VLAN) and label == "type" and \
+            int(value.split()[0], 16) < ethernet.ETHERTYPE_MIN:
+        return "length", value, "IEEE 802.3 length of the LLC frame that follows (below 0x0600: no EtherType)"
+    if header is cm.REJ and label == "ari":
+        reason = int.from_bytes(frame[base + 10:base + 12], "big")
+        return label, f"{value} [{cm.REJECT_ARI.get(reason, 'no ARI defined for this reason')}]", meaning
+    if header is ethernet.STP and label in ("root", "bridge") and value.startswith("0x"):
+        ident = int(value.split()[0], 16)
+        mac = ":".join(f"{(ident >> k) & 0xFF:02x}" for k in range(40, -8, -8))
+        return label, f"{ident >> 48 & 0xF000} / {ident >> 48 & 0x0FFF} / {mac}", meaning
+    return label, value, meaning
+
+
+def _is_8023(frame: bytes, eth: int) -> bool:
+    """An Ethernet header whose type field is a length (IEEE 802.3 3.2.6)."""
+    return int.from_bytes(frame[eth + 12:eth + 14], "big") < ethernet.ETHERTYPE_MIN
 
 
 def hex_dump(frame: bytes) -> str:
@@ -104,10 +159,10 @@ def print_details(chunk, df, first_ts, out, n, rows=None, hexdump: bool = False,
                 branch.add(escape(line))
         for header, base in headers(frame, o[k], int(chunk.off[k]), meta[k]):
             node = header_node(header, frame, base)
-            branch = tree.add(f"[bold]{node.title}[/bold] ({header.name}, {node.spec}) @ {base}")
-            for label, value, meaning in node.lines:
-                if header is ib.BTH and label == "opcode":
-                    value += f" {opcodes.opcode_name(frame[base])}"
+            title = "IEEE 802.3 Ethernet" if header is ethernet.ETHERNET and _is_8023(frame, base) else node.title
+            branch = tree.add(f"[bold]{title}[/bold] ({header.name}, {node.spec}) @ {base}")
+            for line in node.lines:
+                label, value, meaning = _label(header, line, frame, base)
                 branch.add(f"{escape(label)} = {escape(value)}  [dim]{escape(meaning)}[/dim]")
         if df["icrc"].notna().iloc[i]:
             icrc = df["icrc_ok"].iloc[i]

@@ -130,6 +130,8 @@ def _format(field: F.FieldDef, v) -> str:
         from roceview.packets.names import address_text
 
         return address_text(bytes(v))
+    if kind == F.BYTES:                      # tshark -T fields: the bytes' hex, no separators
+        return bytes(v).hex() if np.ndim(v) else int(v).to_bytes(field.hex_digits // 2, "big").hex()
     if kind in (F.RELTIME, F.ABSTIME):      # as tshark: all 9 decimals, whatever the file's precision
         from roceview.packets.times import frame_time_text, signed_seconds
 

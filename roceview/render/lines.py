@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from dissectors import cm, ethernet
 from dissectors.ib import NAK_CODES
 from roceview.render.cells import column_parts
 from roceview.render.flag_text import ANALYSIS_NAMES, TAGGED
@@ -120,13 +121,15 @@ def _head_parts(c: Columns, times: TimeColumn) -> list:
     frame, _ = c.num("frame")
     every = np.ones(n, bool)
     proto, names = c.cat("proto")
-    labels = [str(PROTO_LABEL.get(p, p)) for p in names] + ["None"]
+    labels = [str(PROTO_LABEL.get(p, p)) for p in names] + ["None", "LLC", "STP"]
+    index = np.where(proto == NONE, len(names), proto)
+    index = np.where(c.num("llc_dsap")[1], len(names) + 1, index)            # an IEEE 802.3 frame, as tshark
+    index = np.where(c.num("stp_bpdu_type")[1], len(names) + 2, index)       # names its protocol
     wire, wire_ok = c.num("wire_len")
     return [right_aligned(digits(frame, every), 7), lit(n, " "),
             *time_parts(times.values, times.digits, times.fmt, times.hms),
             lit(n, " "), _address(c, "src"), lit(n, " → "), _address(c, "dst"), lit(n, " "),
-            gather(np.where(proto == NONE, len(names), proto), labels, every), lit(n, " ")] \
-        + or_none(wire, wire_ok, every)
+            gather(index, labels, every), lit(n, " ")] + or_none(wire, wire_ok, every)
 
 
 def _address(c: Columns, side: str):
@@ -144,9 +147,18 @@ def _info_parts(c: Columns) -> list:
     RoCE/IB headers, else PFC, PAUSE, LLDP or the EtherType; then CE, VLAN, mirror, checks."""
     op, op_names = c.cat("opcode_name")
     roce, pfc, pause, lldp, other = _kinds(c, op != NONE)
+    mad = roce & c.num("mad_class")[1] & c.num("mad_attr_id")[1]
+    llc = other & c.num("llc_dsap")[1]
     parts = []                                  # a kind no row of the block has costs nothing
-    if roce.any():
-        parts += _roce_parts(c, roce, op, op_names)
+    if (roce & ~mad).any():
+        parts += _roce_parts(c, roce & ~mad, op, op_names)
+    if mad.any():                               # rare: a text per row
+        rows = np.flatnonzero(mad)
+        parts.append(gather(np.cumsum(mad) - 1, [" " + mad_info(_row(c, r, MAD_NAMES)) for r in rows], mad))
+    if llc.any():
+        rows = np.flatnonzero(llc)
+        parts.append(gather(np.cumsum(llc) - 1, [" " + llc_info(_row(c, r, LLC_NAMES)) for r in rows], llc))
+        other = other & ~llc
     if pfc.any():
         parts += _pfc_parts(c, pfc, c.num("pfc_enable")[0])
     if pause.any():
@@ -157,6 +169,74 @@ def _info_parts(c: Columns) -> list:
     if other.any():
         parts += mapped(*c.num("ethertype"), other, lambda v: f" ethertype=0x{v:04x}")
     return [p for p in parts + _tail_parts(c) if p[1].any()]      # parts no row shows: no width
+
+
+MAD_NAMES = ("mad_class", "mad_attr_id", "cm_local_comm_id", "cm_remote_comm_id", "cm_local_qpn", "cm_start_psn",
+             "cm_service_id", "cm_path_mtu", "cm_reject_reason", "cm_rejected_message", "cm_mraed_message",
+             "cm_service_timeout", "cm_status", "cm_remote_qpn")
+LLC_NAMES = ("llc_dsap", "llc_ssap", "llc_control", "stp_bpdu_type", "stp_version", "stp_flags", "stp_root_id",
+             "stp_root_cost", "stp_port")
+
+
+def _row(c: Columns, r: int, names: tuple) -> dict:
+    """Row r's values of `names`, None where null (a few rare rows: one dict each)."""
+    out = {}
+    for name in names:
+        values, valid = c.num(name, np.uint64)
+        out[name] = int(values[r]) if valid[r] else None
+    return out
+
+
+def mad_info(v: dict) -> str:
+    """tshark's Info of a MAD on QP0/QP1 ("CM: ConnectRequest"), then what the message says."""
+    message = cm.MESSAGES.get(v["mad_attr_id"]) if v["mad_class"] == cm.MGMT_CLASS_CM else None
+    if message is None:
+        name = cm.CLASSES.get(v["mad_class"], "class")
+        return f"MAD {name} (0x{v['mad_class']:02x}) attribute 0x{v['mad_attr_id']:04x}"
+    hexes = lambda *names: [f"{label}=0x{v[n]:0{w}x}" for label, n, w in names if v[n] is not None]  # noqa: E731
+    words = [f"CM: {message.name}"] + hexes(("comm", "cm_local_comm_id", 8), ("remote", "cm_remote_comm_id", 8),
+                                            ("QPN", "cm_local_qpn", 6), ("remote_QPN", "cm_remote_qpn", 6))
+    if v["cm_start_psn"] is not None:
+        words.append(f"PSN={v['cm_start_psn']}")
+    if v["cm_service_id"] is not None:
+        words.append(f"service={cm.service_text(v['cm_service_id']) or hex(v['cm_service_id'])}")
+    if v["cm_path_mtu"] is not None:
+        words.append(f"MTU={cm.MTU_VALUES.get(v['cm_path_mtu'], v['cm_path_mtu'])}")
+    if v["cm_reject_reason"] is not None:
+        words.append(f"reason={v['cm_reject_reason']} ({cm.reject_text(v['cm_reject_reason'])}) rejected="
+                     f"{cm.MESSAGES_REJECTED.get(v['cm_rejected_message'], v['cm_rejected_message'])}")
+    if v["cm_mraed_message"] is not None:
+        words.append(f"MRAed={cm.MESSAGES_MRAED.get(v['cm_mraed_message'], v['cm_mraed_message'])} "
+                     f"timeout={cm.timeout_us(v['cm_service_timeout'] or 0):.0f}us")
+    if v["cm_status"] is not None:
+        status = (cm.AP_STATUS if message.short == "APR" else cm.SIDR_STATUS).get(v["cm_status"], "")
+        words.append(f"status={v['cm_status']}" + (f" ({status})" if status else ""))
+    return " ".join(words)
+
+
+_U_FUNCS = {0x03: "UI", 0x6F: "SABME", 0x43: "DISC", 0x63: "UA", 0x0F: "DM", 0x87: "FRMR", 0xAF: "XID", 0xE3: "TEST"}
+
+
+def llc_info(v: dict) -> str:
+    """tshark's Info of an IEEE 802.3 frame: the spanning tree BPDU's (packet-bpdu.c), else the
+    LLC header's (packet-llc.c: control; DSAP, SSAP)."""
+    if v["stp_bpdu_type"] is not None:
+        kind, flags = v["stp_bpdu_type"], v["stp_flags"] or 0
+        if kind == 0x80:
+            return "Topology Change Notification"
+        if kind not in (0x00, 0x02):
+            return f"Unknown BPDU type ({kind})"
+        root, tc = v["stp_root_id"] or 0, "TC + " if flags & 1 else ""
+        head = "Conf." if kind == 0 else {3: "MST.", 4: "SPT."}.get(v["stp_version"], "RST.")
+        mac = ":".join(f"{(root >> s) & 0xFF:02x}" for s in range(40, -8, -8))
+        return (f"{head} {tc}Root = {root >> 48 & 0xF000}/{root >> 48 & 0x0FFF}/{mac}  "
+                f"Cost = {v['stp_root_cost']}  Port = 0x{v['stp_port']:04x}")
+    control = v["llc_control"] or 0
+    kind = "U" if control & 3 == 3 else "S" if control & 3 == 1 else "I"
+    text = f"U, func={_U_FUNCS.get(control & 0xEF, 'Unknown')}" if kind == "U" else kind
+    sap = lambda x: ethernet.SAPS.get(x & 0xFE, f"0x{x & 0xFE:02x}")  # noqa: E731
+    return (f"{text}; DSAP {sap(v['llc_dsap'])} {'Group' if v['llc_dsap'] & 1 else 'Individual'}, "
+            f"SSAP {sap(v['llc_ssap'])} {'Response' if v['llc_ssap'] & 1 else 'Command'}")
 
 
 def _kinds(c: Columns, roce: np.ndarray) -> tuple:

@@ -199,8 +199,9 @@ def _row_codes(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _value_text(field: F.FieldDef, v) -> str:
-    if field.kind == L.BYTES:           # FT_BYTES: "ca:fe:00:04"
-        return ":".join(f"{x:02x}" for x in int(v).to_bytes(field.hex_digits // 2, "big"))
+    if field.kind == L.BYTES:           # FT_BYTES: "ca:fe:00:04" (a row of bytes, or an integer's)
+        raw = bytes(v) if np.ndim(v) else int(v).to_bytes(field.hex_digits // 2, "big")
+        return ":".join(f"{x:02x}" for x in raw)
     return field_text(field, v)
 
 

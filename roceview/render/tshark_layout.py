@@ -7,25 +7,28 @@ the same columns, layer conditions and `-T fields` text), so a field prints the 
 `-T fields`, `-T json` and under `-Y`. This module only adds what the JSON tree shows beyond
 them, each computed from a column roceview decodes: the DS field / traffic class byte, the
 GRH/IPv6 flow label, the MAC's OUI and I/G, L/G bits, the AETH syndrome's parts, the ICRC as
-tshark reads it, the MAC control opcode and PFC enable bits, the MAD class and attribute, the
-CM REQ/REP ids. tests/commands/test_dissect_json.py keeps every Wireshark filter field placed
-here; tests/commands/test_dissect_json_equals_tshark.py compares every field with tshark.
+tshark reads it, the MAC control opcode and PFC enable bits. The MAD header and the CM messages
+(`infiniband.mad.*`, `infiniband.cm.*`) are the filter's fields, placed as tshark places them.
+tests/commands/test_dissect_json.py keeps every Wireshark filter field placed here;
+tests/commands/test_dissect_json_equals_tshark.py compares every field with tshark.
 
 Left out (tshark shows them, roceview does not decode them or they are not fields of the
 packet): a header's own bytes (`infiniband.bth` is the BTH's bytes in tshark; roceview keeps
 fields, not bytes: its `infiniband.bth_tree` stands alone), reserved bits, lengths, checksums,
 IP version/flags/protocol, name resolution (`*_resolved`, `ip.src_host`), stream indexes,
 expert info, `frame.protocols`, `frame.encap_type`, `frame.marked`, payload (`data`, `udp.payload`),
-the VLAN DEI, LLDP, and any protocol roceview does not decode (TCP, ARP, IPoIB payload...).
+the VLAN DEI, LLDP, the LLC and STP subtrees and bridge identifiers, the MADs of classes other
+than CM beyond their common header, and any protocol roceview does not decode (TCP, ARP, IPoIB...).
 """
 from __future__ import annotations
 
 import numpy as np
 
+from dissectors import cm
 from roceview.filter import field_names as F
 from roceview.packets.batch import PROTO_CODE, Batch
 
-BYTES = "bytes"     # tshark FT_BYTES: colon-separated hex of the value's hex_digits // 2 bytes
+BYTES = F.BYTES     # tshark FT_BYTES: colon-separated hex of the value's hex_digits // 2 bytes (or of a row of bytes)
 _J = "_json_"       # prefix of the columns computed here (never in the packets table)
 
 
@@ -58,14 +61,6 @@ EXTRA = {f.name: f for f in [
     _x("infiniband.atomicacketh.origremdt", F.INT, "atomic_ack_data"),
     _x("infiniband.immdt", BYTES, "imm_data", hex_digits=8),
     _x("infiniband.ieth", BYTES, "ieth_rkey", hex_digits=8),
-    _x("infiniband.mad.mgmtclass", F.INT, "mad_class", hex_digits=2),
-    _x("infiniband.mad.attributeid", F.INT, "mad_attr_id", hex_digits=4),
-    _x("infiniband.cm.req", F.INT, _J + "req_comm", hex_digits=8),
-    _x("infiniband.cm.req.localqpn", F.INT, _J + "req_qpn", hex_digits=6),
-    _x("infiniband.cm.req.pppmtu", F.INT, "cm_path_mtu", hex_digits=2),
-    _x("infiniband.cm.rep", F.INT, _J + "rep_comm", hex_digits=8),
-    _x("infiniband.cm.rep.remotecommid", F.INT, "cm_remote_comm_id", hex_digits=8),
-    _x("infiniband.cm.rep.localqpn", F.INT, _J + "rep_qpn", hex_digits=6),
     _x("infiniband.invariant.crc", F.INT, _J + "icrc", hex_digits=8),
     _x("macc.opcode", F.INT, _J + "macc_opcode", hex_digits=4),
     *[_x(f"macc.cbfc.enbv.c{p}", F.BOOL, f"{_J}enbv{p}") for p in range(8)],
@@ -81,6 +76,32 @@ def _ib(header: str, *names: str) -> tuple:
     return (f"infiniband.{header}_tree", tuple(f"infiniband.{header}.{n}" for n in names))
 
 
+def _cm_tree() -> tuple:
+    """The CM message fields as tshark 4.0 writes them under `infiniband.smplid.smpdata_tree`,
+    in its order, for the messages it decodes (dissectors/cm.py WIRESHARK_MESSAGES): a REQ's IP
+    CM service id and private data in subtrees, a GID as IPv4 on RoCEv2 over IPv4, a name tshark
+    gives twice (alt_reserved1) as its second occurrence."""
+    out, seen = [], set()
+    for m in (cm.MESSAGES[cm.ATTR[short]] for short in cm.WIRESHARK_MESSAGES):
+        for f in m.header.fields:
+            if (m.short, f.name) in cm.NOT_IN_WIRESHARK:
+                continue
+            name = cm.tshark_name(m, f)
+            slot = f"{name}#1" if name in seen else name
+            seen.add(name)
+            if m.short == "REQ" and f.name in ("prim_localgid", "prim_remotegid"):
+                out += [name, name + "_ipv4"]
+            elif m.short == "REQ" and f.name == "private":
+                ip_cm = [f"{m.prefix}.ip_cm.{g.name}" for g in cm.IP_CM_REQ.fields]
+                ip_cm = [n for g in ip_cm for n in ((g, g[:-1] + "4") if g.endswith("ip6") else (g,))]
+                out += [name, f"{m.prefix}.ip_cm", (f"{m.prefix}.ip_cm_tree", tuple(ip_cm))]
+            else:
+                out.append(slot)
+            if m.short == "REQ" and f.name == "serviceid":
+                out.append((f"{name}_tree", tuple(f"{name}.{g.name}" for g in cm.IP_CM_SID.fields)))
+    return tuple(out)
+
+
 def _mac_tree(end: str, k: int) -> tuple:
     return (f"eth.{end}_tree", (f"eth.{end}.oui", f"eth.addr#{k}", f"eth.addr.oui#{k}", f"eth.{end}.lg", f"eth.lg#{k}",
                                 f"eth.{end}.ig", f"eth.ig#{k}"))
@@ -93,6 +114,8 @@ LAYOUT = (
     ("eth", ("eth.dst", _mac_tree("dst", 0), "eth.src", _mac_tree("src", 1), "eth.type")),
     ("vlan", ("vlan.priority", "vlan.id", "vlan.etype")),
     ("vlan", ("vlan.priority#1", "vlan.id#1", "vlan.etype#1")),         # QinQ's inner tag
+    ("llc", ("llc.dsap", "llc.ssap", "llc.control")),                     # IEEE 802.3 frames
+    ("stp", ("stp.version", "stp.type", "stp.flags", "stp.root.cost", "stp.port")),
     ("ip", ("ip.dsfield", ("ip.dsfield_tree", ("ip.dsfield.dscp", "ip.dsfield.ecn")), "ip.id", "ip.ttl",
             "ip.src", "ip.addr", "ip.dst", "ip.addr#1")),
     ("ipv6", ("ipv6.tclass", ("ipv6.tclass_tree", ("ipv6.tclass.dscp", "ipv6.tclass.ecn")), "ipv6.flow",
@@ -113,10 +136,8 @@ LAYOUT = (
         _ib("atomicacketh", "origremdt"),
         "infiniband.immdt", ("infiniband.immdt_tree", ("infiniband.immdt",)),      # tshark shows it twice
         "infiniband.ieth", ("infiniband.ieth_tree", ("infiniband.ieth",)),
-        _ib("mad", "mgmtclass", "attributeid"),
-        ("infiniband.smplid.smpdata_tree", ("infiniband.cm.req", "infiniband.cm.req.localqpn",
-                                            "infiniband.cm.req.pppmtu", "infiniband.cm.rep",
-                                            "infiniband.cm.rep.remotecommid", "infiniband.cm.rep.localqpn")),
+        _ib("mad", *(f.name for f in cm.MAD.fields), "data"),
+        ("infiniband.smplid.smpdata_tree", _cm_tree()),
         "infiniband.invariant.crc")),
     ("macc", ("macc.opcode", "macc.pause_time", "macc.cbfc.enbv",
               ("macc.cbfc.enbv_tree", tuple(f"macc.cbfc.enbv.c{p}" for p in range(8))),
@@ -170,12 +191,6 @@ def _etype(inner: bool):
     return etype
 
 
-def _cm(column: str, attr: int):
-    def ids(b: Batch):
-        return b.cols[column], b.mask(column) & b.mask("mad_attr_id") & (b.cols["mad_attr_id"] == attr)
-    return ids
-
-
 def _macc_opcode(b: Batch):
     proto = b.cols["_proto"]
     return np.where(proto == PROTO_CODE["pfc"], 0x0101, 0x0001), np.isin(proto, [PROTO_CODE["pfc"],
@@ -193,8 +208,6 @@ COMPUTED = {
     _J + "dst_ig": _mac("dst", 40), _J + "src_ig": _mac("src", 40),
     _J + "outer_etype": _etype(False), _J + "inner_etype": _etype(True),
     **{f"{_J}syn_{part}": _syndrome(part) for part in ("reserved", "opcode", *_SYNDROME)},
-    _J + "req_comm": _cm("cm_local_comm_id", 0x10), _J + "req_qpn": _cm("cm_local_qpn", 0x10),
-    _J + "rep_comm": _cm("cm_local_comm_id", 0x13), _J + "rep_qpn": _cm("cm_local_qpn", 0x13),
     _J + "icrc": lambda b: (b.cols["icrc"].byteswap(), b.mask("icrc")),     # tshark reads the 4 bytes big-endian
     _J + "macc_opcode": _macc_opcode,
     **{f"{_J}enbv{p}": _enbv(p) for p in range(8)},

@@ -28,6 +28,9 @@ and with the whole corpus present each one must occur)
          sll.src.eth, no eth layer).
   8021ad: an 802.1ad S-tag: tshark names the layer `ieee8021ad` (and eth.type 0x88a8); roceview
          writes both tags as `vlan` and eth.type 0x8100 (as its display filter's eth.type).
+  cmpath: a CM REQ's primary/alternate flow label, packet rate and the reserved bits between
+         them: tshark 4.0 reads all three at the flow label's first byte (checked byte by byte in
+         test_dissect_cm_equals_tshark.py, with IBTA 12.6.5's layout).
 
 Fields tshark shows and roceview does not write are listed by OMITTED (each with its reason);
 a new one fails the test, so the list is the coverage report (printed with -s).
@@ -53,6 +56,7 @@ pytestmark = pytest.mark.tshark
 CAP = 200                    # packets per file: CI time
 LAYERS = ("frame", "eth", "vlan", "ip", "ipv6", "udp", "infiniband", "macc")      # what roceview writes
 CUT = "magnate3_rocev2_uc-write-imm_cut-243B.pcap"
+CMPATH = r"infiniband\.cm\.req\.(prim|alt)_(flowlabel|reserved0|pktrate)"
 OMITTED = {   # pattern on a field's name (the last key of its path) -> why roceview does not write it
     r"frame\.(encap_type|offset_shift|marked|ignored|protocols|interface_id|interface_name|interface_description"
     r"|section_number)": "capture-file bookkeeping, not a field of the packet",
@@ -69,7 +73,7 @@ OMITTED = {   # pattern on a field's name (the last key of its path) -> why roce
     r"udp\.(stream|time_relative|time_delta|payload)": "conversation tracking and payload",
     r"vlan\.dei": "the VLAN DEI bit is not a column",
     r"infiniband\.(mad|cm|sminfo|smpdirected|smplid|sa|rmpp|pathrecord)\..*": "management datagram bodies: roceview "
-                                                                             "keeps the class, attribute, CM REQ/REP ids",
+                                                                             "decodes the MAD header and CM",
 }
 
 
@@ -156,6 +160,8 @@ def _exception(key: tuple, layer: str, opcode: int | None, names: list[str], par
         return "sll"
     if "ieee8021ad" in names and (layer == "vlan" or field == "eth.type"):
         return "8021ad"
+    if re.fullmatch(CMPATH, field):
+        return "cmpath"
     if opcode is None or layer != "infiniband" or key[0] in ("infiniband.bth_tree", "infiniband.lrh_tree",
                                                              "infiniband.grh_tree"):
         return None
@@ -205,9 +211,10 @@ def test_every_field_roceview_writes_is_tsharks(corpus, tshark, capsys):
                                     f"tshark {want.get(key)}")
                 used[reason] += 1
     assert not problems, f"{len(problems)} differences:\n" + "\n".join(problems[:40])
-    assert written == confirmed, f"fields tshark never agreed with: {sorted(written - confirmed)}"
+    never = {k for k in written - confirmed if not re.fullmatch(CMPATH, k[1][-1])}     # cmpath: always the bug
+    assert not never, f"fields tshark never agreed with: {sorted(never)}"
     if capture_files(REAL):
-        assert set(used) == {"cut", "mirror", "rd", "cnp", "xrc", "sll", "8021ad"}, used
+        assert set(used) == {"cut", "mirror", "rd", "cnp", "xrc", "sll", "8021ad", "cmpath"}, used
     _report_omitted(shown - written, written, capsys)
 
 

@@ -19,6 +19,12 @@ ones the exception names, in the files it names)
      (`rdma-softroce-demo_native-ib-erf_cm-ipoib.pcap`) and shows their `ip.*` / `ipv6.*`; the
      packets table stops at the InfiniBand headers (payload is not decoded), so `ip.*` / `ipv6.*`
      are absent on those frames.
+  D. ConnectX DC transport (RD opcodes): tshark takes an RD packet whose queue pair numbers are
+     0 or 1 for a MAD and shows `infiniband.mad.*` of its payload; roceview reads MADs only from
+     a UD SEND_ONLY to QP0/QP1 (IBTA 13.5.1).
+  E. A CM REQ's path flow label, packet rate and the reserved bits between them: tshark 4.0 reads
+     all three at the flow label's first byte (checked byte by byte against IBTA 12.6.5 in
+     tests/commands/test_dissect_cm_equals_tshark.py).
 """
 from __future__ import annotations
 
@@ -112,6 +118,11 @@ FILTERS = [
 # filter -> {file name: reason}; the frames that differ must lie in those files
 IPOIB = "rdma-softroce-demo_native-ib-erf_cm-ipoib.pcap"
 DC = ("magnate3_rocev2_dc-transport_a.pcap", "magnate3_rocev2_dc-transport_b.pcap")
+CM_REQS = tuple(f"magnate3_rocev2_mlx5_{n}_rdma-cm.pcap" for n in ("nvmeof-discover", "nvmeof-discover2", "rdma-read",
+                                                                  "rdma-write", "send")) + (
+    "magnate3_native-ib_ibdump-erf_rc-send.pcap", IPOIB,
+    "sanderw71-softroce_rocev2_custom-responder-psn-bug_stall_mixed-lan.pcapng",
+    "sanderw71-softroce_rocev2_custom-responder-rping-failure_mixed-lan.pcapng")
 EXCEPTIONS = {
     "frame.len > 1000": {"magnate3_rocev2_uc-write-imm_cut-243B.pcap": "A"},
     "infiniband.aeth.syndrome < 32": dict.fromkeys(DC, "B"),
@@ -226,6 +237,9 @@ FIELD_EXCEPTIONS = {
     **{(f"infiniband.{h}.", dc): "B: tshark decodes RD ACKNOWLEDGE without RDETH and DETH"
        for h in ("rdeth", "deth", "aeth") for dc in DC},
     ("ip.", IPOIB): "C", ("ipv6.", IPOIB): "C", ("udp.", IPOIB): "C",
+    **{("infiniband.mad.", dc): "D" for dc in DC},
+    **{(f"infiniband.cm.req.{path}_{field}", name): "E" for path in ("prim", "alt")
+       for field in ("flowlabel", "reserved0", "pktrate") for name in CM_REQS},
 }
 
 
