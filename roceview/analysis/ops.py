@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from roceview.analysis import ops_build as ob
 from roceview.analysis import ops_classes as oc
-from roceview.analysis import ops_depth, ops_rows
+from roceview.analysis import ops_depth, ops_fast, ops_rows
 from roceview.analysis.ops_build import NONE_PSN, Rows, fresh_ops
 from roceview.analysis.ops_complete import Completion
 from roceview.analysis.ops_match import LINGER_NS, Responses
+from roceview.analysis.ops_park import Parked
 from roceview.analysis.ops_set import INF, NEVER, OpSet, op_key
 from roceview.analysis.ops_stats import OpStats
-from roceview.analysis.segments import PSN_MOD
 from roceview.analysis.state import Columns
 
 PENDING_PER_SPACE = 1024       # an operation is final once its space started this many newer ones
@@ -36,6 +37,7 @@ SPACE_STATE = {"n_ops": (np.int64, 0), "cur_start": (np.int64, NONE_PSN), "cur_e
 class OpTracker:
     def __init__(self, max_rows: int = ops_rows.MAX_ROWS):
         self.state = OpSet.empty()
+        self.parked = Parked()      # open operations nothing can change for now (ops_park.py)
         self.space = Columns(SPACE_STATE)
         self.store = ops_rows.RowStore(max_rows)
         self.stats = OpStats()
@@ -49,31 +51,51 @@ class OpTracker:
 
     # ---- one chunk ---------------------------------------------------------------------------
     def feed(self, an, ch, part, responses) -> None:
+        if ops_fast.whole_chunk(self, an, ch, part, responses):     # one-way small messages: at once
+            self._chunk_end(an)
+            return
         rows = Rows(ch, part)
         self.unmatched += rows.unknown
         resp = Responses(ch, part, responses)
-        ud = _ud_rows(ch)
+        ud = ob.ud_rows(ch)
         if not len(rows) and not len(resp) and not len(ud):
             return
+        back = np.r_[rows.sid[rows.retrans], resp.sid]        # something may change parked operations there
+        if len(back) and len(self.parked):
+            self.state = OpSet.concat([self.state, self.parked.take_back(back)]).sorted()
+        fast = ops_fast.eligible(self, an, rows, self.state.cols["sid"])
+        quick = None
+        if fast.any():                  # spaces nothing completes: their operations at once
+            quick = ops_fast.operations(self, rows, np.flatnonzero(fast))
+            rows = rows.subset(~fast)
+        if not len(rows) and not len(resp):
+            self._number(OpSet.empty(), np.zeros(0, bool), ch, ud, quick)
+            self._chunk_end(an)
+            return
         new, f, row_op = fresh_ops(self, rows, an)
-        ops, where_new = _merge(self.state, new)
+        ops, where_new = ob.merge(self.state, new)
         fresh_new = np.zeros(len(ops), dtype=bool)
         fresh_new[where_new] = True
         self._place_fresh(ops, rows, f, row_op, where_new)
         self._ends(ops, rows)                              # the fresh packets' (resends need them)
         ops, fresh_new = self._place_resends(ops, rows, fresh_new, an)
         self._ends(ops, rows)
-        self._number(ops, fresh_new, ch, ud)
+        self._number(ops, fresh_new, ch, ud, quick)
         sends = self._sends(ops, rows)
-        done = Completion(ops, fresh_new, sends, resp, _resent(ops, rows))
+        done = Completion(ops, fresh_new, sends, resp, ob.resent(ops, rows))
         done.run()
         counted = self._counted(ops, rows, done.close)
-        _aggregate(ops, rows, counted)
+        ob.aggregate(ops, rows, counted)
         final = self._final(ops, ch)
         ops_depth.superseded(ops, final)
         self._newest(ops, rows.sid)
         self._finalize(ops.take(final), an)
-        self.state = ops.take(~final)
+        self.state = self.parked.park(ops.take(~final), an.pairing.peer)
+        self._chunk_end(an)
+
+    def _chunk_end(self, an) -> None:
+        """Parked operations given up, rows whose READ depth is settled stored."""
+        self._finalize(self.parked.expired(self.space.n_ops, PENDING_PER_SPACE), an)
         self._store(ops_depth.frontier_of(self.state))
 
     def _place_fresh(self, ops, rows, f, row_op, where_new) -> None:
@@ -84,7 +106,7 @@ class OpTracker:
         carried = np.flatnonzero(row_op < 0)
         if len(carried):
             sid = rows.sid[f[carried]]
-            op[carried] = _find(ops, sid, self.space.cur_start[sid])
+            op[carried] = ob.find(ops, sid, self.space.cur_start[sid])
         rows.op[f] = op
 
     def _place_resends(self, ops, rows, fresh_new, an):
@@ -92,11 +114,11 @@ class OpTracker:
         if not len(t):
             return ops, fresh_new
         sid, u = rows.sid[t], rows.u[t]
-        pos = _containing(ops, sid, u)
+        pos = ob.containing(ops, sid, u)
         gap = (pos < 0) & oc.STARTS.take(rows.opc[t]) & (u > self.space.evicted_hi[sid])
         if gap.any():                                      # a FIRST/ONLY resent into a hole
             ops, fresh_new = self._insert(ops, rows, t[gap], fresh_new, an)
-            pos = _containing(ops, sid, u)
+            pos = ob.containing(ops, sid, u)
         rows.op[t] = pos
         return ops, fresh_new
 
@@ -114,7 +136,7 @@ class OpTracker:
         c["first_idx"], c["first_ts"] = rows.idx[at], rows.ts[at]
         c["last_idx"], c["last_ts"] = rows.idx[at], rows.ts[at]
         c["dmalen"] = rows.dmalen[at]
-        merged, where_add = _merge(ops, add)
+        merged, where_add = ob.merge(ops, add)
         moved = np.ones(len(merged), dtype=bool)
         moved[where_add] = False
         old_pos = np.flatnonzero(moved)                     # old op i is now at old_pos[i]
@@ -137,13 +159,16 @@ class OpTracker:
         c["ended"][o] = True
         c["kind"][o] = oc.KIND.take(rows.opc[m])
 
-    def _number(self, ops, new, ch, ud) -> None:
+    def _number(self, ops, new, ch, ud, quick) -> None:
         """Ordinals in each space (creation order), the expiry of operations PENDING_PER_SPACE
-        behind, capture-wide numbers (the row budget), UD operations (final at once)."""
+        behind, capture-wide numbers (the row budget: in order of first packet), the final
+        operations of UD and of ops_fast."""
         c, sp = ops.cols, self.space
         q = np.flatnonzero(new)
         if len(q):
-            order = q[np.lexsort((c["first_idx"][q], c["sid"][q]))]
+            sid_q, first_q = c["sid"][q], c["first_idx"][q]
+            in_order = bool(((sid_q[1:] > sid_q[:-1]) | ((sid_q[1:] == sid_q[:-1]) & (first_q[1:] > first_q[:-1]))).all())
+            order = q if in_order else q[np.lexsort((first_q, sid_q))]
             sid = c["sid"][order]
             first = np.flatnonzero(np.r_[True, sid[1:] != sid[:-1]])
             rank = np.arange(len(order)) - np.repeat(first, np.diff(np.r_[first, len(order)]))
@@ -151,12 +176,15 @@ class OpTracker:
             np.add.at(sp.n_ops, sid[first], np.diff(np.r_[first, len(order)]))
             self._expiry(ops, order)
         ud_first = ud[1] if len(ud[0]) else np.zeros(0, np.int64)
-        firsts = np.r_[c["first_idx"][q], ud_first]
-        rank = np.empty(len(firsts), dtype=np.int64)
-        rank[np.argsort(firsts, kind="stable")] = np.arange(len(firsts))
+        quick_first = quick["first_idx"] if quick is not None else np.zeros(0, np.int64)
+        firsts = np.r_[c["first_idx"][q], ud_first, quick_first]
+        rank = ob.ranks(firsts)
         c["number"][q] = self.created + rank[:len(q)]
         if len(ud_first):
-            self._ud(ch, ud, self.created + rank[len(q):])
+            self._ud(ch, ud, self.created + rank[len(q):len(q) + len(ud_first)])
+        if quick is not None:
+            quick["number"] = self.created + rank[len(q) + len(ud_first):]
+            self._account(quick, grouped=True)
         self.created += len(firsts)
 
     def _expiry(self, ops, order) -> None:
@@ -229,14 +257,20 @@ class OpTracker:
         end_eff, _ = ops.ends()
         top = np.where(end_eff < INF, end_eff, np.maximum(c["hi_u"], c["start"]))
         np.maximum.at(sp.evicted_hi, c["sid"], top)
-        v = ops_rows.values(ops, _fallback_mtu(an, c["sid"] >> 1))
+        v = ops_rows.values(ops, ob.fallback_mtu(an, c["sid"] >> 1))
         self._account(v)
         self.depth.add(ops)
 
-    def _account(self, v: dict) -> None:
-        """Final operations into the statistics; their rows wait for their `outstanding`."""
-        latency = np.where(v["compl_idx"] >= 0, v["compl_ts"] - v["first_ts"], -1)
-        self.stats.add(v["flow"], v["kind"], v["bytes"], v["retrans"], latency)
+    def _account(self, v: dict, grouped: bool = False) -> None:
+        """Final operations into the statistics; their rows wait for their `outstanding`.
+        `grouped`: ops_fast's, without completion or resend, grouped by flow."""
+        flow, kind = v["flow"], v["kind"]
+        starts = np.flatnonzero(np.r_[True, flow[1:] != flow[:-1]]) if grouped and len(flow) else None
+        if starts is not None and (kind == np.repeat(kind[starts], np.diff(np.r_[starts, len(kind)]))).all():
+            self.stats.add_grouped(flow[starts], starts, kind, v["bytes"])
+        else:
+            latency = np.where(v["compl_idx"] >= 0, v["compl_ts"] - v["first_ts"], -1)
+            self.stats.add(flow, kind, v["bytes"], v["retrans"], latency)
         keep = v["number"] < self.store.max_rows
         if keep.any():
             self.depth.q_rows.append({k: x[keep] for k, x in v.items()})
@@ -258,8 +292,8 @@ class OpTracker:
     # ---- the end -----------------------------------------------------------------------------
     def finish(self, an) -> None:
         """Every operation still open is final (its completion, if any, was not captured)."""
-        self._finalize(self.state, an)
-        self.state = OpSet.empty()
+        self._finalize(OpSet.concat([self.state, self.parked.ops]).sorted(), an)
+        self.state, self.parked = OpSet.empty(), Parked()
         self._store(lambda sid: np.full(len(sid), INF, dtype=np.int64))
 
     def forget(self, flows: np.ndarray) -> None:
@@ -267,7 +301,7 @@ class OpTracker:
         if not len(flows):
             return
         gone = np.isin(self.state.cols["sid"] >> 1, flows)
-        self.state.cols["compl_idx"][gone] = -1
+        self.state.cols["compl_idx"][gone] = -1               # (parked operations have none)
         self.store.forget(flows)
         for part in self.depth.q_rows:
             ops_rows.forget_part(part, flows)
@@ -276,9 +310,10 @@ class OpTracker:
     def rows(self, an, snapshot: bool = False) -> dict:
         """The kept rows (with the open operations' rows as they stand, for a snapshot)."""
         extra = list(self.depth.q_rows) if snapshot else []     # their `outstanding` not settled yet
-        if snapshot and len(self.state):
-            v = ops_rows.values(self.state, _fallback_mtu(an, self.state.cols["sid"] >> 1))
-            keep = self.state.cols["number"] < self.store.max_rows
+        held = OpSet.concat([self.state, self.parked.ops])
+        if snapshot and len(held):
+            v = ops_rows.values(held, ob.fallback_mtu(an, held.cols["sid"] >> 1))
+            keep = held.cols["number"] < self.store.max_rows
             extra.append({k: x[keep] for k, x in v.items()})
         return self.store.rows(extra)
 
@@ -286,101 +321,3 @@ class OpTracker:
         listed = min(self.created, self.store.max_rows)
         return {"count": self.created, "listed": listed, "not_listed": self.created - listed,
                 "late_packets": self.late, "unmatched_packets": self.unmatched}
-
-
-def _merge(ops: OpSet, new: OpSet) -> tuple[OpSet, np.ndarray]:
-    """ops and new in one set sorted by key; the positions of new's rows in it."""
-    if not len(new):
-        return ops, np.zeros(0, np.int64)
-    if not len(ops):
-        order = np.argsort(new.cols["key"], kind="stable")
-        where = np.empty(len(new), np.int64)
-        where[order] = np.arange(len(new))
-        return new.take(order), where
-    both = OpSet.concat([ops, new])
-    order = np.argsort(both.cols["key"], kind="stable")
-    where = np.empty(len(both), np.int64)
-    where[order] = np.arange(len(both))
-    return both.take(order), where[len(ops):]
-
-
-def _find(ops: OpSet, sid: np.ndarray, start: np.ndarray) -> np.ndarray:
-    """Position of the operation (sid, start), -1 when not there."""
-    if not len(ops):
-        return np.full(len(sid), -1, np.int64)
-    key = op_key(sid, start)
-    pos = np.minimum(np.searchsorted(ops.cols["key"], key), len(ops) - 1)
-    return np.where((ops.cols["key"][pos] == key) & (start != NONE_PSN), pos, -1)
-
-
-def _containing(ops: OpSet, sid: np.ndarray, u: np.ndarray) -> np.ndarray:
-    """The operation whose PSNs hold each (space, PSN): the largest first PSN at or below it,
-    the PSN inside its range (a READ's up to the next operation); -1 when none."""
-    if not len(ops):
-        return np.full(len(sid), -1, np.int64)
-    c = ops.cols
-    pos = np.searchsorted(c["key"], op_key(sid, u), side="right") - 1
-    ok = pos >= 0
-    pos = np.maximum(pos, 0)
-    end_eff, range_end = ops.ends()
-    last = np.where(c["by"] == oc.BY_READ_RESPONSE, range_end, end_eff)
-    ok &= (c["sid"][pos] == sid) & (u <= last[pos])
-    return np.where(ok, pos, -1)
-
-
-def _aggregate(ops, rows, counted: np.ndarray) -> None:
-    """The counted sends into their operations: packets, retransmitted, last packet, payloads."""
-    if not len(counted):
-        return
-    c = ops.cols
-    o = rows.op[counted]
-    n = len(ops)
-    c["packets"] += np.bincount(o, minlength=n)
-    c["retrans"] |= np.bincount(o, rows.retrans[counted], minlength=n) > 0
-    np.maximum.at(c["hi_u"], o, rows.u[counted])
-    last = np.r_[o[1:] != o[:-1], True]                     # sends are sorted by (op, idx)
-    lo, li = o[last], counted[last]
-    later = rows.idx[li] > c["last_idx"][lo]
-    c["last_idx"][lo[later]], c["last_ts"][lo[later]] = rows.idx[li[later]], rows.ts[li[later]]
-    fm = oc.FIRST_MIDDLE.take(rows.opc[counted])
-    if fm.any():
-        np.maximum.at(c["mtu_pay"], o[fm], rows.pay[counted[fm]])
-    lo_ = oc.LAST_OR_ONLY.take(rows.opc[counted])
-    if lo_.any():
-        np.maximum.at(c["last_pay"], o[lo_], rows.pay[counted[lo_]])
-    reth = np.flatnonzero(rows.dmalen[counted] >= 0)
-    if len(reth):
-        unset = c["dmalen"][o[reth]] < 0
-        first = reth[unset][np.r_[True, o[reth[unset]][1:] != o[reth[unset]][:-1]]] if unset.any() else reth[:0]
-        c["dmalen"][o[first]] = rows.dmalen[counted[first]]
-
-
-def _resent(ops, rows) -> np.ndarray:
-    """Operations retransmitted so far: before this chunk, or by one of its packets."""
-    out = ops.cols["retrans"].copy()
-    r = rows.op[rows.retrans & (rows.op >= 0)]
-    out[r] = True
-    return out
-
-
-def _ud_rows(ch):
-    """(rows, row index, flow) of the chunk's UD SEND ONLY packets: an operation each."""
-    m = (ch.opcode == oc.UD_SEND_ONLY) | (ch.opcode == oc.UD_SEND_ONLY_IMM)
-    if not m.any():
-        e = np.zeros(0, np.int64)
-        return e, e, e
-    r = np.flatnonzero(m)
-    return r, ch.idx(r), ch.fid.take(r)
-
-
-def _fallback_mtu(an, flow: np.ndarray) -> np.ndarray:
-    """The path MTU of each flow's path when known (a SEND of several packets whose FIRST and
-    MIDDLE packets were all missed), else 0."""
-    try:
-        exact, _ = an.path_mtu.flow_bounds(an.flow_paths)
-        exact = np.asarray(exact, np.int64)
-        if len(exact) <= int(flow.max(initial=-1)):
-            return np.zeros(len(flow), np.int64)
-        return np.maximum(exact.take(flow), 0)
-    except Exception:                                      # noqa: BLE001 - no evidence kept for it
-        return np.zeros(len(flow), np.int64)

@@ -16,8 +16,7 @@ import numpy as np
 
 from roceview.analysis import opcode_classes as op
 from roceview.analysis import ops_classes as oc
-from roceview.analysis.ops_set import INF, NEVER, OpSet, op_key
-from roceview.analysis.segments import PSN_MOD
+from roceview.analysis.ops_set import NEVER, OpSet, op_key
 
 NONE_PSN = np.int64(-(1 << 62))
 
@@ -46,6 +45,14 @@ class Rows:
 
     def __len__(self) -> int:
         return len(self.sid)
+
+    def subset(self, keep: np.ndarray) -> "Rows":
+        """The rows where `keep` (the others taken by ops_fast)."""
+        out = object.__new__(Rows)
+        out.unknown = self.unknown
+        for name in ("sid", "u", "end", "retrans", "opc", "idx", "ts", "pay", "dmalen", "op"):
+            setattr(out, name, getattr(self, name)[keep])
+        return out
 
 
 def fresh_ops(tr, rows: Rows, an) -> tuple[OpSet, np.ndarray, np.ndarray]:
@@ -95,3 +102,116 @@ def _completes_by(an, flow: np.ndarray, idx: np.ndarray, kind: np.ndarray) -> np
     never = transport == 1                                        # UC (opcode_classes.TRANSPORT_NAMES)
     never |= (an.pairing.peer.take(flow) < 0) & (idx - an.flow.first_idx.take(flow) >= PAIRING_HORIZON)
     return np.where(never, NEVER, by).astype(np.int8)
+
+
+def resent(ops, rows) -> np.ndarray:
+    """Operations retransmitted so far: before this chunk, or by one of its packets."""
+    out = ops.cols["retrans"].copy()
+    r = rows.op[rows.retrans & (rows.op >= 0)]
+    out[r] = True
+    return out
+
+
+def ud_rows(ch):
+    """(rows, row index, flow) of the chunk's UD SEND ONLY packets: an operation each."""
+    m = (ch.opcode == oc.UD_SEND_ONLY) | (ch.opcode == oc.UD_SEND_ONLY_IMM)
+    if not m.any():
+        e = np.zeros(0, np.int64)
+        return e, e, e
+    r = np.flatnonzero(m)
+    return r, ch.idx(r), ch.fid.take(r)
+
+
+def fallback_mtu(an, flow: np.ndarray) -> np.ndarray:
+    """The path MTU of each flow's path when known (a SEND of several packets whose FIRST and
+    MIDDLE packets were all missed), else 0."""
+    try:
+        exact, _ = an.path_mtu.flow_bounds(an.flow_paths)
+        exact = np.asarray(exact, np.int64)
+        if len(exact) <= int(flow.max(initial=-1)):
+            return np.zeros(len(flow), np.int64)
+        return np.maximum(exact.take(flow), 0)
+    except Exception:                                      # noqa: BLE001 - no evidence kept for it
+        return np.zeros(len(flow), np.int64)
+
+
+def ranks(firsts: np.ndarray) -> np.ndarray:
+    """The rank of each distinct row index (a chunk's operations start on distinct packets)."""
+    if not len(firsts):
+        return firsts
+    lo = int(firsts.min())
+    span = int(firsts.max()) - lo + 1
+    if span > 4 * len(firsts) + 1024:                      # sparse: a sort
+        rank = np.empty(len(firsts), dtype=np.int64)
+        rank[np.argsort(firsts, kind="stable")] = np.arange(len(firsts))
+        return rank
+    mark = np.zeros(span, dtype=np.int64)
+    mark[firsts - lo] = 1
+    return (np.cumsum(mark) - 1)[firsts - lo]
+
+
+def merge(ops: OpSet, new: OpSet) -> tuple[OpSet, np.ndarray]:
+    """ops and new in one set sorted by key; the positions of new's rows in it."""
+    if not len(new):
+        return ops, np.zeros(0, np.int64)
+    if not len(ops):
+        order = np.argsort(new.cols["key"], kind="stable")
+        where = np.empty(len(new), np.int64)
+        where[order] = np.arange(len(new))
+        return new.take(order), where
+    both = OpSet.concat([ops, new])
+    order = np.argsort(both.cols["key"], kind="stable")
+    where = np.empty(len(both), np.int64)
+    where[order] = np.arange(len(both))
+    return both.take(order), where[len(ops):]
+
+
+def find(ops: OpSet, sid: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """Position of the operation (sid, start), -1 when not there."""
+    if not len(ops):
+        return np.full(len(sid), -1, np.int64)
+    key = op_key(sid, start)
+    pos = np.minimum(np.searchsorted(ops.cols["key"], key), len(ops) - 1)
+    return np.where((ops.cols["key"][pos] == key) & (start != NONE_PSN), pos, -1)
+
+
+def containing(ops: OpSet, sid: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """The operation whose PSNs hold each (space, PSN): the largest first PSN at or below it,
+    the PSN inside its range (a READ's up to the next operation); -1 when none."""
+    if not len(ops):
+        return np.full(len(sid), -1, np.int64)
+    c = ops.cols
+    pos = np.searchsorted(c["key"], op_key(sid, u), side="right") - 1
+    ok = pos >= 0
+    pos = np.maximum(pos, 0)
+    end_eff, range_end = ops.ends()
+    last = np.where(c["by"] == oc.BY_READ_RESPONSE, range_end, end_eff)
+    ok &= (c["sid"][pos] == sid) & (u <= last[pos])
+    return np.where(ok, pos, -1)
+
+
+def aggregate(ops, rows, counted: np.ndarray) -> None:
+    """The counted sends into their operations: packets, retransmitted, last packet, payloads."""
+    if not len(counted):
+        return
+    c = ops.cols
+    o = rows.op[counted]
+    n = len(ops)
+    c["packets"] += np.bincount(o, minlength=n)
+    c["retrans"] |= np.bincount(o, rows.retrans[counted], minlength=n) > 0
+    np.maximum.at(c["hi_u"], o, rows.u[counted])
+    last = np.r_[o[1:] != o[:-1], True]                     # sends are sorted by (op, idx)
+    lo, li = o[last], counted[last]
+    later = rows.idx[li] > c["last_idx"][lo]
+    c["last_idx"][lo[later]], c["last_ts"][lo[later]] = rows.idx[li[later]], rows.ts[li[later]]
+    fm = oc.FIRST_MIDDLE.take(rows.opc[counted])
+    if fm.any():
+        np.maximum.at(c["mtu_pay"], o[fm], rows.pay[counted[fm]])
+    lo_ = oc.LAST_OR_ONLY.take(rows.opc[counted])
+    if lo_.any():
+        np.maximum.at(c["last_pay"], o[lo_], rows.pay[counted[lo_]])
+    reth = np.flatnonzero(rows.dmalen[counted] >= 0)
+    if len(reth):
+        unset = c["dmalen"][o[reth]] < 0
+        first = reth[unset][np.r_[True, o[reth[unset]][1:] != o[reth[unset]][:-1]]] if unset.any() else reth[:0]
+        c["dmalen"][o[first]] = rows.dmalen[counted[first]]

@@ -53,6 +53,9 @@ KIND, STARTS, ENDS = _tables()
 # FIRST and MIDDLE packets (they end no message): their payload is exactly one path MTU (IBTA 9.7.7)
 FIRST_MIDDLE = (KIND >= 0) & ~ENDS
 LAST_OR_ONLY = (KIND >= 0) & ENDS
+WHOLE = STARTS & ENDS                # a message of one packet: ONLY, READ request, atomic
+# a SEND or RDMA WRITE ONLY: its bytes are its payload (a WRITE's RETH DMA length: the same)
+PAYLOAD_BYTES = WHOLE & (KIND >= 0) & (KIND <= OP_CODE["WRITE_IMM"])     # SEND .. WRITE_IMM
 # the RETH DMA length is the message's length: RDMA WRITE FIRST / ONLY, RDMA READ request
 RETH_LENGTH = np.zeros(256, dtype=bool)
 for _base in (0x00, 0x20, 0x40, 0xA0):
@@ -61,6 +64,11 @@ for _base in (0x00, 0x20, 0x40, 0xA0):
 # operations answered by their own response: a READ (its READ responses), an atomic (ATOMIC ACK)
 OWN_RESPONSE = np.zeros(256, dtype=bool)
 OWN_RESPONSE[KIND >= 0] = COMPLETES_BY[KIND[KIND >= 0]] != BY_ANY
+# whole_chunk's tests in one byte: a message of one packet, its bytes its payload, a RETH length
+F_WHOLE, F_PAYLOAD_BYTES, F_RETH = 1, 2, 4
+
+FAST = (np.where(WHOLE, F_WHOLE, 0) | np.where(PAYLOAD_BYTES, F_PAYLOAD_BYTES, 0)
+        | np.where(RETH_LENGTH, F_RETH, 0)).astype(np.uint8)
 
 # response packets (the responder's, in its response space)
 RESP_ACK, RESP_READ_RESPONSE, RESP_READ_LAST, RESP_ATOMIC_ACK = 1, 2, 3, 4

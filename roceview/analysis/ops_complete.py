@@ -19,7 +19,12 @@ from __future__ import annotations
 import numpy as np
 
 from roceview.analysis import ops_classes as oc
-from roceview.analysis.ops_match import LINGER_NS, first_after, first_covering, own_responses
+from roceview.analysis.ops_match import (
+    LINGER_NS,
+    first_after,
+    first_covering,
+    own_responses,
+)
 from roceview.analysis.ops_set import INF, NEVER
 from roceview.analysis.segments import group_bounds, seg_running_max
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from roceview.analysis import ops_classes as oc
-from roceview.analysis.ops_set import INF, NEVER, op_key
+from roceview.analysis.ops_set import INF, op_key
 from roceview.analysis.segments import IDX_SHIFT, group_bounds, seg_running_max
 
 LINGER_NS = 1_000_000          # 1 ms: a resend later than this after the completion is late

@@ -15,7 +15,7 @@ from roceview.analysis.ops_set import OpSet
 from roceview.analysis.segments import PSN_MOD
 from roceview.analysis.tables import NONE_TS, OPS_COLUMNS, Coded, Table
 
-MAX_ROWS = 1_000_000     # ops.csv rows kept (ops past it are counted in the summary: ops_not_listed)
+MAX_ROWS = 25_000        # ops.csv rows kept (ops past it are counted in the summary: ops_not_listed)
 _ROW_FIELDS = ("number", "flow", "kind", "first_psn", "packets", "bytes", "first_idx", "last_idx", "first_ts", "last_ts",
                "compl_idx", "compl_ts", "retrans", "outstanding")
 

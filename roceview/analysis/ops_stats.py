@@ -46,6 +46,8 @@ def bucket_middle(bucket: np.ndarray) -> np.ndarray:
 
 
 def size_bucket(nbytes: np.ndarray) -> np.ndarray:
+    """The SIZE_EDGES bucket of each size: the first edge at or above it (8 edges: a binary
+    search is 3 steps, faster than any arithmetic on the values)."""
     return np.searchsorted(SIZE_EDGES, np.asarray(nbytes, dtype=np.int64), side="left")
 
 
@@ -95,6 +97,24 @@ class SparseSums:
         return self.keys, self.values
 
 
+def compact(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the distinct keys, ascending; each key's index among them): by a bincount over the
+    keys' range when that is small, else a sort (np.unique imports numpy.ma)."""
+    lo, hi = int(keys.min()), int(keys.max())
+    span = hi - lo + 1
+    if span <= 4 * len(keys) + 4096:
+        present = np.flatnonzero(np.bincount(keys - lo, minlength=span))
+        index = np.zeros(span, dtype=np.int64)
+        index[present] = np.arange(len(present))
+        return present + lo, index[keys - lo]
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    new = np.r_[True, ordered[1:] != ordered[:-1]]
+    inv = np.empty(len(keys), dtype=np.int64)
+    inv[order] = np.cumsum(new) - 1
+    return ordered[new], inv
+
+
 class OpStats:
     """The per-QP statistics, fed the operations as they become final."""
 
@@ -105,14 +125,52 @@ class OpStats:
         self.depth = SparseSums(("time_ns", "reads"))   # key: flow * (MAX_DEPTH + 1) + depth
 
     def add(self, flow, kind, nbytes, retransmitted, latency) -> None:
-        """Final operations: latency < 0 where there is none."""
-        key = np.asarray(flow, np.int64) * N_OPS + kind
+        """Final operations: latency < 0 where there is none. Summed per key here first (a
+        chunk's operations fall on few flows), the sparse sums get a row per key."""
+        if not len(flow):
+            return
+        key = np.asarray(flow, np.int64) * N_OPS + np.asarray(kind, np.int64)
+        lo = int(key.min())
+        span = int(key.max()) - lo + 1
+        if span > 4 * len(key) + 4096:                     # keys far apart: numbered densely first
+            keys, inv = compact(key)
+            lo, span = 0, len(keys)
+        else:
+            keys, inv = None, key - lo
         done = latency >= 0
-        self.ops.add(key, operations=np.ones(len(key), np.int64), completed=done, retransmitted_ops=retransmitted,
-                     bytes=nbytes, latency_max=np.where(done, latency, -1))
-        self.sizes.add(key * N_SIZES + size_bucket(nbytes), n=np.ones(len(key), np.int64))
-        if done.any():
-            self.latency.add(key[done] * N_LAT + latency_bucket(latency[done]), n=np.ones(int(done.sum()), np.int64))
+        any_done = bool(done.any())
+        counts = np.bincount(inv, minlength=span)
+        present = np.flatnonzero(counts)
+        zeros = np.zeros(len(present), np.int64)
+        top = np.full(span, -1, dtype=np.int64)
+        if any_done:
+            np.maximum.at(top, inv[done], latency[done])
+        flagged = lambda m: np.bincount(inv[m], minlength=span)[present] if m.any() else zeros  # noqa: E731
+        self.ops.add(present + lo if keys is None else keys[present], operations=counts[present],
+                     completed=flagged(done) if any_done else zeros, retransmitted_ops=flagged(np.asarray(retransmitted)),
+                     bytes=np.bincount(inv, np.asarray(nbytes, np.float64), minlength=span)[present].astype(np.int64),
+                     latency_max=top[present])
+        sizes = np.bincount(inv * N_SIZES + size_bucket(nbytes), minlength=span * N_SIZES)
+        at = np.flatnonzero(sizes)
+        group = at // N_SIZES
+        self.sizes.add((group + lo if keys is None else keys[group]) * N_SIZES + at % N_SIZES, n=sizes[at])
+        if any_done:
+            lkeys, linv = compact(key[done] * N_LAT + latency_bucket(latency[done]))
+            self.latency.add(lkeys, n=np.bincount(linv, minlength=len(lkeys)))
+
+    def add_grouped(self, flow: np.ndarray, starts: np.ndarray, kind: np.ndarray, nbytes: np.ndarray) -> None:
+        """Final operations without completion nor resend, grouped by flow (`flow` per group,
+        `starts` the groups' first rows), of one kind within each group: summed per group."""
+        n = len(kind)
+        lengths = np.diff(np.r_[starts, n])
+        keys = flow * N_OPS + kind[starts]
+        zeros = np.zeros(len(starts), np.int64)
+        self.ops.add(keys, operations=lengths, completed=zeros, retransmitted_ops=zeros,
+                     bytes=np.add.reduceat(nbytes, starts), latency_max=zeros - 1)
+        gid = np.repeat(np.arange(len(starts), dtype=np.int64), lengths)
+        sizes = np.bincount(gid * N_SIZES + size_bucket(nbytes), minlength=len(starts) * N_SIZES)
+        at = np.flatnonzero(sizes)
+        self.sizes.add(keys[at // N_SIZES] * N_SIZES + at % N_SIZES, n=sizes[at])
 
     def add_depth(self, flow, depth, time_ns, reads) -> None:
         self.depth.add(np.asarray(flow, np.int64) * (MAX_DEPTH + 1) + np.minimum(depth, MAX_DEPTH),

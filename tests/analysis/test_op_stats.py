@@ -11,7 +11,12 @@ import random
 import numpy as np
 
 from roceview.analysis.ops_classes import N_OPS
-from roceview.analysis.ops_stats import SIZE_EDGES, OpStats, bucket_middle, latency_bucket
+from roceview.analysis.ops_stats import (
+    SIZE_EDGES,
+    OpStats,
+    bucket_middle,
+    latency_bucket,
+)
 
 TRIALS = int(os.environ.get("ROCEVIEW_FUZZ_EXAMPLES", "40"))
 

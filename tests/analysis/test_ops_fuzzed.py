@@ -10,8 +10,8 @@ import os
 import random
 
 import numpy as np
+from helpers.analysis import T0, A, B, make_batch
 
-from helpers.analysis import A, B, T0, make_batch
 from roceview.analysis import Analyzer
 from roceview.analysis import opcode_classes as op
 from roceview.analysis.ops import OpTracker
@@ -63,7 +63,7 @@ def trial(rng: random.Random) -> None:
     result = an.finish()
     analyzed = an.take_analyzed()                        # (batches held for path-MTU evidence too)
     flags = np.concatenate([b.cols["flags"] for b in analyzed])          # the rows in order
-    copies = sum(int(op.OPCLASS[r["opcode"]] in (op.REQUEST, op.READ_REQUEST) and f & 0x10)
+    copies = sum(op.OPCLASS[r["opcode"]] in (op.REQUEST, op.READ_REQUEST) and bool(f & 0x10)
                  for r, f in zip(rows, flags.tolist()))
     s, d = result.summary["operations"], result.ops_table.data
     stats = result.op_stats_table.data

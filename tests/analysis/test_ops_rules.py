@@ -3,9 +3,29 @@ completes it (coalesced ACKs, NAKs, a READ's last response, an ATOMIC ACKNOWLEDG
 re-reads, holes the capture missed, UD and UC, the READ depth, the row budget."""
 from __future__ import annotations
 
-from helpers.analysis import (A, ACKNOWLEDGE, ATOMIC_ACK, B, READ_FIRST, READ_LAST, READ_MIDDLE, READ_ONLY,
-                              READ_REQUEST, SEND_FIRST, SEND_LAST, SEND_MIDDLE, SEND_ONLY, SYN_NAK_SEQ, SYN_RNR,
-                              T0, UD_SEND_ONLY, WRITE_ONLY, ack, analyze_rows, make_batch, req)
+from helpers.analysis import (
+    ATOMIC_ACK,
+    READ_FIRST,
+    READ_LAST,
+    READ_MIDDLE,
+    READ_ONLY,
+    READ_REQUEST,
+    SEND_FIRST,
+    SEND_LAST,
+    SEND_MIDDLE,
+    SEND_ONLY,
+    SYN_NAK_SEQ,
+    SYN_RNR,
+    T0,
+    UD_SEND_ONLY,
+    A,
+    B,
+    ack,
+    analyze_rows,
+    make_batch,
+    req,
+)
+
 from roceview.analysis import Analyzer
 from roceview.analysis.ops import OpTracker
 
