@@ -81,17 +81,29 @@ def _cm_part(b: Batch, part: str) -> np.ndarray:
         return b.mask("ip_frag")
     if part == "ipcm":
         return (b.cols["cm_service_id"] & np.uint64(cm.IP_CM_SID_MASK)) == np.uint64(cm.IP_CM_SID_PREFIX)
-    return (_column(b, "_cm_mad", None)[:, cm.LOCATIONS["IPCM"][1] + 1] >> 4) == 4      # "v4": IP CM IP version
+    rows, mads = _mads(b, "a REQ's IP CM field")                     # "v4": the IP CM private data's version
+    out = np.zeros(b.n, bool)
+    out[rows] = (mads[:, cm.LOCATIONS["IPCM"][1] + 1] >> 4) == 4
+    return out
 
 
-def _cm_value(b: Batch, name: str) -> tuple[np.ndarray, np.ndarray]:
+def _mads(b: Batch, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """(rows holding a whole MAD, their bytes as a (rows, 256) matrix)."""
+    if "_cm_mad" not in b.cols:
+        raise FilterError(f"{what} is read from the MAD's bytes, which dissect keeps and analyze --filter does not "
+                          "(the CM fields a packets-table column holds work there: docs/columns.md)")
+    rows = np.flatnonzero(b.mask("_cm_mad"))
+    data = b"".join(b.cols["_cm_mad"][rows].tolist())
+    return rows, np.frombuffer(data, np.uint8).reshape(len(rows), cm.MAD_LEN)
+
+
+def _cm_value(b: Batch, name: str, rows: np.ndarray, mads: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """A field of the MAD bytes ("_cm:REQ.startpsn"; "@4": a 16-byte address's last 4 bytes, as
-    an IPv4 address is kept) on the rows holding a whole MAD."""
+    an IPv4 address is kept) on the rows holding a whole MAD (`mads`: their bytes)."""
     where, _, rest = name[len(F.CM_PREFIX):].partition(".")
     fname, _, tail = rest.partition("@")
-    mads = _column(b, "_cm_mad", None)
-    ok = b.mask("_cm_mad")
-    rows = np.flatnonzero(ok)
+    ok = np.zeros(b.n, bool)
+    ok[rows] = True
     if where == "MAD" and fname == "data":
         start, width = cm.MAD_HEADER_LEN, cm.MAD_LEN - cm.MAD_HEADER_LEN
     else:
@@ -99,11 +111,11 @@ def _cm_value(b: Batch, name: str) -> tuple[np.ndarray, np.ndarray]:
         f = header.field(fname)
         if f.kind not in ("bytes", "ipv6"):
             out = np.zeros(b.n, column_dtype(f))
-            out[rows] = extract(mads[rows], f, base)
+            out[rows] = extract(mads, f, base)
             return out, ok
         start, width = base + f.offset, f.bits // 8
     out = np.zeros((b.n, width), np.uint8)
-    out[rows] = mads[rows, start:start + width]
+    out[rows] = mads[:, start:start + width]
     if tail:                                             # as the Batch keeps IPv4: ::ffff:a.b.c.d
         out[:, :10], out[:, 10:12] = 0, 0xFF
     return out, ok
@@ -160,7 +172,7 @@ def _source(b: Batch, name: str, field: F.FieldDef) -> tuple[np.ndarray, np.ndar
     if name in DERIVED:
         return DERIVED[name][1](b)
     if name.startswith(F.CM_PREFIX):
-        return _cm_value(b, name)
+        return _cm_value(b, name, *_mads(b, field.name))
     if name in _CLOCK_COLUMNS and name not in b.cols:
         raise FilterError(f"{field.name} needs the times of the packets before it: dissect and the TUI have it "
                           "(analyze --filter, which filters each chunk alone, cannot)")
@@ -177,12 +189,11 @@ def _finding_kinds(b: Batch, field: F.FieldDef) -> list[tuple[np.ndarray, np.nda
             for i in range(len(field.vocab))]
 
 
-def _column(b: Batch, name: str, field: F.FieldDef | None) -> np.ndarray:
+def _column(b: Batch, name: str, field: F.FieldDef) -> np.ndarray:
     try:
         return b.cols[name]
     except KeyError:
-        what = "this field" if field is None else field.name
-        raise FilterError(f'{what} needs column "{name}", which this batch was decoded without '
+        raise FilterError(f'{field.name} needs column "{name}", which this batch was decoded without '
                           "(decode the columns DisplayFilter.fields lists)") from None
 
 

@@ -206,17 +206,19 @@ class _Zeros:
     def __init__(self, n: int):
         self.n, self.views = n, {}
 
-    def __call__(self, dtype, width: int = 0) -> np.ndarray:
-        key = (np.dtype(dtype), width)
-        if key not in self.views:
-            shape = (self.n, width) if width else (self.n,)
-            self.views[key] = np.broadcast_to(np.zeros(width or 1, dtype), shape)
-        return self.views[key]
+    def __call__(self, dtype) -> np.ndarray:
+        dtype = np.dtype(dtype)
+        if dtype not in self.views:
+            one = np.full(1, None, object) if dtype == object else np.zeros(1, dtype)
+            self.views[dtype] = np.broadcast_to(one, (self.n,))
+        return self.views[dtype]
 
 
 # the MAD and CM columns of the packets table, from the declarations (dissectors/cm.py)
 CM_COLUMNS = {f.column: column_dtype(f) for h in (cm.MAD,) + cm.HEADERS for f in h.columns}
-MAD_BYTES, MAD_WHOLE = "_cm_mad", "_mad_whole"       # the MAD as captured (full projection); all 256 bytes in
+# the MAD's 256 bytes (full projection: object column, `bytes` on a MAD's row, None elsewhere: 8 bytes a
+# row where a concatenation or a selection makes it a real column), and whether all 256 were captured
+MAD_BYTES, MAD_WHOLE = "_cm_mad", "_mad_whole"
 UD_SEND_ONLY = 0x64
 
 
@@ -231,13 +233,12 @@ def _cm_columns(b: Batch, chunk, ports, projection) -> None:
     if not len(rows):
         zeros = _Zeros(n)
         for name in names:
-            b.cols[name] = zeros(np.uint8, cm.MAD_LEN) if name == MAD_BYTES else zeros(CM_COLUMNS.get(name, np.bool_))
+            b.cols[name] = zeros(CM_COLUMNS.get(name, np.bool_))
             b.valid[name] = zeros(np.bool_)
         return
     mads, room = _mad_bytes(chunk, rows, ports)
     for name in names:
-        b.cols[name] = np.zeros((n, cm.MAD_LEN), np.uint8) if name == MAD_BYTES else \
-            np.zeros(n, CM_COLUMNS.get(name, np.bool_))
+        b.cols[name] = np.full(n, None, object) if name == MAD_BYTES else np.zeros(n, CM_COLUMNS.get(name, np.bool_))
         b.valid[name] = np.zeros(n, bool)
     _fill(b, rows, mads, room, cm.MAD, 0)
     is_cm = mads[:, 1] == cm.MGMT_CLASS_CM
@@ -248,7 +249,8 @@ def _cm_columns(b: Batch, chunk, ports, projection) -> None:
     whole = room >= cm.MAD_LEN
     b.cols[MAD_WHOLE][rows], b.valid[MAD_WHOLE][rows] = whole, True
     if projection is None:
-        b.cols[MAD_BYTES][rows], b.valid[MAD_BYTES][rows] = mads, whole
+        b.cols[MAD_BYTES][rows] = [row.tobytes() for row in mads]
+        b.valid[MAD_BYTES][rows] = whole
 
 
 def _mad_bytes(chunk, rows: np.ndarray, ports) -> tuple[np.ndarray, np.ndarray]:

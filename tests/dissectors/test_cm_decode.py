@@ -151,3 +151,17 @@ def test_every_message_is_declared_whole_without_overlaps():
         wire, _ = S.layout(header)
         assert header.length == 232 and sum(f.bits for f in wire) == 232 * 8, header.name
     assert np.all([m.header in cm.HEADERS for m in cm.MESSAGES.values()])
+
+
+def test_analyze_filter_on_cm_fields_works_where_a_column_holds_them_and_says_so_where_not(crafted, tmp_path):
+    import io
+
+    from roceview.cli import Environment, main
+
+    frames, _ = crafted
+    path = cm_frames.write(tmp_path / "cm.pcapng", frames)
+    for expression, code in (("infiniband.cm.req.localqpn > 0", 0), ("infiniband.cm.rej.reason", 0),
+                             ("infiniband.cm.req.prim_locallid > 0", 2), ("infiniband.cm.req.ip_cm.sip4", 2)):
+        out, err = io.StringIO(), io.StringIO()
+        assert main(["analyze", str(path), "--filter", expression], Environment(stdout=out, stderr=err)) == code
+        assert code == 0 or err.getvalue().count("\n") == 1 and "read from the MAD's bytes" in err.getvalue()
