@@ -20,14 +20,14 @@ from roceview.analysis.tables import DECIMALS, KINDS, NONE_TS, Table
 from roceview.packets.names import address_text
 
 CONNECTION_COLUMNS = (
-    "client_ip", "server_ip", "client_comm_id", "server_comm_id", "service_id", "service", "client_qp", "server_qp",
+    "connection", "client_ip", "server_ip", "client_comm_id", "server_comm_id", "service_id", "service", "client_qp", "server_qp",
     "client_start_psn", "server_start_psn", "path_mtu", "local_ack_timeout_us", "client_local_ack_timeout_us",
     "retry_count", "rnr_retry_count", "client_rnr_retry_count", "responder_resources", "initiator_depth",
     "req_ts", "rep_ts", "rtu_ts", "setup_us", "req_retries", "rep_retries", "mra_count", "state", "reject_reason",
     "disconnect_ts", "req_frame", "rep_frame", "rtu_frame", "reject_frame", "disconnect_frame")
 # the text form of each column (analysis/tables.py KINDS: the CSV, JSON and pandas forms)
 CONNECTION_KINDS = {
-    "client_ip": "str", "server_ip": "str", "client_comm_id": "str", "server_comm_id": "str", "service_id": "str",
+    "connection": "str", "client_ip": "str", "server_ip": "str", "client_comm_id": "str", "server_comm_id": "str", "service_id": "str",
     "service": "str", "client_qp": "qp", "server_qp": "qp", "client_start_psn": "nint", "server_start_psn": "nint",
     "path_mtu": "nint", "local_ack_timeout_us": "float", "client_local_ack_timeout_us": "float",
     "retry_count": "nint", "rnr_retry_count": "nint", "client_rnr_retry_count": "nint",
@@ -156,7 +156,8 @@ class ConnectionLog:
     def flow_connections(self) -> dict[tuple, int]:
         """(source, destination, destination QP) of each direction of a connection's QPs (the
         16-byte addresses of the packets table) -> its row in table(): qps.csv names each QP's
-        connection. The client's flow goes to the server's QP, the server's to the client's."""
+        connection. The client's flow goes to the server's QP, the server's to the client's; a
+        QP of two connections (reused) is named by the later."""
         out = {}
         for i, c in enumerate(sorted(self.rows, key=lambda c: c.first_ts)):
             client_qp, server_qp = _get(c.req, "cm_local_qpn"), _get(c.rep, "cm_local_qpn")
@@ -165,6 +166,16 @@ class ConnectionLog:
             if client_qp is not None:
                 out[(c.server, c.client, client_qp)] = i
         return out
+
+    def connection_of_flows(self, src_words: np.ndarray, dst_words: np.ndarray, qps) -> list[str]:
+        """The `connection` of each flow (the analysis's flow keys: source and destination as two
+        little-endian uint64 words each, destination QP), "" for a flow no CM connection names."""
+        names = [_name(c) for c in sorted(self.rows, key=lambda c: c.first_ts)]
+        index = self.flow_connections()
+        src = np.ascontiguousarray(src_words, dtype="<u8").reshape(-1, 2)
+        dst = np.ascontiguousarray(dst_words, dtype="<u8").reshape(-1, 2)
+        return [names[index[(s.tobytes(), d.tobytes(), int(q))]] if (s.tobytes(), d.tobytes(), int(q)) in index
+                else "" for s, d, q in zip(src, dst, qps)]
 
 
 def _values(batch, r: int) -> dict:
@@ -214,13 +225,18 @@ def _us(ns_from, ns_to) -> float:
     return (ns_to - ns_from) / NS_PER_US if ns_from is not None and ns_to is not None else float("nan")
 
 
+def _name(c: Connection) -> str:
+    """A connection's name: client>server#the client's communication id."""
+    return f"{address_text(c.client)}>{address_text(c.server)}#0x{c.comm:08x}"
+
+
 def _row(c: Connection, last_ts: int | None) -> dict:
     req, rep = c.req or {}, c.rep or {}
     sid, t, tad = req.get("cm_service_id"), req.get("cm_local_ack_timeout"), rep.get("cm_target_ack_delay")
     reason = _get(c.rej, "cm_reject_reason")
     mtu = req.get("cm_path_mtu")
     return {
-        "client_ip": address_text(c.client), "server_ip": address_text(c.server),
+        "connection": _name(c), "client_ip": address_text(c.client), "server_ip": address_text(c.server),
         "client_comm_id": f"0x{c.comm:08x}",
         "server_comm_id": "" if rep.get("cm_local_comm_id") is None else f"0x{rep['cm_local_comm_id']:08x}",
         "service_id": "" if sid is None else f"0x{sid:016x}", "service": "" if sid is None else cm.service_text(sid),

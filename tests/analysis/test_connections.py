@@ -192,3 +192,32 @@ def test_the_real_captures_connections(name):
     assert got == EXPECTED[name]
     flows = log.flow_connections()
     assert len(flows) == 2 * len(rows) and sorted(set(flows.values())) == list(range(len(rows)))
+
+
+def test_the_qp_table_can_name_each_qps_connection():
+    """The analysis's flows of the RDMA CM capture: its two RC flows are the connection's."""
+    path = REAL / "magnate3_rocev2_mlx5_send_rdma-cm.pcap"
+    if not path.exists():
+        pytest.skip("real captures absent")
+    import roceview
+
+    log = ConnectionLog()
+    for batch in iter_batches([str(path)], prefetch=False):
+        log.feed(batch)
+    flows = roceview.analyze(str(path)).flows
+    words = {t: np.array([np.frombuffer(_raw(a), "<u8") for a in flows[f"{t}_ip"]]) for t in ("src", "dst")}
+    names = log.connection_of_flows(words["src"], words["dst"], flows["dest_qp"].astype(int).tolist())
+    conn = "172.17.242.47>172.17.242.56#0x72ef7529"
+    assert log.table().records()[0]["connection"] == conn
+    assert dict(zip(flows["flow"], names)) == {"172.17.242.47>172.17.242.56:0x00016a": conn,
+                                                "172.17.242.56>172.17.242.47:0x00013a": conn,
+                                                "172.17.242.47>172.17.242.56:0x000001": "",
+                                                "172.17.242.56>172.17.242.47:0x000001": ""}
+
+
+def _raw(text: str) -> bytes:
+    """An endpoint's 16 bytes as the packets table keeps them (IPv4 as ::ffff:a.b.c.d)."""
+    import ipaddress
+
+    addr = ipaddress.ip_address(text)
+    return (bytes(10) + b"\xff\xff" + addr.packed) if addr.version == 4 else addr.packed
