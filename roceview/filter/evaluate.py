@@ -16,7 +16,7 @@ import numpy as np
 from dissectors import cm
 from dissectors.fields import column_dtype, extract
 from roceview.packets.batch import PROTO_CODE, Batch
-from roceview.filter import field_names as F
+from roceview.filter import derived, field_names as F
 from roceview.filter.parse import FilterError, Node
 from roceview.filter.values import LID_MARK, compare_test, member_test
 
@@ -129,7 +129,7 @@ def _cm_message(b: Batch) -> tuple[np.ndarray, np.ndarray]:
 
 # columns computed from others when a filter reads them: (columns read, batch -> (values, valid))
 DERIVED = {F.ETH_TYPE_COLUMN: (("vlan_id", "ethertype", "_dst_mac"), _eth_type),
-           F.CM_MESSAGE_COLUMN: (("mad_attr_id", "mad_class"), _cm_message)}
+           F.CM_MESSAGE_COLUMN: (("mad_attr_id", "mad_class"), _cm_message), **derived.DERIVED}
 CONDITIONS.update({s.when: _cm_condition(s.when) for d in F.CM_FIELDS for s in d.sources})
 _CLOCK_COLUMNS = ("_ts_rel", "_ts_delta", "_ts_delta_displayed")     # packets/times.py Clock
 
@@ -266,7 +266,14 @@ def _bytes_test(field: F.FieldDef, node: Node):
     except ValueError:
         raise FilterError(f"{quote(node.value.text)} is not a byte string ({field.name}: hex bytes such as "
                           "00:1a:2b)", node.value.column) from None
-    return lambda v: (v == want).all(axis=1) if v.ndim == 2 and v.shape[1] == len(want) else np.zeros(len(v), bool)
+    whole = int.from_bytes(want.tobytes(), "big")        # an integer column shown as bytes (immdt)
+    size = field.hex_digits // 2
+
+    def test(v):
+        if v.ndim == 2:
+            return (v == want).all(axis=1) if v.shape[1] == len(want) else np.zeros(len(v), bool)
+        return v == whole if len(want) == size else np.zeros(len(v), bool)
+    return test
 
 
 def _time_test(field: F.FieldDef, node: Node):

@@ -248,7 +248,9 @@ def all_fields() -> dict[str, FieldDef]:
     if not _ALL:
         from roceview.packets.table import COLUMNS
 
-        _ALL.update({c: _own(c) for c in COLUMNS} | _ALIASES)
+        from roceview.filter.derived import FIELDS
+
+        _ALL.update({c: _own(c) for c in COLUMNS} | _ALIASES | FIELDS)
     return _ALL
 
 

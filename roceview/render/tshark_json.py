@@ -70,7 +70,7 @@ class TsharkJsonWriter:
 
     def _slice(self, b: Batch) -> str:
         seconds = _Seconds(b.cols["ts_ns"])
-        texts, on = self._texts(L.with_computed(b, self.fields), seconds)
+        texts, on = self._texts(b, seconds)
         index = seconds.index_texts()
         packed = np.packbits(on, axis=1)
         first, codes = _row_codes(packed)

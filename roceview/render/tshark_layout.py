@@ -22,54 +22,16 @@ than CM beyond their common header, and any protocol roceview does not decode (T
 """
 from __future__ import annotations
 
-import numpy as np
-
 from dissectors import cm
-from roceview.filter import field_names as F
-from roceview.packets.batch import PROTO_CODE, Batch
+from roceview.filter import derived, field_names as F
 
 BYTES = F.BYTES     # tshark FT_BYTES: colon-separated hex of the value's hex_digits // 2 bytes (or of a row of bytes)
-_J = "_json_"       # prefix of the columns computed here (never in the packets table)
-
-
-def _x(name: str, kind: str, column: str, when: str | None = None, hex_digits: int = 0,
-       extra: tuple = ()) -> F.FieldDef:
-    """A tshark field the JSON tree shows and the filter does not name (yet)."""
-    sources = (F.Source(column, when),) + tuple(F.Source(c, when) for c in extra)
-    return F.FieldDef(name, kind, sources, "tshark -T json field", hex_digits)
-
-
-_SYNDROME = ("credit_count", "timer", "reserved_value", "error_code")   # by syndrome bits 6:5
-_MAC_BITS = [_x(f"eth.{end}.{bit}", F.BOOL, f"{_J}{end}_{bit}") for end in ("dst", "src") for bit in ("lg", "ig")]
-EXTRA = {f.name: f for f in [
-    _x("eth.dst.oui", F.INT, _J + "dst_oui"), _x("eth.src.oui", F.INT, _J + "src_oui"),
-    _x("eth.addr.oui", F.INT, _J + "dst_oui", extra=(_J + "src_oui",)),
-    *_MAC_BITS,
-    _x("eth.lg", F.BOOL, _J + "dst_lg", extra=(_J + "src_lg",)),
-    _x("eth.ig", F.BOOL, _J + "dst_ig", extra=(_J + "src_ig",)),
-    _x("vlan.etype", F.INT, _J + "outer_etype", hex_digits=4, extra=(_J + "inner_etype",)),
-    _x("ip.dsfield", F.INT, _J + "tos", "ipv4", hex_digits=2),
-    _x("ipv6.tclass", F.INT, _J + "tos", "ipv6", hex_digits=8),
-    _x("ipv6.flow", F.INT, "flow_label", "ipv6", hex_digits=6),
-    _x("infiniband.grh.tclass", F.INT, _J + "tos", "grh"),
-    _x("infiniband.grh.flowlabel", F.INT, "flow_label", "grh"),
-    _x("infiniband.aeth.syndrome.reserved", F.INT, _J + "syn_reserved"),
-    _x("infiniband.aeth.syndrome.opcode", F.INT, _J + "syn_opcode"),
-    *[_x(f"infiniband.aeth.syndrome.{name}", F.INT, f"{_J}syn_{name}") for name in _SYNDROME],
-    _x("infiniband.atomiceth.swapdt", F.INT, "atomic_swap_add"),
-    _x("infiniband.atomiceth.cmpdt", F.INT, "atomic_compare"),
-    _x("infiniband.atomicacketh.origremdt", F.INT, "atomic_ack_data"),
-    _x("infiniband.immdt", BYTES, "imm_data", hex_digits=8),
-    _x("infiniband.ieth", BYTES, "ieth_rkey", hex_digits=8),
-    _x("infiniband.invariant.crc", F.INT, _J + "icrc", hex_digits=8),
-    _x("macc.opcode", F.INT, _J + "macc_opcode", hex_digits=4),
-    *[_x(f"macc.cbfc.enbv.c{p}", F.BOOL, f"{_J}enbv{p}") for p in range(8)],
-]}
 
 
 def lookup(name: str) -> F.FieldDef:
-    """A field by its tshark name: the filter's, or one of the JSON tree's own."""
-    return EXTRA.get(name) or F.lookup(name, None)
+    """A field by its tshark name (the display filter's: roceview/filter)."""
+    return F.lookup(name, None)
+
 
 
 def _ib(header: str, *names: str) -> tuple:
@@ -132,7 +94,7 @@ LAYOUT = (
         ("infiniband.atomiceth_tree", ("infiniband.reth.va#1", "infiniband.reth.r_key#1",
                                        "infiniband.atomiceth.swapdt", "infiniband.atomiceth.cmpdt")),
         ("infiniband.aeth_tree", ("infiniband.aeth.syndrome",
-                                  _ib("aeth.syndrome", "reserved", "opcode", *_SYNDROME), "infiniband.aeth.msn")),
+                                  _ib("aeth.syndrome", "reserved", "opcode", *derived.SYNDROME), "infiniband.aeth.msn")),
         _ib("atomicacketh", "origremdt"),
         "infiniband.immdt", ("infiniband.immdt_tree", ("infiniband.immdt",)),      # tshark shows it twice
         "infiniband.ieth", ("infiniband.ieth_tree", ("infiniband.ieth",)),
@@ -154,73 +116,3 @@ def slot_names(node=LAYOUT) -> list[str]:
         else:
             out += slot_names(item[1])
     return out
-
-
-# ------------------------------------------------------------------ the computed columns
-
-def _tos(b: Batch):
-    return (b.cols["dscp"].astype(np.uint16) << 2) | b.cols["ecn"], b.mask("dscp") & b.mask("ecn")
-
-
-def _mac(end: str, shift: int, mask: int = 1):
-    def bits(b: Batch):
-        mac = b.cols[f"_{end}_mac"]
-        values = mac >> np.uint64(shift)
-        return (values if mask == 0 else (values & np.uint64(mask)) != 0), b.mask(f"_{end}_mac")
-    return bits
-
-
-def _syndrome(part: str):
-    def bits(b: Batch):
-        syn, ok = b.cols["aeth_syndrome"], b.mask("aeth_syndrome")
-        if part == "reserved":
-            return syn >> 7, ok
-        if part == "opcode":
-            return (syn >> 5) & 3, ok
-        return syn & 31, ok & ((syn >> 5) & 3 == _SYNDROME.index(part))
-    return bits
-
-
-def _etype(inner: bool):
-    """vlan.etype: what follows the tag (an 802.3 length, below 0x0600, is not a type)."""
-    def etype(b: Batch):
-        has_inner, typed = b.mask("inner_vlan_id"), b.mask("ethertype") & (b.cols["ethertype"] >= 0x0600)
-        if inner:
-            return b.cols["ethertype"], has_inner & typed
-        return np.where(has_inner, 0x8100, b.cols["ethertype"]), b.mask("vlan_id") & (has_inner | typed)
-    return etype
-
-
-def _macc_opcode(b: Batch):
-    proto = b.cols["_proto"]
-    return np.where(proto == PROTO_CODE["pfc"], 0x0101, 0x0001), np.isin(proto, [PROTO_CODE["pfc"],
-                                                                               PROTO_CODE["pause"]])
-
-
-def _enbv(p: int):
-    return lambda b: (((b.cols["pfc_enable"] >> p) & 1) != 0, b.mask("pfc_enable"))
-
-
-COMPUTED = {
-    _J + "tos": _tos,
-    _J + "dst_oui": _mac("dst", 24, 0), _J + "src_oui": _mac("src", 24, 0),
-    _J + "dst_lg": _mac("dst", 41), _J + "src_lg": _mac("src", 41),
-    _J + "dst_ig": _mac("dst", 40), _J + "src_ig": _mac("src", 40),
-    _J + "outer_etype": _etype(False), _J + "inner_etype": _etype(True),
-    **{f"{_J}syn_{part}": _syndrome(part) for part in ("reserved", "opcode", *_SYNDROME)},
-    _J + "icrc": lambda b: (b.cols["icrc"].byteswap(), b.mask("icrc")),     # tshark reads the 4 bytes big-endian
-    _J + "macc_opcode": _macc_opcode,
-    **{f"{_J}enbv{p}": _enbv(p) for p in range(8)},
-}
-
-
-def with_computed(b: Batch, fields) -> Batch:
-    """`b` and the computed columns `fields` read (a shallow copy: the batch is not changed)."""
-    names = {s.column for f in fields for s in f.sources if s.column in COMPUTED}
-    if not names:
-        return b
-    cols, valid = dict(b.cols), dict(b.valid)
-    for name in names:
-        values, ok = COMPUTED[name](b)
-        cols[name], valid[name] = np.asarray(values), np.asarray(ok, bool)
-    return Batch(b.n, cols, valid)

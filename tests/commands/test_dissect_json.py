@@ -194,3 +194,24 @@ def test_time_texts_equal_the_per_value_formatting_fuzzed(zone):
     assert seconds.frame_times(np.arange(len(stamps))) == [json.dumps(frame_time_text(int(v))) for v in stamps]
     assert seconds.index_texts().tolist() == [
         json.dumps("packets-" + time.strftime("%Y-%m-%d", time.localtime(int(v) // 10 ** 9))) for v in stamps]
+
+
+def test_every_name_the_json_shows_works_with_e_and_y():
+    """A name copied from the JSON into `-T fields -e` or a filter works, as in tshark (a dozen
+    of them, computed for the JSON tree alone, were 'unknown field' there)."""
+    names = set()
+    for sample in (SAMPLE, PFC, REPO / "captures" / "clean.pcap"):
+        for doc in documents(sample, "-c", "30", pairs=True):
+            names.update(k for k in leaves(layers_of(doc)) if "." in k and not k.endswith("_tree"))
+    names = sorted(names)
+    assert len(names) > 40
+    for sample in (SAMPLE, PFC):
+        code, out, err = run("dissect", sample, "-c", "30", "-T", "fields", *[a for n in names for a in ("-e", n)])
+        assert code == 0 and err == "", err
+        values = [line.split("\t") for line in out.splitlines()]
+        for k, name in enumerate(names):          # the filter selects each frame a value is printed for
+            shown = [i + 1 for i, row in enumerate(values) if row[k] != ""]
+            if shown:
+                code, out, err = run("dissect", sample, "-c", "30", "-Y", name, "-T", "fields", "-e", "frame.number")
+                assert code == 0 and err == "", (name, err)
+                assert [int(x) for x in out.split()] == shown, name
