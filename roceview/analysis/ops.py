@@ -19,7 +19,7 @@ import numpy as np
 
 from roceview.analysis import ops_build as ob
 from roceview.analysis import ops_classes as oc
-from roceview.analysis import ops_depth, ops_fast, ops_rows
+from roceview.analysis import ops_depth, ops_direct, ops_fast, ops_rows
 from roceview.analysis.ops_build import NONE_PSN, Rows, fresh_ops
 from roceview.analysis.ops_complete import Completion
 from roceview.analysis.ops_match import LINGER_NS, Responses
@@ -64,12 +64,21 @@ class OpTracker:
         if len(back) and len(self.parked):
             self.state = OpSet.concat([self.state, self.parked.take_back(back)]).sorted()
         fast = ops_fast.eligible(self, an, rows, self.state.cols["sid"])
-        quick = None
+        extra = []                      # (first rows, what to do with their numbers) of operations made apart
         if fast.any():                  # spaces nothing completes: their operations at once
             quick = ops_fast.operations(self, rows, np.flatnonzero(fast))
+            extra.append((quick["first_idx"], lambda number, v=quick: self._numbered(v, number)))
             rows = rows.subset(~fast)
-        if not len(rows) and not len(resp):
-            self._number(OpSet.empty(), np.zeros(0, bool), ch, ud, quick)
+        direct = ops_direct.eligible(self, an, rows, self.state)
+        carried = None
+        if direct.any():                # paired spaces of small messages without loss: at once
+            values, carried, first_final, first_carried = ops_direct.operations(
+                self, rows, np.flatnonzero(direct), resp, int(ch.ts.max()), PENDING_PER_SPACE)
+            extra.append((first_final, lambda number, v=values: self._numbered(v, number)))
+            extra.append((first_carried, lambda number, c=carried.cols: c["number"].__setitem__(slice(None), number)))
+            rows = rows.subset(~direct)
+        if not len(rows) and not len(resp) and carried is None:
+            self._number(OpSet.empty(), np.zeros(0, bool), ch, ud, extra)
             self._chunk_end(an)
             return
         new, f, row_op = fresh_ops(self, rows, an)
@@ -80,23 +89,25 @@ class OpTracker:
         self._ends(ops, rows)                              # the fresh packets' (resends need them)
         ops, fresh_new = self._place_resends(ops, rows, fresh_new, an)
         self._ends(ops, rows)
-        self._number(ops, fresh_new, ch, ud, quick)
+        self._number(ops, fresh_new, ch, ud, extra)
         sends = self._sends(ops, rows)
         done = Completion(ops, fresh_new, sends, resp, ob.resent(ops, rows))
         done.run()
         counted = self._counted(ops, rows, done.close)
         ob.aggregate(ops, rows, counted)
+        ops.keep_ranges()
         final = self._final(ops, ch)
-        ops_depth.superseded(ops, final)
         self._newest(ops, rows.sid)
         self._finalize(ops.take(final), an)
         self.state = self.parked.park(ops.take(~final), an.pairing.peer)
+        if carried is not None and len(carried):
+            self.state = OpSet.concat([self.state, carried]).sorted()
         self._chunk_end(an)
 
     def _chunk_end(self, an) -> None:
         """Parked operations given up, rows whose READ depth is settled stored."""
         self._finalize(self.parked.expired(self.space.n_ops, PENDING_PER_SPACE), an)
-        self._store(ops_depth.frontier_of(self.state))
+        self._store(OpSet.concat([self.state, self.parked.ops]))
 
     def _place_fresh(self, ops, rows, f, row_op, where_new) -> None:
         if not len(f):
@@ -159,10 +170,11 @@ class OpTracker:
         c["ended"][o] = True
         c["kind"][o] = oc.KIND.take(rows.opc[m])
 
-    def _number(self, ops, new, ch, ud, quick) -> None:
+    def _number(self, ops, new, ch, ud, extra) -> None:
         """Ordinals in each space (creation order), the expiry of operations PENDING_PER_SPACE
-        behind, capture-wide numbers (the row budget: in order of first packet), the final
-        operations of UD and of ops_fast."""
+        behind, capture-wide numbers (the row budget: in order of first packet) of the new
+        operations, UD's (final at once) and those made apart (`extra`: first rows, a callback
+        given their numbers)."""
         c, sp = ops.cols, self.space
         q = np.flatnonzero(new)
         if len(q):
@@ -175,17 +187,20 @@ class OpTracker:
             c["k"][order] = sp.n_ops[sid] + rank
             np.add.at(sp.n_ops, sid[first], np.diff(np.r_[first, len(order)]))
             self._expiry(ops, order)
-        ud_first = ud[1] if len(ud[0]) else np.zeros(0, np.int64)
-        quick_first = quick["first_idx"] if quick is not None else np.zeros(0, np.int64)
-        firsts = np.r_[c["first_idx"][q], ud_first, quick_first]
-        rank = ob.ranks(firsts)
-        c["number"][q] = self.created + rank[:len(q)]
-        if len(ud_first):
-            self._ud(ch, ud, self.created + rank[len(q):len(q) + len(ud_first)])
-        if quick is not None:
-            quick["number"] = self.created + rank[len(q) + len(ud_first):]
-            self._account(quick, grouped=True)
-        self.created += len(firsts)
+        parts = [c["first_idx"][q], ud[1] if len(ud[0]) else np.zeros(0, np.int64)] + [x for x, _ in extra]
+        rank = ob.ranks(np.concatenate(parts)) + self.created
+        bounds = np.cumsum([0] + [len(x) for x in parts])
+        c["number"][q] = rank[:bounds[1]]
+        if len(ud[0]):
+            self._ud(ch, ud, rank[bounds[1]:bounds[2]])
+        for (_, give), lo, hi in zip(extra, bounds[2:-1], bounds[3:]):
+            give(rank[lo:hi])
+        self.created += int(bounds[-1])
+
+    def _numbered(self, values: dict, number: np.ndarray) -> None:
+        """Final operations made apart (ops_fast, ops_direct), numbered: into the statistics."""
+        values["number"] = number
+        self._account(values, grouped=not (values["compl_idx"] >= 0).any())
 
     def _expiry(self, ops, order) -> None:
         """An operation expires at the creation of its space's operation PENDING_PER_SPACE + 1
@@ -216,7 +231,11 @@ class OpTracker:
         m = np.flatnonzero(ok)
         order = m[np.lexsort((rows.idx[m], rows.op[m]))]
         self.late += int(np.count_nonzero(~ok & (rows.op >= 0)))
-        self.unmatched += int(np.count_nonzero(rows.op < 0))
+        none = rows.op < 0
+        if none.any():              # PSNs of operations already final: late; else no operation has them
+            gone = rows.u[none] <= self.space.evicted_hi[rows.sid[none]]
+            self.late += int(np.count_nonzero(gone))
+            self.unmatched += int(np.count_nonzero(~gone))
         self._send_rows = order
         return rows.op[order], rows.idx[order], rows.ts[order]
 
@@ -230,7 +249,7 @@ class OpTracker:
         """Operations nothing can change any more: closed, expired, completed LINGER_NS before
         the chunk's last packet, or sent in full when nothing completes them."""
         c, sp = ops.cols, self.space
-        final = c["closed"] | (c["k"] + PENDING_PER_SPACE < sp.n_ops[c["sid"]]) | (c["expire"] < INF)
+        final = c["closed"] | (c["k"] + PENDING_PER_SPACE + 1 < sp.n_ops[c["sid"]]) | (c["expire"] < INF)
         now = int(ch.ts.max()) if ch.n else 0
         final |= (c["compl_idx"] >= 0) & (c["compl_ts"] + LINGER_NS < now)
         end_eff, _ = ops.ends()
@@ -256,7 +275,7 @@ class OpTracker:
         c, sp = ops.cols, self.space
         end_eff, _ = ops.ends()
         top = np.where(end_eff < INF, end_eff, np.maximum(c["hi_u"], c["start"]))
-        np.maximum.at(sp.evicted_hi, c["sid"], top)
+        ob._max_into(sp.evicted_hi, c["sid"], top)            # (final operations: sorted by space)
         v = ops_rows.values(ops, ob.fallback_mtu(an, c["sid"] >> 1))
         self._account(v)
         self.depth.add(ops)
@@ -275,8 +294,8 @@ class OpTracker:
         if keep.any():
             self.depth.q_rows.append({k: x[keep] for k, x in v.items()})
 
-    def _store(self, frontier) -> None:
-        for rows in self.depth.sweep(self, frontier):
+    def _store(self, open_ops: OpSet) -> None:
+        for rows in self.depth.sweep(self, open_ops):
             self.store.add(rows)
 
     def _ud(self, ch, ud, number) -> None:
@@ -294,7 +313,7 @@ class OpTracker:
         """Every operation still open is final (its completion, if any, was not captured)."""
         self._finalize(OpSet.concat([self.state, self.parked.ops]).sorted(), an)
         self.state, self.parked = OpSet.empty(), Parked()
-        self._store(lambda sid: np.full(len(sid), INF, dtype=np.int64))
+        self._store(OpSet.empty())
 
     def forget(self, flows: np.ndarray) -> None:
         """Withdrawn pairings (rtt.forget's flows): their operations' completions go."""

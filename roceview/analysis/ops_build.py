@@ -199,19 +199,26 @@ def aggregate(ops, rows, counted: np.ndarray) -> None:
     n = len(ops)
     c["packets"] += np.bincount(o, minlength=n)
     c["retrans"] |= np.bincount(o, rows.retrans[counted], minlength=n) > 0
-    np.maximum.at(c["hi_u"], o, rows.u[counted])
+    _max_into(c["hi_u"], o, rows.u[counted])
     last = np.r_[o[1:] != o[:-1], True]                     # sends are sorted by (op, idx)
     lo, li = o[last], counted[last]
     later = rows.idx[li] > c["last_idx"][lo]
     c["last_idx"][lo[later]], c["last_ts"][lo[later]] = rows.idx[li[later]], rows.ts[li[later]]
     fm = oc.FIRST_MIDDLE.take(rows.opc[counted])
     if fm.any():
-        np.maximum.at(c["mtu_pay"], o[fm], rows.pay[counted[fm]])
+        _max_into(c["mtu_pay"], o[fm], rows.pay[counted[fm]])
     lo_ = oc.LAST_OR_ONLY.take(rows.opc[counted])
     if lo_.any():
-        np.maximum.at(c["last_pay"], o[lo_], rows.pay[counted[lo_]])
+        _max_into(c["last_pay"], o[lo_], rows.pay[counted[lo_]])
     reth = np.flatnonzero(rows.dmalen[counted] >= 0)
     if len(reth):
         unset = c["dmalen"][o[reth]] < 0
         first = reth[unset][np.r_[True, o[reth[unset]][1:] != o[reth[unset]][:-1]]] if unset.any() else reth[:0]
         c["dmalen"][o[first]] = rows.dmalen[counted[first]]
+
+
+def _max_into(target: np.ndarray, at: np.ndarray, values: np.ndarray) -> None:
+    """target[at] = max(target[at], values) with `at` sorted (ufunc.at is slow)."""
+    first = np.flatnonzero(np.r_[True, at[1:] != at[:-1]])
+    where = at[first]
+    target[where] = np.maximum(target[where], np.maximum.reduceat(values, first))

@@ -5,7 +5,8 @@
     ACK was lost there): its completion is then the first covering response after that send.
     A later send closes the operation (the capture saw what completed it; a late packet);
   - completions are in order (IBTA 9.7.5.1): an operation completes no earlier than every
-    earlier operation of its space that was retransmitted. After a loss the responses to the
+    earlier operation of its space that was retransmitted (while that one is not given up: its
+    expiry, after which it is gone). After a loss the responses to the
     requests sent before the go-back-N (or the re-read) still arrive and cover later PSNs; the
     requester, waiting for the resent request's answer, discards them. Only retransmitted
     operations block: one whose completion the capture alone missed would block every later
@@ -40,6 +41,7 @@ class Completion:
     def __init__(self, ops, new: np.ndarray, sends, resp, resent: np.ndarray):
         self.ops, self.c, self.resp, self.new = ops, ops.cols, resp, new
         self.end_eff, self.range_end = ops.ends()
+        self.known = ops.known_since()
         self.own_op, self.own_idx, self.own_ts = own_responses(resp, ops, self.range_end)
         self.s_op, self.s_idx, self.s_ts = sends
         c = self.c
@@ -52,19 +54,35 @@ class Completion:
         for _ in range(MAX_ROUNDS):
             self._round()
             if not self.blocks.any():
-                return
+                break
             block = self._bounds()
             if np.array_equal(block, self.block):
-                return
+                break
             self.block = block
             for k, v in self.start.items():
                 self.c[k][:] = v
+        self._passed()
+
+    def _passed(self) -> None:
+        """Each READ / atomic learns the first response past its PSNs (the responder answered
+        later requests: without a completion the READ depth no longer counts it, ops_depth.py),
+        completed or not for now (a resend may yet reopen it: the response stays the first)."""
+        c, resp = self.c, self.resp
+        wait = np.flatnonzero(self.own & (c["sup_idx"] >= INF) & (self.range_end < INF))
+        if not len(wait) or not len(resp):
+            return
+        since = np.maximum(c["first_idx"][wait], self.ops.known_since(ranges=True)[wait])   # its range known
+        pos = first_covering(resp, c["sid"][wait], since, self.range_end[wait] + 1)
+        ok = pos < len(resp)
+        c["sup_idx"][wait[ok]], c["sup_ts"][wait[ok]] = resp.idx[pos[ok]], resp.ts[pos[ok]]
 
     def _bounds(self) -> np.ndarray:
         """Per operation the latest completion of the retransmitted operations before it in its
         space (INF while one of them is open): it completes no earlier."""
         c = self.c
-        value = np.where(c["compl_idx"] >= 0, c["compl_idx"], INF)
+        # an open one blocks until it completes, or is given up (its expiry: evicted, it would
+        # no longer be there to block)
+        value = np.where(c["compl_idx"] >= 0, c["compl_idx"], np.where(c["expire"] < INF, c["expire"], INF))
         value = np.where(self.blocks, value, -1)
         starts, lengths, gid = group_bounds(c["sid"])
         before, _ = seg_running_max(value, starts, lengths, gid, np.full(len(starts), -1, dtype=np.int64))
@@ -91,7 +109,8 @@ class Completion:
         done = []
         generic = todo[(c["by"][todo] == oc.BY_ANY) & (self.end_eff[todo] < INF)]
         if len(generic) and len(resp):
-            pos = first_covering(resp, c["sid"][generic], after[generic], self.end_eff[generic])
+            since = np.maximum(after[generic], np.where(self.known[generic] < INF, self.known[generic], -1))
+            pos = first_covering(resp, c["sid"][generic], since, self.end_eff[generic])
             ok = pos < len(resp)
             ok[ok] = resp.idx[pos[ok]] < c["expire"][generic[ok]]
             done.append(self._set(generic[ok], resp.idx[pos[ok]], resp.ts[pos[ok]]))

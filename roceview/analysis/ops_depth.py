@@ -1,11 +1,11 @@
 """The requester's READ depth: how many of its RDMA READ and atomic operations are in flight, as
 the requester sees it.
 
-A READ or atomic is in flight from its first packet to the first of: its completion (its final
-one: a re-read after its responses were lost past the capture point keeps it in flight), the
-completion of a later operation of its space (completions are in order: a READ whose last
-response the capture alone missed had it by then), its expiry (PENDING_PER_SPACE newer
-operations). Each operation's `outstanding` is the depth just before its first packet; the time
+A READ or atomic is in flight from its first packet to its completion (its final one: a re-read
+after its responses were lost past the capture point keeps it in flight); without one, to the
+first response past its PSNs (the responder answered later requests: it had answered this one,
+the capture missed that) or its expiry (PENDING_PER_SPACE newer operations), whichever comes
+first. Each operation's `outstanding` is the depth just before its first packet; the time
 at each depth >= 1 and the READs started at each depth go to the statistics (`read_depth`).
 
 Those are known only once every READ of the space started before has its interval settled (it
@@ -19,7 +19,6 @@ from __future__ import annotations
 import numpy as np
 
 from roceview.analysis import ops_classes as oc
-from roceview.analysis.ops_match import _later_min
 from roceview.analysis.ops_set import INF
 from roceview.analysis.segments import group_bounds
 
@@ -28,39 +27,16 @@ def own(by: np.ndarray) -> np.ndarray:
     return (by == oc.BY_READ_RESPONSE) | (by == oc.BY_ATOMIC_ACK)
 
 
-def superseded(ops, final: np.ndarray) -> None:
-    """Each READ / atomic of the set learns the earliest completion of a later operation of its
-    space that is final now (later ones cannot change it)."""
-    c = ops.cols
-    done = final & (c["compl_idx"] >= 0)
-    if not done.any():
-        return
-    later = _later_min(np.where(done, c["compl_idx"], INF), c["sid"])
-    ts = _ts_of(c, later, done)
-    sooner = later < c["sup_idx"]
-    c["sup_idx"] = np.where(sooner, later, c["sup_idx"])
-    c["sup_ts"] = np.where(sooner, ts, c["sup_ts"])
-
-
-def _ts_of(c, idx: np.ndarray, done: np.ndarray) -> np.ndarray:
-    """The time of each completion row index `idx` (one of the `done` operations')."""
-    at = np.flatnonzero(done)
-    order = at[np.argsort(c["compl_idx"][at])]
-    keys = c["compl_idx"][order]
-    pos = np.minimum(np.searchsorted(keys, idx), max(len(keys) - 1, 0))
-    return np.where(idx < INF, c["compl_ts"][order][pos] if len(keys) else 0, 0)
-
-
 def intervals(ops) -> tuple:
     """(sid, start idx, start ts, end idx, end ts) of the final READs / atomics `ops`; end INF:
     in flight to the end of the capture."""
     c = ops.cols
     m = np.flatnonzero(own(c["by"]))
-    end = np.where(c["compl_idx"] >= 0, c["compl_idx"], INF)[m]
-    end_ts = c["compl_ts"][m]
-    for other, other_ts in ((c["sup_idx"][m], c["sup_ts"][m]), (c["expire"][m], c["expire_ts"][m])):
-        sooner = (other >= 0) & (other < end)
-        end, end_ts = np.where(sooner, other, end), np.where(sooner, other_ts, end_ts)
+    done = c["compl_idx"][m] >= 0
+    end, end_ts = c["sup_idx"][m], c["sup_ts"][m]                    # without a completion: passed,
+    sooner = (c["expire"][m] >= 0) & (c["expire"][m] < end)          # or given up
+    end, end_ts = np.where(sooner, c["expire"][m], end), np.where(sooner, c["expire_ts"][m], end_ts)
+    end, end_ts = np.where(done, c["compl_idx"][m], end), np.where(done, c["compl_ts"][m], end_ts)
     return c["sid"][m], c["first_idx"][m], c["first_ts"][m], end, end_ts
 
 
@@ -80,27 +56,41 @@ class DepthSweep:
               np.r_[np.ones(len(sid), np.int64), -np.ones(int(ends.sum()), np.int64)])
         self.events = tuple(np.concatenate([a, b]) for a, b in zip(self.events, ev))
 
-    def sweep(self, tr, frontier) -> list[dict]:
-        """Process everything before each space's frontier (frontier(sid) -> row index, INF: all);
-        the query rows answered (their `outstanding` set), to be stored."""
+    def sweep(self, tr, open_ops) -> list[dict]:
+        """Process, per space, every event and query before the first packet of its oldest
+        operation still open (`open_ops`: all of them, parked too: a query may still come from
+        any); a query of a space with no READ in flight, open or to be swept, is depth 0 now.
+        The query rows answered (their `outstanding` set), to be stored."""
         rows = _joined(self.q_rows)
         self.q_rows = []
         if rows is None and not len(self.events[0]):
             return []
+        frontier = _first_open(open_ops, all_ops=True)
         q_sid = rows["flow"] * 2 if rows is not None else np.zeros(0, np.int64)
         q_idx = rows["first_idx"] if rows is not None else q_sid
         e_sid, e_idx, e_ts, e_delta = self.events
         e_now = e_idx < frontier(e_sid)
         q_now = q_idx < frontier(q_sid)
-        if rows is not None and not q_now.all():
-            self.q_rows.append({k: v[~q_now] for k, v in rows.items()})
         self.events = tuple(a[~e_now] for a in self.events)
-        if not e_now.any() and not len(self.events[0]) and rows is not None:
-            quiet = tr.space.depth[q_sid[q_now]] == 0          # no READ in flight: depth 0
-            if quiet.all():
-                return [_answered(rows, q_now, np.zeros(int(q_now.sum()), np.int64))]
         out = _sweep(tr, (e_sid[e_now], e_idx[e_now], e_ts[e_now], e_delta[e_now]), q_sid[q_now], q_idx[q_now])
-        return [_answered(rows, q_now, out)] if rows is not None and q_now.any() else []
+        if rows is None:
+            return []
+        outstanding = np.zeros(len(q_sid), np.int64)
+        outstanding[q_now] = out
+        quiet = q_now | _quiet(tr, q_sid, self.events[0], _first_open(open_ops, all_ops=False))
+        if not quiet.all():
+            self.q_rows.append({k: v[~quiet] for k, v in rows.items()})
+        return [_answered(rows, quiet, outstanding[quiet])] if quiet.any() else []
+
+
+def _quiet(tr, q_sid, waiting_sids, own_open) -> np.ndarray:
+    """Queries whose space has depth 0 and no READ open or waiting to be swept: depth 0 for
+    them whatever comes (a READ that starts later starts after them)."""
+    quiet = tr.space.depth[q_sid] == 0
+    quiet &= own_open(q_sid) >= INF
+    if len(waiting_sids):
+        quiet &= ~np.isin(q_sid, waiting_sids)
+    return quiet
 
 
 def _joined(parts: list[dict]):
@@ -162,10 +152,11 @@ def _time(tr, sid: np.ndarray, ts: np.ndarray, depth: np.ndarray) -> None:
     sp.depth_ts[sid[last]] = ts[last]
 
 
-def frontier_of(state):
-    """frontier(sid): the first packet of the space's oldest READ / atomic still open (INF)."""
-    c = state.cols
-    m = np.flatnonzero(own(c["by"]))
+def _first_open(ops, all_ops: bool):
+    """f(sid): the first packet of the space's oldest operation still open (READs and atomics
+    only, unless `all_ops`); INF for none."""
+    c = ops.cols
+    m = np.arange(len(ops)) if all_ops else np.flatnonzero(own(c["by"]))
     if not len(m):
         return lambda sid: np.full(len(sid), INF, dtype=np.int64)
     sid, first = c["sid"][m], c["first_idx"][m]

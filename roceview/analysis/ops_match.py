@@ -92,45 +92,62 @@ def first_covering(resp: Responses, sid: np.ndarray, after: np.ndarray, end: np.
     out = np.full(len(sid), n, dtype=np.int64)
     if not n or not len(sid):
         return out
-    a = first_after(resp.sid, resp.idx, sid, after)
-    hi = np.searchsorted(resp.sid, sid, side="right")
-    c = _first_reaching(resp.cov, resp.sid, sid, end)
+    rsid, cov = resp.sid, resp.cov
+    starts = np.flatnonzero(np.r_[True, rsid[1:] != rsid[:-1]])
+    stops = np.r_[starts[1:], n]
+    g = _group_of(rsid[starts], sid)                                          # each query's group
+    has = rsid[starts][g] == sid
+    gid = np.repeat(np.arange(len(starts), dtype=np.int64), stops - starts)
+    # the first response after `after`: (group, row index) keys, groups in order
+    a = np.searchsorted(gid * IDX_SHIFT + resp.idx, g * IDX_SHIFT + np.minimum(after, IDX_SHIFT - 1), side="right")
+    c = _first_reaching(cov, starts, stops, gid, g, end)
+    hi = stops[g]
     pos = np.maximum(a, c)
-    ok = pos < hi
+    ok = has & (pos < hi)
     good = ok.copy()
-    good[ok] = resp.cov[pos[ok]] >= end[ok]
+    good[ok] = cov[pos[ok]] >= end[ok]
     out[good] = pos[good]
     slow = np.flatnonzero(ok & ~good)
     if len(slow):
-        found = _lift(resp.cov, a[slow], hi[slow], end[slow])
+        found = _lift(cov, a[slow], hi[slow], end[slow])
         out[slow] = np.where(found < hi[slow], found, n)
     return out
 
 
-def _first_reaching(cov: np.ndarray, rsid: np.ndarray, sid: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Per query the first position of its space's responses where the running maximum of cov
-    reaches `end` (the end of the group when never; len(cov) for a space without responses)."""
-    starts = np.flatnonzero(np.r_[True, rsid[1:] != rsid[:-1]])
-    stops = np.r_[starts[1:], len(rsid)]
-    gid = np.repeat(np.arange(len(starts), dtype=np.int64), stops - starts)
+def _group_of(group_sids: np.ndarray, sid: np.ndarray) -> np.ndarray:
+    """Index into the sorted `group_sids` of each query's space (clipped); one search per run
+    of equal spaces when the queries come grouped (a chunk's operations do)."""
+    runs = np.flatnonzero(np.r_[True, sid[1:] != sid[:-1]])
+    if len(runs) * 4 < len(sid):
+        at = np.searchsorted(group_sids, sid[runs])
+        return np.minimum(np.repeat(at, np.diff(np.r_[runs, len(sid)])), len(group_sids) - 1)
+    return np.minimum(np.searchsorted(group_sids, sid), len(group_sids) - 1)
+
+
+def _first_reaching(cov, starts, stops, gid, g, end) -> np.ndarray:
+    """Per query (group g) the first position of its group where the running maximum of cov
+    reaches `end`, the group's end when never."""
     low = np.minimum.reduceat(cov, starts)
     rel = cov - low[gid]
     span = int(rel.max()) + 2
-    g = np.searchsorted(rsid[starts], sid)
-    g = np.minimum(g, len(starts) - 1)
-    has = rsid[starts][g] == sid
     if span * len(starts) >= (1 << 62):            # pathological PSN jumps: a search per group
-        out = np.full(len(sid), len(cov), dtype=np.int64)
-        for q in np.flatnonzero(has).tolist():
+        out = stops[g].copy()
+        for q in range(len(g)):
             a, b = starts[g[q]], stops[g[q]]
-            run = np.maximum.accumulate(cov[a:b])
-            out[q] = a + np.searchsorted(run, end[q], side="left")
+            out[q] = a + np.searchsorted(np.maximum.accumulate(cov[a:b]), end[q], side="left")
         return out
     off = np.arange(len(starts), dtype=np.int64) * span
-    runmax = np.maximum.accumulate(rel + off[gid])
-    want = off[g] + np.clip(end - low[g], 0, span - 1)
-    pos = np.searchsorted(runmax, want, side="left")
-    return np.where(has, np.minimum(pos, stops[g]), len(cov))
+    runmax = rel + off[gid] if _rising(cov, starts) else np.maximum.accumulate(rel + off[gid])
+    pos = np.searchsorted(runmax, off[g] + np.clip(end - low[g], 0, span - 1), side="left")
+    return np.minimum(pos, stops[g])
+
+
+def _rising(values: np.ndarray, starts: np.ndarray) -> bool:
+    """Never decreasing inside any group (the running maximum is the values themselves)."""
+    step = np.empty(len(values), dtype=bool)
+    np.greater_equal(values[1:], values[:-1], out=step[1:])
+    step[starts] = True
+    return bool(step.all())
 
 
 def _lift(cov: np.ndarray, start: np.ndarray, stop: np.ndarray, end: np.ndarray) -> np.ndarray:

@@ -55,7 +55,7 @@ class Parked:
         if not len(self.ops):
             return self.ops
         c = self.ops.cols
-        gone = c["k"] + pending < n_ops.take(c["sid"])
+        gone = c["k"] + pending + 1 < n_ops.take(c["sid"])      # its space has op k + pending + 1
         if not gone.any():
             return OpSet.empty()
         out = self.ops.take(gone)

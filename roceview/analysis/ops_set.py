@@ -31,6 +31,8 @@ FIELDS = {
     "expire": (np.int64, INF),       # row index from which nothing changes it (PENDING_PER_SPACE)
     "expire_ts": (np.int64, 0),
     "hi_u": (np.int64, -INF),        # highest PSN of its packets
+    "rend": (np.int64, INF),         # the last PSN of its range, once a later operation was seen
+    "rend_idx": (np.int64, INF),     # ... the row that later operation starts at
     "sup_idx": (np.int64, INF),      # the earliest final completion of a later operation of its
     "sup_ts": (np.int64, 0),         # space (a READ still awaited then has left the READ depth)
 }
@@ -87,4 +89,23 @@ class OpSet:
         nxt = np.full(len(sid), INF, dtype=np.int64)
         if len(sid) > 1:
             nxt[:-1] = np.where(sid[1:] == sid[:-1], start[1:] - 1, INF)
+        nxt = np.minimum(nxt, self.cols["rend"])   # (the later operation may be final, gone from the set)
         return np.where(end < INF, end, nxt), nxt
+
+    def known_since(self, ranges: bool = False) -> np.ndarray:
+        """The row from which each operation's last PSN is known: its last packet's (-1: any
+        response after its first send may complete it), else the next operation's first: a
+        response before that cannot be taken for its completion (nothing showed its end yet).
+        `ranges`: the row its range's end (ends()[1]) is known from: the next operation's."""
+        c = self.cols
+        sid = c["sid"]
+        nxt = np.full(len(sid), INF, dtype=np.int64)
+        if len(sid) > 1:
+            nxt[:-1] = np.where(sid[1:] == sid[:-1], c["first_idx"][1:], INF)
+        nxt = np.minimum(nxt, c["rend_idx"])
+        return nxt if ranges else np.where(c["end"] < INF, -1, nxt)
+
+    def keep_ranges(self) -> None:
+        """Remember each operation's range while the next one is in the set (before eviction)."""
+        self.cols["rend"] = self.ends()[1]
+        self.cols["rend_idx"] = self.known_since(ranges=True)

@@ -25,7 +25,9 @@ ALL_KINDS = ("network_loss", "capture_loss", "timeout_retransmit", "rnr", "remot
              "psn_reuse", "duplicate_frames", "ack_unsent_psn", "pmtu_mismatch", "reordering",
              # a capture with more than one capture point (every frame again, offset), and one
              # whose two directions' clocks disagree
-             "capture_points", "clock_skew")
+             "capture_points", "clock_skew",
+             # RDMA READs held at the initiator depth RDMA CM negotiated
+             "read_depth_limited")
 
 
 @dataclass
@@ -396,5 +398,5 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("tap-skew", TAP_SKEW_SUMMARY, tap_skew(_network_loss), "sender",
              ("network_loss", "clock_skew")),
     Scenario("ops-mixed", OPS_MIXED_SUMMARY, ops_mixed, "sender", ("network_loss",), ("timeout_retransmit",)),
-    Scenario("read-depth-limit", READ_DEPTH_SUMMARY, read_depth_limit, "sender", ()),
+    Scenario("read-depth-limit", READ_DEPTH_SUMMARY, read_depth_limit, "sender", ("read_depth_limited",)),
 )}

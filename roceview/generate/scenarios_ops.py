@@ -42,13 +42,15 @@ def ops_mixed(rng, scale, truth):
 
 
 def read_depth_limit(rng, scale, truth):
-    """An NVMe-oF-like target reading from 10.0.0.1: 4-16 KiB RDMA READs posted 64 at a time on
-    a QP set up by RDMA CM with initiator depth 16 (the REQ's): the requester keeps 16 READs in
-    flight and holds the rest, nearly all the time."""
-    s = NetworkSettings(hosts=2, until_ms=200, rdma_cm=True)
+    """An NVMe-oF-like target reading from 10.0.0.1: 128 RDMA READs of 0.5-2 KiB posted 64 at a
+    time on a QP set up by RDMA CM with initiator depth 16 (the REQ's), over 10 Gb/s links: the
+    requester keeps 16 READs in flight and holds the rest, nearly all the time. (Small READs keep
+    the sample small; at 10 Gb/s a READ's round trip is long against the capture point's view of
+    the slot a completion frees: see diagnose/read_depth.py.)"""
+    s = NetworkSettings(hosts=2, gbps=10.0, until_ms=200, rdma_cm=True)
     net = Network(s, rng, truth)
-    reads = _messages(rng, _count(240, scale), ("READ",), (4096, 16384))
-    # the PSN window wide enough for 64 READs of 16 PSNs: only the initiator depth holds them back
+    reads = _messages(rng, _count(128, scale), ("READ",), (512, 2048))
+    # the PSN window wide enough for 64 READs: only the initiator depth holds them back
     net.connect(0, 1, Workload(reads, qd=64), QpSettings(max_rd_atomic=DEPTH, window=4096))
     return net, [0], [1]
 
@@ -57,5 +59,5 @@ OPS_MIXED_SUMMARY = ("every RC operation (SEND, SEND with immediate, RDMA WRITE 
                      "READ, CmpSwap, FetchAdd) from 10.0.0.1, 6 outstanding, ACKs coalesced; small SENDs and "
                      "FetchAdds back; the switch drops 8 % of the data packets toward 10.0.0.2 for a while and "
                      "three READ responses toward 10.0.0.1 (re-reads); the truth of every operation")
-READ_DEPTH_SUMMARY = ("RDMA READs of 4-16 KiB posted 64 at a time on a QP set up by RDMA CM with initiator depth "
-                      "16: the requester keeps 16 READs in flight and holds the rest")
+READ_DEPTH_SUMMARY = ("128 RDMA READs of 0.5-2 KiB posted 64 at a time on a QP set up by RDMA CM with initiator "
+                      "depth 16, 10 Gb/s: the requester keeps 16 READs in flight and holds the rest")

@@ -11,10 +11,13 @@ from roceview.generate import generate, write_capture
 
 SCENARIOS = [("read-depth-limit", "sender"), ("network-loss-receiver-side", "receiver"), ("network-loss", "sender"),
              ("read-response-loss-middle", "receiver"), ("read-response-loss-last", "sender"),
-             ("reordering", "receiver"), ("rnr", "sender"), ("ops-mixed", "receiver")]
+             ("reordering", "receiver"), ("rnr", "sender"), ("ops-mixed", "receiver"),
+             # responses stamped before their requests, a READ completed then reopened by its re-read
+             ("tap-skew", "sender")]
 
 
-SIZES = {"read-response-loss-last": (1, 3, 17), "reordering": (1, 7), "ops-mixed": (17, 64)}   # 1: slow
+SIZES = {"read-response-loss-last": (1, 3, 17), "reordering": (1, 7), "ops-mixed": (17, 64),   # 1: slow
+         "tap-skew": (3, 17), "capture-drop": (17, 64)}
 # ops-mixed pairs its QPs from PSN evidence only once a chunk holds a request and its response
 
 
@@ -32,3 +35,16 @@ def test_same_operations_for_every_chunk_size(tmp_path, name, mirror):
         cut = roceview.analyze(path, diagnose=False, chunk_packets=size)
         assert cut.flows_table.text_rows() == whole.flows_table.text_rows(), size
         assert tables(cut) == tables(whole), size
+
+
+@pytest.mark.parametrize("name,mirror", [("network-loss", "sender"), ("read-response-loss-middle", "receiver"),
+                                         ("capture-drop", "sender"), ("pmtu-4096-cm", "sender"), ("rnr", "receiver")])
+def test_same_operations_when_operations_are_given_up_soon(tmp_path, name, mirror, monkeypatch):
+    """With the pending bound at 2 operations are given up (expire) all the time, and evicted at
+    whatever chunk end comes after: a retransmitted operation given up stops blocking, an
+    operation whose last packet the capture missed learns its end from the next one, a READ's
+    range and its first response past it outlive the operations beside it."""
+    from roceview.analysis import ops
+
+    monkeypatch.setattr(ops, "PENDING_PER_SPACE", 2)
+    test_same_operations_for_every_chunk_size(tmp_path, name, mirror)

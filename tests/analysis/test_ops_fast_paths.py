@@ -1,7 +1,8 @@
 """The operations' shortcuts give the general path's tables: whole chunks of one-way small
-messages (ops_fast.whole_chunk), spaces nothing completes (ops_fast.operations) and operations
-parked while their flow has no peer (ops_park.py), on the benchmark's capture (one-way WRITE
-ONLYs: every shortcut), UC and one-way real captures, the samples, and random packet sequences."""
+messages (ops_fast.whole_chunk), spaces nothing completes (ops_fast.operations), paired spaces
+of small messages without loss (ops_direct.py) and operations parked while their flow has no
+peer (ops_park.py), on the benchmark's captures (one-way WRITE ONLYs; QP pairs with coalesced
+ACKs: every shortcut), UC and one-way real captures, the samples, and random packet sequences."""
 from __future__ import annotations
 
 import random
@@ -14,7 +15,7 @@ from helpers.analysis import make_batch
 from test_ops_fuzzed import random_rows
 
 import roceview
-from roceview.analysis import Analyzer, ops_fast
+from roceview.analysis import Analyzer, ops_direct, ops_fast
 from roceview.analysis.ops_park import Parked
 from roceview.capture.writer import pcap_header, pcap_records
 
@@ -34,6 +35,7 @@ def general(monkeypatch):
         monkeypatch_.setattr(ops_fast, "whole_chunk", lambda *a, **k: False)
         monkeypatch_.setattr(ops_fast, "eligible", lambda tr, an, rows, held: np.zeros(len(rows), dtype=bool))
         monkeypatch_.setattr(Parked, "park", lambda self, state, peer: state)
+        monkeypatch_.setattr(ops_direct, "eligible", lambda tr, an, rows, state: np.zeros(len(rows), dtype=bool))
     return lambda: off(monkeypatch)
 
 
@@ -66,6 +68,35 @@ def test_the_benchmarks_one_way_writes(tmp_path, general, chunk, monkeypatch):
     result = roceview.analyze(path, diagnose=False, chunk_packets=chunk)
     assert result.summary["operations"]["count"] == 9000           # every 4th packet an ACK
     assert result.ops_table.text_column("completion_frame") == [""] * 9000
+    check(path, general, chunk_packets=chunk)
+
+
+def paired_capture(path: Path, packets: int, flows: int) -> Path:
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from bench_ops import paired_block
+
+    frames, lens = paired_block(0, packets, flows)
+    ts = 1_700_000_000_000_000_000 + np.arange(packets) * 250
+    with open(path, "wb") as fh:
+        fh.write(pcap_header(snaplen=65535))
+        fh.write(pcap_records(frames, lens, ts).tobytes())
+    return path
+
+
+@pytest.mark.parametrize("chunk", [997, 1 << 16])
+def test_qp_pairs_with_coalesced_acks(tmp_path, general, chunk, monkeypatch):
+    """Completions in the chunk, lingering across its end (250 ns a packet: 1 ms is 4,000), and
+    given up (the pending bound lowered to 1: the ACK of three WRITEs comes after the third,
+    too late for the first)."""
+    from roceview.analysis import ops
+
+    path = paired_capture(tmp_path / "paired.pcap", 12_000, 4)
+    result = roceview.analyze(path, diagnose=False, chunk_packets=chunk)
+    assert int(np.sum(result.op_stats_table.data["completed"])) == 9000
+    check(path, general, chunk_packets=chunk)
+    monkeypatch.setattr(ops, "PENDING_PER_SPACE", 1)
+    result = roceview.analyze(path, diagnose=False, chunk_packets=chunk)
+    assert int(np.sum(result.op_stats_table.data["completed"])) == 6000
     check(path, general, chunk_packets=chunk)
 
 

@@ -50,14 +50,17 @@ def analyzed(tmp_path, name, seed=0, scale=1.0):
 
 def test_reads_held_at_the_negotiated_initiator_depth_are_reported(tmp_path):
     cap, result = analyzed(tmp_path, "read-depth-limit")
-    assert "read_depth_limited" not in kinds(find(result))            # no CM depth known: nothing said
-    (f,) = [r for r in find(with_connections(result, truth_qps(cap))) if r["kind"] == "read_depth_limited"]
+    conn = result.connections_table.data                               # from the capture's REQ/REP/RTU
+    assert (conn["initiator_depth"].tolist(), conn["responder_resources"].tolist()) == ([16], [16])
+    (f,) = [r for r in find(result) if r["kind"] == "read_depth_limited"]
     flow = "{}>{}:0x{:06x}".format(*[truth_qps(cap)[0][k] for k in (0, 1, 3)])
     assert f["severity"] == "warning" and flow in f["flows"].split(";")
     assert "initiator depth of 16" in f["summary"] and "READ depth reached 16" in f["evidence"]
-    assert f["frame_count"] > 200 and len(f["frames"].split(";")) == 10
+    assert f["frame_count"] > 90 and len(f["frames"].split(";")) == 10
     assert "max_rd_atomic" in f["advice"] and "responder_resources" in f["advice"]
-    # a larger depth than the requester ever reached: not limited by it
+    assert [r for r in find(with_connections(result, truth_qps(cap))) if r["kind"] == "read_depth_limited"] == [f]
+    # no CM depth known: nothing said; a larger depth than the requester ever reached: not limited by it
+    assert "read_depth_limited" not in kinds(find(with_connections(result, [])))
     assert "read_depth_limited" not in kinds(find(with_connections(result, truth_qps(cap), depth=32)))
 
 
