@@ -22,6 +22,7 @@ from roceview.analysis.flows import new_registry
 from roceview.analysis.pairing import CmPairs, Pairing
 from roceview.analysis.pauses import ALL, PfcAccounting
 from roceview.analysis.pmtu import PathMtu
+from roceview.analysis.connections import ConnectionLog
 from roceview.analysis.ops import OpTracker
 from roceview.analysis.psn import PsnSpaces
 from roceview.analysis.reuse import NONE_HI, NONE_LO
@@ -73,6 +74,7 @@ class Analyzer:
         self.cm = CmPairs()
         self.rtt = RttMatcher()
         self.ops = OpTracker()                         # ops.py: one row per RDMA message
+        self.connections = ConnectionLog()             # connections.py: one row per CM connection
         self.early = EarlyResponses()
         self.sends = FirstSends()
         self.unsent_found: list = []                   # unsent.py: decided at the end
@@ -98,6 +100,7 @@ class Analyzer:
     def feed(self, batch: Batch) -> None:
         if batch.n == 0:
             return
+        self.connections.feed(batch)                   # every batch once, in order (before the hold)
         self.path_mtu.from_cm(batch)
         if self.path_mtu.hold(batch, _opcode_name(batch), _ROCE, bool(self._held)):
             self._held.append(batch)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from roceview.analysis.connections import flow_connections
 from roceview.analysis.opcode_classes import TRANSPORT_NAMES
 from roceview.analysis.ops_rows import table as ops_table
 from roceview.analysis.result import AnalysisResult
@@ -43,6 +44,7 @@ def flows_table(an, names, src, dst) -> Table:
     unique_payload = (st.payload_bytes[:n] - st.retransmitted_payload[:n]) * 8.0
     with np.errstate(divide="ignore", invalid="ignore"):
         data["goodput_gbps"] = np.where(duration > 0, unique_payload / duration, np.nan)
+    data["connection"] = [""] * n                      # build_result: from the CM connections
     return Table(FLOW_COLUMNS, data)
 
 
@@ -68,6 +70,7 @@ def summary(an, files, warnings, flows: Table) -> dict:
         "timeline_bucket_ms": an.timeline.bucket_ns / 1e6,   # longer than bucket_ms past MAX_ROWS
         "events_not_listed": {k: n for k, n in an.events.dropped.items() if n},   # past MAX_PER_KIND
         "operations": an.ops.summary(),                       # ops.csv: listed, past its budget, ...
+        "connections_not_listed": an.connections.dropped,     # connections.csv: past MAX_CONNECTIONS
         "detected": {
             "gap_events": int(np.sum(d["gap_events"])), "gap_psns": int(np.sum(d["gap_psns"])),
             "unrecovered_psns": int(np.sum(d["unrecovered_psns"])),
@@ -86,10 +89,13 @@ def summary(an, files, warnings, flows: Table) -> dict:
 def build_result(an, files, warnings, packets, snapshot: bool = False) -> AnalysisResult:
     names, src, dst = flow_names(an)
     flows = flows_table(an, names, src, dst)
+    connections = an.connections.table()
+    flows.data["connection"] = flow_connections(flows, connections)
     macs = [mac_text(m) for m in an.pfc.mac_list]
     ops = an.ops
     return AnalysisResult(
         flows_table=flows, pfc_table=an.pfc.table(), events_table=an.events.table(names, macs),
         timeline_table=an.timeline.table(names), summary=summary(an, files, warnings, flows),
         packets=packets, ops_table=ops_table(ops.rows(an, snapshot), names, src, dst, an.registry.qp),
-        op_stats_table=ops.stats.table(names), read_depth_table=ops.stats.depth_table(names))
+        op_stats_table=ops.stats.table(names), read_depth_table=ops.stats.depth_table(names),
+        connections_table=connections)

@@ -37,6 +37,7 @@ CONNECTION_KINDS = {
 CONNECTION_DECIMALS = {"local_ack_timeout_us": 3, "client_local_ack_timeout_us": 3, "setup_us": 3}
 KINDS.update(CONNECTION_KINDS)       # where the tables' writers look a column's text form up
 DECIMALS.update(CONNECTION_DECIMALS)
+MAX_MESSAGES = 1_000_000      # CM messages kept for replay(): a handshake is 3-5 of them
 STATES = ("established", "rejected", "timed_out", "disconnected", "incomplete")
 MAX_CONNECTIONS = 100_000      # a CM storm (a client retrying many servers) must not outgrow memory
 NS_PER_US = 1000
@@ -78,6 +79,9 @@ class ConnectionLog:
         self._open: dict[tuple, Connection] = {}      # (client, server, client comm id) -> its connection
         self.dropped = 0                              # connections past the budget (not listed)
         self.last_ts: int | None = None
+        # every CM message as read (few: a handshake is 3-5), for the Dask engine, whose
+        # partitions see a connection's REQ and REP apart: replay() joins them
+        self.messages: list[tuple] = []
 
     def feed(self, batch) -> None:
         if batch.n and "ts_ns" in batch.cols:
@@ -88,7 +92,19 @@ class ConnectionLog:
             return                                    # nearly every batch: no MAD in it
         rows = np.flatnonzero(valid & (batch.cols["mad_class"] == cm.MGMT_CLASS_CM) & batch.mask("mad_attr_id"))
         for r in rows.tolist():
-            self._message(_values(batch, r), bytes(batch.cols["_src_addr"][r]), bytes(batch.cols["_dst_addr"][r]))
+            message = (_values(batch, r), bytes(batch.cols["_src_addr"][r]), bytes(batch.cols["_dst_addr"][r]))
+            if len(self.messages) < MAX_MESSAGES:
+                self.messages.append(message)
+            self._message(*message)
+
+    @classmethod
+    def replay(cls, messages: list[tuple], last_ts: int | None) -> "ConnectionLog":
+        """The log of these messages (several partitions' `messages`), read in capture order."""
+        log = cls()
+        for message in sorted(messages, key=lambda m: (m[0].get("ts_ns") or 0, m[0].get("frame") or 0)):
+            log._message(*message)
+        log.last_ts = last_ts
+        return log
 
     def _message(self, v: dict, src: bytes, dst: bytes) -> None:
         message = cm.MESSAGES.get(v["mad_attr_id"])
@@ -176,6 +192,22 @@ class ConnectionLog:
         dst = np.ascontiguousarray(dst_words, dtype="<u8").reshape(-1, 2)
         return [names[index[(s.tobytes(), d.tobytes(), int(q))]] if (s.tobytes(), d.tobytes(), int(q)) in index
                 else "" for s, d, q in zip(src, dst, qps)]
+
+
+def flow_connections(flows, connections) -> list[str]:
+    """The `connection` of each row of the flows table (qps.csv), "" where no CM connection names
+    it: the client's flow goes to the server's QP, the server's to the client's (a QP of two
+    connections, reused, is named by the later). By the tables' text, so that the Dask engine,
+    whose partitions each see part of a handshake, names them as analyze does."""
+    index = {}
+    c = connections.data
+    for i in range(len(connections)):
+        for src, dst, qp in ((c["client_ip"][i], c["server_ip"][i], c["server_qp"][i]),
+                             (c["server_ip"][i], c["client_ip"][i], c["client_qp"][i])):
+            if int(qp) >= 0:
+                index[(src, dst, int(qp))] = c["connection"][i]
+    f = flows.data
+    return [index.get((s, d, int(q)), "") for s, d, q in zip(f["src_ip"], f["dst_ip"], np.asarray(f["dest_qp"]).tolist())]
 
 
 def _values(batch, r: int) -> dict:

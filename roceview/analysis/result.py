@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from roceview.analysis.connections import CONNECTION_COLUMNS
 from roceview.analysis.tables import (FINDINGS_COLUMNS, OP_STATS_COLUMNS, OPS_COLUMNS, READ_DEPTH_COLUMNS,
                                       Table)
 
@@ -34,6 +35,7 @@ class AnalysisResult:
     ops_table: Table = field(default_factory=lambda: Table.empty(OPS_COLUMNS))            # ops.csv
     op_stats_table: Table = field(default_factory=lambda: Table.empty(OP_STATS_COLUMNS))  # per QP and op
     read_depth_table: Table = field(default_factory=lambda: Table.empty(READ_DEPTH_COLUMNS))
+    connections_table: Table = field(default_factory=lambda: Table.empty(CONNECTION_COLUMNS))   # connections.csv
     _frames: dict = field(default_factory=dict, repr=False)
 
     def _frame(self, name: str):
@@ -56,6 +58,11 @@ class AnalysisResult:
     @property
     def timeline(self):
         return self._frame("timeline")
+
+    @property
+    def connections(self):
+        """One row per RDMA CM connection (connections.csv)."""
+        return self._frame("connections")
 
     @property
     def ops(self):

@@ -24,7 +24,7 @@ FLOW_COLUMNS = ("flow", "src_ip", "dst_ip", "dest_qp", "peer_qp", "transport", "
                 "packets", "bytes", "data_packets", "payload_bytes", "acks", "naks_seq", "naks_rnr",
                 "naks_other", "gap_events", "gap_psns", "unrecovered_psns", "retransmitted_packets",
                 "retransmitted_bytes", "ecn_not_ect", "ecn_ce", "cnp_packets", "rtt_p50_us",
-                "rtt_p99_us", "goodput_gbps")
+                "rtt_p99_us", "goodput_gbps", "connection")
 PFC_COLUMNS = ("src_mac", "priority", "pause_frames", "resume_frames", "pause_quanta", "paused_us",
                "longest_pause_us", "first_ts", "last_ts")
 FINDINGS_COLUMNS = ("severity", "kind", "summary", "flows", "start_ts", "end_ts", "evidence", "advice", "frames",
@@ -49,7 +49,7 @@ KINDS = {
     "dest_qp": "qp", "peer_qp": "qp",
     "rtt_p50_us": "float", "rtt_p99_us": "float", "goodput_gbps": "float", "paused_us": "float",
     "longest_pause_us": "float", "gbps": "float",
-    "flow": "str", "src_ip": "str", "dst_ip": "str", "transport": "str", "src_mac": "str",
+    "flow": "str", "connection": "str", "src_ip": "str", "dst_ip": "str", "transport": "str", "src_mac": "str",
     "priority": "str", "severity": "str", "kind": "str", "summary": "str", "flows": "str",
     "evidence": "str", "advice": "str", "detail": "str", "frames": "str", "explains": "str",
     "psn": "nint", "related_frame": "nint", "psn_count": "nint", "first_missing_psn": "nint",

@@ -24,7 +24,7 @@ from roceview.errors import BadInput, WriteError
 PARTITION = "flow_part"
 BUCKETS = 64
 _STRINGS = ("src_mac", "dst_mac", "proto", "src_ip", "dst_ip", "opcode_name", "transport", "aeth_kind")
-_DERIVED = ("opcode_name", "transport", "aeth_kind", PARTITION)     # recomputed, not read back
+_DERIVED = ("opcode_name", "transport", "aeth_kind", "cm_message", PARTITION)   # recomputed, not read back
 
 
 def flow_buckets(df) -> np.ndarray:

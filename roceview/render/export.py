@@ -21,7 +21,8 @@ from roceview.render.cells import (assemble, column_parts, const_cells, distinct
 from roceview.render.nullable import nullable_ts_parts
 
 CSV_FILES = (("qps.csv", "flows_table"), ("pfc.csv", "pfc_table"), ("findings.csv", "findings_table"),
-             ("events.csv", "events_table"), ("timeline.csv", "timeline_table"), ("ops.csv", "ops_table"))
+             ("events.csv", "events_table"), ("timeline.csv", "timeline_table"), ("ops.csv", "ops_table"),
+             ("connections.csv", "connections_table"))
 WIDTH_GUESS = {"ts": 20, "float": 10, "qp": 8}  # text bytes of a number, for the block size only
 _SPECIAL = re.compile(r'[,"\r\n]')  # csv.writer quotes a field only when it holds one of these
 
@@ -269,6 +270,7 @@ def result_document(result) -> dict:
             "flows": result.flows_table.records(), "pfc": result.pfc_table.records(),
             "findings": result.findings_table.records(), "events": result.events_table.records(),
             "timeline": result.timeline_table.records(), "ops": result.ops_table.records(),
+            "connections": result.connections_table.records(),
             "op_stats": result.op_stats_table.records(), "read_depth": result.read_depth_table.records()}
 
 

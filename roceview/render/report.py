@@ -36,6 +36,9 @@ def print_report(result, console: Screen, max_qps: int = MAX_QP_ROWS, wide: bool
     _summary(result.summary, console)
     _findings(result, console)
     _qp_table(result.flows_table, console, max_qps, wide)
+    from roceview.render.report_connections import print_connections
+
+    print_connections(result, console)
     from roceview.render.report_ops import print_operations
 
     print_operations(result, console, worst_first(result.flows_table), max_qps, wide)

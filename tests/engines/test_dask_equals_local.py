@@ -437,3 +437,21 @@ def test_a_decode_task_keeps_freed_memory_in_its_worker(ring, monkeypatch):
     monkeypatch.setattr(memory, "keep_freed_memory", lambda: calls.append(1) or True)
     out = decode_file(str(sorted(Path(ring).iterdir())[0]), (), 1 << 16, "analysis")
     assert calls and sum(out["chunks"]["lengths"]) > 0
+
+
+def test_cm_connections_identical_to_the_local_engine(cluster, tmp_path, partitioned):
+    """A REQ and its REP are flows of their own and land in different partitions: the merge
+    reads the partitions' CM messages again together, and names each QP's connection as
+    analyze does."""
+    from conftest import REAL
+
+    files = [str(REAL / n) for n in ("magnate3_rocev2_mlx5_send_rdma-cm.pcap",
+                                     "rdma-softroce-demo_native-ib-erf_cm-ipoib.pcap",
+                                     "magnate3_rocev2_mlx5_nvmeof-discover_rdma-cm.pcap")]
+    if not all(Path(f).exists() for f in files):
+        pytest.skip("the real CM captures are absent (../shared)")
+    local = csv_bytes(roceview.analyze(files), tmp_path / "local")
+    dask = csv_bytes(roceview.analyze(files, engine="dask", scheduler=cluster.scheduler_address), tmp_path / "dask")
+    assert local["connections.csv"].count(b"\n") == 6
+    for name in CSVS:
+        assert dask[name] == local[name], name

@@ -15,6 +15,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from roceview.analysis.connections import flow_connections
 from roceview.analysis.events import KIND_CODE, MAX_PER_KIND
 from roceview.analysis.tables import TIMELINE_COLUMNS, Coded, Table
 from roceview.analysis.timeline import (FIELDS, MAX_ROWS, as_table, cell_rows, grid_cells, grid_places, placed,
@@ -109,20 +110,34 @@ def merge(parts: list[dict], names: list[str], stats: list[dict], settings: dict
     firsts = [s["first_ts"] for s in stats if s["first_ts"] is not None]
     lasts = [s["last_ts"] for s in stats if s["last_ts"] is not None]
     protocols = np.sum([s["protocols"] for s in stats], axis=0)
+    log = _connections(parts)
+    connections = log.table()
     an = SimpleNamespace(
         first_ts=min(firsts) if firsts else None, last_ts=max(lasts) if lasts else None, proto_counts=protocols,
         rows_seen=int(protocols.sum()), pmtu_given=settings["pmtu"], path_mtu=path_mtu,
         link_speed_gbps=settings["link_speed"], bucket_ms=settings["bucket_ms"],
         timeline=SimpleNamespace(bucket_ns=bucket_ns),
         events=SimpleNamespace(dropped={k: 0 for k in counts}, count=counts.__getitem__),
-        ops=SimpleNamespace(summary=lambda: _ops_summary(parts)),
+        ops=SimpleNamespace(summary=lambda: _ops_summary(parts)), connections=log,
         pfc=SimpleNamespace(st=SimpleNamespace(pause_frames=np.array([sum(p["pause_frames"] for p in parts)]),
                                                resume_frames=np.array([sum(p["resume_frames"] for p in parts)]))))
+    flows.data["connection"] = flow_connections(flows, connections)
     return AnalysisResult(flows_table=flows, pfc_table=tables["pfc"][-1], events_table=events,
                           timeline_table=_timeline(tables["timeline"], rank, names, bucket_ns),
                           summary=summary(an, list(files), list(warnings), flows),
                           ops_table=_ops(tables["ops"]), op_stats_table=_by_flow(tables["op_stats"], rank, "op"),
-                          read_depth_table=_by_flow(tables["read_depth"], rank, "depth"))
+                          read_depth_table=_by_flow(tables["read_depth"], rank, "depth"),
+                          connections_table=connections)
+
+
+def _connections(parts: list[dict]):
+    """connections.csv: each partition saw part of a handshake (the REQ and the REP are flows
+    of their own), so their CM messages are read again together, in capture order."""
+    from roceview.analysis.connections import ConnectionLog
+
+    lasts = [p["cm_last_ts"] for p in parts if p["cm_last_ts"] is not None]
+    messages = [m for p in parts for m in p["cm_messages"]]
+    return ConnectionLog.replay(messages, max(lasts) if lasts else None)
 
 
 def _ops(tables: list[Table]) -> Table:
