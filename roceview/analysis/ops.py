@@ -30,7 +30,8 @@ from roceview.analysis.state import Columns
 
 PENDING_PER_SPACE = 1024       # an operation is final once its space started this many newer ones
 SPACE_STATE = {"n_ops": (np.int64, 0), "cur_start": (np.int64, NONE_PSN), "cur_end": (np.int64, NONE_PSN),
-               "cur_ended": (bool, True), "evicted_hi": (np.int64, NONE_PSN), "depth": (np.int64, 0),
+               "cur_ended": (bool, True), "cur_family": (np.int8, 0), "evicted_hi": (np.int64, NONE_PSN),
+               "depth": (np.int64, 0),
                "depth_ts": (np.int64, 0)}
 
 
@@ -126,8 +127,12 @@ class OpTracker:
             return ops, fresh_new
         sid, u = rows.sid[t], rows.u[t]
         pos = ob.containing(ops, sid, u)
-        gap = (pos < 0) & oc.STARTS.take(rows.opc[t]) & (u > self.space.evicted_hi[sid])
-        if gap.any():                                      # a FIRST/ONLY resent into a hole
+        starts = oc.STARTS.take(rows.opc[t]) & (u > self.space.evicted_hi[sid])
+        if starts.any() and ops.cols["floating"].any():        # a floating operation's first packet, resent
+            if ob.move_floating(ops, sid[starts], u[starts], pos[starts]).any():
+                pos = ob.containing(ops, sid, u)
+        gap = starts & ~ob.inside_message(ops, u, pos)
+        if gap.any():                           # a FIRST/ONLY resent into a hole, or past a message's end
             ops, fresh_new = self._insert(ops, rows, t[gap], fresh_new, an)
             pos = ob.containing(ops, sid, u)
         rows.op[t] = pos
@@ -267,6 +272,7 @@ class OpTracker:
         s = sid[last]
         sp.cur_start[s] = c["start"][last]
         sp.cur_ended[s] = c["ended"][last]
+        sp.cur_family[s] = oc.KIND_FAMILY.take(c["kind"][last])
         sp.cur_end[s] = np.where(c["ended"][last], c["end"][last], NONE_PSN)
 
     def _finalize(self, ops, an) -> None:

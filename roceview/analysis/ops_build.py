@@ -71,8 +71,9 @@ def fresh_ops(tr, rows: Rows, an) -> tuple[OpSet, np.ndarray, np.ndarray]:
     prev_end[1:] = end[:-1]
     prev_end[first] = sp.cur_end[sid[first]]
     starts_msg = oc.STARTS.take(opc)
-    is_start = starts_msg | prev_ended
-    at_u = starts_msg | (prev_end == NONE_PSN)            # else right after the previous message
+    floating = ~starts_msg & ~prev_ended & family_change(opc, first, sp.cur_family[sid[first]])
+    is_start = starts_msg | prev_ended | floating
+    at_u = starts_msg | floating | (prev_end == NONE_PSN)   # else right after the previous message
     n_new = int(np.count_nonzero(is_start))
     cs = np.cumsum(is_start)
     starts_at = np.flatnonzero(first)
@@ -89,7 +90,50 @@ def fresh_ops(tr, rows: Rows, an) -> tuple[OpSet, np.ndarray, np.ndarray]:
     c["first_idx"], c["first_ts"] = rows.idx[f[s]], rows.ts[f[s]]
     c["last_idx"], c["last_ts"] = c["first_idx"].copy(), c["first_ts"].copy()
     c["dmalen"] = rows.dmalen[f[s]]
+    c["floating"] = floating[s]
     return new, f, row_op
+
+
+def family_change(opc: np.ndarray, first: np.ndarray, carried_family: np.ndarray) -> np.ndarray:
+    """Each packet of another message family (SEND, RDMA WRITE) than the packet before it in its
+    space (`first`: the first of its space here, compared with `carried_family`, its space's
+    newest operation's): the message before it ended, in the PSNs the capture has not shown."""
+    fam = oc.FAMILY.take(opc)
+    prev = np.empty(len(opc), dtype=np.int8)
+    prev[1:] = fam[:-1]
+    prev[first] = carried_family
+    return (fam != prev) & (fam > 0) & (prev > 0)
+
+
+def inside_message(ops: OpSet, u: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """Whether each PSN `u` (its operation `pos`, -1 none) is one of its operation's own: its
+    first, or up to its last when that is known (a READ's range past its span, the PSNs up to an
+    unended operation's successor, hold no FIRST or ONLY of it)."""
+    c = ops.cols
+    p = np.maximum(pos, 0)
+    return (pos >= 0) & ((c["start"][p] == u) | (c["ended"][p] & (u <= c["end"][p])))
+
+
+def move_floating(ops: OpSet, sid: np.ndarray, u: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """Resent FIRST / ONLY packets (space, PSN, the operation holding the PSN or -1) right below
+    a floating operation and no PSN of the operation before it: that operation's first PSN (the
+    highest such packet's, when several). Returns the rows whose PSN the move took."""
+    c = ops.cols
+    nxt = np.searchsorted(c["key"], op_key(sid, u), side="right")
+    ok = nxt < len(ops)
+    nxt = np.minimum(nxt, max(len(ops) - 1, 0))
+    ok &= (c["sid"][nxt] == sid) & c["floating"][nxt] & (c["start"][nxt] > u)
+    ok &= ~inside_message(ops, u, pos)
+    if not ok.any():
+        return ok
+    at = np.flatnonzero(ok)
+    order = np.lexsort((u[at], nxt[at]))
+    at = at[order][np.r_[nxt[at][order][1:] != nxt[at][order][:-1], True]]   # the highest PSN per operation
+    o = nxt[at]
+    c["start"][o], c["key"][o], c["floating"][o] = u[at], op_key(sid[at], u[at]), False
+    took = np.zeros(len(u), dtype=bool)
+    took[at] = True
+    return took
 
 
 def _completes_by(an, flow: np.ndarray, idx: np.ndarray, kind: np.ndarray) -> np.ndarray:

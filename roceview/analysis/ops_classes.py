@@ -50,6 +50,11 @@ def _tables():
 
 
 KIND, STARTS, ENDS = _tables()
+# a message's packets are of one family (IBTA 9.7.5.1.x: a SEND MIDDLE follows a SEND FIRST or
+# MIDDLE, an RDMA WRITE MIDDLE a WRITE FIRST or MIDDLE): 1 SEND, 2 RDMA WRITE, 0 one-packet kinds
+KIND_FAMILY = np.array([1 if n.startswith("SEND") else 2 if n.startswith("WRITE") else 0 for n in OP_NAMES],
+                       dtype=np.int8)
+FAMILY = np.where(KIND >= 0, KIND_FAMILY.take(np.maximum(KIND, 0)), 0).astype(np.int8)
 # FIRST and MIDDLE packets (they end no message): their payload is exactly one path MTU (IBTA 9.7.7)
 FIRST_MIDDLE = (KIND >= 0) & ~ENDS
 LAST_OR_ONLY = (KIND >= 0) & ENDS

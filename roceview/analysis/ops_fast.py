@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from roceview.analysis import ops_classes as oc
-from roceview.analysis.ops_build import NONE_PSN, ranks
+from roceview.analysis.ops_build import NONE_PSN, family_change, ranks
 from roceview.analysis.ops_set import NEVER
 from roceview.analysis.segments import PSN_MOD
 from roceview.analysis.tables import NONE_TS
@@ -60,10 +60,12 @@ def operations(tr, rows, take: np.ndarray) -> dict:
     prev_ended[1:] = ends[:-1]
     prev_ended[first] = True
     starts_msg = oc.STARTS.take(opc)
-    is_start = starts_msg | prev_ended
+    floating = ~starts_msg & ~prev_ended & family_change(opc, first, np.zeros(int(first.sum()), np.int8))
+    is_start = starts_msg | prev_ended | floating
     op_first = np.flatnonzero(is_start)
     op_last = np.r_[op_first[1:], n] - 1
-    start = np.where(starts_msg[op_first] | (prev_end[op_first] == NONE_PSN), u[op_first], prev_end[op_first] + 1)
+    at_u = starts_msg[op_first] | floating[op_first] | (prev_end[op_first] == NONE_PSN)
+    start = np.where(at_u, u[op_first], prev_end[op_first] + 1)
     last_opc = opc[op_last]
     ended = ends[op_last]
     kind = np.where(ended, oc.KIND.take(last_opc), oc.KIND.take(opc[op_first])).astype(np.int64)

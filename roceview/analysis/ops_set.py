@@ -31,6 +31,8 @@ FIELDS = {
     "expire": (np.int64, INF),       # row index from which nothing changes it (PENDING_PER_SPACE)
     "expire_ts": (np.int64, 0),
     "hi_u": (np.int64, -INF),        # highest PSN of its packets
+    "floating": (bool, False),       # started by a packet of another family than its predecessor's:
+                                     # its FIRST was not seen, a resent FIRST below it moves its start
     "rend": (np.int64, INF),         # the last PSN of its range, once a later operation was seen
     "rend_idx": (np.int64, INF),     # ... the row that later operation starts at
     "sup_idx": (np.int64, INF),      # the earliest final completion of a later operation of its

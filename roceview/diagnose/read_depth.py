@@ -68,7 +68,7 @@ def _one(name: str, limit: int, depth, time_ns, reads, ctx, result) -> dict | No
     advice = ("Raise the depth both ends agree on: the initiator depth (rdma_cm conn_param.initiator_depth; "
               "ibv_modify_qp max_rd_atomic) and the peer's responder resources (responder_resources; "
               "max_dest_rd_atomic), within what the devices allow (`ibv_devinfo -v`: max_qp_init_rd_atom, "
-              "max_qp_rd_atom; 16 on ConnectX). Else issue fewer, larger READs, or spread them over more QPs. "
+              "max_qp_rd_atom). Else issue fewer, larger READs, or spread them over more QPs. "
               "Each READ waits a round trip for its responses: with the depth full, READ throughput is the "
               "depth times the READ size over the READ latency.")
     flows = [name] + ([peer] if peer else [])

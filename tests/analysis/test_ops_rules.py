@@ -18,6 +18,9 @@ from helpers.analysis import (
     SYN_RNR,
     T0,
     UD_SEND_ONLY,
+    WRITE_FIRST,
+    WRITE_LAST,
+    WRITE_MIDDLE,
     A,
     B,
     ack,
@@ -161,3 +164,38 @@ def test_the_row_budget_keeps_the_first_operations_and_counts_the_rest():
                                             "unmatched_packets": 0}
     (stats,) = result.op_stats_table.text_rows()
     assert dict(zip(result.op_stats_table.columns, stats))["operations"] == "10"
+
+
+def test_a_middle_of_another_family_starts_a_message_and_its_resent_first_gives_its_start():
+    """A SEND's LAST and the next RDMA WRITE's FIRST lost before the capture point: the WRITE
+    MIDDLE cannot continue the SEND (IBTA 9.7.5.1: a MIDDLE follows its own kind's FIRST), so it
+    starts an operation; the resent FIRST below it gives that operation its first PSN."""
+    fresh = [req(T0, 80, SEND_FIRST), req(T0 + 100, 81, SEND_MIDDLE),
+             req(T0 + 400, 84, WRITE_MIDDLE), req(T0 + 500, 85, WRITE_LAST, payload=100, ackreq=True)]
+    send, write = ops(fresh)
+    assert (send["op"], send["first_psn"], send["packets"], write["op"], write["first_psn"], write["packets"]) == (
+        "SEND", "80", "2", "WRITE", "84", "2")
+    rows = fresh + [ack(T0 + 2 * US, 82, syndrome=SYN_NAK_SEQ),
+                    req(T0 + 3 * US, 82, SEND_LAST, payload=100), req(T0 + 3 * US + 100, 83, WRITE_FIRST),
+                    req(T0 + 3 * US + 200, 84, WRITE_MIDDLE),
+                    req(T0 + 3 * US + 300, 85, WRITE_LAST, payload=100, ackreq=True), ack(T0 + 5 * US, 85)]
+    send, write = ops(rows)
+    assert (send["first_psn"], send["packets"], send["bytes"], send["completion_frame"]) == ("80", "3", "2148", "10")
+    assert (write["first_psn"], write["first_frame"], write["packets"], write["bytes"]) == ("83", "3", "5", "2148")
+    assert (write["retransmitted"], write["completion_frame"]) == ("true", "10")
+
+
+def test_a_resent_read_request_between_a_reads_span_and_the_next_operation_is_an_operation():
+    """A READ request lost before the capture point between two READs: its resend lies in the
+    range of the READ before it (up to the next operation), past that READ's own PSNs. (The
+    resends 4 us later: a byte-identical frame within copies.DUPLICATE_WINDOW_NS is a copy.)"""
+    def read(ts, psn, dmalen):
+        return dict(ts=ts, psn=psn, opcode=READ_REQUEST, src=A, dst=B, qp=0xD2, dmalen=dmalen, ackreq=True)
+
+    rows = [read(T0, 90, 2048), read(T0 + 200, 93, 1024),
+            resp(T0 + US, 90, READ_FIRST), resp(T0 + US + 100, 91, READ_LAST),
+            ack(T0 + US + 200, 92, syndrome=SYN_NAK_SEQ), read(T0 + 4 * US, 92, 512), read(T0 + 4 * US + 100, 93, 1024),
+            resp(T0 + 5 * US, 92, READ_ONLY, payload=512), resp(T0 + 5 * US + 100, 93, READ_ONLY)]
+    got = ops(rows)
+    assert [(o["first_psn"], o["packets"], o["bytes"], o["completion_frame"]) for o in got] == [
+        ("90", "1", "2048", "4"), ("93", "2", "1024", "9"), ("92", "1", "512", "8")]
