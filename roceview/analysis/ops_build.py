@@ -109,6 +109,8 @@ def inside_message(ops: OpSet, u: np.ndarray, pos: np.ndarray) -> np.ndarray:
     """Whether each PSN `u` (its operation `pos`, -1 none) is one of its operation's own: its
     first, or up to its last when that is known (a READ's range past its span, the PSNs up to an
     unended operation's successor, hold no FIRST or ONLY of it)."""
+    if not len(ops):
+        return np.zeros(len(u), dtype=bool)
     c = ops.cols
     p = np.maximum(pos, 0)
     return (pos >= 0) & ((c["start"][p] == u) | (c["ended"][p] & (u <= c["end"][p])))

@@ -61,9 +61,11 @@ def _one(name: str, limit: int, depth, time_ns, reads, ctx, result) -> dict | No
     peer = ctx.peer(name)
     summary = (f"The requester of {name} kept its RDMA READs at its initiator depth of {limit}: {mean:.1f} in "
                f"flight on average while it had any, more READs waited in its send queue.")
+    first, _ = _waiting(result, name, near, shown=3)
     evidence = [f"READ depth reached {reached}, the initiator depth RDMA CM negotiated ({limit}), and averaged "
                 f"{mean:.1f} over {duration(active)} with READs in flight",
-                f"{plural(n_reads, 'READ')}, {count(waited)} of them started with {near} or more already in flight",
+                f"{plural(n_reads, 'READ')}, {count(waited)} of them started with {near} or more already in flight"
+                + (f" (the first in frames {', '.join(str(x) for x in first)})" if first else ""),
                 _latency(result, name)]
     advice = ("Raise the depth both ends agree on: the initiator depth (rdma_cm conn_param.initiator_depth; "
               "ibv_modify_qp max_rd_atomic) and the peer's responder resources (responder_resources; "
@@ -74,11 +76,12 @@ def _one(name: str, limit: int, depth, time_ns, reads, ctx, result) -> dict | No
     flows = [name] + ([peer] if peer else [])
     start, end = int(row.get("first_ts", 0) or 0), int(row.get("last_ts", 0) or 0)
     out = finding("warning", "read_depth_limited", summary, flows, start, end, [e for e in evidence if e], advice)
-    out["frames_given"] = _waiting(result, name, near)
+    # no frames of its own yet: a finding's frames are those `roceview.finding` selects (evidence
+    # events, diagnose/evidence_frames.py), and no event marks a READ that waited
     return out
 
 
-def _waiting(result, name: str, near: int, shown: int = 10) -> tuple[list[int], int]:
+def _waiting(result, name: str, near: int, shown: int) -> tuple[list[int], int]:
     """The first frames of the READs that started with `near` or more in flight (ops.csv rows:
     as far as its row budget lists them), and how many such rows."""
     d = result.ops_table.data

@@ -199,3 +199,14 @@ def test_a_resent_read_request_between_a_reads_span_and_the_next_operation_is_an
     got = ops(rows)
     assert [(o["first_psn"], o["packets"], o["bytes"], o["completion_frame"]) for o in got] == [
         ("90", "1", "2048", "4"), ("93", "2", "1024", "9"), ("92", "1", "512", "8")]
+
+
+def test_a_resent_only_in_a_chunk_without_open_operations_is_a_late_packet():
+    """(A chunk whose one request is a resend, every operation before it final: no operation
+    holds it, none is made for a PSN its space already gave up.)"""
+    rows = [req(T0, 10, SEND_ONLY, ackreq=True), ack(T0 + 2 * US, 10), ack(T0 + 2000 * US, 10, ip_id=9),
+            req(T0 + 3000 * US, 10, SEND_ONLY, ackreq=True)]
+    result = analyze_rows(rows, chunk=1)
+    (only,) = [dict(zip(result.ops_table.columns, r)) for r in result.ops_table.text_rows()]
+    assert (only["packets"], only["completion_frame"]) == ("1", "2")
+    assert result.summary["operations"]["late_packets"] == 1
