@@ -93,6 +93,8 @@ def _enbv(p: int):
     return lambda b: (((b.cols["pfc_enable"] >> p) & 1) != 0, b.mask("pfc_enable"))
 
 
+F.register(FIELDS)
+
 _MACS = {"dst": ("_dst_mac",), "src": ("_src_mac",)}
 DERIVED = {
     _J + "tos": (("dscp", "ecn"), _tos),

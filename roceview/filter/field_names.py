@@ -241,6 +241,16 @@ FIELDS_BY_KIND_NONE = frozenset(f.name for f in _WIRESHARK if f.kind == NONE)   
 _ALL: dict[str, FieldDef] = {}
 
 
+_REGISTERED: dict[str, FieldDef] = {}      # fields of other modules (filter/derived.py)
+
+
+def register(fields: dict[str, FieldDef]) -> None:
+    """Fields another module computes (filter/derived.py registers on import: evaluate imports it)."""
+    _REGISTERED.update(fields)
+    if _ALL:
+        _ALL.update(fields)
+
+
 def all_fields() -> dict[str, FieldDef]:
     """Every field name: packets-table columns, Wireshark aliases, flags. Loaded on first use:
     the column list lives in roceview.packets.table, whose pandas import (~0.2 s) a filter of
@@ -248,9 +258,7 @@ def all_fields() -> dict[str, FieldDef]:
     if not _ALL:
         from roceview.packets.table import COLUMNS
 
-        from roceview.filter.derived import FIELDS
-
-        _ALL.update({c: _own(c) for c in COLUMNS} | _ALIASES | FIELDS)
+        _ALL.update({c: _own(c) for c in COLUMNS} | _ALIASES | _REGISTERED)
     return _ALL
 
 
