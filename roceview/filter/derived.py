@@ -11,43 +11,8 @@ import numpy as np
 from roceview.filter import field_names as F
 from roceview.packets.batch import PROTO_CODE, Batch
 
-BYTES = F.BYTES
-_J = "_derived_"     # prefix of the computed columns (never in the packets table)
-
-
-def _x(name: str, kind: str, column: str, when: str | None = None, hex_digits: int = 0,
-       extra: tuple = ()) -> F.FieldDef:
-    """A tshark field computed from `column` (DERIVED)."""
-    sources = (F.Source(column, when),) + tuple(F.Source(c, when) for c in extra)
-    return F.FieldDef(name, kind, sources, "tshark field", hex_digits)
-
-
-SYNDROME = ("credit_count", "timer", "reserved_value", "error_code")   # by syndrome bits 6:5
-_MAC_BITS = [_x(f"eth.{end}.{bit}", F.BOOL, f"{_J}{end}_{bit}") for end in ("dst", "src") for bit in ("lg", "ig")]
-FIELDS = {f.name: f for f in [
-    _x("eth.dst.oui", F.INT, _J + "dst_oui"), _x("eth.src.oui", F.INT, _J + "src_oui"),
-    _x("eth.addr.oui", F.INT, _J + "dst_oui", extra=(_J + "src_oui",)),
-    *_MAC_BITS,
-    _x("eth.lg", F.BOOL, _J + "dst_lg", extra=(_J + "src_lg",)),
-    _x("eth.ig", F.BOOL, _J + "dst_ig", extra=(_J + "src_ig",)),
-    _x("vlan.etype", F.INT, _J + "outer_etype", hex_digits=4, extra=(_J + "inner_etype",)),
-    _x("ip.dsfield", F.INT, _J + "tos", "ipv4", hex_digits=2),
-    _x("ipv6.tclass", F.INT, _J + "tos", "ipv6", hex_digits=8),
-    _x("ipv6.flow", F.INT, "flow_label", "ipv6", hex_digits=6),
-    _x("infiniband.grh.tclass", F.INT, _J + "tos", "grh"),
-    _x("infiniband.grh.flowlabel", F.INT, "flow_label", "grh"),
-    _x("infiniband.aeth.syndrome.reserved", F.INT, _J + "syn_reserved"),
-    _x("infiniband.aeth.syndrome.opcode", F.INT, _J + "syn_opcode"),
-    *[_x(f"infiniband.aeth.syndrome.{name}", F.INT, f"{_J}syn_{name}") for name in SYNDROME],
-    _x("infiniband.atomiceth.swapdt", F.INT, "atomic_swap_add"),
-    _x("infiniband.atomiceth.cmpdt", F.INT, "atomic_compare"),
-    _x("infiniband.atomicacketh.origremdt", F.INT, "atomic_ack_data"),
-    _x("infiniband.immdt", BYTES, "imm_data", hex_digits=8),
-    _x("infiniband.ieth", BYTES, "ieth_rkey", hex_digits=8),
-    _x("infiniband.invariant.crc", F.INT, _J + "icrc", hex_digits=8),
-    _x("macc.opcode", F.INT, _J + "macc_opcode", hex_digits=4),
-    *[_x(f"macc.cbfc.enbv.c{p}", F.BOOL, f"{_J}enbv{p}") for p in range(8)],
-]}
+# the fields are declared in field_names (so every lookup knows them); their columns here
+_J, SYNDROME, FIELDS = F.DERIVED_PREFIX, F.SYNDROME, F.DERIVED_FIELDS
 
 
 def _tos(b: Batch):
@@ -92,8 +57,6 @@ def _macc_opcode(b: Batch):
 def _enbv(p: int):
     return lambda b: (((b.cols["pfc_enable"] >> p) & 1) != 0, b.mask("pfc_enable"))
 
-
-F.register(FIELDS)
 
 _MACS = {"dst": ("_dst_mac",), "src": ("_src_mac",)}
 DERIVED = {

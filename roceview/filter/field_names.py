@@ -241,16 +241,6 @@ FIELDS_BY_KIND_NONE = frozenset(f.name for f in _WIRESHARK if f.kind == NONE)   
 _ALL: dict[str, FieldDef] = {}
 
 
-_REGISTERED: dict[str, FieldDef] = {}      # fields of other modules (filter/derived.py)
-
-
-def register(fields: dict[str, FieldDef]) -> None:
-    """Fields another module computes (filter/derived.py registers on import: evaluate imports it)."""
-    _REGISTERED.update(fields)
-    if _ALL:
-        _ALL.update(fields)
-
-
 def all_fields() -> dict[str, FieldDef]:
     """Every field name: packets-table columns, Wireshark aliases, flags. Loaded on first use:
     the column list lives in roceview.packets.table, whose pandas import (~0.2 s) a filter of
@@ -258,7 +248,7 @@ def all_fields() -> dict[str, FieldDef]:
     if not _ALL:
         from roceview.packets.table import COLUMNS
 
-        _ALL.update({c: _own(c) for c in COLUMNS} | _ALIASES | _REGISTERED)
+        _ALL.update({c: _own(c) for c in COLUMNS} | _ALIASES | DERIVED_FIELDS)
     return _ALL
 
 
@@ -272,3 +262,42 @@ def lookup(name: str, column: int | None) -> FieldDef:
 
     close = difflib.get_close_matches(name, all_fields(), n=1, cutoff=0.6) if len(name) < 100 else []
     raise FilterError(f"unknown field {quote(name)}", column, f"did you mean {close[0]}?" if close else None)
+
+
+# ---- fields computed from decoded columns (the columns: filter/derived.py) --------------------
+DERIVED_PREFIX = _J = "_derived_"   # columns computed by filter/derived.py (never in the packets table)
+
+
+def _x(name: str, kind: str, column: str, when: str | None = None, hex_digits: int = 0,
+       extra: tuple = ()) -> FieldDef:
+    """A tshark field computed from `column` (filter/derived.py DERIVED)."""
+    sources = (Source(column, when),) + tuple(Source(c, when) for c in extra)
+    return FieldDef(name, kind, sources, "tshark field", hex_digits)
+
+
+SYNDROME = ("credit_count", "timer", "reserved_value", "error_code")   # by syndrome bits 6:5
+_MAC_BITS = [_x(f"eth.{end}.{bit}", BOOL, f"{_J}{end}_{bit}") for end in ("dst", "src") for bit in ("lg", "ig")]
+DERIVED_FIELDS = {f.name: f for f in [
+    _x("eth.dst.oui", INT, _J + "dst_oui"), _x("eth.src.oui", INT, _J + "src_oui"),
+    _x("eth.addr.oui", INT, _J + "dst_oui", extra=(_J + "src_oui",)),
+    *_MAC_BITS,
+    _x("eth.lg", BOOL, _J + "dst_lg", extra=(_J + "src_lg",)),
+    _x("eth.ig", BOOL, _J + "dst_ig", extra=(_J + "src_ig",)),
+    _x("vlan.etype", INT, _J + "outer_etype", hex_digits=4, extra=(_J + "inner_etype",)),
+    _x("ip.dsfield", INT, _J + "tos", "ipv4", hex_digits=2),
+    _x("ipv6.tclass", INT, _J + "tos", "ipv6", hex_digits=8),
+    _x("ipv6.flow", INT, "flow_label", "ipv6", hex_digits=6),
+    _x("infiniband.grh.tclass", INT, _J + "tos", "grh"),
+    _x("infiniband.grh.flowlabel", INT, "flow_label", "grh"),
+    _x("infiniband.aeth.syndrome.reserved", INT, _J + "syn_reserved"),
+    _x("infiniband.aeth.syndrome.opcode", INT, _J + "syn_opcode"),
+    *[_x(f"infiniband.aeth.syndrome.{name}", INT, f"{_J}syn_{name}") for name in SYNDROME],
+    _x("infiniband.atomiceth.swapdt", INT, "atomic_swap_add"),
+    _x("infiniband.atomiceth.cmpdt", INT, "atomic_compare"),
+    _x("infiniband.atomicacketh.origremdt", INT, "atomic_ack_data"),
+    _x("infiniband.immdt", BYTES, "imm_data", hex_digits=8),
+    _x("infiniband.ieth", BYTES, "ieth_rkey", hex_digits=8),
+    _x("infiniband.invariant.crc", INT, _J + "icrc", hex_digits=8),
+    _x("macc.opcode", INT, _J + "macc_opcode", hex_digits=4),
+    *[_x(f"macc.cbfc.enbv.c{p}", BOOL, f"{_J}enbv{p}") for p in range(8)],
+]}

@@ -215,3 +215,12 @@ def test_every_name_the_json_shows_works_with_e_and_y():
                 code, out, err = run("dissect", sample, "-c", "30", "-Y", name, "-T", "fields", "-e", "frame.number")
                 assert code == 0 and err == "", (name, err)
                 assert [int(x) for x in out.split()] == shown, name
+
+
+def test_a_computed_field_is_known_to_a_bare_lookup():
+    """The computed fields are declared with the others: a lookup before anything imported the
+    module that computes them knows them (a name of the JSON tree is never 'unknown')."""
+    code = ("from roceview.filter import field_names as F; "
+            "print(F.lookup('vlan.etype', None).name, F.lookup('ip.dsfield', None).name)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["vlan.etype", "ip.dsfield"]
