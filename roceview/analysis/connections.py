@@ -169,30 +169,6 @@ class ConnectionLog:
             data[name] = values if kind == "str" else np.array(values, np.float64 if kind == "float" else np.int64)
         return Table(CONNECTION_COLUMNS, data)
 
-    def flow_connections(self) -> dict[tuple, int]:
-        """(source, destination, destination QP) of each direction of a connection's QPs (the
-        16-byte addresses of the packets table) -> its row in table(): qps.csv names each QP's
-        connection. The client's flow goes to the server's QP, the server's to the client's; a
-        QP of two connections (reused) is named by the later."""
-        out = {}
-        for i, c in enumerate(sorted(self.rows, key=lambda c: c.first_ts)):
-            client_qp, server_qp = _get(c.req, "cm_local_qpn"), _get(c.rep, "cm_local_qpn")
-            if server_qp is not None:
-                out[(c.client, c.server, server_qp)] = i
-            if client_qp is not None:
-                out[(c.server, c.client, client_qp)] = i
-        return out
-
-    def connection_of_flows(self, src_words: np.ndarray, dst_words: np.ndarray, qps) -> list[str]:
-        """The `connection` of each flow (the analysis's flow keys: source and destination as two
-        little-endian uint64 words each, destination QP), "" for a flow no CM connection names."""
-        names = [_name(c) for c in sorted(self.rows, key=lambda c: c.first_ts)]
-        index = self.flow_connections()
-        src = np.ascontiguousarray(src_words, dtype="<u8").reshape(-1, 2)
-        dst = np.ascontiguousarray(dst_words, dtype="<u8").reshape(-1, 2)
-        return [names[index[(s.tobytes(), d.tobytes(), int(q))]] if (s.tobytes(), d.tobytes(), int(q)) in index
-                else "" for s, d, q in zip(src, dst, qps)]
-
 
 def flow_connections(flows, connections) -> list[str]:
     """The `connection` of each row of the flows table (qps.csv), "" where no CM connection names

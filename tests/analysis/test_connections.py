@@ -13,7 +13,8 @@ from scapy.layers.l2 import Ether
 
 from dissectors import cm
 from dissectors import scapy_layers as S
-from roceview.analysis.connections import CONNECTION_COLUMNS, ConnectionLog
+from roceview.analysis.connections import CONNECTION_COLUMNS, ConnectionLog, flow_connections
+from roceview.analysis.tables import Table
 from roceview.capture.writer import write_pcap
 from roceview.packets.read import iter_batches
 
@@ -190,8 +191,15 @@ def test_the_real_captures_connections(name):
     got = [(r["client_ip"], r["client_qp"], r["server_qp"], r["service"], r["path_mtu"], r["state"],
             round(r["setup_us"], 3)) for r in rows]
     assert got == EXPECTED[name]
-    flows = log.flow_connections()
-    assert len(flows) == 2 * len(rows) and sorted(set(flows.values())) == list(range(len(rows)))
+    # each connection names two QP directions: the client's flow to the server's QP, and back
+    c = log.table().data
+    sides = [(side, c["connection"][i]) for i in range(len(rows))
+             for side in ((c["client_ip"][i], c["server_ip"][i], int(c["server_qp"][i])),
+                          (c["server_ip"][i], c["client_ip"][i], int(c["client_qp"][i])))]
+    flows = Table(("src_ip", "dst_ip", "dest_qp"), {"src_ip": [s for (s, _, _), _ in sides],
+                                                    "dst_ip": [d for (_, d, _), _ in sides],
+                                                    "dest_qp": np.array([q for (_, _, q), _ in sides], np.int64)})
+    assert flow_connections(flows, log.table()) == [c for _, c in sides]
 
 
 def test_the_qp_table_can_name_each_qps_connection():
@@ -204,20 +212,11 @@ def test_the_qp_table_can_name_each_qps_connection():
     log = ConnectionLog()
     for batch in iter_batches([str(path)], prefetch=False):
         log.feed(batch)
-    flows = roceview.analyze(str(path)).flows
-    words = {t: np.array([np.frombuffer(_raw(a), "<u8") for a in flows[f"{t}_ip"]]) for t in ("src", "dst")}
-    names = log.connection_of_flows(words["src"], words["dst"], flows["dest_qp"].astype(int).tolist())
+    table = roceview.analyze(str(path)).flows_table
+    flows, names = table.data, flow_connections(table, log.table())
     conn = "172.17.242.47>172.17.242.56#0x72ef7529"
     assert log.table().records()[0]["connection"] == conn
     assert dict(zip(flows["flow"], names)) == {"172.17.242.47>172.17.242.56:0x00016a": conn,
                                                 "172.17.242.56>172.17.242.47:0x00013a": conn,
                                                 "172.17.242.47>172.17.242.56:0x000001": "",
                                                 "172.17.242.56>172.17.242.47:0x000001": ""}
-
-
-def _raw(text: str) -> bytes:
-    """An endpoint's 16 bytes as the packets table keeps them (IPv4 as ::ffff:a.b.c.d)."""
-    import ipaddress
-
-    addr = ipaddress.ip_address(text)
-    return (bytes(10) + b"\xff\xff" + addr.packed) if addr.version == 4 else addr.packed
