@@ -109,12 +109,13 @@ def _text(field: F.FieldDef, values, present) -> list[str]:
         return out.tolist()
     vals = values[rows]
     distinct, inverse = np.unique(vals, axis=0 if vals.ndim > 1 else None, return_inverse=True)
-    names = np.array([_format(field, v) for v in distinct] + [""], dtype=object)
+    names = np.array([value_text(field, v) for v in distinct] + [""], dtype=object)
     out[rows] = names[inverse.reshape(-1)]
     return out.tolist()
 
 
-def _format(field: F.FieldDef, v) -> str:
+def value_text(field: F.FieldDef, v) -> str:
+    """One value of a field as `-T fields` prints it (tshark's text: hex QPs, dotted IPs, ...)."""
     kind = field.kind
     if kind == F.STR:
         return field.vocab[int(v)] or ""

@@ -26,7 +26,7 @@ from roceview.filter.evaluate import columns_of, occurrences
 from roceview.packets.batch import Batch
 from roceview.render import tshark_layout as L
 # -T fields' text of one value: the one formatting of a field's value
-from roceview.render.field_text import _format as field_text
+from roceview.render.field_text import value_text as field_text
 
 NS = 1_000_000_000
 _HEAD = '  {\n    "_index": %s,\n    "_type": "doc",\n    "_score": null,\n    "_source": {\n      "layers": '
