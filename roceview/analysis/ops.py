@@ -146,9 +146,7 @@ class OpTracker:
         c = add.cols
         c["sid"], c["start"], c["key"] = rows.sid[at], rows.u[at], op_key(rows.sid[at], rows.u[at])
         c["kind"] = oc.KIND.take(rows.opc[at])
-        from roceview.analysis.ops_build import _completes_by
-
-        c["by"] = _completes_by(an, c["sid"] >> 1, rows.idx[at], c["kind"])
+        c["by"] = ob.completes_by(an, c["sid"] >> 1, rows.idx[at], c["kind"])
         c["first_idx"], c["first_ts"] = rows.idx[at], rows.ts[at]
         c["last_idx"], c["last_ts"] = rows.idx[at], rows.ts[at]
         c["dmalen"] = rows.dmalen[at]
@@ -281,7 +279,7 @@ class OpTracker:
         c, sp = ops.cols, self.space
         end_eff, _ = ops.ends()
         top = np.where(end_eff < INF, end_eff, np.maximum(c["hi_u"], c["start"]))
-        ob._max_into(sp.evicted_hi, c["sid"], top)            # (final operations: sorted by space)
+        ob.max_into(sp.evicted_hi, c["sid"], top)            # (final operations: sorted by space)
         v = ops_rows.values(ops, ob.fallback_mtu(an, c["sid"] >> 1))
         self._account(v)
         self.depth.add(ops)

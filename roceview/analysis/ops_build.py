@@ -86,7 +86,7 @@ def fresh_ops(tr, rows: Rows, an) -> tuple[OpSet, np.ndarray, np.ndarray]:
     c["start"] = np.where(at_u[s], u[s], prev_end[s] + 1)
     c["key"] = op_key(c["sid"], c["start"])
     c["kind"] = oc.KIND.take(opc[s])
-    c["by"] = _completes_by(an, c["sid"] >> 1, rows.idx[f[s]], c["kind"])
+    c["by"] = completes_by(an, c["sid"] >> 1, rows.idx[f[s]], c["kind"])
     c["first_idx"], c["first_ts"] = rows.idx[f[s]], rows.ts[f[s]]
     c["last_idx"], c["last_ts"] = c["first_idx"].copy(), c["first_ts"].copy()
     c["dmalen"] = rows.dmalen[f[s]]
@@ -138,7 +138,7 @@ def move_floating(ops: OpSet, sid: np.ndarray, u: np.ndarray, pos: np.ndarray) -
     return took
 
 
-def _completes_by(an, flow: np.ndarray, idx: np.ndarray, kind: np.ndarray) -> np.ndarray:
+def completes_by(an, flow: np.ndarray, idx: np.ndarray, kind: np.ndarray) -> np.ndarray:
     """How each new operation completes; NEVER on UC, and on a flow without a peer past the
     pairing horizon (as rtt.py: its responses are not expected)."""
     from roceview.analysis.chunk_psn import PAIRING_HORIZON
@@ -245,17 +245,17 @@ def aggregate(ops, rows, counted: np.ndarray) -> None:
     n = len(ops)
     c["packets"] += np.bincount(o, minlength=n)
     c["retrans"] |= np.bincount(o, rows.retrans[counted], minlength=n) > 0
-    _max_into(c["hi_u"], o, rows.u[counted])
+    max_into(c["hi_u"], o, rows.u[counted])
     last = np.r_[o[1:] != o[:-1], True]                     # sends are sorted by (op, idx)
     lo, li = o[last], counted[last]
     later = rows.idx[li] > c["last_idx"][lo]
     c["last_idx"][lo[later]], c["last_ts"][lo[later]] = rows.idx[li[later]], rows.ts[li[later]]
     fm = oc.FIRST_MIDDLE.take(rows.opc[counted])
     if fm.any():
-        _max_into(c["mtu_pay"], o[fm], rows.pay[counted[fm]])
+        max_into(c["mtu_pay"], o[fm], rows.pay[counted[fm]])
     lo_ = oc.LAST_OR_ONLY.take(rows.opc[counted])
     if lo_.any():
-        _max_into(c["last_pay"], o[lo_], rows.pay[counted[lo_]])
+        max_into(c["last_pay"], o[lo_], rows.pay[counted[lo_]])
     reth = np.flatnonzero(rows.dmalen[counted] >= 0)
     if len(reth):
         unset = c["dmalen"][o[reth]] < 0
@@ -263,7 +263,7 @@ def aggregate(ops, rows, counted: np.ndarray) -> None:
         c["dmalen"][o[first]] = rows.dmalen[counted[first]]
 
 
-def _max_into(target: np.ndarray, at: np.ndarray, values: np.ndarray) -> None:
+def max_into(target: np.ndarray, at: np.ndarray, values: np.ndarray) -> None:
     """target[at] = max(target[at], values) with `at` sorted (ufunc.at is slow)."""
     first = np.flatnonzero(np.r_[True, at[1:] != at[:-1]])
     where = at[first]

@@ -15,10 +15,12 @@ from __future__ import annotations
 import numpy as np
 
 from roceview.analysis import ops_classes as oc
+from roceview.analysis.ops_build import max_into
 from roceview.analysis.ops_match import LINGER_NS, first_covering
 from roceview.analysis.ops_set import INF, OpSet, op_key
 from roceview.analysis.segments import PSN_MOD
 from roceview.analysis.tables import NONE_TS
+from roceview.arrays import runs
 
 
 def eligible(tr, an, rows, state) -> np.ndarray:
@@ -26,10 +28,8 @@ def eligible(tr, an, rows, state) -> np.ndarray:
     n = len(rows)
     if not n:
         return np.zeros(0, dtype=bool)
-    sid = rows.sid
-    starts = np.flatnonzero(np.r_[True, sid[1:] != sid[:-1]])
-    stops = np.r_[starts[1:], n]
-    s = sid[starts]
+    starts, stops = runs(rows.sid)
+    s = rows.sid[starts]
     sp = tr.space
     ok = (an.pairing.peer.take(s >> 1) >= 0) & (an.flow.transport.take(s >> 1) != 1)        # RC, RD, XRC
     ok &= sp.cur_ended[s] & (sp.depth[s] == 0)
@@ -67,9 +67,7 @@ def operations(tr, rows, take: np.ndarray, resp, now: int, pending: int):
     sp.cur_start[sid[first]], sp.cur_end[sid[first]], sp.cur_ended[sid[first]] = u[last], u[last], True
     sp.n_ops[sid[first]] += lengths
     if final.any():
-        from roceview.analysis.ops_build import _max_into
-
-        _max_into(sp.evicted_hi, sid[final], u[final])
+        max_into(sp.evicted_hi, sid[final], u[final])
     f = np.flatnonzero(final)
     values = {"number": np.zeros(len(f), np.int64), "flow": sid[f] >> 1, "kind": kind[f],
               "first_psn": u[f] & (PSN_MOD - 1), "packets": np.ones(len(f), np.int64), "bytes": nbytes[f],

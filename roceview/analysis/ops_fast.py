@@ -3,7 +3,7 @@ rows the general path (ops.py) gives them, a few passes over the packets instead
 set merged, matched and evicted.
 
 A space qualifies for a chunk when its operations cannot complete (UC; RC, RD, XRC whose flow has
-no peer PAIRING_HORIZON rows after its first packet: ops_build._completes_by), nothing of it is
+no peer PAIRING_HORIZON rows after its first packet: ops_build.completes_by), nothing of it is
 carried (no operation open, READ depth 0), none of its packets here is retransmitted (late, in
 such a space, as on the general path) and its last packet here ends a message: every operation
 of it starts and ends in the chunk and is final at once (a mirror of one direction only, a UC
@@ -14,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from roceview.analysis import ops_classes as oc
-from roceview.analysis.ops_build import NONE_PSN, family_change, ranks
+from roceview.arrays import runs
+from roceview.analysis.ops_build import NONE_PSN, completes_by, family_change, ranks
 from roceview.analysis.ops_set import NEVER
 from roceview.analysis.segments import PSN_MOD
 from roceview.analysis.tables import NONE_TS
@@ -25,14 +26,10 @@ def eligible(tr, an, rows, held_sids: np.ndarray) -> np.ndarray:
     n = len(rows)
     if not n:
         return np.zeros(0, dtype=bool)
-    sid = rows.sid
-    starts = np.flatnonzero(np.r_[True, sid[1:] != sid[:-1]])
-    stops = np.r_[starts[1:], n]
-    s = sid[starts]
+    starts, stops = runs(rows.sid)
+    s = rows.sid[starts]
     flow = s >> 1
-    from roceview.analysis.ops_build import _completes_by
-
-    never = _completes_by(an, flow, rows.idx[starts], np.zeros(len(s), np.int8)) == NEVER
+    never = completes_by(an, flow, rows.idx[starts], np.zeros(len(s), np.int8)) == NEVER
     sp = tr.space
     ok = never & sp.cur_ended[s] & (sp.depth[s] == 0) & oc.ENDS.take(rows.opc[stops - 1])
     if len(held_sids):
@@ -152,11 +149,9 @@ def whole_chunk(tr, an, ch, part, responses) -> bool:
     if len(responses[0]) or not q.any() or len(tr.state):
         return False
     sids, starts, lengths = ch.sids[q], ch.starts[q], ch.lengths[q]
-    from roceview.analysis.ops_build import _completes_by
-
     first_idx = ch.idx(ch.sorted_r(starts))
     sp = tr.space
-    never = _completes_by(an, sids >> 1, first_idx, np.zeros(len(sids), np.int8)) == NEVER
+    never = completes_by(an, sids >> 1, first_idx, np.zeros(len(sids), np.int8)) == NEVER
     # a young flow without a peer yet: its operations wait, parked (ops_park.py), as they would
     young = ~never & (an.pairing.peer.take(sids >> 1) < 0)
     if not ((never | young).all() and sp.cur_ended[sids].all() and not sp.depth[sids].any()):

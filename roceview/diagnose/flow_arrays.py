@@ -9,6 +9,8 @@ from functools import cached_property
 
 import numpy as np
 
+from roceview.arrays import run_starts
+
 NOT_DATA_TRANSPORTS = ("CNP", "UD")
 
 
@@ -76,19 +78,6 @@ def groups(codes: np.ndarray, rows: np.ndarray) -> dict[int, np.ndarray]:
     starts = run_starts(keys)
     ends = np.append(starts[1:], len(keys))
     return {int(keys[s]): order[s:e] for s, e in zip(starts.tolist(), ends.tolist())}
-
-
-def run_starts(*keys: np.ndarray) -> np.ndarray:
-    """Where each run of equal rows of `keys` (equal-length columns) starts. (np.r_ costs ~12 us
-    a call: for the small captures most of the diagnoser's time is such constant costs.)"""
-    n = len(keys[0])
-    if not n:
-        return np.zeros(0, np.int64)
-    change = np.zeros(n, bool)
-    change[0] = True
-    for k in keys:
-        change[1:] |= k[1:] != k[:-1]
-    return np.flatnonzero(change)
 
 
 def distinct_codes(values: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
