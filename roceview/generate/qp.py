@@ -9,6 +9,7 @@ from roceview.generate.dcqcn import ReactionPoint
 from roceview.generate.frames import RocePacket
 from roceview.generate.requester import Requester
 from roceview.generate.responder import Responder
+from roceview.generate.simulator import BASE_TS_NS
 
 
 @dataclass
@@ -23,6 +24,8 @@ class QpSettings:
     ack_delay_ns: int = 1000   # responder ACK coalescing window
     rnr_timer_code: int = 12   # min RNR timer 0.64 ms (IBTA Table 45)
     max_rd_atomic: int | None = None   # initiator depth: READs / atomics in flight (None: unlimited)
+    rp_reaction_ns: int = 0    # DCQCN reaction point: CNP -> rate cut (dcqcn.py)
+    rp_reacts: bool = True     # False: the reaction point ignores CNPs
 
 
 class QueuePair:
@@ -33,7 +36,8 @@ class QueuePair:
         self.sq_psn, self.rq_psn = sq_psn, rq_psn   # first PSN of own requests / of the peer's
         self.pcp, self.dscp, self.ecn = settings.pcp, settings.dscp, settings.ecn
         self.mtu = mtu or host.mtu     # path MTU
-        self.rp = ReactionPoint(line_gbps=host.port.gbps)
+        self.rp = ReactionPoint(line_gbps=host.port.gbps, reaction_ps=settings.rp_reaction_ns * 1000,
+                                reacts=settings.rp_reacts)
         self.requester = Requester(self, settings.window, settings.timeout_exp, settings.retry_cnt,
                                    rnr_retry=settings.rnr_retry, max_rd_atomic=settings.max_rd_atomic)
         self.responder = Responder(self, settings.ack_delay_ns * 1000, settings.rnr_timer_code)
@@ -66,14 +70,24 @@ class QueuePair:
     def receive(self, pkt: RocePacket) -> None:
         if pkt.opcode == ib.CNP:
             self.truth.count("cnps_received")
-            cuts = self.rp.cuts
-            self.rp.on_cnp(self.sim.now)
-            if self.rp.cuts > cuts:        # at most one cut per rate_reduce_period
+            outcome = self.rp.on_cnp(self.sim.now)
+            if outcome["cut_ps"] is not None:        # at most one cut per rate_reduce_period
                 self.truth.count("dcqcn_rate_cuts")
+            self.truth.cnps.append(cnp_truth(self.qpn, self.sim.now, outcome))
         elif pkt.opcode in (ib.ACKNOWLEDGE, ib.ATOMIC_ACKNOWLEDGE) or pkt.opcode in ib.READ_RESPONSE_OPCODES:
             self.requester.on_response(pkt)
         else:
             self.responder.on_request(pkt)
+
+
+def cnp_truth(qpn: int, now: int, outcome: dict) -> dict:
+    """A CNP the reaction point received (at the NIC, not the capture point): when, whether and
+    when it cut the rate, the rate before and after (Gb/s)."""
+    cut = outcome["cut_ps"]
+    return {"qpn": qpn, "ts_ns": BASE_TS_NS + now // 1000, "cut": cut is not None,
+            "cut_ts_ns": None if cut is None else BASE_TS_NS + cut // 1000,
+            "rate_before_gbps": round(outcome["rate_before_gbps"], 6),
+            "rate_after_gbps": round(outcome["rate_after_gbps"], 6)}
 
 
 @dataclass

@@ -48,6 +48,9 @@ class Truth:
     capture_points: dict = field(default_factory=dict)
     # every operation (work request, CM MAD) as the capture shows it: ops_truth.py
     ops: list[dict] = field(default_factory=list)
+    # every CNP a reaction point received: qpn, time at the NIC, whether and when it cut the rate,
+    # the rate before and after (qp.py cnp_truth; dcqcn.py)
+    cnps: list[dict] = field(default_factory=list)
     expected_kinds: tuple = ()
     forbidden_kinds: tuple = ()
 
@@ -65,7 +68,7 @@ class Truth:
             "retransmitted": dict(self.retransmitted), "pause_sources": dict(self.pause_sources),
             "qps": list(self.qps), "qp_errors": list(self.qp_errors), "path_changes": list(self.path_changes),
             "reordered": list(self.reordered), "seq_naks": list(self.seq_naks),
-            "rereads": list(self.rereads), "capture_points": dict(self.capture_points), "ops": list(self.ops),
+            "rereads": list(self.rereads), "capture_points": dict(self.capture_points), "ops": list(self.ops), "cnps": list(self.cnps),
             "expected_kinds": list(self.expected_kinds),
             "forbidden_kinds": list(self.forbidden_kinds),
         }

@@ -1,0 +1,65 @@
+"""Scenarios for congestion control forensics: how each sender's DCQCN reaction point answers the
+CNPs it gets (dcqcn.py), with the truth of every CNP (truth `cnps`: when it reached the sender's
+NIC, whether and when it cut the rate, the rate before and after).
+
+Two senders write long messages to one receiver over 100 Gb/s links: 2:1 at the receiver's
+port, so the switch queue passes Kmin, CE marks reach the receiver and its CNPs go back. The
+messages are long (64 KiB, 64 packets at path MTU 1024) and several are posted at once, so a
+sender is backlogged: the spacing of its packets is its rate limiter's, and a cut shows within
+a message. The mirror is the senders' links (before the switch's queues): it sees each sender's
+packets as it paced them and the CNPs as they come back.
+"""
+from __future__ import annotations
+
+from roceview.generate.network import Network, NetworkSettings
+from roceview.generate.qp import QpSettings, Workload
+
+MESSAGE = 64 * 1024
+REACTION_NS = 2_000        # CNP -> rate cut on a healthy reaction point (a few us on real NICs)
+SLOW_REACTION_NS = 50_000  # a reaction point that takes 50 us to apply a cut
+
+
+def _count(n: int, scale: float) -> int:
+    return max(1, round(n * scale))
+
+
+def _two_senders(rng, scale, truth, senders: tuple[QpSettings, QpSettings], min_cnp_ns: int = 4000):
+    net = Network(NetworkSettings(hosts=3, until_ms=50, min_time_between_cnps_ns=min_cnp_ns), rng, truth)
+    for host, settings in enumerate(senders):
+        writes = [("WRITE", MESSAGE)] * _count(12, scale)
+        net.connect(host, 2, Workload(writes, qd=4, start_ns=int(rng.integers(0, 500))), settings)
+    return net, [0, 1], [2]
+
+
+def dcqcn_reaction(rng, scale, truth):
+    """Both reaction points cut their rate 2 us after each CNP (at most one cut per 4 us)."""
+    healthy = QpSettings(rp_reaction_ns=REACTION_NS)
+    return _two_senders(rng, scale, truth, (healthy, healthy))
+
+
+def dcqcn_ignored(rng, scale, truth):
+    """10.0.0.1's reaction point ignores CNPs (DCQCN off for its priority, or broken): its rate
+    never changes; 10.0.0.2's cuts its rate 2 us after each CNP."""
+    return _two_senders(rng, scale, truth, (QpSettings(rp_reacts=False), QpSettings(rp_reaction_ns=REACTION_NS)))
+
+
+def dcqcn_slow(rng, scale, truth):
+    """Both reaction points apply each cut 50 us after the CNP."""
+    slow = QpSettings(rp_reaction_ns=SLOW_REACTION_NS)
+    return _two_senders(rng, scale, truth, (slow, slow))
+
+
+def cnp_excess(rng, scale, truth):
+    """The receiver's notification point sends a CNP for every CE-marked packet: no minimum
+    spacing (mlx5's np min_time_between_cnps set to 0), where the default allows one per QP per
+    4 us."""
+    healthy = QpSettings(rp_reaction_ns=REACTION_NS)
+    return _two_senders(rng, scale, truth, (healthy, healthy), min_cnp_ns=0)
+
+
+REACTION_SUMMARY = ("10.0.0.1 and 10.0.0.2 write 64 KiB messages to 10.0.0.3 (2:1, 100 Gb/s); the CE marks' CNPs "
+                    "come back and each sender's DCQCN reaction point cuts its rate 2 us after a CNP")
+IGNORED_SUMMARY = ("as dcqcn-reaction, but 10.0.0.1's reaction point ignores CNPs: its rate never changes")
+SLOW_SUMMARY = "as dcqcn-reaction, each cut applied 50 us after its CNP"
+EXCESS_SUMMARY = ("as dcqcn-reaction, the receiver sends a CNP for every CE-marked packet (no minimum spacing; "
+                  "mlx5's default allows one per QP per 4 us)")
