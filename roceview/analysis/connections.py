@@ -5,17 +5,21 @@ A connection is named by its client (the REQ's sender), its server and the clien
 communication id. Every CM message names it: the client sends its own id as the local one
 (REQ, RTU, its DREQ/DREP/REJ/MRA), the server the client's as the remote one (REP, its
 DREQ/DREP/REJ/MRA: IBTA 12.6.4). A REQ seen again on an open connection is a retry (the same
-transaction id, 12.9.2). The collector reads only the rows of CM MADs (the packets table's
+transaction id, 12.9.2), unless it is the same MAD captured again: a REQ, REP or MRA with the
+transaction id of the one before it, sooner than half the response timeout its sender waits
+before a resend (IBTA 12.6.5: 4.096 us x 2^t; a mirror's copy comes microseconds later) is a
+copy, counted once. The collector reads only the rows of CM MADs (the packets table's
 `cm_*` columns, dissectors/cm.py); its memory grows with connections, up to MAX_CONNECTIONS
 (later ones are counted in `dropped`), never with packets.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from dissectors import cm
+from roceview.analysis.copies import COPY_WINDOW_NS
 from roceview.analysis.tables import DECIMALS, KINDS, NONE_TS, Table
 from roceview.packets.names import address_text
 
@@ -24,7 +28,7 @@ CONNECTION_COLUMNS = (
     "client_start_psn", "server_start_psn", "path_mtu", "local_ack_timeout_us", "client_local_ack_timeout_us",
     "retry_count", "rnr_retry_count", "client_rnr_retry_count", "responder_resources", "initiator_depth",
     "req_ts", "rep_ts", "rtu_ts", "setup_us", "req_retries", "rep_retries", "mra_count", "state", "reject_reason",
-    "disconnect_ts", "req_frame", "rep_frame", "rtu_frame", "reject_frame", "disconnect_frame")
+    "disconnect_ts", "req_frame", "rep_frame", "rtu_frame", "reject_frame", "disconnect_frame", "retry_frames")
 # the text form of each column (analysis/tables.py KINDS: the CSV, JSON and pandas forms)
 CONNECTION_KINDS = {
     "connection": "str", "client_ip": "str", "server_ip": "str", "client_comm_id": "str", "server_comm_id": "str", "service_id": "str",
@@ -33,7 +37,8 @@ CONNECTION_KINDS = {
     "retry_count": "nint", "rnr_retry_count": "nint", "client_rnr_retry_count": "nint",
     "responder_resources": "nint", "initiator_depth": "nint", "req_ts": "nts", "rep_ts": "nts", "rtu_ts": "nts",
     "setup_us": "float", "state": "str", "reject_reason": "str", "disconnect_ts": "nts", "req_frame": "nint",
-    "rep_frame": "nint", "rtu_frame": "nint", "reject_frame": "nint", "disconnect_frame": "nint"}
+    "rep_frame": "nint", "rtu_frame": "nint", "reject_frame": "nint", "disconnect_frame": "nint",
+    "retry_frames": "str"}
 CONNECTION_DECIMALS = {"local_ack_timeout_us": 3, "client_local_ack_timeout_us": 3, "setup_us": 3}
 KINDS.update(CONNECTION_KINDS)       # where the tables' writers look a column's text form up
 DECIMALS.update(CONNECTION_DECIMALS)
@@ -41,6 +46,7 @@ MAX_MESSAGES = 1_000_000      # CM messages kept for replay(): a handshake is 3-
 STATES = ("established", "rejected", "timed_out", "disconnected", "incomplete")
 MAX_CONNECTIONS = 100_000      # a CM storm (a client retrying many servers) must not outgrow memory
 NS_PER_US = 1000
+MAX_RETRY_FRAMES = 64          # frames of resent REQs / REPs and MRAs listed per connection (IBTA: at most 15 resends)
 _READ = ("mad_attr_id", "mad_tid", "cm_local_comm_id", "cm_remote_comm_id", "cm_local_qpn", "cm_start_psn",
          "cm_service_id", "cm_path_mtu", "cm_local_ack_timeout", "cm_target_ack_delay", "cm_retry_count",
          "cm_rnr_retry_count", "cm_responder_resources", "cm_initiator_depth", "cm_remote_cm_response_timeout",
@@ -63,6 +69,8 @@ class Connection:
     rep_retries: int = 0
     mras: int = 0
     first_ts: int = 0
+    retry_frames: list = field(default_factory=list)    # the resent REQs / REPs and the MRAs
+    last: dict = field(default_factory=dict)            # REQ / REP / MRA -> the last one's (tid, ts)
 
     @property
     def closed(self) -> bool:
@@ -118,27 +126,32 @@ class ConnectionLog:
                 conn = self._new(dst, src, v["cm_remote_comm_id"], v["ts_ns"])
             else:
                 return
-        if short == "REP":
+        if short == "REP" and not _copy(conn, "REP", v, _get(conn.req, "cm_local_cm_response_timeout")):
             conn.rep, conn.rep_retries = (v, conn.rep_retries) if conn.rep is None else (conn.rep, conn.rep_retries + 1)
+            _retried(conn, v, conn.rep is not v)
         elif short == "RTU":
             conn.rtu = conn.rtu or v
         elif short == "REJ":
             conn.rej = conn.rej or v
-        elif short == "MRA":
+        elif short == "MRA" and not _copy(conn, "MRA", v, _get(conn.req, "cm_remote_cm_response_timeout")):
             conn.mras += 1
+            _retried(conn, v, True)
         elif short in ("DREQ", "DREP"):
             conn.end = conn.end or v
 
     def _req(self, v: dict, src: bytes, dst: bytes) -> None:
         conn = self._open.get((src, dst, v["cm_local_comm_id"]))
         if conn is not None and not conn.closed:
-            conn.req_retries += 1                    # resent: no answer in the REQ's response timeout
-            conn.last_req_ts = v["ts_ns"]
-            conn.req = conn.req or v
+            if not _copy(conn, "REQ", v, v["cm_remote_cm_response_timeout"]):
+                conn.req_retries += 1                # resent: no answer in the REQ's response timeout
+                conn.last_req_ts = v["ts_ns"]
+                conn.req = conn.req or v
+                _retried(conn, v, True)
             return
         conn = self._new(src, dst, v["cm_local_comm_id"], v["ts_ns"])
         if conn is not None:
             conn.req, conn.last_req_ts = v, v["ts_ns"]
+            conn.last["REQ"] = (v["mad_tid"], v["ts_ns"])
 
     def _new(self, client: bytes, server: bytes, comm, ts: int) -> Connection | None:
         if comm is None:
@@ -184,6 +197,28 @@ def flow_connections(flows, connections) -> list[str]:
                 index[(src, dst, int(qp))] = c["connection"][i]
     f = flows.data
     return [index.get((s, d, int(q)), "") for s, d, q in zip(f["src_ip"], f["dst_ip"], np.asarray(f["dest_qp"]).tolist())]
+
+
+def _copy(conn: Connection, short: str, v: dict, exponent) -> bool:
+    """Whether message `v` is the last `short` of the connection captured again (a mirror's copy,
+    a second capture point): its transaction id, sooner than half the response timeout (exponent
+    t: 4.096 us x 2^t) after it, or than COPY_WINDOW_NS when the timeout is unknown. No CM sends
+    a MAD again before that timeout ran out; a copy follows within microseconds. Remembers v."""
+    last = conn.last.get(short)
+    conn.last[short] = (v["mad_tid"], v["ts_ns"])
+    if last is None or last[0] != v["mad_tid"]:
+        return False
+    window = cm.timeout_us(exponent) * NS_PER_US / 2 if exponent is not None else COPY_WINDOW_NS
+    if v["ts_ns"] - last[1] < window:
+        conn.last[short] = last                       # a resend is timed from the original
+        return True
+    return False
+
+
+def _retried(conn: Connection, v: dict, listed: bool) -> None:
+    """Keep the frame of a resent REQ / REP or an MRA (up to MAX_RETRY_FRAMES per connection)."""
+    if listed and v["frame"] is not None and len(conn.retry_frames) < MAX_RETRY_FRAMES:
+        conn.retry_frames.append(v["frame"])
 
 
 def _values(batch, r: int) -> dict:
@@ -268,6 +303,7 @@ def _row(c: Connection, last_ts: int | None) -> dict:
         "disconnect_ts": _ts(c.end), "req_frame": _n(_get(c.req, "frame")), "rep_frame": _n(_get(c.rep, "frame")),
         "rtu_frame": _n(_get(c.rtu, "frame")), "reject_frame": _n(_get(c.rej, "frame")),
         "disconnect_frame": _n(_get(c.end, "frame")),
+        "retry_frames": ";".join(str(f) for f in sorted(c.retry_frames)),
     }
 
 

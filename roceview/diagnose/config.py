@@ -61,6 +61,10 @@ class Config:
     ack_timeout_floor_us: float = 100.0  # timeout_retransmit: the least delay from the original send
                                         # an ACK timeout takes (4.096 us x 2^timeout; NICs and rxe use
                                         # timeout >= 5 in practice, i.e. >= 131 us)
+    # --- RDMA CM -------------------------------------------------------------------------------
+    cm_setup_ms: float = 100.0          # cm_slow_setup: a connection's first REQ to RTU longer than this
+                                        # (one switch: well under 1 ms; real mlx5 user-space set-ups
+                                        # 0.3-32 ms; rdma_cm's own CM response timeout is 4.3 s)
     # --- reading the capture again when no facts were collected -------------------------------
     reread_capture: bool = True
     max_examples: int = 5               # PSNs / frames quoted in evidence
@@ -141,6 +145,7 @@ RANGES = {
     "ce_warning_share": SHARE, "not_ect_share": SHARE, "not_ect_min_packets": COUNT_OR_0,
     "cnp_wait_us": SPAN_US, "incast_senders": COUNT, "incast_window_us": DURATION_US,
     "nak_window_us": DURATION_US, "read_rerequest_span": PSN_SPAN, "ack_timeout_floor_us": SPAN_US,
+    "cm_setup_ms": DURATION_MS,
     "reread_capture": Rule("true or false", lambda v: True),
     "max_examples": COUNT,
 }

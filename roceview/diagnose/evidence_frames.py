@@ -10,7 +10,8 @@ TELLING others, taken in turn from each kind (the NAK, the retransmission, the g
 truncated_frames, timestamps_backwards: PACKET_KINDS) list the facts' first examples and count
 them all; `roceview.finding` marks each such packet (dissect, from its own columns). Kinds no
 packet shows by itself (pmtu_mismatch, roce_version_mixed, ecn_not_enabled,
-link_speed_mismatch, decode_warnings) list no frame.
+link_speed_mismatch, decode_warnings) list no frame. The RDMA CM kinds (cm_reject, cm_retry,
+cm_slow_setup) list the CM MADs of their handshakes, which their rule gives (diagnose/cm.py).
 """
 from __future__ import annotations
 
@@ -79,10 +80,12 @@ def kinds_by_frame(result, config=None) -> tuple[np.ndarray, np.ndarray, "Packet
     ctx = Context(result, config or DEFAULTS, getattr(result, "facts", None))
     frames, bits = [np.zeros(0, np.int64)], [np.zeros(0, np.uint64)]
     d = result.findings_table.data                       # start_ts, end_ts as int ns (records(): text)
+    given = _given_frames(result, config or DEFAULTS, set(d["kind"]) if "kind" in d else set())
     for i in range(len(result.findings_table)):
-        record = {k: d[k][i] for k in ("kind", "flows", "start_ts", "end_ts")}
+        record = {k: d[k][i] for k in ("kind", "flows", "start_ts", "end_ts", "key")}
         if record["kind"] in FINDING_KINDS:
-            every = np.concatenate([np.zeros(0, np.int64), *_per_kind(ctx, record)])
+            every = np.concatenate([np.zeros(0, np.int64), *_per_kind(ctx, record),
+                                    np.asarray(given.get(record["key"], ()), np.int64)])
             frames.append(every)
             bits.append(np.full(len(every), 1 << FINDING_KINDS.index(record["kind"]), np.uint64))
     frames, bits = np.concatenate(frames), np.concatenate(bits)
@@ -91,6 +94,14 @@ def kinds_by_frame(result, config=None) -> tuple[np.ndarray, np.ndarray, "Packet
     starts = np.flatnonzero(np.r_[True, frames[1:] != frames[:-1]]) if len(frames) else np.zeros(0, np.int64)
     packet_kinds = PacketKinds(tuple(k for k in PACKET_KINDS if k in set(d["kind"])))
     return frames[starts], np.bitwise_or.reduceat(bits, starts) if len(starts) else bits, packet_kinds
+
+
+def _given_frames(result, config, kinds: set) -> dict:
+    """Finding key -> every frame of the findings whose rules give their frames rather than
+    events (the RDMA CM kinds: their handshakes' MADs, diagnose/cm.py)."""
+    from roceview.diagnose.cm import CM_KINDS, frames_by_key
+
+    return frames_by_key(result, config) if kinds & set(CM_KINDS) else {}
 
 
 def _per_kind(ctx, record: dict) -> list[np.ndarray]:

@@ -10,6 +10,8 @@ from typing import Callable
 
 from roceview.generate.network import Network, NetworkSettings
 from roceview.generate.qp import QpSettings, Workload
+from roceview.generate.scenarios_cm import (REJECT_SUMMARY, RETRY_SUMMARY, SLOW_SUMMARY, cm_reject, cm_retry,
+                                            cm_slow_setup)
 from roceview.generate.scenarios_capture import (TAP_SKEW_SUMMARY, TWO_POINT_SUMMARY, tap_skew,
                                                  two_point_mirror)
 from roceview.generate.scenarios_ops import OPS_MIXED_SUMMARY, READ_DEPTH_SUMMARY, ops_mixed, read_depth_limit
@@ -26,8 +28,8 @@ ALL_KINDS = ("network_loss", "capture_loss", "timeout_retransmit", "rnr", "remot
              # a capture with more than one capture point (every frame again, offset), and one
              # whose two directions' clocks disagree
              "capture_points", "clock_skew",
-             # RDMA READs held at the initiator depth RDMA CM negotiated
-             "read_depth_limited")
+             # RDMA READs held at the initiator depth RDMA CM negotiated; RDMA CM's faults
+             "read_depth_limited", "cm_reject", "cm_retry", "cm_slow_setup")
 
 
 @dataclass
@@ -399,4 +401,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              ("network_loss", "clock_skew")),
     Scenario("ops-mixed", OPS_MIXED_SUMMARY, ops_mixed, "sender", ("network_loss",), ("timeout_retransmit",)),
     Scenario("read-depth-limit", READ_DEPTH_SUMMARY, read_depth_limit, "sender", ("read_depth_limited",)),
+    Scenario("cm-reject", REJECT_SUMMARY, cm_reject, "sender", ("cm_reject",)),
+    Scenario("cm-retry", RETRY_SUMMARY, cm_retry, "sender", ("cm_retry",)),
+    Scenario("cm-slow-setup", SLOW_SUMMARY, cm_slow_setup, "sender", ("cm_slow_setup",)),
 )}
