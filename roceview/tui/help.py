@@ -14,6 +14,7 @@ KEYS = (
     ("s", "queue pairs: next sort column"),
     ("c", "queue pairs, packets: show all again"),
     ("p", "queue pair detail: its packets"),
+    ("Enter c", "QP detail operations: its first frame / completion frame"),
     ("/", "display filter (Enter applies, empty clears)"),
     ("↑↓ PgUp PgDn", "move (Home, End: first, last)"),
     ("Tab", "next widget (packet list, tree)"),

@@ -1,6 +1,6 @@
 """QP detail (2 → Enter): its counters in both directions (under the Queue pairs screen's names,
 in its number style: tui/text.py), a PSN-vs-time ladder, throughput and CE sparklines over the
-timeline, its events; `p` lists its packets."""
+timeline, its events, its operations (tui/qp_ops.py); `p` lists its packets."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,6 +12,7 @@ from textual.widgets import DataTable, Label, Sparkline, Static
 from roceview.render.report import capture_span, relative
 from roceview.tui import ladder
 from roceview.tui.base import RoceScreen
+from roceview.tui.qp_ops import QpOperations
 from roceview.tui.text import cell_text, head, right
 
 COUNTERS = ("packets", "bytes", "data_packets", "acks", "naks_seq", "naks_rnr", "naks_other", "gap_events",
@@ -55,6 +56,7 @@ class QpDetailScreen(RoceScreen):
         self.event_table.add_columns("frame", "time", "dir", "kind", "psn", "detail")
         self._event_frames: list[int] = []      # the frame of each events row: Enter jumps to it
         self.sparks = {"gbps": Sparkline([], id="spark-gbps"), "ecn_ce": Sparkline([], id="spark-ce")}
+        self.ops_view = QpOperations(id="qp-ops")
 
     def body(self) -> ComposeResult:
         with VerticalScroll(id="qp-body"):
@@ -69,6 +71,7 @@ class QpDetailScreen(RoceScreen):
                     yield Label("CE marks")
                     yield self.sparks["ecn_ce"]
             yield self.event_table
+            yield self.ops_view
 
     def show(self, snapshot) -> None:
         flows = snapshot.result.flows_table
@@ -83,6 +86,8 @@ class QpDetailScreen(RoceScreen):
             return
         self._sparks(snapshot.result.timeline_table, name)
         events = self._events(snapshot.result.events_table, flows)
+        span = self._span()
+        self.ops_view.show(snapshot.result, self._names(flows), span[0] if span else None)
         key = (snapshot.packets, self.size.width)
         if key != self._ladder_key:          # the ladder decodes packets: only when they changed
             self._ladder_key = key
@@ -115,8 +120,7 @@ class QpDetailScreen(RoceScreen):
         picked = [i for i, f in enumerate(events.data["flow"]) if f in names]
         table = self.event_table
         table.clear()
-        # seconds since the first packet, as Packets (-t r) and the report's "when" show them
-        span = capture_span(self.app.snapshot.result.summary) if self.app.snapshot is not None else None
+        span = self._span()
         ts = [relative(int(t) - span[0]) if span else str(t) for t in np.asarray(events.data["ts"])[picked].tolist()]
         out, self._event_frames = [], []
         for k, i in enumerate(picked):
@@ -128,6 +132,11 @@ class QpDetailScreen(RoceScreen):
                 table.add_row(f"{frame:>7}", ts[k], names[events.data["flow"][i]], kind, "" if psn < 0 else str(psn),
                               events.data["detail"][i])
         return out
+
+    def _span(self) -> tuple[int, int] | None:
+        """The capture's first and last packet (ns): times are shown as seconds since the first
+        packet, as Packets (-t r) and the report's "when" show them."""
+        return capture_span(self.app.snapshot.result.summary) if self.app.snapshot is not None else None
 
     def on_data_table_row_selected(self, event) -> None:
         """Enter on an event: the packet list, all packets, the cursor on the event's frame."""
