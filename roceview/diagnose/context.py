@@ -11,12 +11,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from itertools import repeat
+from math import log2
 
 import numpy as np
 
 from roceview.packets.names import flow_name, format_address, mac_text  # noqa: F401  (mac_text: this module's own name too)
 from roceview.diagnose.flow_arrays import FlowArrays, run_starts
 from roceview.diagnose.flow_facts import FlowFactsTable
+from roceview.units import duration
 
 PSN_MOD = 1 << 24
 EVENT_STRUCTURED = ("frame", "related_frame", "psn_count", "first_missing_psn", "aeth_syndrome", "rnr_timer",
@@ -50,6 +52,7 @@ class Context:
         self.timeline = result.timeline_table.data
         self.start_ns, self.end_ns = self._capture_span()
         self.flow_facts = FlowFactsTable(facts.classes if facts is not None else [], _flow_names())
+        self.negotiated = negotiated(getattr(result, "connections_table", None))
 
     # ---- tables ------------------------------------------------------------------------------
     def _flows(self, table) -> None:
@@ -342,3 +345,41 @@ def requester_side(ctx: Context, name: str) -> list[str]:
     """The flows that answer `name`: its peer QP's flow, else every flow in the other direction."""
     peer = ctx.peer(name)
     return [peer] if peer else ctx.reverse_flows(name)
+
+
+@dataclass(frozen=True)
+class Negotiated:
+    """What RDMA CM negotiated for one requester (a flow to the peer's QP): its Local ACK
+    Timeout in ns (0: unknown, or 0 = no timer), its RNR retry count (-1: unknown, 7: for ever)."""
+    ack_timeout_ns: int
+    rnr_retry: int
+    connection: str
+
+    def ack_timeout_text(self) -> str:
+        """'4.096 us x 2^14 = 67.11 ms': the exponent as the CM message carries it, and its time."""
+        return f"4.096 us x 2^{round(log2(self.ack_timeout_ns / 4096))} = {duration(self.ack_timeout_ns)}"
+
+
+def negotiated(table) -> dict[str, Negotiated]:
+    """Requester flow -> what CM negotiated for it, from the connections table (connections.csv).
+    The server's QP (its flow to the client's QP) takes the REQ's Local ACK Timeout and RNR Retry
+    Count (IBTA 12.7.34, 12.6.5; Linux ib_cm: the passive side's path packet life time is the
+    REQ's timeout - 1, its QP timeout that + 1), the client's the REP's RNR Retry Count (12.6.8)
+    and 2 x PacketLifeTime + the REP's Target ACK Delay: the table computes it from t - 1, an
+    upper estimate of the packet life time, so the lower of the two timeouts is taken (a rule that
+    calls a resend "too soon" must not overshoot). {} without a table (no CM in the capture)."""
+    need = ("connection", "client_ip", "server_ip", "client_qp", "server_qp", "local_ack_timeout_us",
+            "client_local_ack_timeout_us", "rnr_retry_count", "client_rnr_retry_count")
+    if table is None or not len(table) or any(c not in table.data for c in need):
+        return {}
+    d, out = table.data, {}
+    for i in range(len(table)):
+        server_t, client_t = float(d["local_ack_timeout_us"][i]), float(d["client_local_ack_timeout_us"][i])
+        for src, dst, qp, timeout_us, rnr in (
+                (d["client_ip"][i], d["server_ip"][i], d["server_qp"][i], min(server_t, client_t)
+                 if client_t == client_t else server_t, d["client_rnr_retry_count"][i]),
+                (d["server_ip"][i], d["client_ip"][i], d["client_qp"][i], server_t, d["rnr_retry_count"][i])):
+            if int(qp) >= 0 and src and dst:
+                ns = int(round(timeout_us * 1000)) if timeout_us == timeout_us and timeout_us > 0 else 0
+                out[flow_name(src, dst, int(qp))] = Negotiated(ns, int(rnr), d["connection"][i])
+    return out

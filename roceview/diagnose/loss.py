@@ -1,5 +1,5 @@
-"""Loss findings: network_loss, capture_loss, timeout_retransmit, psn_reuse, rnr, remote_error,
-invalid_rd_request, unreliable_gap, duplicate_frames, ack_unsent_psn.
+"""Loss findings: network_loss, capture_loss, timeout_retransmit, psn_reuse, unreliable_gap,
+duplicate_frames, ack_unsent_psn; rnr, remote_error and invalid_rd_request come from rnr.py.
 
 A PSN gap is judged by what the endpoints did about it (IBTA 9.7.5): a NAK PSN sequence error for
 the first missing PSN, or its retransmission, means the network lost it; neither means the
@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from roceview.analysis.events import nak_meaning
 from roceview.diagnose.capture import capture_loss_finding
 from roceview.diagnose.clocks import ByPsn, naked_resends, resent_before
 from roceview.diagnose.context import PSN_MOD, Context, Events, in_arcs, requester_side
@@ -21,7 +20,7 @@ from roceview.diagnose.finding import finding, psn_list
 from roceview.diagnose.priority import dcb_map, flow_priorities, keep_on, pfc_vector, protected_priorities
 from roceview.diagnose.reorder import gap_numbers, late_ts, reorder_findings, reordered_gap, spurious_nak
 from roceview.diagnose.reread import reread_text, rereads
-from roceview.diagnose.rnr import rnr_findings
+from roceview.diagnose.rnr import remote_error_findings, rnr_findings
 from roceview.diagnose.psn_conformance import duplicate_findings, pmtu_findings, unsent_ack_findings
 from roceview.units import duration, plural
 
@@ -68,10 +67,12 @@ def loss_findings(ctx: Context) -> list[dict]:
         if fl.naks or fl.net_gaps or fl.rereads:
             out.append(_network_loss(ctx, name, fl))
     out += reorder_findings(ctx, {name: fl.spurious for name, fl in per_flow.items() if fl.spurious})
+    too_soon: dict = {}
+    timeouts = _timeouts(ctx, too_soon)
     captured = {name: fl.cap_gaps for name, fl in per_flow.items() if fl.cap_gaps}
-    if captured:
-        out.append(capture_loss_finding(captured, ctx.summary.get("capture_drops")))
-    out += _timeouts(ctx) + _psn_reuse(ctx) + rnr_findings(ctx) + _remote_errors(ctx)
+    if captured or too_soon:
+        out.append(_capture_loss(ctx, captured, too_soon))
+    out += timeouts + _psn_reuse(ctx) + rnr_findings(ctx) + remote_error_findings(ctx)
     out += duplicate_findings(ctx) + unsent_ack_findings(ctx) + pmtu_findings(ctx)
     return out
 
@@ -256,29 +257,38 @@ def _unreliable(ctx: Context, name: str, gaps) -> dict:
 
 
 # ---- timeouts, RNR, other NAKs ---------------------------------------------------------------
-def _timeouts(ctx: Context) -> list[dict]:
+def _timeouts(ctx: Context, too_soon: dict) -> list[dict]:
     """timeout_retransmit runs whose delay from the original send is plausible for an ACK
-    timeout (>= config ack_timeout_floor_us; unknown when the original was not captured)."""
+    timeout (unknown when the original was not captured): at least the Local ACK Timeout RDMA CM
+    negotiated for the requester (IBTA 9.7.6.1.3: the timer runs 4.096 us x 2^t at least), else
+    at least config ack_timeout_floor_us. A CM flow's resends sooner than its negotiated timeout
+    go to `too_soon` (flow -> (ts, psn, delays)): a NAK the capture missed asked for them."""
     out = []
     floor_ns = ctx.config.ack_timeout_floor_us * 1000
     for name in ctx.flows_with("timeout_retransmit"):
         ev = ctx.ev("timeout_retransmit", name)
         delays = _resend_delays(ev)
+        cm = ctx.negotiated.get(name)
+        least = cm.ack_timeout_ns if cm is not None and cm.ack_timeout_ns else floor_ns
         late = late_ts(ctx, name) | set(rereads(ctx, name))   # late originals, re-reads: no ACK timeout
         naked = naked_resends(ctx, name, ev, floor_ns)
-        plausible = ((delays < 0) | (delays >= floor_ns)) & ~naked & np.array(
-            [(t, p) not in late for t, p in zip(ev.ts.tolist(), ev.psn.tolist())], dtype=bool)
+        other = ~naked & np.array([(t, p) not in late for t, p in zip(ev.ts.tolist(), ev.psn.tolist())], dtype=bool)
+        plausible = ((delays < 0) | (delays >= least)) & other
+        soon = ~plausible & other
+        if least != floor_ns and soon.any():
+            too_soon[name] = (ev.ts[soon], ev.psn[soon], delays[soon])
         if not plausible.any():
             continue
         ts, psn, known = ev.ts[plausible], ev.psn[plausible], delays[plausible & (delays >= 0)]
         evidence = [f"{plural(len(ts), 'retransmission')} with no NAK since the previous one, at PSN {psn_list(psn)}"]
         if len(known):
             evidence.append(f"delay from the original send median {duration(np.median(known))}, "
-                            f"min {duration(known.min())} "
-                            f"(an ACK timeout is at least {duration(floor_ns)}: ack_timeout_floor_us)")
+                            f"min {duration(known.min())} " + (
+                                f"(the Local ACK Timeout RDMA CM negotiated: {cm.ack_timeout_text()}, connection "
+                                f"{cm.connection}; resends after {duration(known.min())})" if least != floor_ns else
+                                f"(an ACK timeout is at least {duration(floor_ns)}: ack_timeout_floor_us)"))
         if len(known) < len(ts):
             evidence.append(f"{plural(len(ts) - len(known), 'original send')} not in the capture")
-        soon = ~plausible & ~naked
         if soon.any():
             evidence.append(f"{plural(int(soon.sum()), 'more resend')} without a NAK came sooner than that "
                             "after the original send: not a timeout (reordering, or a NAK the capture missed)")
@@ -293,6 +303,43 @@ def _timeouts(ctx: Context) -> list[dict]:
                   "lower the QP `timeout` (NCCL_IB_TIMEOUT) only if the fabric RTT allows, keep `retry_cnt` at 7.")
         out.append(finding("warning", "timeout_retransmit", summary, [name], int(ts.min()),
                            int(ts.max()), evidence, advice))
+    return out
+
+
+def _capture_loss(ctx: Context, captured: dict, too_soon: dict) -> dict:
+    """capture_loss: the gaps the endpoints never noticed, and the NAKs the capture missed (CM
+    flows' resends sooner than their negotiated ACK timeout, _missed_naks)."""
+    if captured:
+        record = capture_loss_finding(captured, ctx.summary.get("capture_drops"))
+        if too_soon:
+            record["evidence"] += "; ".join([""] + _missed_naks(ctx, too_soon))
+            record["flows"] = ";".join(sorted(set(record["flows"].split(";")) | set(too_soon)))
+        return record
+    n = sum(len(v[0]) for v in too_soon.values())
+    times = np.concatenate([v[0] for v in too_soon.values()])
+    summary = (f"The capture missed the NAKs that asked for {plural(n, 'resend')} on {plural(len(too_soon), 'flow')}: "
+               "they came sooner than the ACK timeout RDMA CM negotiated, so no timer sent them.")
+    advice = ("Counts from this capture are lower bounds. Check the mirror of the responder's direction (SPAN "
+              "oversubscription, mirror drop counters, capture host `ethtool -S` rx_discards_phy / "
+              "rx_out_of_buffer, `tcpdump -B`); the requester's RDMA hw counters packet_seq_err (NAK sequence "
+              "errors) and rnr_nak_retry_err (RNR NAKs) tell which NAKs it got.")
+    return finding("warning", "capture_loss", summary, sorted(too_soon), int(times.min()), int(times.max()),
+                   _missed_naks(ctx, too_soon), advice)
+
+
+def _missed_naks(ctx: Context, too_soon: dict) -> list[str]:
+    """Evidence for capture_loss: resends of CM flows sooner than the negotiated ACK timeout with
+    no NAK captured. The requester resends before its timer only on a NAK (PSN sequence error, or
+    RNR: IBTA 9.7.5.2), so one came and the capture missed it (the late originals of reordering,
+    READs asked again and NAKs stamped out of order are set apart before)."""
+    out = []
+    for name, (ts, psn, delays) in sorted(too_soon.items()):
+        cm, known = ctx.negotiated[name], delays[delays >= 0]
+        out.append(f"{name}: {plural(len(ts), 'resend')} at PSN {psn_list(psn, 3)} with no NAK captured, "
+                   f"{duration(known.min())} to {duration(known.max())} after the original send; the negotiated "
+                   f"ACK timeout is {cm.ack_timeout_text()} (connection {cm.connection}): not a timeout, the "
+                   "NAK (PSN sequence error or RNR) that asked for them is not in the capture (unless the "
+                   "application set its own timeout: rdma_set_option RDMA_OPTION_ID_ACK_TIMEOUT)")
     return out
 
 
@@ -326,53 +373,3 @@ def _psn_reuse(ctx: Context) -> list[dict]:
         out.append(finding("warning", "psn_reuse", summary, ctx.pair(name),
                            int(ev.ts.min()), int(ev.ts.max()), evidence, advice))
     return out
-
-
-INVALID_RD_REQUEST = "invalid RD request"    # NAK code 4 (IBTA Table 44): RD only, i.e. ConnectX DC
-REMOTE_ERROR_ADVICE = (
-    "Not a network problem: the responder refused the request. Remote access error: the R_Key / address range "
-    "is not registered or lacks access rights (MR deregistered too early?); invalid request: opcode or length not "
-    "allowed on the QP; remote operational error: responder-side failure. Check the NIC counters "
-    "req_remote_access_errors / resp_remote_access_errors / req_remote_invalid_request and the application's "
-    "completion status.")
-INVALID_RD_REQUEST_ADVICE = (
-    "DC (Dynamically Connected) is NVIDIA's vendor transport: the target refused the DC request (DC access key, "
-    "DCT number or DCT state). Check the DC access key and DCT number the initiator uses, and the NIC's DC "
-    "error counters.")
-
-
-def _remote_errors(ctx: Context) -> list[dict]:
-    """remote_error per flow that NAKed with a code other than a sequence error, RNR or, on
-    RD-range flows, Invalid RD Request. That code exists only for opcodes 0x40-0x5F, which on
-    real wires are ConnectX DC transport (dissectors/opcodes.py), whose recovery is
-    vendor-defined (the DC captures show a RESYNC 0x55 to the same target right after): the IBTA
-    rule that a NAK moves an RC requester to the error state is not claimed, an info
-    invalid_rd_request is reported instead."""
-    out = []
-    for name in ctx.flows_with("nak_other"):
-        ev, rd = ctx.ev("nak_other", name), None
-        if ctx.flow[name]["transport"] == "RD":
-            ev, rd = _split(ev, INVALID_RD_REQUEST)
-        by, of = ctx.flow[name]["src_ip"], ctx.peer(name) or "its peer"
-        if rd is not None and len(rd.ts):
-            summary = (f"{by} answered {plural(len(rd.ts), 'request')} of {of} with NAK invalid RD request "
-                       "(ConnectX DC transport).")
-            out.append(_nak_finding(ctx, name, rd, "info", "invalid_rd_request", summary, INVALID_RD_REQUEST_ADVICE))
-        if len(ev.ts):
-            kinds = sorted({nak_meaning(x) for x in ev.col("aeth_syndrome").tolist()})
-            summary = (f"{by} rejected requests of {of} with {', '.join(kinds)}: the requester's QP moves to the "
-                       "error state.")
-            out.append(_nak_finding(ctx, name, ev, "critical", "remote_error", summary, REMOTE_ERROR_ADVICE))
-    return out
-
-
-def _nak_finding(ctx: Context, name: str, ev: Events, severity: str, kind: str, summary: str, advice: str) -> dict:
-    evidence = [f"{plural(len(ev.ts), 'NAK')} at PSN {psn_list(ev.psn)}: {'; '.join(ev.detail[:3])}"]
-    return finding(severity, kind, summary, ctx.pair(name),
-                   int(ev.ts.min()), int(ev.ts.max()), evidence, advice)
-
-
-def _split(ev: Events, text: str) -> tuple[Events, Events]:
-    """(NAK events whose code means something else, NAK events whose code means `text`)."""
-    has = np.array([nak_meaning(x) == text for x in ev.col("aeth_syndrome").tolist()], dtype=bool)
-    return ev.select(~has), ev.select(has)
