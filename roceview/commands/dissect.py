@@ -73,9 +73,12 @@ def run(args, env) -> ExitStatus:
     kinds = _finding_kinds(args, env, display, writer)
     if kinds is not None:
         from roceview.diagnose.evidence_frames import add_finding_kinds
+    operations = _operations(args, display, writer)
     for chunk, batch in _limited(_packets(args, env), args.count):
         if kinds is not None:
             add_finding_kinds(batch, *kinds)
+        if operations is not None:
+            operations.annotate(batch)
         clock.stamp(batch)
         rows = np.flatnonzero(filter_mask(display, batch, clock)) if display is not None else None
         shown = batch if rows is None else batch.select(rows)
@@ -126,24 +129,45 @@ def _json_writer(args):
     return TsharkJsonWriter(args.fields)
 
 
+def _named(display, writer, columns) -> bool:
+    """Whether -Y or -e reads one of `columns`."""
+    return bool(display is not None and display.fields & columns or writer is not None and writer.columns & columns)
+
+
+def _two_passes(args, field: str, first: str) -> None:
+    if "-" in args.capture:
+        from roceview.errors import BadInput
+
+        raise BadInput(f"{field} reads the capture twice ({first}, then packets): not from stdin")
+
+
 def _finding_kinds(args, env, display, writer):
     """`roceview.finding` needs the findings of the whole capture: a first pass analyzes it
     (as `analyze` would), the second dissects it. None when neither -Y nor -e names the field."""
     from roceview.packets.flags import FINDING_COLUMN
 
-    wanted = (display is not None and FINDING_COLUMN in display.fields) or (
-        writer is not None and FINDING_COLUMN in writer.columns)
-    if not wanted:
+    if not _named(display, writer, {FINDING_COLUMN}):
         return None
-    if "-" in args.capture:
-        from roceview.errors import BadInput
-
-        raise BadInput("roceview.finding reads the capture twice (findings, then packets): not from stdin")
+    _two_passes(args, "roceview.finding", "findings")
     from roceview.api import analyze
     from roceview.diagnose.evidence_frames import kinds_by_frame
 
     result = analyze(args.capture, roce_ports=args.roce_port, link_speed=args.link_speed, warn=lambda m: None)
     return kinds_by_frame(result)
+
+
+def _operations(args, display, writer):
+    """`roceview.op.*` needs every operation's completion: a first pass runs the analysis and
+    keeps each operation's row (analysis/op_marks.py), the second writes them on the packets
+    that carry them. None when neither -Y nor -e names such a field."""
+    from roceview.filter.field_names import OP_COLUMNS
+
+    if not _named(display, writer, OP_COLUMNS):
+        return None
+    _two_passes(args, "roceview.op", "operations")
+    from roceview.analysis import op_marks
+
+    return op_marks.operation_index(args.capture, roce_ports=args.roce_port, warn=lambda m: None)
 
 
 def _limited(packets, count):

@@ -173,6 +173,9 @@ def _source(b: Batch, name: str, field: F.FieldDef) -> tuple[np.ndarray, np.ndar
         return DERIVED[name][1](b)
     if name.startswith(F.CM_PREFIX):
         return _cm_value(b, name, *_mads(b, field.name))
+    if name in F.OP_COLUMNS and name not in b.cols:
+        raise FilterError(f"{field.name} needs the operations of the whole capture: dissect reads the capture "
+                          "twice for it (analyze --filter, which filters before the analysis, cannot)")
     if name in _CLOCK_COLUMNS and name not in b.cols:
         raise FilterError(f"{field.name} needs the times of the packets before it: dissect and the TUI have it "
                           "(analyze --filter, which filters each chunk alone, cannot)")

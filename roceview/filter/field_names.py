@@ -22,6 +22,7 @@ BYTES = "bytes"                   # tshark FT_BYTES: a row of bytes, written col
 # times, in ns (literals: packets/times.py): seconds (`0.000010112`, -T fields with 9 decimals as
 # tshark), and a date and time of day (`"2023-11-14 22:13:20.5"`, `"Nov 14, 2023 22:13:20"`)
 RELTIME, ABSTIME = "reltime", "abstime"
+MICROS = "usec"                   # a duration held in ns, written and compared in µs (roceview.op.latency)
 ETH_TYPE_COLUMN = "_eth_type"     # derived (filter/evaluate.py DERIVED): the Ethernet header's own type
 CM_PREFIX = "_cm:"                # derived (filter/evaluate.py): a field of the MAD's bytes, "_cm:REQ.startpsn"
 CM_MESSAGE_COLUMN = "_cm_message"  # derived: a CM MAD's message, by attribute id
@@ -234,8 +235,27 @@ def _flag(f: FlagField) -> FieldDef:
 # one occurrence per finding kind the packet is evidence for (evaluate.occurrences expands the bits)
 FINDING = FieldDef(FINDING_FIELD, STR, (Source(FINDING_COLUMN),), "finding kinds this packet is evidence for",
                    vocab=FINDING_KINDS)
+
+# `roceview.op.*`: the ops.csv row of the RDMA message a packet belongs to (analysis/op_marks.py
+# decides which packets; dissect reads the capture twice for them). OP_NAMES is ops.csv's `op`
+# vocabulary, analysis/ops_classes.OP_NAMES (not imported: it loads the analysis, ~0.15 s, which
+# `analyze --filter` does not wait for; tests/filter/test_op_fields.py checks they agree).
+OP_PREFIX = FILTER_PREFIX + "op."
+OP_NAMES = ("SEND", "SEND_IMM", "SEND_INV", "WRITE", "WRITE_IMM", "READ", "CMP_SWAP", "FETCH_ADD", "FLUSH",
+            "ATOMIC_WRITE")
+OP_FIELDS = {d.name: d for d in [
+    FieldDef(OP_PREFIX + "op", STR, (Source("_op_kind"),), "its operation (ops.csv op)", vocab=OP_NAMES),
+    FieldDef(OP_PREFIX + "bytes", INT, (Source("_op_bytes"),), "its message's bytes (ops.csv bytes)"),
+    FieldDef(OP_PREFIX + "latency", MICROS, (Source("_op_latency"),), "its latency in µs (ops.csv latency_us)"),
+    FieldDef(OP_PREFIX + "packets", INT, (Source("_op_packets"),), "its request packets (ops.csv packets)"),
+    FieldDef(OP_PREFIX + "retransmitted", BOOL, (Source("_op_retrans"),), "ops.csv retransmitted"),
+    FieldDef(OP_PREFIX + "outstanding", INT, (Source("_op_outstanding"),), "ops.csv outstanding"),
+    FieldDef(OP_PREFIX + "first_frame", INT, (Source("_op_first_frame"),), "its first frame (ops.csv first_frame)"),
+]}
+OP_FIELD_NAMES = tuple(OP_FIELDS)
+OP_COLUMNS = frozenset(s.column for d in OP_FIELDS.values() for s in d.sources)
 _ALIASES = ({f.name: f for f in _WIRESHARK + ROCEVIEW_CM_FIELDS} | {d.name: d for d in map(_flag, FLAG_FIELDS)}
-            | {FINDING_FIELD: FINDING})
+            | {FINDING_FIELD: FINDING} | OP_FIELDS)
 WIRESHARK_NAMES = tuple(f.name for f in _WIRESHARK)
 FIELDS_BY_KIND_NONE = frozenset(f.name for f in _WIRESHARK if f.kind == NONE)   # protocols: presence only
 _ALL: dict[str, FieldDef] = {}

@@ -11,8 +11,10 @@ with one take().
 from __future__ import annotations
 
 import ipaddress
+import math
 import operator
 import re
+from fractions import Fraction
 
 import numpy as np
 
@@ -26,6 +28,7 @@ _NP = {"==": np.equal, "<": np.less, "<=": np.less_equal, ">": np.greater, ">=":
 _MAC = re.compile(r"^(?:[0-9a-f]{2}(?::[0-9a-f]{2}){5}|(?:[0-9a-f]{2})+(?:([\-.])(?:[0-9a-f]{2})+(?:\1(?:[0-9a-f]{2})+)*)?)$",
                   re.IGNORECASE)
 _INT = re.compile(r"^(0x[0-9a-f]+|0b[01]+|0[0-7]*|[1-9][0-9]*)$")   # Wireshark's: no 0o, no 1_000
+_DECIMAL = re.compile(r"^-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)$")   # a µs literal: no exponent, no 1_000
 _LID = re.compile(r"^lid:(0x[0-9A-Fa-f]{1,4}|[1-9][0-9]{0,4}|0)$")   # ASCII digits: \d takes any Unicode digit
 LID_MARK = bytes(10) + b"\xfe\xfe"           # roceview.packets.names.address_text: IB LRH without GRH
 U64 = (1 << 64) - 1
@@ -79,6 +82,35 @@ def _check_range(field: F.FieldDef, v: Value, sign: int, value: int) -> None:
                           "(tshark negates a literal as a signed integer)", v.column)
 
 
+def parse_micros(v: Value, field: F.FieldDef) -> Fraction:
+    """A literal in µs (`100`, `2.5`, `0.001`) as an exact number of ns: a latency is whole ns,
+    so `== 1.0005` matches nothing rather than what rounding would pick."""
+    if v.quoted or not _DECIMAL.match(v.text):
+        _not_a_field(field, v)
+        raise FilterError(f"{quote(v.text)} is not a number ({field.name} is in microseconds: 100, 2.5)", v.column)
+    try:
+        return Fraction(v.text) * 1000
+    except ValueError:                  # over Python's 4,300 digits
+        raise FilterError(f"{quote(v.text)} has too many digits ({field.name})", v.column) from None
+
+
+def _micros_test(op: str, ns: Fraction):
+    """values (int ns) -> bool array against an exact ns literal: a fractional one lies between
+    two whole ns, so `<` and `<=` mean <= its floor, `>` and `>=` mean > its floor."""
+    whole = math.floor(ns)
+    if ns == whole:
+        return lambda values: _cmp_int(values, op, whole)
+    if op == "==":
+        return lambda values: np.zeros(len(values), bool)
+    return lambda values: _cmp_int(values, "<=" if op in ("<", "<=") else ">", whole)
+
+
+def micros_text(ns: int) -> str:
+    """A duration in ns as µs with 3 decimals, exactly (ops.csv latency_us's text)."""
+    sign, ns = ("-" if ns < 0 else ""), abs(int(ns))
+    return f"{sign}{ns // 1000}.{ns % 1000:03d}"
+
+
 def parse_mac(v: Value, field: F.FieldDef) -> int:
     text = v.text
     digits = re.sub(r"[:\-.]", "", text)
@@ -121,6 +153,8 @@ def compare_test(field: F.FieldDef, op: str, v: Value):
         return _vocab_test(field, lambda name: ORDER[op](name, v.text))
     if field.kind in (F.IPV4, F.IPV6, F.ADDR):
         return _addr_test(op, *parse_addr(v, field))
+    if field.kind == F.MICROS:
+        return _micros_test(op, parse_micros(v, field))
     lit = parse_mac(v, field) if field.kind == F.MAC else parse_int(v, field)
     if lit < 0 and field.name in F.WIRESHARK_NAMES:
         # tshark 4.0 makes `-N` a signed value, which no unsigned Wireshark field equals or
