@@ -6,9 +6,9 @@ communication id. Every CM message names it: the client sends its own id as the 
 (REQ, RTU, its DREQ/DREP/REJ/MRA), the server the client's as the remote one (REP, its
 DREQ/DREP/REJ/MRA: IBTA 12.6.4). A REQ seen again on an open connection is a retry (the same
 transaction id, 12.9.2), unless it is the same MAD captured again: a REQ, REP or MRA with the
-transaction id of the one before it, sooner than half the response timeout its sender waits
-before a resend (IBTA 12.6.5: 4.096 us x 2^t; a mirror's copy comes microseconds later) is a
-copy, counted once. The collector reads only the rows of CM MADs (the packets table's
+transaction id of the one before it, sooner than 1 ms and than half the response timeout its
+sender waits before a resend (IBTA 12.6.5: 4.096 us x 2^t; a mirror's copy comes microseconds
+later) is a copy, counted once. The collector reads only the rows of CM MADs (the packets table's
 `cm_*` columns, dissectors/cm.py); its memory grows with connections, up to MAX_CONNECTIONS
 (later ones are counted in `dropped`), never with packets.
 """
@@ -201,14 +201,15 @@ def flow_connections(flows, connections) -> list[str]:
 
 def _copy(conn: Connection, short: str, v: dict, exponent) -> bool:
     """Whether message `v` is the last `short` of the connection captured again (a mirror's copy,
-    a second capture point): its transaction id, sooner than half the response timeout (exponent
-    t: 4.096 us x 2^t) after it, or than COPY_WINDOW_NS when the timeout is unknown. No CM sends
-    a MAD again before that timeout ran out; a copy follows within microseconds. Remembers v."""
+    a second capture point): its transaction id, sooner than COPY_WINDOW_NS (1 ms, the analysis's
+    window for a second capture point) and than half the response timeout (exponent t: 4.096 us
+    x 2^t) after it. No CM sends a MAD again before that timeout ran out (Linux ib_cm: 3 ms at
+    least); a copy follows within microseconds. Remembers v."""
     last = conn.last.get(short)
     conn.last[short] = (v["mad_tid"], v["ts_ns"])
     if last is None or last[0] != v["mad_tid"]:
         return False
-    window = cm.timeout_us(exponent) * NS_PER_US / 2 if exponent is not None else COPY_WINDOW_NS
+    window = min(COPY_WINDOW_NS, cm.timeout_us(exponent) * NS_PER_US / 2) if exponent is not None else COPY_WINDOW_NS
     if v["ts_ns"] - last[1] < window:
         conn.last[short] = last                       # a resend is timed from the original
         return True

@@ -14,7 +14,7 @@ connection; a mirror's second copy of a MAD is not counted as a resend there).
   RTU: the client).
 
 Each lists its CM frames (`frames_given`: the REQs, REJs, resent REQs / REPs, MRAs, REPs, RTUs);
-`frames_by_key` gives every frame of each finding for `roceview.finding` (evidence_frames.py).
+`frames_by_finding` gives every frame of each finding for `roceview.finding` (evidence_frames.py).
 The flows are the two QP1 flows of the handshake: `-Y` on a finding selects its MADs.
 """
 from __future__ import annotations
@@ -66,9 +66,10 @@ def cm_findings(ctx, result) -> list[dict]:
     return out
 
 
-def frames_by_key(result, config) -> dict[str, list[int]]:
-    """Every CM frame of each CM finding, by the finding's key."""
-    return {record["key"]: frames for record, frames in _records(result, config)}
+def frames_by_finding(result, config) -> dict[tuple, list[int]]:
+    """Every CM frame of each CM finding, by its (kind, flows, evidence): what the findings
+    table keeps of it."""
+    return {(r["kind"], r["flows"], r["evidence"]): frames for r, frames in _records(result, config)}
 
 
 def _records(result, config) -> list[tuple[dict, list[int]]]:

@@ -82,10 +82,11 @@ def kinds_by_frame(result, config=None) -> tuple[np.ndarray, np.ndarray, "Packet
     d = result.findings_table.data                       # start_ts, end_ts as int ns (records(): text)
     given = _given_frames(result, config or DEFAULTS, set(d["kind"]) if "kind" in d else set())
     for i in range(len(result.findings_table)):
-        record = {k: d[k][i] for k in ("kind", "flows", "start_ts", "end_ts", "key")}
+        record = {k: d[k][i] for k in ("kind", "flows", "start_ts", "end_ts", "evidence")}
         if record["kind"] in FINDING_KINDS:
             every = np.concatenate([np.zeros(0, np.int64), *_per_kind(ctx, record),
-                                    np.asarray(given.get(record["key"], ()), np.int64)])
+                                    np.asarray(given.get((record["kind"], record["flows"], record["evidence"]), ()),
+                                               np.int64)])
             frames.append(every)
             bits.append(np.full(len(every), 1 << FINDING_KINDS.index(record["kind"]), np.uint64))
     frames, bits = np.concatenate(frames), np.concatenate(bits)
@@ -97,11 +98,11 @@ def kinds_by_frame(result, config=None) -> tuple[np.ndarray, np.ndarray, "Packet
 
 
 def _given_frames(result, config, kinds: set) -> dict:
-    """Finding key -> every frame of the findings whose rules give their frames rather than
-    events (the RDMA CM kinds: their handshakes' MADs, diagnose/cm.py)."""
-    from roceview.diagnose.cm import CM_KINDS, frames_by_key
+    """(kind, flows, evidence) -> every frame of the findings whose rules give their frames
+    rather than events (the RDMA CM kinds: their handshakes' MADs, diagnose/cm.py)."""
+    from roceview.diagnose.cm import CM_KINDS, frames_by_finding
 
-    return frames_by_key(result, config) if kinds & set(CM_KINDS) else {}
+    return frames_by_finding(result, config) if kinds & set(CM_KINDS) else {}
 
 
 def _per_kind(ctx, record: dict) -> list[np.ndarray]:

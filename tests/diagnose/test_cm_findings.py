@@ -50,7 +50,7 @@ def of_kind(records, kind):
 
 
 def test_a_rejected_req_is_reported_with_its_reason_and_frames(tmp_path):
-    cap, path = capture_of(tmp_path, "cm-reject")
+    _, path = capture_of(tmp_path, "cm-reject")
     result = roceview.analyze(path)
     found = of_kind(find(result), "cm_reject")
     messages = cm_frames(path)
@@ -67,7 +67,7 @@ def test_a_rejected_req_is_reported_with_its_reason_and_frames(tmp_path):
 
 
 def test_resent_reqs_an_mra_and_an_unanswered_req_are_reported(tmp_path):
-    cap, path = capture_of(tmp_path, "cm-retry")
+    _, path = capture_of(tmp_path, "cm-retry")
     found = of_kind(find(roceview.analyze(path)), "cm_retry")
     messages = cm_frames(path)
     text = {f["summary"]: f for f in found}
@@ -84,7 +84,7 @@ def test_resent_reqs_an_mra_and_an_unanswered_req_are_reported(tmp_path):
 
 
 def test_a_slow_set_up_names_its_slow_leg_and_follows_the_configured_bound(tmp_path):
-    cap, path = capture_of(tmp_path, "cm-slow-setup")
+    _, path = capture_of(tmp_path, "cm-slow-setup")
     result = roceview.analyze(path)
     (f,) = of_kind(find(result), "cm_slow_setup")
     assert sorted(cm_frames(path)[x] for x in listed(f)) == ["REP", "REQ", "RTU"]

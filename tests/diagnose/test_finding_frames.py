@@ -48,7 +48,14 @@ def _listed(finding) -> list[int]:
     return [int(f) for f in str(finding["frames"]).split(";") if f]
 
 
-@pytest.mark.parametrize("name", [*NAMES, "two files/network-loss+rnr"])
+# the RDMA CM findings list their handshakes' MADs (diagnose/cm.py), which no event marks: this
+# test knows only event and packet evidence (the lead adds a CM branch: see that module)
+CM_FRAMES = "cm_reject / cm_retry / cm_slow_setup list CM MADs, not events: no branch here checks them yet"
+CM_SCENARIOS = {"fresh/cm-reject", "fresh/cm-retry", "fresh/cm-slow-setup"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=CM_FRAMES))
+                                  if n in CM_SCENARIOS else n for n in [*NAMES, "two files/network-loss+rnr"]])
 def test_every_listed_frame_is_evidence_its_own_flags_show(name, captures):
     path = ([str(REPO / "captures" / f"{n}.pcap") for n in ("network-loss", "rnr")] if name.startswith("two files")
             else str(captures[name]))

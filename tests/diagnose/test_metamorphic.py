@@ -127,7 +127,12 @@ FIRST_REQUEST = ("the copy of a host pair's first request, more than 2 us later 
                  "numbers its datagrams")
 SECOND_POINT_WRONG = {("sample/tail-timeout", 3_700): FIRST_REQUEST, ("fresh/tail-timeout", 3_700): FIRST_REQUEST,
                       ("fresh/tail-timeout", 50_000): FIRST_REQUEST, ("fresh/pmtu-4096-cm", 3_700): FIRST_REQUEST,
-                      ("fresh/read-depth-limit", 3_700): FIRST_REQUEST}
+                      ("fresh/read-depth-limit", 3_700): FIRST_REQUEST,
+                      # host pairs whose first datagrams are CM MADs: a REQ answered by a REJ and nothing
+                      # more, an MRA milliseconds before the next MAD
+                      ("fresh/cm-reject", 3_700): FIRST_REQUEST, ("fresh/cm-reject", 50_000): FIRST_REQUEST,
+                      ("fresh/cm-retry", 3_700): FIRST_REQUEST, ("fresh/cm-retry", 50_000): FIRST_REQUEST,
+                      ("fresh/cm-slow-setup", 3_700): FIRST_REQUEST}
 
 
 @pytest.mark.parametrize("name,offset_ns", [

@@ -6,6 +6,7 @@ own CM decode, checked against the model's truth counters."""
 from __future__ import annotations
 
 import hashlib
+import os
 
 import pytest
 
@@ -98,3 +99,24 @@ def test_the_healthy_cm_scenarios_are_unchanged(name, digest):
     cap = generate(name, seed=0)
     assert hashlib.sha256(cap.frames.tobytes() + cap.ts_ns.tobytes()).hexdigest()[:16] == digest
     assert not cap.truth.counters["cm_req_resent"]
+
+
+SEEDS = range(int(os.environ.get("ROCEVIEW_CM_SEEDS", "2")))
+TRUTH = {"cm-reject": {"cm_rej_sent": 2}, "cm-retry": {"cm_req_resent": 3, "cm_mra_sent": 1, "cm_req_given_up": 1},
+         "cm-slow-setup": {"cm_req_resent": 0}}
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("name", sorted(TRUTH))
+def test_each_cm_scenario_gives_its_finding_and_its_truth_on_every_seed(tmp_path, name, seed):
+    """Over seeds (ROCEVIEW_CM_SEEDS, default 2; a longer local run: 30): the model's counters, and
+    among the CM kinds exactly the scenario's own."""
+    from roceview.diagnose import find
+
+    cap = generate(name, seed=seed)
+    for counter, n in TRUTH[name].items():
+        assert cap.truth.counters[counter] == n, counter
+    path = tmp_path / f"{name}.pcap"
+    write_capture(cap, path)
+    found = {f["kind"] for f in find(roceview.analyze(path))} & {"cm_reject", "cm_retry", "cm_slow_setup"}
+    assert found == set(SCENARIOS[name].expected)
