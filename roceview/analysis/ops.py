@@ -191,8 +191,11 @@ class OpTracker:
             np.add.at(sp.n_ops, sid[first], np.diff(np.r_[first, len(order)]))
             self._expiry(ops, order)
         parts = [c["first_idx"][q], ud[1] if len(ud[0]) else np.zeros(0, np.int64)] + [x for x, _ in extra]
-        rank = ob.ranks(np.concatenate(parts)) + self.created
         bounds = np.cumsum([0] + [len(x) for x in parts])
+        if self.created >= self.store.max_rows:     # none listed: a number past the budget is all they need
+            rank = np.full(int(bounds[-1]), self.created, np.int64)
+        else:
+            rank = ob.ranks(np.concatenate(parts)) + self.created
         c["number"][q] = rank[:bounds[1]]
         if len(ud[0]):
             self._ud(ch, ud, rank[bounds[1]:bounds[2]])

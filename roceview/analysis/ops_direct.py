@@ -21,6 +21,7 @@ from roceview.analysis.ops_set import INF, OpSet, op_key
 from roceview.analysis.segments import PSN_MOD
 from roceview.analysis.tables import NONE_TS
 from roceview.arrays import runs
+from roceview.kernels import backend as kernels
 
 
 def eligible(tr, an, rows, state) -> np.ndarray:
@@ -45,39 +46,67 @@ def eligible(tr, an, rows, state) -> np.ndarray:
 
 def operations(tr, rows, take: np.ndarray, resp, now: int, pending: int):
     """(final operations' values with `number` to set, the others as a new OpSet) of the
-    qualifying rows `take` (grouped by space, capture order)."""
-    sid, u, idx, ts, opc = rows.sid[take], rows.u[take], rows.idx[take], rows.ts[take], rows.opc[take]
+    qualifying rows `take` (grouped by space, capture order). Past the ops table's row budget
+    the values are only what the statistics read (ops._account)."""
+    sid, u, idx = rows.sid[take], rows.u[take], rows.idx[take]
     n = len(take)
     sp = tr.space
-    first = np.flatnonzero(np.r_[True, sid[1:] != sid[:-1]])
-    lengths = np.diff(np.r_[first, n])
+    expire, compl_idx, compl_ts, final = match(resp, sid, u, idx, pending, now)
+    kind = oc.KIND.take(rows.opc[take]).astype(np.int64)
+    pay, dmalen, ts = rows.pay[take], rows.dmalen[take], rows.ts[take]
+    nbytes = np.where(dmalen >= 0, dmalen, pay)
+    first, stops = runs(sid)
+    lengths, last = stops - first, stops - 1
+    o = np.flatnonzero(~final)
+    carried_k = (np.repeat(sp.n_ops[sid[first]] - first, lengths)[o] + o) if len(o) else o
+    s = sid[first]
+    sp.cur_start[s], sp.cur_end[s], sp.cur_ended[s] = u[last], u[last], True
+    sp.n_ops[s] += lengths
+    f = slice(None) if not len(o) else np.flatnonzero(final)         # (a slice: no copies)
+    count = n - len(o)
+    if count:
+        max_into(sp.evicted_hi, sid[f], u[f])
+    values = {"number": np.zeros(count, np.int64), "flow": sid[f] >> 1, "kind": kind[f], "bytes": nbytes[f],
+              "first_ts": ts[f], "compl_idx": compl_idx[f], "compl_ts": compl_ts[f],
+              "retrans": np.zeros(count, bool)}
+    if tr.created < tr.store.max_rows:              # rows may be listed: every column
+        done = values["compl_idx"] >= 0
+        values.update({"first_psn": u[f] & (PSN_MOD - 1), "packets": np.ones(count, np.int64),
+                       "first_idx": idx[f], "last_idx": idx[f], "last_ts": values["first_ts"],
+                       "compl_ts": np.where(done, values["compl_ts"], NONE_TS),
+                       "outstanding": np.zeros(count, np.int64)})
+    carried = _carried(sid[o], u[o], carried_k, kind[o], idx[o], ts[o], pay[o], dmalen[o], compl_idx[o], compl_ts[o],
+                       expire[o])
+    return values, carried, idx[f], idx[o]
+
+
+def match(resp, sid, u, idx, pending: int, now: int):
+    """(expire, compl_idx, compl_ts, final) per operation (grouped by space, rows and PSNs
+    rising in one): its expiry (the row of its space's operation `pending` + 1 later, INF
+    when not here), its completion (the first covering response after it, before its expiry;
+    -1 and 0 without) and whether it is final (as ops._final decides). The C kernel when built
+    (one walk per space), else match_numpy."""
+    if kernels.ops_direct is not None:
+        out = kernels.ops_direct(sid, u, idx, resp.sid, resp.cov, resp.idx, resp.ts, pending, now, LINGER_NS, int(INF))
+        if out is not None:
+            return out
+    return match_numpy(resp, sid, u, idx, pending, now)
+
+
+def match_numpy(resp, sid, u, idx, pending: int, now: int):
+    """match() in numpy: binary searches per operation (ops_match.first_covering)."""
+    n = len(sid)
+    first, stops = runs(sid)
+    lengths = stops - first
     pos = np.arange(n) - np.repeat(first, lengths)                      # ordinal within the chunk
-    k = np.repeat(sp.n_ops[sid[first]], lengths) + pos
     expire = _expiry(idx, pos, lengths, first, pending)
     at = first_covering(resp, sid, idx, u) if len(resp) else np.full(n, len(resp))
     done = at < len(resp)
     done[done] = resp.idx[at[done]] < expire[done]
     compl_idx = np.where(done, resp.idx[np.minimum(at, max(len(resp) - 1, 0))] if len(resp) else -1, -1)
     compl_ts = np.where(done, resp.ts[np.minimum(at, max(len(resp) - 1, 0))] if len(resp) else 0, 0)
-    final = (expire < INF) | (done & (compl_ts + LINGER_NS < now))        # as ops._final decides
-    kind = oc.KIND.take(opc).astype(np.int64)
-    pay, dmalen = rows.pay[take], rows.dmalen[take]
-    nbytes = np.where(dmalen >= 0, dmalen, pay)
-    last = first + lengths - 1
-    sp.cur_start[sid[first]], sp.cur_end[sid[first]], sp.cur_ended[sid[first]] = u[last], u[last], True
-    sp.n_ops[sid[first]] += lengths
-    if final.any():
-        max_into(sp.evicted_hi, sid[final], u[final])
-    f = np.flatnonzero(final)
-    values = {"number": np.zeros(len(f), np.int64), "flow": sid[f] >> 1, "kind": kind[f],
-              "first_psn": u[f] & (PSN_MOD - 1), "packets": np.ones(len(f), np.int64), "bytes": nbytes[f],
-              "first_idx": idx[f], "last_idx": idx[f], "first_ts": ts[f], "last_ts": ts[f],
-              "compl_idx": compl_idx[f], "compl_ts": np.where(done[f], compl_ts[f], NONE_TS),
-              "retrans": np.zeros(len(f), bool), "outstanding": np.zeros(len(f), np.int64)}
-    o = np.flatnonzero(~final)
-    carried = _carried(sid[o], u[o], k[o], kind[o], idx[o], ts[o], pay[o], dmalen[o], compl_idx[o], compl_ts[o],
-                       expire[o])
-    return values, carried, idx[f], idx[o]
+    final = (expire < INF) | (done & (compl_ts + LINGER_NS < now))
+    return expire, compl_idx, compl_ts, final
 
 
 def _expiry(idx, pos, lengths, first, pending: int) -> np.ndarray:

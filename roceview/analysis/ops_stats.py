@@ -18,6 +18,7 @@ import numpy as np
 
 from roceview.analysis.ops_classes import N_OPS, OP_NAMES
 from roceview.analysis.tables import OP_STATS_COLUMNS, READ_DEPTH_COLUMNS, Table
+from roceview.kernels import backend as kernels
 
 SUB_BITS = 8                         # 2^8 buckets per power of two above EXACT_BELOW
 EXACT_BELOW = 1 << (SUB_BITS + 1)    # 512 ns: a bucket per nanosecond
@@ -140,6 +141,28 @@ class OpStats:
             lo, span = 0, len(keys)
         else:
             keys, inv = None, key - lo
+        name = (lambda dense: dense + lo) if keys is None else keys.__getitem__     # noqa: E731 - dense -> key
+        if kernels.op_sums is not None:
+            self._add_c(inv, span, name, nbytes, retransmitted, latency)
+        else:
+            self._add_numpy(key, inv, span, name, nbytes, retransmitted, latency)
+
+    def _add_c(self, inv, span, name, nbytes, retransmitted, latency) -> None:
+        """add()'s sums in one pass of the C kernel (_opsmatch.c)."""
+        count, completed, retrans, nb, top, sizes, lkey, lcount = kernels.op_sums(
+            inv, span, np.ascontiguousarray(nbytes, np.int64), np.ascontiguousarray(retransmitted, np.bool_),
+            np.ascontiguousarray(latency, np.int64), SIZE_EDGES, SUB_BITS, N_LAT)
+        present = np.flatnonzero(count)
+        self.ops.add(name(present), operations=count[present], completed=completed[present],
+                     retransmitted_ops=retrans[present], bytes=nb[present], latency_max=top[present])
+        sizes = sizes.reshape(-1)
+        at = np.flatnonzero(sizes)
+        self.sizes.add(name(at // N_SIZES) * N_SIZES + at % N_SIZES, n=sizes[at])
+        if len(lkey):
+            self.latency.add(name(lkey // N_LAT) * N_LAT + lkey % N_LAT, n=lcount)
+
+    def _add_numpy(self, key, inv, span, name, nbytes, retransmitted, latency) -> None:
+        """add()'s sums in numpy passes (without the C kernel)."""
         done = latency >= 0
         any_done = bool(done.any())
         counts = np.bincount(inv, minlength=span)
@@ -149,14 +172,14 @@ class OpStats:
         if any_done:
             np.maximum.at(top, inv[done], latency[done])
         flagged = lambda m: np.bincount(inv[m], minlength=span)[present] if m.any() else zeros  # noqa: E731
-        self.ops.add(present + lo if keys is None else keys[present], operations=counts[present],
+        self.ops.add(name(present), operations=counts[present],
                      completed=flagged(done) if any_done else zeros, retransmitted_ops=flagged(np.asarray(retransmitted)),
                      bytes=np.bincount(inv, np.asarray(nbytes, np.float64), minlength=span)[present].astype(np.int64),
                      latency_max=top[present])
         sizes = np.bincount(inv * N_SIZES + size_bucket(nbytes), minlength=span * N_SIZES)
         at = np.flatnonzero(sizes)
         group = at // N_SIZES
-        self.sizes.add((group + lo if keys is None else keys[group]) * N_SIZES + at % N_SIZES, n=sizes[at])
+        self.sizes.add(name(group) * N_SIZES + at % N_SIZES, n=sizes[at])
         if any_done:                                        # (sorted: fewer passes than compact's)
             lkeys = np.sort(key[done] * N_LAT + latency_bucket(latency[done]))
             first = np.flatnonzero(np.r_[True, lkeys[1:] != lkeys[:-1]])

@@ -59,6 +59,12 @@ class _C:
         self._format_rows = lib.rv_format_rows
         self._format_rows.argtypes = [i64, i64, vp, vp, vp, vp, vp, vp, vp, i64]
         self._format_rows.restype = i64
+        self._ops_direct = lib.rv_ops_direct
+        self._ops_direct.argtypes = [i64, vp, vp, vp, i64] + [vp] * 4 + [i64] * 4 + [vp] * 4
+        self._ops_direct.restype = i64
+        self._op_sums = lib.rv_op_sums
+        self._op_sums.argtypes = [i64, vp, i64] + [vp] * 4 + [i64] * 3 + [vp] * 7 + [i64] + [vp] * 2
+        self._op_sums.restype = i64
         self._ctypes = ctypes
 
     def walk_pcap(self, buf, pos, end, big, frac_ns, off, cap, wire, ts):
@@ -114,6 +120,45 @@ class _C:
         if self._stable_order(len(key), _ptr(key), len(counts), _ptr(counts), _ptr(bounds), _ptr(order)):
             raise ValueError("stable_order: a key out of range or counts that are not its bincount")
         return order
+
+    def ops_direct(self, sid, u, idx, rsid, rcov, ridx, rts, pending: int, now: int, linger: int, inf: int):
+        """analysis/ops_direct.py's matching (_opsmatch.c): (expire, compl_idx, compl_ts, final)
+        per operation, or None when some space's rows or PSNs do not rise (numpy then)."""
+        for a in (sid, u, idx, rsid, rcov, ridx, rts):
+            _check(a, np.int64)
+        n, nr = len(sid), len(rsid)
+        if not (sid.ndim == rsid.ndim == 1 and len(u) == len(idx) == n and len(rcov) == len(ridx) == len(rts) == nr):
+            raise ValueError("ops_direct: operation and response columns of other lengths")
+        expire, compl_idx, compl_ts = (np.empty(n, np.int64) for _ in range(3))
+        final = np.empty(n, np.bool_)
+        if self._ops_direct(n, _ptr(sid), _ptr(u), _ptr(idx), nr, _ptr(rsid), _ptr(rcov), _ptr(ridx), _ptr(rts),
+                            int(pending), int(now), int(linger), int(inf), _ptr(expire), _ptr(compl_idx),
+                            _ptr(compl_ts), _ptr(final)):
+            return None
+        return expire, compl_idx, compl_ts, final
+
+    def op_sums(self, key, span: int, nbytes, retrans, latency, edges, sub_bits: int, n_lat: int):
+        """analysis/ops_stats.py's per-chunk sums (_opsmatch.c): per dense key 0..span-1 the
+        operations, completed, retransmitted, bytes, latency maximum, size histogram
+        (span, len(edges) + 1); and the latency histogram's (dense key * n_lat + bucket, count)
+        pairs, each once. A key outside 0..span-1 is a ValueError."""
+        for a, dtype in ((key, np.int64), (nbytes, np.int64), (retrans, np.bool_), (latency, np.int64),
+                         (edges, np.int64)):
+            _check(a, dtype)
+        n = len(key)
+        if not (key.ndim == 1 and len(nbytes) == len(retrans) == len(latency) == n and span >= 0):
+            raise ValueError("op_sums: columns of other lengths")
+        sums = np.zeros((5, span), np.int64)
+        sums[4] = -1
+        sizes = np.zeros((span, len(edges) + 1), np.int64)
+        slots = np.full(1 << max(int(2 * n).bit_length(), 4), -1, np.int64)
+        lkey, lcount = np.empty(n, np.int64), np.empty(n, np.int64)
+        pairs = self._op_sums(n, _ptr(key), span, _ptr(nbytes), _ptr(retrans), _ptr(latency), _ptr(edges), len(edges),
+                              int(sub_bits), int(n_lat), *(_ptr(row) for row in sums), _ptr(sizes), _ptr(slots),
+                              len(slots) - 1, _ptr(lkey), _ptr(lcount))
+        if pairs < 0:
+            raise ValueError("op_sums: a key outside 0..span-1")
+        return (*sums, sizes, lkey[:pairs], lcount[:pairs])
 
     def format_rows(self, kinds, decimals, ints, floats, str_off, str_bytes, cap: int) -> bytes | None:
         """CSV rows (_celltext.c): per column a kind code (0-5: int, nint, ts, qp, float,
@@ -206,3 +251,5 @@ parse_layers, decode_records = KERNELS.parse_layers, KERNELS.decode_records
 flow_ids = getattr(KERNELS, "flow_ids", None)      # C only: analysis/ falls back to numpy
 stable_order = getattr(KERNELS, "stable_order", None)
 format_rows = getattr(KERNELS, "format_rows", None)   # C only: render/export.py falls back to numpy
+ops_direct = getattr(KERNELS, "ops_direct", None)     # C only: analysis/ops_direct.py falls back to numpy
+op_sums = getattr(KERNELS, "op_sums", None)           # C only: analysis/ops_stats.py falls back to numpy
