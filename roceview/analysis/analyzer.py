@@ -22,6 +22,7 @@ from roceview.analysis.flows import new_registry
 from roceview.analysis.pairing import CmPairs, Pairing
 from roceview.analysis.pauses import ALL, PfcAccounting
 from roceview.analysis.pmtu import PathMtu
+from roceview.analysis.priorities import PriorityCounts
 from roceview.analysis.connections import ConnectionLog
 from roceview.analysis.ops import OpTracker
 from roceview.analysis.psn import PsnSpaces
@@ -79,6 +80,7 @@ class Analyzer:
         self.sends = FirstSends()
         self.unsent_found: list = []                   # unsent.py: decided at the end
         self.pfc = PfcAccounting(link_speed_gbps)
+        self.priorities: PriorityCounts | None = PriorityCounts()    # priorities.csv (None: not counted)
         self.timeline = Timeline(max(1, int(round(bucket_ms * 1_000_000))))
         self.events = EventLog()
         self.rows_seen = 0
@@ -201,6 +203,8 @@ class Analyzer:
         lo, hi = (int(ts[0]), int(ts[-1])) if in_order else (int(ts.min()), int(ts.max()))
         self.first_ts = lo if self.first_ts is None else min(self.first_ts, lo)
         self.last_ts = hi if self.last_ts is None else max(self.last_ts, hi)
+        if self.priorities is not None:
+            self.priorities.feed(batch, in_order)
         if counts[PROTO_CODE["pfc"]] or counts[PROTO_CODE["pause"]]:
             self._pfc_rows(batch, proto, idx0)
         self.cm.feed(batch)

@@ -11,6 +11,7 @@ import numpy as np
 from roceview.analysis.connections import flow_connections
 from roceview.analysis.opcode_classes import TRANSPORT_NAMES
 from roceview.analysis.ops_rows import table as ops_table
+from roceview.analysis.priorities import priorities_table
 from roceview.analysis.result import AnalysisResult
 from roceview.analysis.tables import FLOW_COLUMNS, Table, format_ts
 from roceview.packets.batch import PROTO_NAMES
@@ -93,9 +94,11 @@ def build_result(an, files, warnings, packets, snapshot: bool = False) -> Analys
     flows.data["connection"] = flow_connections(flows, connections)
     macs = [mac_text(m) for m in an.pfc.mac_list]
     ops = an.ops
+    pfc = an.pfc.table()
+    counted = an.priorities.state() if an.priorities is not None else None
     return AnalysisResult(
-        flows_table=flows, pfc_table=an.pfc.table(), events_table=an.events.table(names, macs),
+        flows_table=flows, pfc_table=pfc, events_table=an.events.table(names, macs),
         timeline_table=an.timeline.table(names), summary=summary(an, files, warnings, flows),
         packets=packets, ops_table=ops_table(ops.rows(an, snapshot), names, src, dst, an.registry.qp),
         op_stats_table=ops.stats.table(names), read_depth_table=ops.stats.depth_table(names),
-        connections_table=connections)
+        connections_table=connections, priorities_table=priorities_table(counted, pfc))

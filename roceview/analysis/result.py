@@ -1,7 +1,8 @@
 """AnalysisResult: the snapshot every renderer (report, CSV/JSON, TUI) and the diagnoser reads.
 
 Tables are kept as numpy columns (`*_table`, see tables.py) and offered as pandas DataFrames
-(`flows`, `pfc`, `events`, `timeline`, `ops`, `op_stats`, `read_depth`, `findings`) built on first
+(`flows`, `pfc`, `events`, `timeline`, `ops`, `op_stats`, `read_depth`, `connections`, `priorities`,
+`findings`) built on first
 access. The DataFrames have the
 CSV columns; timestamps are datetime64[ns, UTC], QP numbers nullable UInt32.
 
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from roceview.analysis.connections import CONNECTION_COLUMNS
+from roceview.analysis.priorities import PRIORITY_COLUMNS
 from roceview.analysis.tables import (FINDINGS_COLUMNS, OP_STATS_COLUMNS, OPS_COLUMNS, READ_DEPTH_COLUMNS,
                                       Table)
 
@@ -36,6 +38,7 @@ class AnalysisResult:
     op_stats_table: Table = field(default_factory=lambda: Table.empty(OP_STATS_COLUMNS))  # per QP and op
     read_depth_table: Table = field(default_factory=lambda: Table.empty(READ_DEPTH_COLUMNS))
     connections_table: Table = field(default_factory=lambda: Table.empty(CONNECTION_COLUMNS))   # connections.csv
+    priorities_table: Table = field(default_factory=lambda: Table.empty(PRIORITY_COLUMNS))      # priorities.csv
     _frames: dict = field(default_factory=dict, repr=False)
 
     def _frame(self, name: str):
@@ -63,6 +66,12 @@ class AnalysisResult:
     def connections(self):
         """One row per RDMA CM connection (connections.csv)."""
         return self._frame("connections")
+
+    @property
+    def priorities(self):
+        """Per direction (source -> destination MAC), priority and DSCP: traffic, RoCE, ECN and
+        the PFC pauses that held it (priorities.csv)."""
+        return self._frame("priorities")
 
     @property
     def ops(self):

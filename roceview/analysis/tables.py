@@ -57,6 +57,7 @@ KINDS = {
     "pfc_priority": "str",
     "op": "str", "completion_ts": "nts", "completion_frame": "nint", "latency_us": "float",
     "retransmitted": "bool", "latency_p50_us": "float", "latency_p99_us": "float", "latency_max_us": "float",
+    "dst_mac": "str", "pcp": "nint", "dscp": "nint", "roce_share": "float", "ce_share": "float",   # priorities.csv
 }
 DECIMALS = {"rtt_p50_us": 3, "rtt_p99_us": 3, "goodput_gbps": 6, "paused_us": 6,
             "longest_pause_us": 6, "gbps": 6, "latency_us": 3, "latency_p50_us": 3, "latency_p99_us": 3,

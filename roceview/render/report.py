@@ -1,5 +1,5 @@
 """The `roceview analyze` report: capture summary, findings, per-QP table, operations
-(report_ops.py), PFC table.
+(report_ops.py), PFC table, priorities (report_priorities.py).
 
 Plain text through render/screen.py (no rich: see there why). The per-QP table lists the
 `max_qps` worst queue pairs (default MAX_QP_ROWS; 0 = all) and counts the rest: thousands of
@@ -43,6 +43,9 @@ def print_report(result, console: Screen, max_qps: int = MAX_QP_ROWS, wide: bool
 
     print_operations(result, console, worst_first(result.flows_table), max_qps, wide)
     _pfc_table(result.pfc_table, result.summary.get("link_speed_gbps"), console)
+    from roceview.render.report_priorities import print_priorities
+
+    print_priorities(result, console)
 
 
 def files_text(files: list[str], shown: int = 5) -> str:

@@ -70,7 +70,8 @@ from roceview.cli import Environment, main
 REAL = Path(__file__).resolve().parents[3] / "shared" / "captures" / "real"
 REAL_FILES = sorted(p for pattern in ("*.pcap", "*.pcapng", "*.pcap.gz", "*.pcapng.gz")
                     for p in REAL.glob(pattern)) if REAL.is_dir() else []
-CSV_NAMES = ("qps.csv", "pfc.csv", "findings.csv", "events.csv", "timeline.csv", "ops.csv", "connections.csv")
+CSV_NAMES = ("qps.csv", "pfc.csv", "findings.csv", "events.csv", "timeline.csv", "ops.csv", "connections.csv",
+             "priorities.csv")
 NATIVE_IB = "magnate3_native-ib_ibdump-erf_rc-send.pcap"
 
 real_file = pytest.mark.parametrize(
@@ -116,7 +117,7 @@ def test_analyze_exits_0_writes_every_file_and_no_traceback(path, analyzed):
     assert sorted(p.name for p in out_dir.iterdir()) == sorted(CSV_NAMES)  # no temp dir left
     doc = json.loads(json_path.read_text())
     assert set(doc) == {"summary", "flows", "pfc", "findings", "events", "timeline", "ops", "op_stats", "read_depth",
-                        "connections"}
+                        "connections", "priorities"}
     qps = read_csv(out_dir / "qps.csv")
     assert doc["summary"]["flows"] == len(qps) == len(doc["flows"])
     assert [f["flow"] for f in doc["flows"]] == [r["flow"] for r in qps]

@@ -455,3 +455,22 @@ def test_cm_connections_identical_to_the_local_engine(cluster, tmp_path, partiti
     assert local["connections.csv"].count(b"\n") == 6
     for name in CSVS:
         assert dask[name] == local[name], name
+
+
+def test_priorities_identical_to_the_local_engine(cluster, tmp_path, partitioned):
+    """priorities.csv: each file's read counts every frame (RoCE or not) and the driver sums
+    them; pauses are joined from the merged pfc.csv. Switch-port pauses (rows of their own),
+    RoCE on two priorities and LAN-like frames (LLDP) across files overlapping in time."""
+    d = tmp_path / "files"
+    d.mkdir()
+    for stem, scenario in (("a", "pfc-without-ecn"), ("b", "priority-mismatch"), ("c", "pfc-storm")):
+        cap = generate(scenario, seed=2)
+        cut(cap, [len(cap) // 3, 2 * len(cap) // 3], d, stem)
+    local_result = roceview.analyze(d)
+    local = csv_bytes(local_result, tmp_path / "local")
+    dask = csv_bytes(roceview.analyze(d, engine="dask", scheduler=cluster.scheduler_address), tmp_path / "dask")
+    assert dask["priorities.csv"] == local["priorities.csv"]
+    rows = local_result.priorities
+    assert rows["packets"].sum() == local_result.summary["packets"]
+    assert ((rows["packets"] == 0) & (rows["pause_frames"] > 0)).sum() >= 2        # switch ports' own rows
+    assert set(rows.loc[rows["roce_packets"] > 0, "priority"]) == {"0", "3"}

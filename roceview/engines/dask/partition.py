@@ -245,9 +245,13 @@ def partition_of(keys: np.ndarray, partitions: int) -> np.ndarray:
 
 class _Stats:
     """Counted over every row, as the Analyzer and FactCollector count them (protocols, time
-    span, truncated frames, LLDP PFC configuration); rows by their number in the file."""
+    span, truncated frames, LLDP PFC configuration, priorities.csv's counters); rows by their
+    number in the file."""
 
     def __init__(self):
+        from roceview.analysis.priorities import PriorityCounts
+
+        self.priorities = PriorityCounts()
         self.protocols = np.zeros(len(PROTO_NAMES), np.int64)
         self.first_ts = self.last_ts = None
         self.truncated, self.truncated_first, self.lldp = 0, [], []
@@ -256,6 +260,7 @@ class _Stats:
         if not batch.n:
             return
         self.protocols += np.bincount(proto, minlength=len(PROTO_NAMES))[:len(PROTO_NAMES)]
+        self.priorities.feed(batch)
         ts = batch.cols["ts_ns"]
         lo, hi = int(ts.min()), int(ts.max())
         self.first_ts = lo if self.first_ts is None else min(self.first_ts, lo)
@@ -274,7 +279,8 @@ class _Stats:
 
     def out(self) -> dict:
         return {"protocols": self.protocols, "first_ts": self.first_ts, "last_ts": self.last_ts,
-                "truncated": self.truncated, "truncated_first": self.truncated_first[:5], "lldp": self.lldp}
+                "truncated": self.truncated, "truncated_first": self.truncated_first[:5], "lldp": self.lldp,
+                "priorities": self.priorities.state()}
 
 
 class _FlowFirsts:

@@ -122,12 +122,20 @@ def merge(parts: list[dict], names: list[str], stats: list[dict], settings: dict
         pfc=SimpleNamespace(st=SimpleNamespace(pause_frames=np.array([sum(p["pause_frames"] for p in parts)]),
                                                resume_frames=np.array([sum(p["resume_frames"] for p in parts)]))))
     flows.data["connection"] = flow_connections(flows, connections)
-    return AnalysisResult(flows_table=flows, pfc_table=tables["pfc"][-1], events_table=events,
+    pfc = tables["pfc"][-1]
+    return AnalysisResult(flows_table=flows, pfc_table=pfc, events_table=events,
                           timeline_table=_timeline(tables["timeline"], rank, names, bucket_ns),
                           summary=summary(an, list(files), list(warnings), flows),
                           ops_table=_ops(tables["ops"]), op_stats_table=_by_flow(tables["op_stats"], rank, "op"),
                           read_depth_table=_by_flow(tables["read_depth"], rank, "depth"),
-                          connections_table=connections)
+                          connections_table=connections, priorities_table=_priorities(stats, pfc))
+
+
+def _priorities(stats: list[dict], pfc: Table) -> Table:
+    """priorities.csv: the files' counters summed (each read counted every row of its file)."""
+    from roceview.analysis.priorities import merged, priorities_table
+
+    return priorities_table(merged([s["priorities"] for s in stats]), pfc)
 
 
 def _connections(parts: list[dict]):

@@ -214,6 +214,7 @@ class PartitionRun:
     def __init__(self, pmtu, link_speed: float, bucket_ms: float, facts: bool):
         self.an = PartitionAnalyzer(pmtu=pmtu, link_speed_gbps=link_speed, bucket_ms=bucket_ms)
         self.an.timeline = self.timeline = RecordingTimeline(self.an.timeline)
+        self.an.priorities = None           # priorities.csv: counted over every row by the reads (partition._Stats)
         self.fc = OrderedFacts() if facts else None
         self.held = False
         self.waiting: list[tuple] = []            # (piece: a pack or a Batch, its rows' frame indexes)

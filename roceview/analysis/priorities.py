@@ -1,0 +1,246 @@
+"""priorities.csv: traffic, ECN and PFC side by side per direction, priority and DSCP.
+
+One row per (source MAC, destination MAC, VLAN PCP, DSCP) seen in the capture, every frame
+counted (RoCE or not, second captures of a frame too: the rows add up to the capture). Its
+priority is the PCP when the frame is VLAN-tagged, else DSCP >> 3 (the diagnoser's default
+`trust auto`), else blank. A PFC frame from MAC M for priority p pauses what M's link partner
+sends to M on p, so the pfc.csv row (M, p) is joined to every row whose destination is M and
+priority p; a (M, p) no row goes to (a switch port's MAC, hosts sending to a router MAC) gets a
+row of its own with the traffic counts 0, as does every 802.3x PAUSE (priority `all`, as in
+pfc.csv). Columns: docs/columns.md.
+
+State is bounded by the distinct (MAC pair, PCP, DSCP) keys: each chunk's rows are put in their
+key's slot by a small hash table checked against the slot's key (a miss or a collision goes the
+exact slow way), then counted with bincounts; no per-packet Python objects.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from roceview.analysis import opcode_classes as op
+from roceview.analysis.state import Columns
+from roceview.packets.batch import PROTO_CODE, PROTO_NAMES, Batch
+from roceview.packets.names import mac_text
+
+PRIORITY_COLUMNS = ("src_mac", "dst_mac", "priority", "pcp", "dscp", "packets", "bytes", "roce_packets",
+                    "roce_bytes", "roce_share", "data_packets", "ect_packets", "ce_packets", "ce_share",
+                    "cnp_packets", "pause_frames", "resume_frames", "paused_us", "longest_pause_us", "first_ts",
+                    "last_ts")
+FIELDS = ("packets", "bytes", "roce_packets", "roce_bytes", "data_packets", "ect_packets", "ce_packets",
+          "cnp_packets")
+PAUSE_FIELDS = ("pause_frames", "resume_frames", "paused_us", "longest_pause_us")
+NO_MAC = 1 << 48             # a frame without an Ethernet header (native IB): MAC blank
+DSCPS = 65                   # DSCP 0..63 and none: a key's class is (pcp + 1) * DSCPS + dscp + 1
+_ROCE = np.zeros(len(PROTO_NAMES), dtype=bool)
+_ROCE[[PROTO_CODE["roce_v1"], PROTO_CODE["roce_v2"], PROTO_CODE["ib"]]] = True
+_MIX = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F), np.uint64(0x165667B19E3779F9))
+_TS_NONE = (np.iinfo(np.int64).max, np.iinfo(np.int64).min)
+
+
+class KeySlots:
+    """Slot per (src MAC, dst MAC, class) key, in order of first appearance. A chunk whose keys are
+    all known costs a hash, one gather from a table of 2^bits slots and a check of the slot's key;
+    rows that miss (new keys, collisions) are resolved exactly through a dict of the distinct keys."""
+
+    def __init__(self):
+        self.keys: dict[tuple[int, int, int], int] = {}
+        self.src, self.dst, self.cls = (np.zeros(0, np.uint64) for _ in range(3))
+        self.bits = 10
+        self.table = np.full(1 << self.bits, -1, np.int64)
+
+    def __call__(self, src: np.ndarray, dst: np.ndarray, cls: np.ndarray) -> np.ndarray:
+        h = self._hash(src, dst, cls)
+        if not self.keys:
+            return self._slow(src, dst, cls, h)
+        slot = self.table.take(h)
+        safe = np.maximum(slot, 0)
+        miss = (slot < 0) | (self.src.take(safe, mode="clip") != src) | (self.dst.take(safe, mode="clip") != dst)
+        miss |= self.cls.take(safe, mode="clip") != cls
+        if miss.any():
+            rows = np.flatnonzero(miss)
+            slot[rows] = self._slow(src[rows], dst[rows], cls[rows], h[rows])
+        return slot
+
+    def _hash(self, src, dst, cls) -> np.ndarray:
+        with np.errstate(over="ignore"):
+            h = src * _MIX[0]
+            h ^= dst * _MIX[1]
+            h ^= cls * _MIX[2]
+        return (h >> np.uint64(64 - self.bits)).astype(np.int64)
+
+    def _slow(self, src, dst, cls, h) -> np.ndarray:
+        """Slots of the rows the table missed: their distinct keys looked up (and added)."""
+        uniq, inverse = np.unique(np.stack([src, dst, cls], axis=1), axis=0, return_inverse=True)
+        found = np.array([self._slot(*k) for k in uniq.tolist()], np.int64)
+        if len(self.keys) * 4 > len(self.table):
+            self._grow()
+        else:
+            firsts = np.unique(inverse.ravel(), return_index=True)[1]
+            free = self.table[h[firsts]] < 0              # a bucket taken stays with its key
+            self.table[h[firsts][free]] = found[free]
+        return found[inverse.ravel()]
+
+    def _slot(self, src: int, dst: int, cls: int) -> int:
+        slot = self.keys.setdefault((src, dst, cls), len(self.keys))
+        if slot == len(self.src):
+            self.src, self.dst, self.cls = (np.append(a, np.uint64(v)) for a, v in
+                                            ((self.src, src), (self.dst, dst), (self.cls, cls)))
+        return slot
+
+    def _grow(self) -> None:
+        """A table four times the keys: collisions stay rare however many MAC pairs."""
+        while len(self.keys) * 4 > (1 << self.bits):
+            self.bits += 2
+        self.table = np.full(1 << self.bits, -1, np.int64)
+        h = self._hash(self.src, self.dst, self.cls)
+        self.table[h[::-1]] = np.arange(len(h))[::-1]     # a shared bucket: the first key's
+
+
+class PriorityCounts:
+    """The per-key counters, fed every frame of the capture (Analyzer._analyze)."""
+
+    def __init__(self):
+        self.slots = KeySlots()
+        self.st = Columns({**{f: (np.int64, 0) for f in FIELDS},
+                           "first_ts": (np.int64, _TS_NONE[0]), "last_ts": (np.int64, _TS_NONE[1])})
+
+    def feed(self, batch: Batch, in_order: bool | None = None) -> None:
+        """Count a chunk's frames; in_order: its timestamps never decrease (None: look)."""
+        if not batch.n:
+            return
+        ts = batch.cols["ts_ns"]
+        if in_order is None:
+            in_order = bool(len(ts) < 2 or (ts[1:] >= ts[:-1]).all())
+        cls = (_column(batch, "pcp", -1) + 1) * DSCPS + _column(batch, "dscp", -1) + 1
+        slot = self.slots(_macs(batch, "_src_mac"), _macs(batch, "_dst_mac"), cls.astype(np.uint64))
+        st = self.st
+        st.grow(len(self.slots.keys))
+        self._count(batch, slot)
+        if in_order:                         # assignment keeps the last of repeated indexes
+            first, last = np.full(st.n, _TS_NONE[0]), np.full(st.n, _TS_NONE[1])
+            first[slot[::-1]], last[slot] = ts[::-1], ts
+            np.minimum(st.first_ts, first, out=st.first_ts)
+            np.maximum(st.last_ts, last, out=st.last_ts)
+        else:
+            np.minimum.at(st.first_ts, slot, ts)
+            np.maximum.at(st.last_ts, slot, ts)
+
+    def _count(self, batch: Batch, slot: np.ndarray) -> None:
+        """Two bincounts over the chunk: packets by (slot, kind), bytes by (slot, RoCE or not);
+        CE and CNP rows (rare) by their own."""
+        st, n = self.st, self.st.n
+        roce = _ROCE.take(batch.cols["_proto"])
+        name = "opcode" if "opcode" in batch.cols else "_opcode"
+        if name in batch.cols:                # an opcode counts on RoCE rows where it is valid
+            flags = np.where(roce & batch.mask(name), op.FLAGS.take(batch.cols[name]), 0)
+        else:
+            flags = np.zeros(batch.n, np.uint8)
+        data = (flags & op.F_DATA) != 0
+        ecn = _column(batch, "ecn", 0)
+        kind = roce.astype(np.int64) + data + (data & (ecn > 0))          # 0 other, 1 RoCE, 2 data, 3 ECT data
+        by_kind = np.bincount(slot * 4 + kind, minlength=4 * n).reshape(n, 4)
+        st.packets += by_kind.sum(axis=1)
+        st.roce_packets += by_kind[:, 1:].sum(axis=1)
+        st.data_packets += by_kind[:, 2:].sum(axis=1)
+        st.ect_packets += by_kind[:, 3]
+        wire = batch.cols["wire_len"]
+        by_bytes = np.bincount(slot * 2 + roce, wire, minlength=2 * n).reshape(n, 2).astype(np.int64)
+        st.bytes += by_bytes.sum(axis=1)
+        st.roce_bytes += by_bytes[:, 1]
+        st.add("ce_packets", slot[data & (ecn == 3)])
+        st.add("cnp_packets", slot[(flags & op.F_CNP) != 0])
+
+    def state(self) -> dict:
+        """The counters by key, as plain arrays (what the Dask engine's reads send the driver)."""
+        n = len(self.slots.keys)
+        out = {"src": self.slots.src.copy(), "dst": self.slots.dst.copy(), "cls": self.slots.cls.copy()}
+        out.update({c: getattr(self.st, c)[:n].copy() for c in FIELDS + ("first_ts", "last_ts")})
+        return out
+
+
+def merged(states: list[dict]) -> dict:
+    """Several states (the files of a capture, read apart) as one: counts summed by key."""
+    keys = np.stack([np.concatenate([s[c] for s in states]) for c in ("src", "dst", "cls")], axis=1)
+    uniq, inverse = np.unique(keys.reshape(-1, 3), axis=0, return_inverse=True)
+    inverse, n = inverse.ravel(), len(uniq)
+    out = {"src": uniq[:, 0].copy(), "dst": uniq[:, 1].copy(), "cls": uniq[:, 2].copy()}
+    for c in FIELDS:
+        out[c] = np.bincount(inverse, np.concatenate([s[c] for s in states]), minlength=n).astype(np.int64)
+    for c, ufunc in (("first_ts", np.minimum), ("last_ts", np.maximum)):
+        out[c] = np.full(n, _TS_NONE[c == "last_ts"], np.int64)
+        ufunc.at(out[c], inverse, np.concatenate([s[c] for s in states]))
+    return out
+
+
+def priorities_table(state: dict | None, pfc):
+    """priorities.csv from the counters (`state`) and pfc.csv (a Table), rows in (priority,
+    destination MAC, source MAC, PCP, DSCP) order."""
+    from roceview.analysis.tables import Table
+
+    rows = _traffic_rows(state) if state is not None else []
+    pauses = {(m, p): i for i, (m, p) in enumerate(zip(pfc.data["src_mac"], pfc.data["priority"]))}
+    used = set()
+    for r in rows:
+        i = pauses.get((r["dst_mac"], r["priority"]))
+        if i is not None:
+            used.add(i)
+        r.update(_pause_cells(pfc, i))
+    for (mac, prio), i in pauses.items():
+        if i not in used:                              # no row goes to the pausing MAC on p
+            rows.append({**dict.fromkeys(FIELDS, 0), "src_mac": "", "dst_mac": mac, "priority": prio, "pcp": -1,
+                         "dscp": -1, "first_ts": int(pfc.data["first_ts"][i]), "last_ts": int(pfc.data["last_ts"][i]),
+                         **_pause_cells(pfc, i)})
+    rows.sort(key=lambda r: (_PRIORITY_RANK.get(r["priority"], 9), r["dst_mac"], r["src_mac"], r["pcp"], r["dscp"]))
+    return Table(PRIORITY_COLUMNS, _columns(rows))
+
+
+_PRIORITY_RANK = {**{str(p): p for p in range(8)}, "all": 8}
+
+
+def _traffic_rows(state: dict) -> list[dict]:
+    cls = state["cls"].astype(np.int64)
+    pcp, dscp = cls // DSCPS - 1, cls % DSCPS - 1
+    prio = np.where(pcp >= 0, pcp, np.where(dscp >= 0, dscp >> 3, -1))
+    names = {m: "" if m == NO_MAC else mac_text(m) for m in set(state["src"].tolist()) | set(state["dst"].tolist())}
+    rows = []
+    for k in range(len(cls)):
+        rows.append({"src_mac": names[int(state["src"][k])], "dst_mac": names[int(state["dst"][k])],
+                     "priority": str(prio[k]) if prio[k] >= 0 else "", "pcp": int(pcp[k]), "dscp": int(dscp[k]),
+                     **{c: int(state[c][k]) for c in FIELDS + ("first_ts", "last_ts")}})
+    return rows
+
+
+def _pause_cells(pfc, i: int | None) -> dict:
+    if i is None:
+        return {"pause_frames": 0, "resume_frames": 0, "paused_us": 0.0, "longest_pause_us": 0.0}
+    return {c: pfc.data[c][i].item() for c in PAUSE_FIELDS}
+
+
+def _columns(rows: list[dict]) -> dict:
+    data = {c: [r[c] for r in rows] for c in ("src_mac", "dst_mac", "priority")}
+    for c in ("pcp", "dscp", "first_ts", "last_ts") + FIELDS + ("pause_frames", "resume_frames"):
+        data[c] = np.array([r[c] for r in rows], np.int64)
+    for c in ("paused_us", "longest_pause_us"):
+        data[c] = np.array([r[c] for r in rows], np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        data["roce_share"] = np.where(data["bytes"] > 0, data["roce_bytes"] / data["bytes"], np.nan)
+        data["ce_share"] = np.where(data["ect_packets"] > 0, data["ce_packets"] / data["ect_packets"], np.nan)
+    return data
+
+
+def _column(batch: Batch, name: str, fill: int) -> np.ndarray:
+    """A small integer column as int64, `fill` where absent or invalid."""
+    v = batch.cols.get(name)
+    if v is None:
+        return np.full(batch.n, fill, np.int64)
+    ok = batch.valid.get(name)
+    v = v.astype(np.int64)
+    return v if ok is None else np.where(ok, v, fill)
+
+
+def _macs(batch: Batch, name: str) -> np.ndarray:
+    v = batch.cols.get(name)
+    if v is None:
+        return np.full(batch.n, NO_MAC, np.uint64)
+    ok = batch.valid.get(name)
+    return v.astype(np.uint64, copy=False) if ok is None else np.where(ok, v, NO_MAC).astype(np.uint64)
