@@ -43,6 +43,12 @@ _UD_SENDS = (oc.UD_SEND_ONLY, oc.UD_SEND_ONLY_IMM)
 _READ_RESPONSE = np.isin(oc.RESPONSE, (oc.RESP_READ_RESPONSE, oc.RESP_READ_LAST))
 
 
+# the Batch column of each roceview.op field: (RECORD field, dtype); `first` written as a frame number
+_VALUES = {"_op_kind": ("kind", np.uint8), "_op_bytes": ("bytes", np.int64), "_op_latency": ("latency", np.int64),
+           "_op_packets": ("packets", np.int64), "_op_retrans": ("retrans", bool),
+           "_op_outstanding": ("outstanding", np.int64), "_op_first_frame": ("first", np.int64)}
+
+
 class OpRecords(RowStore):
     """An OpTracker's row store keeping every final operation's row, in a temporary file at the
     operation's number (rows come as operations become final, in any order)."""
@@ -116,7 +122,7 @@ class OpIndex:
 
     def __init__(self, records: np.ndarray, registry, peer: np.ndarray):
         self.records, self.registry, self.peer = records, registry, peer
-        self.active = np.zeros(0, RECORD)        # operations whose frames reach the last batch
+        self.active = _columns(np.zeros(0, RECORD))     # operations whose frames reach the last batch
         self.next = 0                            # the first record not read yet
         self.lo = -1                             # the last batch's first frame
 
@@ -128,35 +134,34 @@ class OpIndex:
         if batch.n:
             idx = batch.cols["frame"].astype(np.int64) - 1
             cand = self._spanning(int(idx.min()), int(idx.max()))
-            if len(cand):
+            if len(cand["first"]):
                 own = self._owners(batch, idx, cand)
-        has = own >= 0
-        rec = self.active[np.maximum(own, 0)] if len(self.active) else np.zeros(batch.n, RECORD)
-        values = {"_op_kind": rec["kind"].astype(np.uint8), "_op_bytes": rec["bytes"],
-                  "_op_latency": rec["latency"], "_op_packets": rec["packets"].astype(np.int64),
-                  "_op_retrans": rec["retrans"], "_op_outstanding": rec["outstanding"].astype(np.int64),
-                  "_op_first_frame": rec["first"] + 1}
+        rows = np.flatnonzero(own >= 0)
+        at = own[rows]
         for d in OP_FIELDS.values():
             column = d.sources[0].column
-            batch.cols[column] = values[column]
-            batch.valid[column] = has & (rec["latency"] >= 0) if column == "_op_latency" else has
+            name, dtype = _VALUES[column]
+            values = np.zeros(batch.n, dtype)
+            values[rows] = self.active[name][at] + (1 if name == "first" else 0)
+            batch.cols[column], batch.valid[column] = values, own >= 0
+        batch.valid["_op_latency"] = batch.valid["_op_latency"] & (batch.cols["_op_latency"] >= 0)
 
-    def _spanning(self, lo: int, hi: int) -> np.ndarray:
+    def _spanning(self, lo: int, hi: int) -> dict:
         """The operations whose frames reach [lo, hi] (self.active, by number): those kept from
         the batch before and those starting up to `hi`; a batch before the last (the TUI
         going back) starts over from the first whose `reach` gets there."""
         r = self.records
         if lo < self.lo:
-            self.active, self.next = np.zeros(0, RECORD), int(np.searchsorted(r["reach"], lo))
+            self.active, self.next = _columns(np.zeros(0, RECORD)), _bisect(r["reach"], lo, 0)
         self.lo = lo
-        stop = max(self.next, int(np.searchsorted(r["first"], hi, "right")))
-        fresh = np.array(r[self.next:stop])
+        stop = _bisect(r["first"], hi + 1, self.next)
+        fresh = _columns(np.array(r[self.next:stop]))
         self.next = stop
-        both = np.concatenate([self.active, fresh])
-        self.active = both[both["end"] >= lo]
+        keep = np.concatenate([self.active["end"], fresh["end"]]) >= lo
+        self.active = {k: np.concatenate([v, fresh[k]])[keep] for k, v in self.active.items()}
         return self.active
 
-    def _owners(self, batch, idx: np.ndarray, cand: np.ndarray) -> np.ndarray:
+    def _owners(self, batch, idx: np.ndarray, cand: dict) -> np.ndarray:
         """Per row, the position in `cand` of the operation it carries, -1 for none."""
         own = np.full(batch.n, -1, np.int64)
         rows = np.flatnonzero(batch.mask("opcode") & batch.mask("dest_qp") & batch.mask("psn"))
@@ -176,7 +181,26 @@ class OpIndex:
         return own
 
 
-def _nearest(cand: np.ndarray, flow, psn, idx, reads_only) -> np.ndarray:
+def _columns(records: np.ndarray) -> dict:
+    """Records as one contiguous array per field (a field of a record array is strided: every
+    operation on it is slower)."""
+    return {name: np.ascontiguousarray(records[name]) for name in RECORD.names}
+
+
+def _bisect(values, x: int, lo: int) -> int:
+    """The first position at or after `lo` where the ascending `values` reach `x`: one element
+    read per step (np.searchsorted would copy the whole strided field of the file each time)."""
+    hi = len(values)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if values[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def _nearest(cand: dict, flow, psn, idx, reads_only) -> np.ndarray:
     """Per packet, the operation of `flow` (a READ where `reads_only`) whose frames span `idx`
     and whose first PSN is the nearest at or below `psn`; -1 for none. Each operation is keyed
     at its PSN and a PSN space lower (a packet after the PSN wrapped), the search walks down
@@ -185,7 +209,8 @@ def _nearest(cand: np.ndarray, flow, psn, idx, reads_only) -> np.ndarray:
     base = cand["flow"].astype(np.int64) << (PSN_BITS + 2)
     keys = np.r_[base + cand["psn"] + space, base + cand["psn"]]
     order = np.argsort(keys, kind="stable")
-    keys, which = keys[order], np.r_[np.arange(len(cand)), np.arange(len(cand))][order]
+    n = len(cand["first"])
+    keys, which = keys[order], np.r_[np.arange(n), np.arange(n)][order]
     want = (flow << (PSN_BITS + 2)) + psn + space
     at = np.searchsorted(keys, want, "right") - 1
     out = np.full(len(flow), -1, np.int64)
@@ -203,7 +228,7 @@ def _nearest(cand: np.ndarray, flow, psn, idx, reads_only) -> np.ndarray:
     return out
 
 
-def _completions(own: np.ndarray, idx: np.ndarray, cand: np.ndarray) -> None:
+def _completions(own: np.ndarray, idx: np.ndarray, cand: dict) -> None:
     """Completion frames part of no message carry the oldest operation they complete."""
     c = np.flatnonzero((cand["compl"] >= idx.min()) & (cand["compl"] <= idx.max()))
     if not len(c):
