@@ -4,47 +4,19 @@ report on its capture (`expected`) and those it must not (`forbidden`); others a
 tolerated side effects (documented in captures/README.md)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import partial
-from typing import Callable
 
 from roceview.generate.network import Network, NetworkSettings
 from roceview.generate.qp import QpSettings, Workload
-from roceview.generate.scenarios_cm import (REJECT_SUMMARY, RETRY_SUMMARY, SLOW_SUMMARY, cm_reject, cm_retry,
-                                            cm_slow_setup)
+from roceview.generate.scenario import ALL_KINDS, Scenario
+from roceview.generate import scenarios_cc as cc
+from roceview.generate.scenarios_cm import CM_SCENARIOS
 from roceview.generate.scenarios_capture import (TAP_SKEW_SUMMARY, TWO_POINT_SUMMARY, tap_skew,
                                                  two_point_mirror)
-from roceview.generate.scenarios_ops import OPS_MIXED_SUMMARY, READ_DEPTH_SUMMARY, ops_mixed, read_depth_limit
+from roceview.generate.scenarios_ops import OPS_SCENARIOS
 from roceview.generate.scenarios_read import (LAST_SUMMARY, MIDDLE_SUMMARY, read_response_loss_last,
                                               read_response_loss_middle)
 from roceview.generate.switch import SwitchSettings
-
-ALL_KINDS = ("network_loss", "capture_loss", "timeout_retransmit", "rnr", "remote_error",
-             "pfc_storm", "pfc_pause", "pfc_without_ecn", "incast", "ecn_congestion",
-             "ecn_not_enabled", "cnp_missing", "priority_mismatch", "slow_receiver", "bad_icrc",
-             "roce_version_mixed", "link_speed_mismatch",
-             # psn_reuse is the false finding a wrong path MTU causes
-             "psn_reuse", "duplicate_frames", "ack_unsent_psn", "pmtu_mismatch", "reordering",
-             # a capture with more than one capture point (every frame again, offset), and one
-             # whose two directions' clocks disagree
-             "capture_points", "clock_skew",
-             # RDMA READs held at the initiator depth RDMA CM negotiated; RDMA CM's faults
-             "read_depth_limited", "cm_reject", "cm_retry", "cm_slow_setup")
-
-
-@dataclass
-class Scenario:
-    name: str
-    summary: str
-    build: Callable            # (rng, scale, truth) -> (Network, sender hosts, receiver hosts)
-    mirror: str                # default mirror side: "sender" | "receiver"
-    expected: tuple
-    tolerated: tuple = ()
-
-    @property
-    def forbidden(self) -> tuple:
-        return tuple(k for k in ALL_KINDS if k not in self.expected and k not in self.tolerated)
-
 
 def _n(count: int, scale: float) -> int:
     return max(1, int(round(count * scale)))
@@ -245,8 +217,8 @@ def _pfc_other_priority(rng, scale, truth):
     return net, [0], [1]
 
 
-def _rnr_exhausted(rng, scale, truth):
-    net = Network(NetworkSettings(hosts=2, until_ms=100), rng, truth)
+def _rnr_exhausted(rng, scale, truth, rdma_cm: bool = False):
+    net = Network(NetworkSettings(hosts=2, until_ms=100, rdma_cm=rdma_cm), rng, truth)
     n = _n(40, scale)
     qs = QpSettings(rnr_timer_code=4, rnr_retry=3)   # 0.04 ms RNR timer, 3 resends, then Error
     _, responder = net.connect(0, 1, Workload(_mix(rng, n, ("SEND",), (256, 2048)), qd=8), qs)
@@ -382,6 +354,9 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              "receive WQEs, 4 RNR NAKs on one PSN, the requester gives up (RNR retry exceeded, QP "
              "to Error) and sends nothing more while another QP writes on for 15 ms",
              _rnr_exhausted, "sender", ("rnr",)),
+    Scenario("rnr-exhausted-cm", "as rnr-exhausted, each QP set up by RDMA CM first: the REQ and REP carry "
+             "rnr_retry_count 3 (the SENDs' QP) and 7 (the writer's), which confirm the give-up",
+             partial(_rnr_exhausted, rdma_cm=True), "sender", ("rnr",)),
     Scenario("healthy-dcqcn", "six senders join one every 2.5 ms, then each writes 32 KB to one "
              "receiver every 1 ms, in turn with overlapping tails (25 Gb/s): a few % CE-marked, "
              "CNPs, DCQCN slows the senders; no loss, no pause", _healthy_dcqcn, "receiver",
@@ -399,9 +374,10 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              ("network_loss", "capture_points"), ("duplicate_frames",)),
     Scenario("tap-skew", TAP_SKEW_SUMMARY, tap_skew(_network_loss), "sender",
              ("network_loss", "clock_skew")),
-    Scenario("ops-mixed", OPS_MIXED_SUMMARY, ops_mixed, "sender", ("network_loss",), ("timeout_retransmit",)),
-    Scenario("read-depth-limit", READ_DEPTH_SUMMARY, read_depth_limit, "sender", ("read_depth_limited",)),
-    Scenario("cm-reject", REJECT_SUMMARY, cm_reject, "sender", ("cm_reject",)),
-    Scenario("cm-retry", RETRY_SUMMARY, cm_retry, "sender", ("cm_retry",)),
-    Scenario("cm-slow-setup", SLOW_SUMMARY, cm_slow_setup, "sender", ("cm_slow_setup",)),
+    *OPS_SCENARIOS, *CM_SCENARIOS,
+    # congestion control: each sender's DCQCN reaction point, the receiver's CNP spacing
+    Scenario("dcqcn-reaction", cc.REACTION_SUMMARY, cc.dcqcn_reaction, "sender", ("ecn_congestion",)),
+    Scenario("dcqcn-ignored", cc.IGNORED_SUMMARY, cc.dcqcn_ignored, "sender", ("ecn_congestion",)),
+    Scenario("dcqcn-slow", cc.SLOW_SUMMARY, cc.dcqcn_slow, "sender", ("ecn_congestion",)),
+    Scenario("cnp-excess", cc.EXCESS_SUMMARY, cc.cnp_excess, "sender", ("ecn_congestion",)),
 )}

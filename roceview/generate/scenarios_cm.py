@@ -8,6 +8,7 @@ from __future__ import annotations
 from roceview.generate.cm import NVMF_PORT
 from roceview.generate.network import Network, NetworkSettings
 from roceview.generate.qp import Workload
+from roceview.generate.scenario import Scenario
 from roceview.generate.simulator import PS_PER_MS
 
 CONSUMER_REJECT = 28          # IBTA 12.6.7 Table 103: rdma_reject() from the server application
@@ -83,3 +84,9 @@ RETRY_SUMMARY = ("RDMA CM with a 1.05 ms CM response timeout and 2 retries: a RE
                  "answered, sent three times, then given up")
 SLOW_SUMMARY = ("RDMA CM: the server accepts one connection at once and the other 150 ms after its REQ "
                 "(no MRA, no resend): a slow connection set-up")
+
+CM_SCENARIOS = (
+    Scenario("cm-reject", REJECT_SUMMARY, cm_reject, "sender", ("cm_reject",)),
+    Scenario("cm-retry", RETRY_SUMMARY, cm_retry, "sender", ("cm_retry",)),
+    Scenario("cm-slow-setup", SLOW_SUMMARY, cm_slow_setup, "sender", ("cm_slow_setup",)),
+)

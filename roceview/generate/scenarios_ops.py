@@ -6,6 +6,7 @@ from __future__ import annotations
 from roceview.generate import ibta as ib
 from roceview.generate.network import Network, NetworkSettings
 from roceview.generate.qp import QpSettings, Workload
+from roceview.generate.scenario import Scenario
 from roceview.generate.switch import SwitchSettings
 
 OPS = ("SEND", "SEND_IMM", "WRITE", "WRITE_IMM", "READ", "CMP_SWAP", "FETCH_ADD")
@@ -61,3 +62,8 @@ OPS_MIXED_SUMMARY = ("every RC operation (SEND, SEND with immediate, RDMA WRITE 
                      "three READ responses toward 10.0.0.1 (re-reads); the truth of every operation")
 READ_DEPTH_SUMMARY = ("128 RDMA READs of 0.5-2 KiB posted 64 at a time on a QP set up by RDMA CM with initiator "
                       "depth 16, 10 Gb/s: the requester keeps 16 READs in flight and holds the rest")
+
+OPS_SCENARIOS = (
+    Scenario("ops-mixed", OPS_MIXED_SUMMARY, ops_mixed, "sender", ("network_loss",), ("timeout_retransmit",)),
+    Scenario("read-depth-limit", READ_DEPTH_SUMMARY, read_depth_limit, "sender", ("read_depth_limited",)),
+)

@@ -16,13 +16,14 @@ from helpers.analysis import A, B, SYN_RNR, T0, ack, analyze_rows, req
 from helpers.diagnose import findings_of
 from roceview.analysis.tables import Table
 from roceview.diagnose import find
-from roceview.generate import Capture, write_capture
+from roceview.generate import SCENARIOS, Capture, write_capture
 from roceview.generate.network import Network, NetworkSettings
 from roceview.generate.ops_truth import operations
 from roceview.generate.qp import Workload
-from roceview.generate.scenarios_rnr import RNR_RETRY, rnr_exhausted_cm
 from roceview.generate.switch import SwitchSettings
 from roceview.generate.truth import Truth
+
+RNR_RETRY = 3           # rnr-exhausted(-cm)'s SENDs' QP: 3 resends after RNR NAKs, the 4th NAK ends it
 
 US, MS = 1000, 1_000_000
 CLIENT_QP, SERVER_QP = 0xC1, 0xD2          # helpers.analysis: A's requests go to 0xd2, B's ACKs to 0xc1
@@ -144,7 +145,7 @@ def test_rnr_naks_beyond_the_negotiated_count_confirm_the_exhaustion_without_wai
 
 def run(build, seed: int = 0):
     """A scenario builder run as roceview.generate.generate runs the registered ones."""
-    truth = Truth(scenario=build.__name__, seed=seed, mirror="sender", expected_kinds=(), forbidden_kinds=())
+    truth = Truth(scenario=getattr(build, "__name__", "scenario"), seed=seed, mirror="sender", expected_kinds=(), forbidden_kinds=())
     net, senders, _ = build(np.random.default_rng(seed), 1.0, truth)
     net.mirror_links(senders)
     frames, lengths, ts_ns = net.run()
@@ -153,7 +154,7 @@ def run(build, seed: int = 0):
 
 
 def test_the_generated_rnr_exhaustion_is_confirmed_by_the_negotiated_count(tmp_path):
-    cap = run(rnr_exhausted_cm)
+    cap = run(SCENARIOS["rnr-exhausted-cm"].build)
     write_capture(cap, tmp_path / "rnr.pcap")
     result = roceview.analyze(tmp_path / "rnr.pcap")
     # the SENDs' QP (rnr_retry 3), the writer's (7: its default)
