@@ -6,8 +6,8 @@ Two senders write long messages to one receiver over 100 Gb/s links: 2:1 at the 
 port, so the switch queue passes Kmin, CE marks reach the receiver and its CNPs go back. The
 messages are long (64 KiB, 64 packets at path MTU 1024) and several are posted at once, so a
 sender is backlogged: the spacing of its packets is its rate limiter's, and a cut shows within
-a message. The mirror is the senders' links (before the switch's queues): it sees each sender's
-packets as it paced them and the CNPs as they come back.
+a message. The hosts sit on a ToR (20 ns links). The mirror is the senders' links (before the
+switch's queues): it sees each sender's packets as it paced them and the CNPs as they come back.
 """
 from __future__ import annotations
 
@@ -17,6 +17,11 @@ from roceview.generate.qp import QpSettings, Workload
 MESSAGE = 64 * 1024
 REACTION_NS = 2_000        # CNP -> rate cut on a healthy reaction point (a few us on real NICs)
 SLOW_REACTION_NS = 50_000  # a reaction point that takes 50 us to apply a cut
+SLOW_CNP_SPACING_NS = 60_000  # dcqcn-slow: longer than the reaction delay (see dcqcn_slow)
+# ToR-attached hosts (4 m of cable): the mirror stamps a sender's packets one propagation delay
+# after they leave it and the CNPs one before they reach it, so the capture point's offset from
+# the NIC (2 x 20 ns) stays small against a 2 us reaction delay
+PROP_NS = 20
 
 
 def _count(n: int, scale: float) -> int:
@@ -24,7 +29,8 @@ def _count(n: int, scale: float) -> int:
 
 
 def _two_senders(rng, scale, truth, senders: tuple[QpSettings, QpSettings], min_cnp_ns: int = 4000):
-    net = Network(NetworkSettings(hosts=3, until_ms=50, min_time_between_cnps_ns=min_cnp_ns), rng, truth)
+    settings = NetworkSettings(hosts=3, until_ms=50, min_time_between_cnps_ns=min_cnp_ns, prop_ns=PROP_NS)
+    net = Network(settings, rng, truth)
     for host, settings in enumerate(senders):
         writes = [("WRITE", MESSAGE)] * _count(12, scale)
         net.connect(host, 2, Workload(writes, qd=4, start_ns=int(rng.integers(0, 500))), settings)
@@ -44,9 +50,12 @@ def dcqcn_ignored(rng, scale, truth):
 
 
 def dcqcn_slow(rng, scale, truth):
-    """Both reaction points apply each cut 50 us after the CNP."""
+    """Both reaction points apply each cut 50 us after the CNP. The receiver sends a CNP at most
+    every 60 us per QP, so that no cut is pending when the next CNP comes: dcqcn.py's reaction
+    point keeps one cut in waiting (`prior`), and with two its rate before the first lands is
+    computed from a cut time still ahead (a rate below the cut, recovering to it)."""
     slow = QpSettings(rp_reaction_ns=SLOW_REACTION_NS)
-    return _two_senders(rng, scale, truth, (slow, slow))
+    return _two_senders(rng, scale, truth, (slow, slow), min_cnp_ns=SLOW_CNP_SPACING_NS)
 
 
 def cnp_excess(rng, scale, truth):
@@ -60,6 +69,6 @@ def cnp_excess(rng, scale, truth):
 REACTION_SUMMARY = ("10.0.0.1 and 10.0.0.2 write 64 KiB messages to 10.0.0.3 (2:1, 100 Gb/s); the CE marks' CNPs "
                     "come back and each sender's DCQCN reaction point cuts its rate 2 us after a CNP")
 IGNORED_SUMMARY = ("as dcqcn-reaction, but 10.0.0.1's reaction point ignores CNPs: its rate never changes")
-SLOW_SUMMARY = "as dcqcn-reaction, each cut applied 50 us after its CNP"
+SLOW_SUMMARY = "as dcqcn-reaction, each cut applied 50 us after its CNP (CNPs at most every 60 us per QP)"
 EXCESS_SUMMARY = ("as dcqcn-reaction, the receiver sends a CNP for every CE-marked packet (no minimum spacing; "
                   "mlx5's default allows one per QP per 4 us)")

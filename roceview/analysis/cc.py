@@ -1,0 +1,282 @@
+"""DCQCN reaction per sender QP, from the wire: each CNP a sender received, whether and how fast
+its rate limiter cut the rate, how deep, how long it took to recover (cc.csv; per flow columns
+for qps.csv).
+
+Fed the capture's batches in order (`feed`), like the Analyzer's collectors; memory is bounded by
+flows (a few samples carried per flow, cc_rate.py) and by `max_rows` CNP rows (later CNPs are
+counted, their spacing too, but not judged). The rate of a sender's data flow is read from the
+spacing of its packets (cc_rate.py). A CNP (BTH opcode 0x81) goes from the receiver to the
+sender's QP (its dest QP); the sender's data flow is the CNP flow's peer, which the pairing knows
+only at the end: each CNP is followed on every data flow from its destination to its source
+(usually one) and the peer is chosen by `table(peers)` (without peers: the only such flow).
+
+Judging a CNP, in capture order per data flow (cc_match.py):
+  - covered: it came less than `rate_reduce_period_ns` after a CNP that cut the rate (mlx5
+    roce_rp `rate_reduce_monitor_period`, 4 us by default: one cut per period): no cut of its own
+    is expected, it is not ignored;
+  - else it takes the first cut not yet taken that comes after it, within `judge_ns`: several
+    CNPs before one visible cut give the cut to the first. Reaction = the cut's time - the CNP's;
+    rate before and after, depth, recovery from the cut;
+  - no cut within judge_ns: ignored when the sender had an envelope before the CNP (it was at
+    its limiter's rate, not below it) and kept sending in messages over the window (>= MIN_AFTER
+    samples, the last after 90 % of it); otherwise not judged (blank): it stopped, or its rate
+    said nothing about its limiter.
+CNP spacing: the time from the previous CNP to the same QP; closer than
+`min_time_between_cnps_ns` (mlx5 roce_np `min_time_between_cnps`, 4 us) is excess.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from roceview.analysis import cc_rate as rate_mod
+from roceview.analysis.cc_match import CnpRows, judge_all
+from roceview.analysis.flows import address_words, new_registry
+from roceview.analysis.opcode_classes import OPCLASS, OPCODE_CNP, READ_RESPONSE, REQUEST
+from roceview.analysis.segments import group_bounds
+from roceview.packets.batch import PROTO_CODE
+
+MAX_ROWS = 100_000          # CNP rows judged and listed; later ones are counted only
+MIN_TIME_BETWEEN_CNPS_NS = 4_000
+RATE_REDUCE_PERIOD_NS = 4_000
+JUDGE_NS = 100_000          # a cut later than this after its CNP is not attributed to it
+MAX_CANDIDATES = 64         # data flows followed per CNP (QPs between one pair of hosts)
+_CARRY = 2 * rate_mod.K + 2  # samples kept per flow between chunks
+
+_IS_DATA = np.zeros(256, dtype=bool)     # the sender's data: requests and READ responses
+_IS_DATA[(OPCLASS == REQUEST) | (OPCLASS == READ_RESPONSE)] = True
+_CONTINUES = np.zeros(256, dtype=bool)   # MIDDLE / LAST: the gap before it is inside a message
+for _base in (0x00, 0x20, 0x40, 0xA0):
+    for _low in (0x01, 0x02, 0x03, 0x07, 0x08, 0x09, 0x0E, 0x0F):
+        _CONTINUES[_base | _low] = _IS_DATA[_base | _low]
+_ROCE = (PROTO_CODE["roce_v1"], PROTO_CODE["roce_v2"], PROTO_CODE["ib"])
+_SAMPLE_COLS = ("flow", "seq", "ts_prev", "ts", "frame_prev", "rate", "ts_prev2", "frame_prev2", "rate_b", "decided")
+_PACKET = ("ts", "bits", "frame", "op")   # per flow: its last data packet ("p" + : the one before)
+
+
+class CnpReactions:
+    def __init__(self, min_time_between_cnps_ns: int = MIN_TIME_BETWEEN_CNPS_NS,
+                 rate_reduce_period_ns: int = RATE_REDUCE_PERIOD_NS, judge_ns: int = JUDGE_NS,
+                 max_rows: int = MAX_ROWS):
+        self.min_cnp_ns, self.period_ns, self.judge_ns = min_time_between_cnps_ns, rate_reduce_period_ns, judge_ns
+        self.registry = new_registry()
+        self.flow_state = {k: np.zeros(0, dtype=np.int64) for k in _PACKET + tuple("p" + k for k in _PACKET) + ("seq",)}
+        self.last_env = np.zeros(0)                  # envelope at each flow's newest sample (NaN: none)
+        self.endpoints: list[tuple] = []             # per flow: (src words, dst words)
+        self.senders: dict[tuple, list[int]] = {}    # (src, dst) -> data flows from src to dst
+        self.carry = {k: np.zeros(0, dtype=np.float64 if k.startswith("rate") else bool if k == "decided"
+                                   else np.int64) for k in _SAMPLE_COLS}
+        self.cuts: list[tuple] = []                  # per chunk: flow, seq, ts, frame, before, after
+        self.recovery: dict[int, float] = {}         # cut number -> recovery ns
+        self.open_cut: dict = {}                     # flow -> its newest cut: (number, seq, ts, target)
+        self.cnp = CnpRows(max_rows)
+        self.cnp_last = np.zeros(0, dtype=np.int64)  # per CNP flow: its previous CNP's ts (-1: none)
+        self.n_cuts = 0
+        self._fresh: dict = {}                       # this chunk's new samples: flow -> their ts
+        empty = np.zeros(0, dtype=np.int64)
+        self._slices = (empty, empty, empty, empty, np.zeros(0))   # this chunk's samples by flow
+
+    # ---- input -------------------------------------------------------------------------------
+    def feed(self, batch, flows: np.ndarray | None = None) -> None:
+        """One batch of the capture, in order. `flows` is not used (kept for the collectors'
+        signature): this class keeps its own flow index, named as qps.csv names flows."""
+        if batch.n == 0 or "dest_qp" not in batch.cols:
+            return
+        name = "opcode" if "opcode" in batch.cols else "_opcode"
+        if name not in batch.cols:
+            return
+        sel = np.isin(batch.cols["_proto"], _ROCE) & batch.mask(name) & batch.mask("dest_qp")
+        rows = np.flatnonzero(sel)
+        if not len(rows):
+            return
+        opcode = batch.cols[name].take(rows).astype(np.uint8)
+        keep = _IS_DATA[opcode] | (opcode == OPCODE_CNP)
+        rows, opcode = rows[keep], opcode[keep]
+        if not len(rows):
+            return
+        fid = self._flow_ids(batch, rows)
+        data = _IS_DATA[opcode]
+        if data.any():
+            self._data(batch, rows[data], fid[data], opcode[data])
+        cnp = ~data
+        if cnp.any():
+            self._cnps(batch, rows[cnp], fid[cnp])
+
+    def _flow_ids(self, batch, rows) -> np.ndarray:
+        src, dst = address_words(batch, rows, "src"), address_words(batch, rows, "dst")
+        qp = batch.cols["dest_qp"].take(rows).astype(np.uint32)
+        fid, before = self.registry.lookup(src, dst, qp)
+        n = self.registry.n
+        if n > before:
+            self._grow(n)
+            first = np.unique(fid[fid >= before], return_index=True)[1]
+            at = np.flatnonzero(fid >= before)[first]
+            for f, s, d in zip(fid[at].tolist(), src[at].tolist(), dst[at].tolist()):
+                self.endpoints[f] = (tuple(s), tuple(d))
+        return fid
+
+    def _grow(self, n: int) -> None:
+        add = n - len(self.last_env)
+        for k, v in self.flow_state.items():
+            self.flow_state[k] = np.concatenate([v, np.full(add, -1 if k != "seq" else 0, dtype=np.int64)])
+        self.last_env = np.concatenate([self.last_env, np.full(add, np.nan)])
+        self.cnp_last = np.concatenate([self.cnp_last, np.full(add, -1, dtype=np.int64)])
+        self.endpoints += [None] * add
+
+    # ---- the senders' rate -------------------------------------------------------------------
+    def _data(self, batch, rows, fid, opcode) -> None:
+        ts = batch.cols["ts_ns"].take(rows).astype(np.int64)
+        bits = (batch.cols["wire_len"].take(rows).astype(np.int64) + rate_mod.WIRE_OVERHEAD) * 8
+        frame = batch.cols["frame"].take(rows).astype(np.int64)
+        order = np.argsort(fid, kind="stable")
+        cur = {"fid": fid[order], "ts": ts[order], "bits": bits[order], "frame": frame[order],
+               "op": opcode[order].astype(np.int64)}
+        fid = cur["fid"]
+        starts, _, _ = group_bounds(fid)
+        st = self.flow_state
+        for f in fid[starts][st["ts"][fid[starts]] < 0].tolist():   # a flow's first data: a sender
+            self.senders.setdefault(self.endpoints[f], []).append(f)
+        prev = {k: _previous(cur[k], starts, st[k][fid[starts]]) for k in _PACKET}
+        prev2 = {k: _previous(prev[k], starts, st["p" + k][fid[starts]]) for k in ("ts", "bits", "frame")}
+        ends = np.append(starts[1:], len(fid)) - 1
+        for k in _PACKET:
+            st["p" + k][fid[ends]] = prev[k][ends]
+            st[k][fid[ends]] = cur[k][ends]
+        take = _CONTINUES[cur["op"]] & (prev["ts"] >= 0) & (cur["ts"] > prev["ts"])
+        if take.any():
+            gap = cur["ts"][take] - prev["ts"][take]
+            # the gap before the previous packet, when it began a message: a cut may land there
+            boundary = ~_CONTINUES[prev["op"][take]] & (prev2["ts"][take] >= 0)
+            b_gap = np.where(boundary, prev["ts"][take] - prev2["ts"][take], 0)
+            b_rate = np.where(boundary & (b_gap > 0), prev2["bits"][take] / np.maximum(b_gap, 1), np.nan)
+            self._samples({"flow": fid[take], "ts_prev": prev["ts"][take], "ts": cur["ts"][take],
+                           "frame_prev": prev["frame"][take], "rate": prev["bits"][take] / gap,
+                           "ts_prev2": prev2["ts"][take], "frame_prev2": prev2["frame"][take], "rate_b": b_rate})
+
+    def _samples(self, new: dict) -> None:
+        new["seq"] = _running_count(new["flow"], self.flow_state["seq"])
+        new["decided"] = np.zeros(len(new["flow"]), dtype=bool)
+        n_old = len(self.carry["flow"])
+        s = {k: np.concatenate([self.carry[k], new[k]]) for k in _SAMPLE_COLS}
+        order = np.argsort(s["flow"], kind="stable")     # carried samples are the older ones
+        s = {k: v[order] for k, v in s.items()}
+        self._decide(s, final=False)
+        self._fresh = _by_flow(s["flow"][order >= n_old], s["ts"][order >= n_old])
+        self.cnp.count(self._fresh, self.judge_ns)
+        self.cnp.close(int(new["ts"].max()), self.judge_ns)
+
+    def _decide(self, s: dict, final: bool) -> None:
+        """Envelopes and cuts of the samples whose forward window is complete (all at the end)."""
+        if not len(s["flow"]):
+            return
+        same = np.zeros(len(s["flow"]), dtype=bool)
+        same[1:] = s["flow"][1:] == s["flow"][:-1]
+        back = rate_mod.envelope(rate_mod.windows(s["rate"], same, forward=False))
+        win_fwd = rate_mod.windows(s["rate"], same, forward=True)
+        fwd = rate_mod.envelope(win_fwd)
+        ready = (rate_mod.full_forward(win_fwd) | final) & ~s["decided"]
+        first, before, after = rate_mod.cut_marks(s["rate"], same, back, fwd)
+        at = np.flatnonzero(first & ready)
+        # the cut landed in the message boundary before the first slow gap when that was slow too
+        early = s["rate_b"][at] < (1 - rate_mod.MIN_CUT) * before[at]
+        cut_ts = np.where(early, s["ts_prev2"][at], s["ts_prev"][at])
+        starts, lengths, _ = group_bounds(s["flow"])
+        self._recover(s, before, back, ready, at, cut_ts, starts, starts + lengths)
+        if len(at):
+            self.cuts.append((s["flow"][at], s["seq"][at], cut_ts,
+                              np.where(early, s["frame_prev2"][at], s["frame_prev"][at]), before[at],
+                              np.where(early, np.fmin(s["rate_b"][at], after[at]), after[at])))
+            self.n_cuts += len(at)
+        s["decided"] = s["decided"] | ready
+        self.last_env[s["flow"][starts + lengths - 1]] = back[starts + lengths - 1]
+        self._slices = (s["flow"][starts], starts, starts + lengths, s["ts"], back)
+        keep = np.arange(len(s["flow"])) >= np.repeat(starts + lengths - _CARRY, lengths)
+        self.carry = {k: v[keep] for k, v in s.items()}
+
+    def _recover(self, s, before, back, ready, at, cut_ts, starts, ends) -> None:
+        """Recovery of each cut: the first envelope made only of samples after it at RECOVERED
+        of the rate before it, before the flow's next cut (which leaves it blank)."""
+        flows, heads, cut_flows = s["flow"], s["flow"][starts], s["flow"][at]
+        for f in list(self.open_cut):                 # cuts of earlier chunks: up to the first new one
+            g = int(np.searchsorted(heads, f))
+            if g < len(heads) and heads[g] == f:
+                k = int(np.searchsorted(cut_flows, f))
+                hi = int(at[k]) if k < len(at) and cut_flows[k] == f else int(ends[g])
+                self._seek(f, s, back, ready, int(starts[g]), hi)
+        for k, i in enumerate(at.tolist()):           # cuts are few: one per CNP at most
+            f = int(flows[i])
+            g = int(np.searchsorted(heads, f))
+            hi = int(at[k + 1]) if k + 1 < len(at) and cut_flows[k + 1] == f else int(ends[g])
+            self.open_cut[f] = (self.n_cuts + k, int(s["seq"][i]), int(cut_ts[k]),
+                                rate_mod.RECOVERED * float(before[i]))
+            self._seek(f, s, back, ready, i, hi)
+
+    def _seek(self, f, s, back, ready, lo, hi) -> None:
+        cut = self.open_cut.get(f)
+        if cut is None:
+            return
+        seg = slice(lo, hi)
+        ok = ready[seg] & (s["seq"][seg] >= cut[1] + rate_mod.K - 1) & (back[seg] >= cut[3])
+        if ok.any():
+            self.recovery[cut[0]] = float(s["ts"][lo + int(np.argmax(ok))] - cut[2])
+            del self.open_cut[f]
+
+    # ---- CNPs --------------------------------------------------------------------------------
+    def _cnps(self, batch, rows, fid) -> None:
+        ts = batch.cols["ts_ns"].take(rows).astype(np.int64)
+        frame = batch.cols["frame"].take(rows).astype(np.int64)
+        first = len(self.cnp.rows)
+        for f, t, fr in zip(fid.tolist(), ts.tolist(), frame.tolist()):   # CNPs: one per QP per spacing
+            last = int(self.cnp_last[f])
+            self.cnp_last[f] = t
+            src, dst = self.endpoints[f]
+            data = self.senders.get((dst, src), [])[:MAX_CANDIDATES]
+            self.cnp.add(f, t, fr, t - last if last >= 0 else -1, data,
+                         [self._env_at(d, t) for d in data], t - last < self.min_cnp_ns if last >= 0 else False)
+        self.cnp.count(self._fresh, self.judge_ns, rows=range(first, len(self.cnp.rows)))
+
+    def _env_at(self, flow: int, t: int) -> float:
+        """The envelope of `flow` at its newest sample before t (NaN: none yet)."""
+        flows, lo, hi, ts, back = self._slices
+        g = int(np.searchsorted(flows, flow))
+        if g < len(flows) and flows[g] == flow:
+            k = int(np.searchsorted(ts[lo[g]:hi[g]], t, side="right"))
+            return float(back[lo[g] + k - 1]) if k else np.nan
+        return float(self.last_env[flow])
+
+    def finish(self) -> None:
+        """Decide the samples still waiting for their forward window (call once, at the end)."""
+        self._decide(dict(self.carry), final=True)
+        self._fresh = {}
+        self.carry = {k: v[:0] for k, v in self.carry.items()}
+
+    # ---- output ------------------------------------------------------------------------------
+    def table(self, peers: dict | None = None):
+        """cc.csv: one row per CNP received (the first max_rows). peers: CNP flow name -> the
+        name of its paired data flow (the pairing's answer); without it, the only data flow from
+        the CNP's destination to its source."""
+        return judge_all(self, peers)
+
+
+def _running_count(f: np.ndarray, counter: np.ndarray) -> np.ndarray:
+    """Per row (grouped or not), the flow's sample number, continuing `counter` (updated)."""
+    order = np.argsort(f, kind="stable")
+    fs = f[order]
+    starts, lengths, gid = group_bounds(fs)
+    within = np.arange(len(fs)) - starts[gid]
+    out = np.empty(len(f), dtype=np.int64)
+    out[order] = counter[fs] + within
+    counter[fs[starts]] += lengths
+    return out
+
+
+def _previous(values: np.ndarray, starts: np.ndarray, carried: np.ndarray) -> np.ndarray:
+    """Row i: row i-1's value in its flow (rows grouped by flow), `carried` at each group start."""
+    out = np.roll(values, 1)
+    out[starts] = carried
+    return out
+
+
+def _by_flow(flow: np.ndarray, ts: np.ndarray) -> dict:
+    """flow -> its ts (rows grouped by flow, in order)."""
+    starts, lengths, _ = group_bounds(flow)
+    return {int(flow[a]): ts[a: a + n] for a, n in zip(starts.tolist(), lengths.tolist())}

@@ -1,0 +1,240 @@
+"""DCQCN reaction per sender QP from the wire (analysis/cc.py): measured against the generator's
+truth of every CNP its reaction point received (when, whether and when it cut, rate before and
+after), and the hazards of reading a rate limiter from packet spacing."""
+from __future__ import annotations
+
+import glob
+import math
+
+import numpy as np
+import pytest
+
+from helpers.analysis import A, B, CNP, T0, WRITE_ONLY, make_batch
+from roceview.analysis.cc import CnpReactions
+from roceview.analysis.cc_match import flow_columns
+from roceview.generate import scenarios_cc as cc_scen, write_capture
+from roceview.generate.scenarios import SCENARIOS, Scenario
+from roceview.packets.read import iter_batches
+
+SEEDS = (0, 1)
+SCALE = {"dcqcn-ignored": 3}   # 36 messages per sender: the deaf one sends past the judging window
+PROP_NS = cc_scen.PROP_NS
+LINE_GBPS, RECOVERY_US = 100.0, 55.0     # dcqcn.py: line rate, fast recovery halves the distance each 55 us
+
+
+def _register() -> None:
+    """The scenarios of scenarios_cc, as scenarios.py will list them (not registered there yet)."""
+    for name in ("dcqcn_reaction", "dcqcn_ignored", "dcqcn_slow", "cnp_excess"):
+        key = name.replace("_", "-")
+        SCENARIOS.setdefault(key, Scenario(key, "", getattr(cc_scen, name), "sender", ()))
+
+
+def _analyze(path, chunk: int | None = None):
+    cc = CnpReactions()
+    for b in iter_batches([str(path)]):
+        for i in range(0, b.n, chunk or b.n):
+            cc.feed(b.select(np.arange(i, min(b.n, i + (chunk or b.n)))))
+    cc.finish()
+    return cc, cc.table()
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    import roceview
+    from roceview.generate import generate
+
+    _register()
+    out = {}
+    for name in ("dcqcn-reaction", "dcqcn-ignored", "dcqcn-slow", "cnp-excess"):
+        for seed in SEEDS:
+            cap = generate(name, seed=seed, scale=SCALE.get(name, 1.5))
+            path = tmp_path_factory.mktemp("cc") / f"{name}-{seed}.pcap"
+            write_capture(cap, path)
+            packets = roceview.read_packets(str(path))
+            out[name, seed] = (cap.truth, packets, path) + _analyze(path)
+    return out
+
+
+def _rows(table) -> list[dict]:
+    return [{c: table.data[c][i] for c in table.columns} for i in range(len(table))]
+
+
+def _matched(truth, table):
+    """(truth CNP, its cc.csv row): the sender's last CNP captured at or before the NIC got it
+    (the mirror stamps a CNP one propagation delay before it arrives)."""
+    ip = {q["requester_qpn"]: q["requester"] for q in truth.qps}
+    rows = _rows(table)
+    for c in truth.cnps:
+        mine = [r for r in rows if r["flow"].startswith(ip[c["qpn"]] + ">") and
+                c["ts_ns"] - 300 < r["cnp_ts"] <= c["ts_ns"]]
+        assert mine, c
+        yield c, mine[-1], ip[c["qpn"]]
+
+
+def _sender_ts(packets, ip):
+    d = packets[(packets.src_ip == ip) & (packets.opcode != CNP)]
+    return d.ts_ns.to_numpy()
+
+
+def _observable(c, ts) -> bool:
+    """The sender sent at least two packets within 5 us after the cut: the wire can show it."""
+    return int(((ts >= c["cut_ts_ns"]) & (ts <= c["cut_ts_ns"] + 5_000)).sum()) >= 2
+
+
+def _model_rate(c, at_ns) -> float:
+    """dcqcn.py's rate `at_ns` after the cut: fast recovery from rate_after toward the line rate."""
+    dt = max(0.0, (at_ns - c["cut_ts_ns"]) / 1000)
+    return LINE_GBPS - (LINE_GBPS - c["rate_after_gbps"]) * 0.5 ** (dt / RECOVERY_US)
+
+
+@pytest.mark.parametrize("name", ["dcqcn-reaction", "dcqcn-slow", "cnp-excess", "dcqcn-ignored"])
+def test_each_cut_is_timed_within_a_packet_and_its_depth_within_ten_percent(runs, name):
+    """The cut took effect when the packet before the first slow gap left: the truth's cut lies
+    between the packet before that one and the one after it (the capture stamps a packet one
+    propagation delay after it leaves). The depth is the model's at the first paced packet
+    (at low rates fast recovery climbs within one packet gap)."""
+    checked = within_10 = 0
+    for seed in SEEDS:
+        truth, packets, _, _, table = runs[name, seed]
+        for c, row, ip in _matched(truth, table):
+            ts = _sender_ts(packets, ip)
+            if not c["cut"] or not _observable(c, ts):
+                continue
+            checked += 1
+            assert row["ignored"] == "false" and math.isfinite(row["reaction_us"]), (c, row)
+            at = row["cnp_ts"] + round(row["reaction_us"] * 1000)
+            i = int(np.searchsorted(ts, at))
+            lo, hi = ts[max(i - 1, 0)], ts[min(i + 1, len(ts) - 1)]
+            assert lo - 30 <= c["cut_ts_ns"] + PROP_NS <= hi + 30, (c, row)
+            truth_us = (c["cut_ts_ns"] - c["ts_ns"]) / 1000
+            within_10 += abs(row["reaction_us"] - truth_us) <= 0.1 * truth_us
+            depth = 1 - _model_rate(c, at - PROP_NS) / c["rate_before_gbps"]
+            assert abs(row["cut_pct"] / 100 - depth) <= 0.1 * depth, (c, row, depth)
+            assert abs(row["rate_before_gbps"] - c["rate_before_gbps"]) <= 0.1 * c["rate_before_gbps"], (c, row)
+    assert checked >= 10
+    print(f"{name}: {within_10} of {checked} reaction delays within 10 %")
+    assert within_10 >= 0.5 * checked, (within_10, checked)     # the rest: a packet gap > 10 % of it
+
+
+def test_every_cnp_of_a_deaf_reaction_point_is_ignored_and_none_of_a_reacting_one(runs):
+    for seed in SEEDS:
+        truth, packets, _, _, table = runs["dcqcn-ignored", seed]
+        deaf = seen = 0
+        for c, row, ip in _matched(truth, table):
+            if ip != "10.0.0.1":
+                assert row["ignored"] != "true", row
+                continue
+            deaf += 1
+            inside = packets[(packets.src_ip == ip) & packets.opcode.isin([0x07, 0x08])].ts_ns.to_numpy()
+            t = row["cnp_ts"]
+            window = inside[(inside > t) & (inside <= t + 100_000)]    # gaps inside messages
+            still_sending = len(window) >= 8 and window[-1] >= t + 90_000
+            assert row["ignored"] == ("true" if still_sending else ""), (c, row)
+            seen += still_sending
+        assert deaf >= 20 and seen >= 10
+
+
+@pytest.mark.parametrize("name", ["dcqcn-reaction", "dcqcn-slow", "cnp-excess"])
+def test_no_cnp_of_a_reacting_sender_is_ignored(runs, name):
+    for seed in SEEDS:
+        table = runs[name, seed][4]
+        assert "true" not in table.data["ignored"]
+
+
+def test_nothing_is_ignored_on_healthy_dcqcn_incast_and_the_samples(tmp_path):
+    from roceview.generate import generate
+
+    paths = sorted(glob.glob("captures/*.pcap"))
+    for name in ("healthy-dcqcn",):          # incast is one of the samples
+        path = tmp_path / f"{name}.pcap"
+        write_capture(generate(name, seed=0), path)
+        paths.append(str(path))
+    for path in paths:
+        _, table = _analyze(path)
+        assert "true" not in table.data["ignored"], path
+
+
+def test_recovery_times_follow_fast_recovery(runs):
+    """Recovery to 90 % of the rate before the cut: dcqcn.py halves the distance to the line
+    rate every 55 us, so it takes 55 us * log2((line - after) / (line - 0.9 before))."""
+    checked = 0
+    for name in ("dcqcn-reaction", "dcqcn-ignored", "cnp-excess"):
+        for seed in SEEDS:
+            truth, _, _, _, table = runs[name, seed]
+            for c, row, _ in _matched(truth, table):
+                if not c["cut"] or not math.isfinite(row["recovery_us"]):
+                    continue
+                target = 0.9 * c["rate_before_gbps"]
+                expected = RECOVERY_US * math.log2((LINE_GBPS - c["rate_after_gbps"]) / (LINE_GBPS - target))
+                gap_us = 4 * 8.8 / target          # the envelope lags by up to K packets
+                assert expected - 1 <= row["recovery_us"] <= expected * 1.1 + gap_us + 1, (c, row, expected)
+                checked += 1
+    assert checked >= 5
+
+
+def test_cnp_spacing_is_below_the_minimum_only_where_the_np_allows_it(runs):
+    for name in ("dcqcn-reaction", "dcqcn-ignored", "cnp-excess"):
+        for seed in SEEDS:
+            spacing = runs[name, seed][4].data["spacing_us"]
+            closest = np.nanmin(spacing)
+            assert (closest < 4) == (name == "cnp-excess"), (name, closest)
+    cc, table = runs["cnp-excess", 0][3:5]
+    excess = sum(r["cnps_excess"] for r in flow_columns(cc, table).values())
+    assert excess == int((table.data["spacing_us"] < 4).sum()) > 0
+
+
+def test_the_table_does_not_depend_on_the_chunking(runs):
+    for name in ("dcqcn-reaction", "cnp-excess"):
+        path, _, whole = runs[name, 0][2:5]
+        _, small = _analyze(path, chunk=7)
+        for c in whole.columns:
+            a, b = whole.data[c], small.data[c]
+            if isinstance(a, np.ndarray) and a.dtype.kind == "f":
+                np.testing.assert_array_equal(a, b, err_msg=c)
+            else:
+                assert list(a) == list(b), c
+
+
+def test_qps_columns_summarise_each_senders_cnps(runs):
+    cc, table = runs["dcqcn-ignored", 0][3:5]
+    cols = flow_columns(cc, table)
+    deaf = next(v for k, v in cols.items() if k.startswith("10.0.0.1>"))
+    heard = next(v for k, v in cols.items() if k.startswith("10.0.0.2>"))
+    assert deaf["cnps_ignored"] >= 10 and math.isnan(deaf["cnp_reaction_us_p50"])
+    assert heard["cnps_ignored"] == 0 and 1.5 <= heard["cnp_reaction_us_p50"] <= 3.5
+    assert 35 <= heard["rate_cut_pct_p50"] <= 55
+    assert deaf["cnps_received"] >= deaf["cnps_judged"] >= deaf["cnps_ignored"]
+
+
+def _app_limited(n_messages: int, packets_per_message: int, gap_ns: int, cnp_every: int) -> list[dict]:
+    """A sender of messages `gap_ns` apart (its packets back to back at 100 Gb/s inside one), and
+    a CNP back to it every `cnp_every` messages; its rate never changes."""
+    rows, t = [], T0
+    ops = {1: [WRITE_ONLY]}.get(packets_per_message, [0x06] + [0x07] * (packets_per_message - 2) + [0x08])
+    for m in range(n_messages):
+        for k, op in enumerate(ops):
+            rows.append(dict(ts=t + k * 87, psn=m * 8 + k, opcode=op, src=A, dst=B, qp=0xD2, payload=1024, wire=1086))
+        if m % cnp_every == 0:
+            rows.append(dict(ts=t + 300, psn=0, opcode=CNP, src=B, dst=A, qp=0xC1, payload=0, wire=78))
+        t += gap_ns
+    return sorted(rows, key=lambda r: r["ts"])
+
+
+def test_a_sender_below_its_limit_is_never_judged_ignored():
+    """Single-packet messages 2 us apart (4 Gb/s) under a 100 Gb/s limiter: a cut to 50 Gb/s
+    changes no gap, so its CNPs are not judged (blank), not ignored."""
+    cc = CnpReactions()
+    cc.feed(make_batch(_app_limited(200, 1, 2_000, 3)))
+    cc.finish()
+    table = cc.table()
+    assert len(table) >= 60 and set(table.data["ignored"]) == {""}
+
+
+def test_a_backlogged_sender_whose_rate_never_changes_ignored_its_cnps():
+    """The same CNPs to a sender of 16-packet messages at line rate: its gaps inside messages
+    show the limiter, which never moved: ignored (past the judging window's end: not judged)."""
+    cc = CnpReactions()
+    cc.feed(make_batch(_app_limited(200, 16, 2_000, 3)))
+    cc.finish()
+    ignored = cc.table().data["ignored"]
+    assert ignored.count("true") >= 50 and "false" not in ignored
