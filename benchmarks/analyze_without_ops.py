@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-import roceview.analysis.ops as ops
+from roceview.analysis import ops
 from roceview.cli import entry
 
 ops.OpTracker.feed = lambda *a, **k: None

@@ -14,11 +14,11 @@ from __future__ import annotations
 import numpy as np
 
 from roceview.analysis import ops_classes as oc
-from roceview.arrays import runs
 from roceview.analysis.ops_build import NONE_PSN, completes_by, family_change, ranks
 from roceview.analysis.ops_set import NEVER
 from roceview.analysis.segments import PSN_MOD
 from roceview.analysis.tables import NONE_TS
+from roceview.arrays import runs
 
 
 def eligible(tr, an, rows, held_sids: np.ndarray) -> np.ndarray:

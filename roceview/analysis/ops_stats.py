@@ -141,7 +141,7 @@ class OpStats:
             lo, span = 0, len(keys)
         else:
             keys, inv = None, key - lo
-        name = (lambda dense: dense + lo) if keys is None else keys.__getitem__     # noqa: E731 - dense -> key
+        name = (lambda dense: dense + lo) if keys is None else keys.__getitem__
         if kernels.op_sums is not None:
             self._add_c(inv, span, name, nbytes, retransmitted, latency)
         else:
@@ -171,7 +171,7 @@ class OpStats:
         top = np.full(span, -1, dtype=np.int64)
         if any_done:
             np.maximum.at(top, inv[done], latency[done])
-        flagged = lambda m: np.bincount(inv[m], minlength=span)[present] if m.any() else zeros  # noqa: E731
+        flagged = lambda m: np.bincount(inv[m], minlength=span)[present] if m.any() else zeros
         self.ops.add(name(present), operations=counts[present],
                      completed=flagged(done) if any_done else zeros, retransmitted_ops=flagged(np.asarray(retransmitted)),
                      bytes=np.bincount(inv, np.asarray(nbytes, np.float64), minlength=span)[present].astype(np.int64),

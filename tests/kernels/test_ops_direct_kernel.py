@@ -13,6 +13,7 @@ import random
 
 import numpy as np
 import pytest
+from test_flow_index import c_kernels  # noqa: F401 - the fixture
 
 from roceview.analysis import ops_direct
 from roceview.analysis.ops_match import LINGER_NS
@@ -23,12 +24,10 @@ TRIALS = int(os.environ.get("ROCEVIEW_FUZZ_EXAMPLES", "300"))
 
 
 @pytest.fixture(scope="module")
-def c_kernel():
-    if kernels.ops_direct is None:
-        if os.environ.get("ROCEVIEW_REQUIRE_CKERNEL") == "1":
-            pytest.fail("the C kernel is not built but ROCEVIEW_REQUIRE_CKERNEL=1", pytrace=False)
-        pytest.skip("the C kernel is not built")
-    return kernels.ops_direct
+def c_kernel(c_kernels):  # noqa: F811 - the imported fixture
+    """The C matching (the extension's functions are built together: the flow index's fixture
+    skips or fails as ROCEVIEW_REQUIRE_CKERNEL says)."""
+    return c_kernels.ops_direct
 
 
 class Resp:
