@@ -1,13 +1,14 @@
 """QP detail's Operations part: the RDMA messages of a queue pair (→, its own requests) and of
 its peer (←), as the analysis gives them: per operation kind the count, latency p50 / p99 / max
 and the message sizes (op_stats, the report's Operations section), then the operations one a
-row (ops.csv), in first-frame order. Enter on one opens Packets on its first frame, `c` on the
+line (ops.csv), in first-frame order. Enter on one opens Packets on its first frame, `c` on the
 frame that completed it.
 
-The list stops at MAX_OPS rows (a DataTable of tens of thousands of rows takes seconds to build,
-and nobody scrolls it) and says how many it leaves out, and when ops.csv itself stopped listing
-(its row budget, docs/columns.md). Nothing here computes a statistic: the numbers are op_stats'
-and ops.csv's, written in the report's number style."""
+The list is a virtual list (tui/virtual.py): only the lines on screen are written, so every
+operation ops.csv lists for the QP is there (a DataTable measured every cell it was given:
+2,000 operations took seconds to open). When ops.csv itself stopped listing (its row budget,
+docs/columns.md), a line says so. Nothing here computes a statistic: the numbers are
+op_stats' and ops.csv's, written in the report's number style."""
 from __future__ import annotations
 
 import numpy as np
@@ -21,18 +22,21 @@ from roceview.analysis.tables import Coded
 from roceview.render.report import relative
 from roceview.tui.guard import Guarded
 from roceview.tui.text import cell_text, right
+from roceview.tui.virtual import VirtualList
 from roceview.units import count
 
-MAX_OPS = 2_000
 STAT_COLUMNS = ("latency_p50_us", "latency_p99_us", "latency_max_us")
-LIST_HEADS = ("frame", "dir", "op", "first PSN", "pkts", "bytes", "start", "latency", "retx", "outst", "completion")
+# the list's columns: (head, alignment, least width: the widest value any row can have)
+LIST_COLUMNS = (("frame", ">", 0), ("dir", "<", 1), ("op", "<", len("ATOMIC_WRITE")), ("first PSN", ">", 8),
+                ("pkts", ">", 0), ("bytes", ">", 0), ("start", ">", 0), ("latency", ">", len("999.999 us")),
+                ("retx", "<", 3), ("outst", ">", 0), ("completion", ">", 0))
+SHOWN_LINES = 10         # operations on screen at once (the detail scrolls to them)
 
 
 def size_label(edge: int | None) -> str:
     """A size bucket's name as the report writes it: '<=1k' (at most 1,024 bytes), '>1M' for
     the last bucket (edge None: above the last edge)."""
-    top = int(SIZE_EDGES[-1])
-    value = top if edge is None else int(edge)
+    value = int(SIZE_EDGES[-1]) if edge is None else int(edge)
     for unit, scale in (("M", 1 << 20), ("k", 1 << 10), ("", 1)):
         if value % scale == 0:
             return f"{'>' if edge is None else '<='}{value // scale}{unit}"
@@ -49,23 +53,82 @@ def rows_of(column, names) -> np.ndarray:
     return np.flatnonzero(np.isin(coded.codes, wanted))
 
 
-class OpsList(Guarded, DataTable):
-    """The operations, one a row; the frames of each row (first, completion) kept for the keys."""
+class OpsList(Guarded, VirtualList):
+    """The operations, one a line: `rows` are ops table rows, written when drawn."""
 
-    # not in the footer: at 80 columns it would push `q Quit` off (the heading and help say them)
-    BINDINGS = [Binding("enter", "select_cursor", "Its first frame", show=False),
-                Binding("c", "completion", "Its completion frame", show=False)]
+    HEADER_ROWS = 1
+    BINDINGS = [Binding("c", "completion", "Its completion frame", show=False)]   # (not to push q Quit off)
 
     def __init__(self, **kwargs):
-        super().__init__(cursor_type="row", **kwargs)
-        self.add_columns(*LIST_HEADS)
-        self.frames: list[tuple[int, int]] = []     # (first_frame, completion_frame or -1) per row
+        super().__init__(**kwargs)
+        self.data: dict = {}
+        self.marks: dict = {}
+        self.first_ts: int | None = None
+        self.widths = [max(len(h), least) for h, _, least in LIST_COLUMNS]
+
+    def set_ops(self, data: dict, rows: np.ndarray, marks: dict, first_ts: int | None) -> None:
+        """List these rows of the ops table (`data`: its columns); `marks`: flow -> '→' / '←'.
+        The cursor stays on its operation when that is still listed."""
+        old = self.current_row()
+        self.data, self.rows, self.marks, self.first_ts = data, rows, marks, first_ts
+        self.widths = self._widths()
+        at = np.flatnonzero(rows == old) if old is not None else ()
+        self.cursor = int(at[0]) if len(at) else min(self.cursor, max(len(rows) - 1, 0))
+        self.styles.height = min(max(len(rows), 1), SHOWN_LINES) + self.HEADER_ROWS + 1   # + a scrollbar
+        self.resized()
+        self.refresh()
+
+    def _widths(self) -> list[int]:
+        """Each column as wide as its widest value (from the largest numbers: a count's text
+        grows with it) or its head, so no column moves while scrolling."""
+        d, rows = self.data, self.rows
+        if not len(rows):
+            return [max(len(h), least) for h, _, least in LIST_COLUMNS]
+        top = {c: int(np.asarray(d[c])[rows].max()) for c in ("first_frame", "completion_frame", "packets",
+                                                              "bytes", "outstanding", "start_ts")}
+        frame = len(str(max(top["first_frame"], top["completion_frame"])))
+        start = len(self._start(top["start_ts"]))
+        values = (frame, 0, 0, 0, len(count(top["packets"])), len(count(top["bytes"])), start, 0, 0,
+                  len(count(top["outstanding"])), frame)
+        return [max(len(h), least, v) for (h, _, least), v in zip(LIST_COLUMNS, values)]
+
+    def _start(self, ts: int) -> str:
+        return relative(ts - self.first_ts) if self.first_ts is not None else str(ts)
+
+    def cells(self, i: int) -> list[str]:
+        """The i-th listed operation's values, as the columns show them."""
+        d, r = self.data, int(self.rows[i])
+        done = int(d["completion_frame"][r])
+        return [str(int(d["first_frame"][r])), self.marks.get(d["flow"][r], ""), d["op"][r],
+                str(int(d["first_psn"][r])), cell_text("packets", d["packets"][r]), cell_text("bytes", d["bytes"][r]),
+                self._start(int(d["start_ts"][r])), cell_text("latency_us", d["latency_us"][r]),
+                "yes" if d["retransmitted"][r] else "", cell_text("outstanding", d["outstanding"][r]),
+                str(done) if done > 0 else ""]
+
+    def _join(self, values) -> str:
+        return " " + "  ".join(v.rjust(w) if align == ">" else v.ljust(w)
+                               for v, w, (_, align, _) in zip(values, self.widths, LIST_COLUMNS))
+
+    def line(self, i: int) -> str:
+        return self._join(self.cells(i))
+
+    def header(self) -> str:
+        return self._join([h for h, _, _ in LIST_COLUMNS])
+
+    def wide(self) -> int:
+        """The lines' width, and the vertical scrollbar's: scrolled sideways, the last column shows whole."""
+        return len(self.header()) + self.styles.scrollbar_size_vertical
+
+    def frame(self, column: str) -> int:
+        """The frame in `column` (first_frame, completion_frame) of the operation under the cursor; -1: none."""
+        row = self.current_row()
+        return -1 if row is None else int(self.data[column][int(row)])
 
     def action_completion(self) -> None:
         """c: Packets on the frame that completed the operation under the cursor."""
-        if not 0 <= self.cursor_row < len(self.frames):
+        if self.current_row() is None:
             return
-        frame = self.frames[self.cursor_row][1]
+        frame = self.frame("completion_frame")
         if frame <= 0:
             self.notify("no completion captured for this operation (no response covering it was seen)")
             return
@@ -79,7 +142,6 @@ class QpOperations(Guarded, Vertical):
     QpOperations { height: auto; }
     QpOperations > Static { height: auto; padding: 0 1; }
     QpOperations #qp-op-stats { height: auto; max-height: 10; }
-    QpOperations #qp-ops-list { height: auto; max-height: 12; }
     """
 
     def __init__(self, **kwargs):
@@ -110,7 +172,7 @@ class QpOperations(Guarded, Vertical):
         self._key = key
         self._stats(getattr(result, "op_stats_table", None), names)
         rows = rows_of(ops.data["flow"], names) if len(ops) else np.zeros(0, np.int64)
-        self._list(ops.data, rows[:MAX_OPS], names, first_ts)
+        self.list.set_ops(ops.data, rows, names, first_ts)
         self._note(len(rows), result.summary.get("operations") or {})
 
     def _stats(self, st, names: dict) -> None:
@@ -127,28 +189,10 @@ class QpOperations(Guarded, Vertical):
                 table.add_row(mark, d["op"][i], right(count(d["operations"][i])),
                               *(right(cell_text(c, d[c][i])) for c in STAT_COLUMNS), sizes)
 
-    def _list(self, d, rows: np.ndarray, names: dict, first_ts: int | None) -> None:
-        table = self.list
-        table.clear()
-        flow = [d["flow"][i] for i in rows.tolist()]
-        first, done = np.asarray(d["first_frame"])[rows].tolist(), np.asarray(d["completion_frame"])[rows].tolist()
-        start = np.asarray(d["start_ts"])[rows].tolist()
-        table.frames = list(zip(first, done))
-        for k, i in enumerate(rows.tolist()):
-            when = relative(start[k] - first_ts) if first_ts is not None else str(start[k])
-            table.add_row(right(str(first[k])), names[flow[k]], d["op"][i], right(str(int(d["first_psn"][i]))),
-                          *(right(cell_text(c, d[c][i])) for c in ("packets", "bytes")), when,
-                          right(cell_text("latency_us", d["latency_us"][i])),
-                          "yes" if d["retransmitted"][i] else "", right(cell_text("outstanding", d["outstanding"][i])),
-                          right(str(done[k]) if done[k] > 0 else ""))
-
-    def _note(self, total: int, info: dict) -> None:
+    def _note(self, listed: int, info: dict) -> None:
         lines = []
-        if total == 0:
-            lines.append("no operations of this QP or its peer")
-        elif total > MAX_OPS:
-            lines.append(f"{count(total - MAX_OPS)} more operations not shown (the first {count(MAX_OPS)} are; "
-                         "`roceview analyze --csv DIR` writes them all to ops.csv)")
+        if listed == 0:
+            lines.append("no operations of this QP or its peer listed")
         if info.get("not_listed"):
             lines.append(f"ops.csv lists the capture's first {count(info.get('listed', 0))} operations; "
                          f"{count(info['not_listed'])} later ones are not listed here either (the statistics "
@@ -156,11 +200,11 @@ class QpOperations(Guarded, Vertical):
         self.note.update("\n".join(lines))
         self.note.display = bool(lines)
 
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+    def on_virtual_list_selected(self, event: VirtualList.Selected) -> None:
         """Enter on an operation: Packets, all packets, the cursor on its first frame."""
-        if event.data_table is not self.list:
+        if event.source is not self.list:
             return
         event.stop()
-        if 0 <= event.cursor_row < len(self.list.frames):
-            frame = self.list.frames[event.cursor_row][0]
+        frame = self.list.frame("first_frame")
+        if frame > 0:
             self.app.show_packets(None, f"at frame {frame}", frame - 1)

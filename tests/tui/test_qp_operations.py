@@ -48,7 +48,7 @@ async def open_detail(pilot, app, flow_row: int) -> QpDetailScreen:
     app.open_qp(flow_row)
     for _ in range(100):
         await pilot.pause(0.05)
-        if isinstance(app.screen, QpDetailScreen) and app.screen.query_one("#qp-ops-list").row_count:
+        if isinstance(app.screen, QpDetailScreen) and len(app.screen.ops_view.list.rows):
             break
     assert isinstance(app.screen, QpDetailScreen)
     return app.screen
@@ -64,7 +64,8 @@ def expected_ops(result, name: str) -> list[list[str]]:
         done = int(d["completion_frame"][i]) > 0
         out.append([str(int(d["first_frame"][i])), "→", d["op"][i], str(int(d["first_psn"][i])),
                     units.count(d["packets"][i]), units.count(d["bytes"][i]),
-                    relative(int(d["start_ts"][i]) - first), "" if math.isnan(latency) else units.duration(latency * 1000),
+                    relative(int(d["start_ts"][i]) - first),
+                    "" if math.isnan(latency) else units.duration(latency * 1000),
                     "yes" if d["retransmitted"][i] else "", units.count(d["outstanding"][i]),
                     str(int(d["completion_frame"][i])) if done else ""])
     return out
@@ -89,8 +90,8 @@ async def test_the_operations_part_is_ops_csv_rows_and_op_stats_of_the_qp(captur
         result = app.snapshot.result
         name, row = busiest_flow(result)
         detail = await open_detail(pilot, app, row)
-        table = detail.query_one("#qp-ops-list")
-        got = [cells(table, r) for r in range(table.row_count)]
+        ops = detail.query_one("#qp-ops-list")
+        got = [ops.cells(r) for r in range(len(ops.rows))]
         want = expected_ops(result, name)
         assert len(want) > 20
         assert [g for g in got if g[1] == "→"] == want
@@ -99,6 +100,10 @@ async def test_the_operations_part_is_ops_csv_rows_and_op_stats_of_the_qp(captur
         assert len([g for g in got if g[1] == "←"]) == list(result.ops_table.data["flow"]).count(peer)
         frames = [int(g[0]) for g in got]
         assert frames == sorted(frames)
+        # each drawn line (under the header) holds its values in the columns' order
+        top = int(ops.scroll_offset.y)
+        for y in range(1, min(len(got), 8) + 1):
+            assert " ".join(ops.render_line(y).text.split()) == " ".join(v for v in got[top + y - 1] if v), y
         stats = detail.query_one("#qp-op-stats")
         want = expected_stats(result, name)
         assert len(want) >= 5
@@ -112,19 +117,19 @@ async def test_enter_on_an_operation_lands_on_its_first_frame_and_c_on_its_compl
         await loaded(pilot)
         _, row = busiest_flow(app.snapshot.result)
         detail = await open_detail(pilot, app, row)
-        table = detail.query_one("#qp-ops-list")
-        pick = next(r for r in range(5, table.row_count) if cells(table, r)[10])
-        first, completion = int(cells(table, pick)[0]), int(cells(table, pick)[10])
-        table.focus()
-        table.move_cursor(row=pick)
+        ops = detail.query_one("#qp-ops-list")
+        pick = next(r for r in range(5, len(ops.rows)) if ops.cells(r)[10])
+        first, completion = int(ops.cells(pick)[0]), int(ops.cells(pick)[10])
+        ops.focus()
+        ops.cursor = pick
         await pilot.pause()
         assert "c" in detail.active_bindings          # the footer says the key while the list has focus
         await pilot.press("enter")
         await landed(pilot, app, first)
         await pilot.press("escape")                   # back to the QP detail, the cursor where it was
         await pilot.pause()
-        assert app.screen is detail and table.cursor_row == pick
-        table.focus()
+        assert app.screen is detail and ops.cursor == pick
+        ops.focus()
         await pilot.press("c")
         await landed(pilot, app, completion)
 
@@ -146,56 +151,49 @@ async def test_c_on_an_operation_without_completion_says_so(capture):
         d["completion_frame"][:] = -1                 # none completed: the key has nowhere to go
         _, row = busiest_flow(app.snapshot.result)
         detail = await open_detail(pilot, app, row)
-        table = detail.query_one("#qp-ops-list")
-        table.focus()
+        detail.query_one("#qp-ops-list").focus()
         await pilot.press("c")
         await pilot.pause()
         assert app.screen is detail and not app.errors
         assert any("no completion" in str(n.message) for n in app._notifications)
 
 
-async def test_a_long_or_capped_list_says_what_it_leaves_out(capture, monkeypatch):
-    """The list stops at MAX_OPS rows and says how many more the QP has; when ops.csv itself
-    stopped listing (summary.operations.not_listed), it says that too."""
-    from roceview.tui import qp_ops
-
-    monkeypatch.setattr(qp_ops, "MAX_OPS", 7)
+async def test_a_capped_ops_listing_is_said(capture):
+    """When ops.csv stopped listing (summary.operations.not_listed), the list says so."""
     app = make_app([str(capture)])
     async with app.run_test(size=(120, 40)) as pilot:
         await loaded(pilot)
         result = app.snapshot.result
         result.summary["operations"].update(listed=60, not_listed=1234)
-        name, row = busiest_flow(result)
+        _, row = busiest_flow(result)
         detail = await open_detail(pilot, app, row)
-        peer = result.flows_table.data["flow"][detail.peer]
-        total = sum(f in (name, peer) for f in result.ops_table.data["flow"])
-        assert detail.query_one("#qp-ops-list").row_count == 7
         note = str(detail.query_one("#qp-ops-note").render())
-        assert f"{units.count(total - 7)} more operations not shown" in note, note
         assert "first 60 operations" in note and "1,234" in note, note
 
 
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)])
 async def test_the_operations_list_is_reachable_at_80x24_and_120x40(capture, size):
-    """Tab to the list scrolls the detail to it: its cursor row is on the screen."""
+    """Tab to the list scrolls the detail to it; down and End keep the cursor's operation on the
+    screen, above the footer."""
     app = make_app([str(capture)])
     async with app.run_test(size=size) as pilot:
         await loaded(pilot)
         _, row = busiest_flow(app.snapshot.result)
         detail = await open_detail(pilot, app, row)
-        table = detail.query_one("#qp-ops-list")
+        ops = detail.query_one("#qp-ops-list")
         for _ in range(6):
-            if app.focused is table:
+            if app.focused is ops:
                 break
             await pilot.press("tab")
             await pilot.pause()
-        assert app.focused is table
-        await pilot.press("down", "down")
-        await pilot.pause(0.2)
-        assert table.cursor_row == 2
-        # the cursor's line is on the screen, above the footer
-        line = table.region.y + 1 + table.cursor_row - int(table.scroll_offset.y)
-        assert 0 <= line < size[1] - 1 and table.region.height >= 3, (table.region, line)
+        assert app.focused is ops
+        for keys, cursor in ((("down", "down"), 2), (("end",), len(ops.rows) - 1)):
+            await pilot.press(*keys)
+            await pilot.pause(0.2)
+            assert ops.cursor == cursor
+            y = 1 + ops.cursor - int(ops.scroll_offset.y)          # its line in the list (under the header)
+            assert 1 <= y < ops.size.height and 0 <= ops.region.y + y < size[1] - 1, (ops.region, y)
+            assert ops.render_line(y).text.split()[0] == ops.cells(cursor)[0]
 
 
 async def test_the_operation_keys_clash_with_no_other_key_and_help_lists_them():
@@ -247,6 +245,6 @@ async def test_random_keys_on_the_operations_never_fail_nor_freeze(capture, seed
                 detail = app.screen
                 names = {flows[detail.flow_row]} | ({flows[detail.peer]} if detail.peer is not None else set())
                 total = sum(f in names for f in result.ops_table.data["flow"])
-                assert detail.query_one("#qp-ops-list").row_count == total, (seed, step)
+                assert len(detail.query_one("#qp-ops-list").rows) == total, (seed, step)
         await pilot.press("ctrl+c")
     assert app.return_code == 0 and not app.errors
