@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import glob
 import math
+import os
+import random
 
 import numpy as np
 import pytest
@@ -13,7 +15,6 @@ from helpers.analysis import A, B, CNP, T0, WRITE_ONLY, make_batch
 from roceview.analysis.cc import CnpReactions
 from roceview.analysis.cc_match import flow_columns
 from roceview.generate import scenarios_cc as cc_scen, write_capture
-from roceview.generate.scenarios import SCENARIOS, Scenario
 from roceview.packets.read import iter_batches
 
 SEEDS = (0, 1)
@@ -22,18 +23,15 @@ PROP_NS = cc_scen.PROP_NS
 LINE_GBPS, RECOVERY_US = 100.0, 55.0     # dcqcn.py: line rate, fast recovery halves the distance each 55 us
 
 
-def _register() -> None:
-    """The scenarios of scenarios_cc, as scenarios.py will list them (not registered there yet)."""
-    for name in ("dcqcn_reaction", "dcqcn_ignored", "dcqcn_slow", "cnp_excess"):
-        key = name.replace("_", "-")
-        SCENARIOS.setdefault(key, Scenario(key, "", getattr(cc_scen, name), "sender", ()))
-
-
-def _analyze(path, chunk: int | None = None):
+def _analyze(path, chunk=None):
+    """Fed in chunks of `chunk` rows (a callable: a new size per chunk), or whole batches."""
     cc = CnpReactions()
     for b in iter_batches([str(path)]):
-        for i in range(0, b.n, chunk or b.n):
-            cc.feed(b.select(np.arange(i, min(b.n, i + (chunk or b.n)))))
+        i = 0
+        while i < b.n:
+            size = b.n if chunk is None else chunk() if callable(chunk) else chunk
+            cc.feed(b.select(np.arange(i, min(b.n, i + size))))
+            i += size
     cc.finish()
     return cc, cc.table()
 
@@ -43,7 +41,6 @@ def runs(tmp_path_factory):
     import roceview
     from roceview.generate import generate
 
-    _register()
     out = {}
     for name in ("dcqcn-reaction", "dcqcn-ignored", "dcqcn-slow", "cnp-excess"):
         for seed in SEEDS:
@@ -183,16 +180,28 @@ def test_cnp_spacing_is_below_the_minimum_only_where_the_np_allows_it(runs):
     assert excess == int((table.data["spacing_us"] < 4).sum()) > 0
 
 
+def _same_table(whole, other) -> None:
+    for c in whole.columns:
+        a, b = whole.data[c], other.data[c]
+        if isinstance(a, np.ndarray) and a.dtype.kind == "f":
+            np.testing.assert_array_equal(a, b, err_msg=c)
+        else:
+            assert list(a) == list(b), c
+
+
 def test_the_table_does_not_depend_on_the_chunking(runs):
     for name in ("dcqcn-reaction", "cnp-excess"):
         path, _, whole = runs[name, 0][2:5]
-        _, small = _analyze(path, chunk=7)
-        for c in whole.columns:
-            a, b = whole.data[c], small.data[c]
-            if isinstance(a, np.ndarray) and a.dtype.kind == "f":
-                np.testing.assert_array_equal(a, b, err_msg=c)
-            else:
-                assert list(a) == list(b), c
+        _same_table(whole, _analyze(path, chunk=7)[1])
+
+
+def test_random_chunk_sizes_give_the_same_table(runs):
+    """Seeded: chunks of 1 to 300 rows drawn anew for each chunk; ROCEVIEW_FUZZ_EXAMPLES runs
+    more (the default keeps CI short)."""
+    rng = random.Random(33)
+    path, _, whole = runs["dcqcn-ignored", 0][2:5]
+    for _ in range(int(os.environ.get("ROCEVIEW_FUZZ_EXAMPLES", "3"))):
+        _same_table(whole, _analyze(path, chunk=lambda: rng.randint(1, 300))[1])
 
 
 def test_qps_columns_summarise_each_senders_cnps(runs):
