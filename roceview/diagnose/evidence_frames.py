@@ -11,7 +11,8 @@ truncated_frames, timestamps_backwards: PACKET_KINDS) list the facts' first exam
 them all; `roceview.finding` marks each such packet (dissect, from its own columns). Kinds no
 packet shows by itself (pmtu_mismatch, roce_version_mixed, ecn_not_enabled,
 link_speed_mismatch, decode_warnings) list no frame. The RDMA CM kinds (cm_reject, cm_retry,
-cm_slow_setup) list the CM MADs of their handshakes, which their rule gives (diagnose/cm.py).
+cm_slow_setup) list the CM MADs of their handshakes, read_depth_limited the first frames of the
+READs that waited for a place (ops.csv rows): their rules give them (diagnose/cm.py, read_depth.py).
 """
 from __future__ import annotations
 
@@ -80,7 +81,7 @@ def kinds_by_frame(result, config=None) -> tuple[np.ndarray, np.ndarray, "Packet
     ctx = Context(result, config or DEFAULTS, getattr(result, "facts", None))
     frames, bits = [np.zeros(0, np.int64)], [np.zeros(0, np.uint64)]
     d = result.findings_table.data                       # start_ts, end_ts as int ns (records(): text)
-    given = _given_frames(result, config or DEFAULTS, set(d["kind"]) if "kind" in d else set())
+    given = _given_frames(ctx, result, set(d["kind"]) if "kind" in d else set())
     for i in range(len(result.findings_table)):
         record = {k: d[k][i] for k in ("kind", "flows", "start_ts", "end_ts", "evidence")}
         if record["kind"] in FINDING_KINDS:
@@ -97,12 +98,16 @@ def kinds_by_frame(result, config=None) -> tuple[np.ndarray, np.ndarray, "Packet
     return frames[starts], np.bitwise_or.reduceat(bits, starts) if len(starts) else bits, packet_kinds
 
 
-def _given_frames(result, config, kinds: set) -> dict:
+def _given_frames(ctx, result, kinds: set) -> dict:
     """(kind, flows, evidence) -> every frame of the findings whose rules give their frames
-    rather than events (the RDMA CM kinds: their handshakes' MADs, diagnose/cm.py)."""
-    from roceview.diagnose.cm import CM_KINDS, frames_by_finding
+    rather than events: the RDMA CM kinds (their handshakes' MADs, diagnose/cm.py) and
+    read_depth_limited (the READs that waited, diagnose/read_depth.py)."""
+    from roceview.diagnose import cm, read_depth
 
-    return frames_by_finding(result, config) if kinds & set(CM_KINDS) else {}
+    out = cm.frames_by_finding(result, ctx.config) if kinds & set(cm.CM_KINDS) else {}
+    if "read_depth_limited" in kinds:
+        out.update(read_depth.frames_by_finding(ctx, result))
+    return out
 
 
 def _per_kind(ctx, record: dict) -> list[np.ndarray]:

@@ -26,9 +26,25 @@ from roceview.units import count, duration, plural
 READ_DEPTH_SHARE = 0.75
 READ_DEPTH_MIN_READS = 32
 READ_DEPTH_MIN_NS = 20_000
+SHOWN = 10               # READs that waited listed as the finding's frames (with the first and last)
 
 
 def read_depth_findings(ctx, result) -> list[dict]:
+    """The findings, each listing the first frames of the READs that waited (`frames_given`)."""
+    out = []
+    for record, frames in _records(ctx, result):
+        record["frames_given"] = (sorted({frames[0], frames[-1], *frames[:SHOWN]}) if frames else [], len(frames))
+        out.append(record)
+    return out
+
+
+def frames_by_finding(ctx, result) -> dict[tuple, list[int]]:
+    """Every frame of each finding by its (kind, flows, evidence), as the findings table keeps
+    it: what `roceview.finding == "read_depth_limited"` selects (diagnose/evidence_frames.py)."""
+    return {(r["kind"], r["flows"], r["evidence"]): frames for r, frames in _records(ctx, result)}
+
+
+def _records(ctx, result) -> list[tuple[dict, list[int]]]:
     limits = negotiated_depth(result)
     depth = result.read_depth_table
     if not limits or not len(depth):
@@ -45,7 +61,7 @@ def read_depth_findings(ctx, result) -> list[dict]:
     return out
 
 
-def _one(name: str, limit: int, depth, time_ns, reads, ctx, result) -> dict | None:
+def _one(name: str, limit: int, depth, time_ns, reads, ctx, result) -> tuple[dict, list[int]] | None:
     busy = depth >= 1
     active = int(time_ns[busy].sum())
     n_reads = int(reads.sum())
@@ -61,11 +77,10 @@ def _one(name: str, limit: int, depth, time_ns, reads, ctx, result) -> dict | No
     peer = ctx.peer(name)
     summary = (f"The requester of {name} kept its RDMA READs at its initiator depth of {limit}: {mean:.1f} in "
                f"flight on average while it had any, more READs waited in its send queue.")
-    first, _ = _waiting(result, name, near, shown=3)
+    frames = _waiting(result, name, near)
     evidence = [f"READ depth reached {reached}, the initiator depth RDMA CM negotiated ({limit}), and averaged "
                 f"{mean:.1f} over {duration(active)} with READs in flight",
-                f"{plural(n_reads, 'READ')}, {count(waited)} of them started with {near} or more already in flight"
-                + (f" (the first in frames {', '.join(str(x) for x in first)})" if first else ""),
+                f"{plural(n_reads, 'READ')}, {count(waited)} of them started with {near} or more already in flight",
                 _latency(result, name)]
     advice = ("Raise the depth both ends agree on: the initiator depth (rdma_cm conn_param.initiator_depth; "
               "ibv_modify_qp max_rd_atomic) and the peer's responder resources (responder_resources; "
@@ -75,22 +90,18 @@ def _one(name: str, limit: int, depth, time_ns, reads, ctx, result) -> dict | No
               "depth times the READ size over the READ latency.")
     flows = [name] + ([peer] if peer else [])
     start, end = int(row.get("first_ts", 0) or 0), int(row.get("last_ts", 0) or 0)
-    out = finding("warning", "read_depth_limited", summary, flows, start, end, [e for e in evidence if e], advice)
-    # no frames of its own yet: a finding's frames are those `roceview.finding` selects (evidence
-    # events, diagnose/evidence_frames.py), and no event marks a READ that waited
-    return out
+    return finding("warning", "read_depth_limited", summary, flows, start, end, [e for e in evidence if e], advice), frames
 
 
-def _waiting(result, name: str, near: int, shown: int) -> tuple[list[int], int]:
-    """The first frames of the READs that started with `near` or more in flight (ops.csv rows:
-    as far as its row budget lists them), and how many such rows."""
+def _waiting(result, name: str, near: int) -> list[int]:
+    """The first frames of the READs that started with `near` or more in flight, ascending (the
+    ops.csv rows: as far as its row budget lists them)."""
     d = result.ops_table.data
     if not len(result.ops_table):
-        return [], 0
+        return []
     flow = np.asarray(list(d["flow"]), dtype=object)
     m = (flow == name) & (np.asarray(list(d["op"]), dtype=object) == "READ") & (np.asarray(d["outstanding"]) >= near)
-    frames = np.asarray(d["first_frame"])[m]
-    return frames[:shown].tolist(), int(m.sum())
+    return sorted(int(f) for f in np.asarray(d["first_frame"])[m].tolist())
 
 
 def _latency(result, name: str) -> str:

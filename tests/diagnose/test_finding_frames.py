@@ -48,14 +48,25 @@ def _listed(finding) -> list[int]:
     return [int(f) for f in str(finding["frames"]).split(";") if f]
 
 
-# the RDMA CM findings list their handshakes' MADs (diagnose/cm.py), which no event marks: this
-# test knows only event and packet evidence (the lead adds a CM branch: see that module)
-CM_FRAMES = "cm_reject / cm_retry / cm_slow_setup list CM MADs, not events: no branch here checks them yet"
-CM_SCENARIOS = {"fresh/cm-reject", "fresh/cm-retry", "fresh/cm-slow-setup"}
+CM_KINDS = ("cm_reject", "cm_retry", "cm_slow_setup")
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=CM_FRAMES))
-                                  if n in CM_SCENARIOS else n for n in [*NAMES, "two files/network-loss+rnr"]])
+def _given_frames_are_theirs(f, result, path) -> None:
+    """The kinds whose rules give their frames: the RDMA CM findings list their handshakes' MADs
+    (diagnose/cm.py), read_depth_limited the READ requests that started at the depth limit (the
+    ops.csv rows it counted: diagnose/read_depth.py)."""
+    listed = _listed(f)
+    assert listed and listed == sorted(set(listed)) and len(listed) <= TELLING + 2 and f["frame_count"] >= len(listed)
+    if f["kind"] in CM_KINDS:
+        m = roceview.read_packets(path, columns=["frame", "mad_attr_id"])
+        assert set(listed) <= set(m["frame"][m["mad_attr_id"].notna()]), f
+        return
+    ops = result.ops
+    reads = ops[(ops["op"] == "READ") & ops["flow"].isin(f["flows"].split(";"))]
+    assert set(listed) <= set(reads["first_frame"]), f
+
+
+@pytest.mark.parametrize("name", [*NAMES, "two files/network-loss+rnr"])
 def test_every_listed_frame_is_evidence_its_own_flags_show(name, captures):
     path = ([str(REPO / "captures" / f"{n}.pcap") for n in ("network-loss", "rnr")] if name.startswith("two files")
             else str(captures[name]))
@@ -72,6 +83,9 @@ def test_every_listed_frame_is_evidence_its_own_flags_show(name, captures):
         if f["kind"] in PACKET_FLAG:               # judged per packet: its own flag shows it
             assert listed and f["frame_count"] >= len(listed), f
             assert all(flags[x] & PACKET_FLAG[f["kind"]] for x in listed), f
+            continue
+        if f["kind"] in (*CM_KINDS, "read_depth_limited"):
+            _given_frames_are_theirs(f, result, path)
             continue
         if not kinds:
             assert listed == [] and f["frame_count"] == 0, f
