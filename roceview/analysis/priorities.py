@@ -69,16 +69,29 @@ class KeySlots:
         return (h >> np.uint64(64 - self.bits)).astype(np.int64)
 
     def _slow(self, src, dst, cls, h) -> np.ndarray:
-        """Slots of the rows the table missed: their distinct keys looked up (and added)."""
-        uniq, inverse = np.unique(np.stack([src, dst, cls], axis=1), axis=0, return_inverse=True)
-        found = np.array([self._slot(*k) for k in uniq.tolist()], np.int64)
+        """Slots of the rows the table missed: a row per hash value looked up (and added) and
+        given to the rows of its key; rows of another key with that hash go round again."""
+        out = np.empty(len(src), np.int64)
+        todo = np.arange(len(src))
+        while len(todo):
+            buckets, first, back = np.unique(h[todo], return_index=True, return_inverse=True)
+            rep = todo[first]
+            found = np.array([self._slot(*k) for k in zip(src[rep].tolist(), dst[rep].tolist(), cls[rep].tolist())],
+                             np.int64)
+            self._place(buckets, found)
+            rep_row = rep[back.ravel()]
+            same = (src[todo] == src[rep_row]) & (dst[todo] == dst[rep_row]) & (cls[todo] == cls[rep_row])
+            out[todo[same]] = found[back.ravel()[same]]
+            todo = todo[~same]
+        return out
+
+    def _place(self, buckets: np.ndarray, found: np.ndarray) -> None:
+        """New keys into the table's free buckets (a bucket taken stays with its key)."""
         if len(self.keys) * 4 > len(self.table):
             self._grow()
-        else:
-            firsts = np.unique(inverse.ravel(), return_index=True)[1]
-            free = self.table[h[firsts]] < 0              # a bucket taken stays with its key
-            self.table[h[firsts][free]] = found[free]
-        return found[inverse.ravel()]
+            return
+        free = self.table[buckets] < 0
+        self.table[buckets[free]] = found[free]
 
     def _slot(self, src: int, dst: int, cls: int) -> int:
         slot = self.keys.setdefault((src, dst, cls), len(self.keys))
@@ -105,50 +118,65 @@ class PriorityCounts:
                            "first_ts": (np.int64, _TS_NONE[0]), "last_ts": (np.int64, _TS_NONE[1])})
 
     def feed(self, batch: Batch, in_order: bool | None = None) -> None:
-        """Count a chunk's frames; in_order: its timestamps never decrease (None: look)."""
+        """Count a chunk's frames; in_order: its timestamps never decrease (None: look). Rows
+        are taken in runs of one key (a burst of a flow, its ACKs): only a run's first row is
+        looked up, and the counters add up per run (one pass a counter) before per slot."""
         if not batch.n:
             return
         ts = batch.cols["ts_ns"]
         if in_order is None:
             in_order = bool(len(ts) < 2 or (ts[1:] >= ts[:-1]).all())
-        cls = (_column(batch, "pcp", -1) + 1) * DSCPS + _column(batch, "dscp", -1) + 1
-        slot = self.slots(_macs(batch, "_src_mac"), _macs(batch, "_dst_mac"), cls.astype(np.uint64))
+        src, dst, cls = _macs(batch, "_src_mac"), _macs(batch, "_dst_mac"), _classes(batch)
+        starts = _run_starts(src, dst, cls)
+        heads = (lambda v: v) if len(starts) == batch.n else (lambda v: v.take(starts))
+        slot = self.slots(heads(src), heads(dst), heads(cls).astype(np.uint64))
         st = self.st
         st.grow(len(self.slots.keys))
-        self._count(batch, slot)
-        if in_order:                         # assignment keeps the last of repeated indexes
-            first, last = np.full(st.n, _TS_NONE[0]), np.full(st.n, _TS_NONE[1])
-            first[slot[::-1]], last[slot] = ts[::-1], ts
-            np.minimum(st.first_ts, first, out=st.first_ts)
-            np.maximum(st.last_ts, last, out=st.last_ts)
-        else:
-            np.minimum.at(st.first_ts, slot, ts)
-            np.maximum.at(st.last_ts, slot, ts)
+        runs = _Runs(starts, batch.n)
+        self._count(batch, runs, slot)
+        first, last = ((ts.take(starts), ts.take(runs.ends - 1)) if in_order else
+                       (np.minimum.reduceat(ts, starts), np.maximum.reduceat(ts, starts)))
+        np.minimum.at(st.first_ts, slot, first)
+        np.maximum.at(st.last_ts, slot, last)
 
-    def _count(self, batch: Batch, slot: np.ndarray) -> None:
-        """Two bincounts over the chunk: packets by (slot, kind), bytes by (slot, RoCE or not);
-        CE and CNP rows (rare) by their own."""
-        st, n = self.st, self.st.n
+    def _count(self, batch: Batch, runs: "_Runs", slot: np.ndarray) -> None:
+        """The counters added to each slot; CE and CNP rows (rare) one by one."""
         roce = _ROCE.take(batch.cols["_proto"])
         name = "opcode" if "opcode" in batch.cols else "_opcode"
-        if name in batch.cols:                # an opcode counts on RoCE rows where it is valid
-            flags = np.where(roce & batch.mask(name), op.FLAGS.take(batch.cols[name]), 0)
-        else:
-            flags = np.zeros(batch.n, np.uint8)
+        flags = (np.where(roce & batch.mask(name), op.FLAGS.take(batch.cols[name]), 0) if name in batch.cols
+                 else np.zeros(batch.n, np.uint8))       # an opcode counts on RoCE rows where it is valid
         data = (flags & op.F_DATA) != 0
-        ecn = _column(batch, "ecn", 0)
-        kind = roce.astype(np.int64) + data + (data & (ecn > 0))          # 0 other, 1 RoCE, 2 data, 3 ECT data
-        by_kind = np.bincount(slot * 4 + kind, minlength=4 * n).reshape(n, 4)
-        st.packets += by_kind.sum(axis=1)
-        st.roce_packets += by_kind[:, 1:].sum(axis=1)
-        st.data_packets += by_kind[:, 2:].sum(axis=1)
-        st.ect_packets += by_kind[:, 3]
+        ect, ce = _ecn(batch, data)
         wire = batch.cols["wire_len"]
-        by_bytes = np.bincount(slot * 2 + roce, wire, minlength=2 * n).reshape(n, 2).astype(np.int64)
-        st.bytes += by_bytes.sum(axis=1)
-        st.roce_bytes += by_bytes[:, 1]
-        st.add("ce_packets", slot[data & (ecn == 3)])
-        st.add("cnp_packets", slot[(flags & op.F_CNP) != 0])
+        if runs.many():
+            self._by_row(runs.per_row(slot), roce, data, ect, wire)
+        else:
+            self._by_run(runs, slot, roce, data, ect, wire)
+        for name, rows in (("ce_packets", ce), ("cnp_packets", (flags & op.F_CNP) != 0)):
+            self.st.add(name, slot.take(runs.of(np.flatnonzero(rows))))
+
+    def _by_run(self, runs: "_Runs", slot, roce, data, ect, wire) -> None:
+        """Long runs (bursts): each counter summed per run (reduceat), then per slot."""
+        packets, size = runs.lengths, runs.sums(wire)
+        everything = bool(roce.all())
+        for name, values in (("packets", packets), ("bytes", size),
+                             ("roce_packets", packets if everything else runs.sums(roce)),
+                             ("roce_bytes", size if everything else runs.sums(wire * roce)),
+                             ("data_packets", runs.sums(data)), ("ect_packets", runs.sums(ect))):
+            self.st.add(name, slot, values)
+
+    def _by_row(self, slot, roce, data, ect, wire) -> None:
+        """Short runs (keys interleaved row by row): two bincounts over the rows, packets by
+        (slot, kind: other, RoCE, data, ECT data) and bytes by (slot, RoCE or not)."""
+        st, n = self.st, self.st.n
+        kind = np.bincount(slot * 4 + roce + data + ect, minlength=4 * n).reshape(n, 4)
+        st.packets += kind.sum(axis=1)
+        st.roce_packets += kind[:, 1:].sum(axis=1)
+        st.data_packets += kind[:, 2:].sum(axis=1)
+        st.ect_packets += kind[:, 3]
+        size = np.bincount(slot * 2 + roce, wire, minlength=2 * n).reshape(n, 2).astype(np.int64)
+        st.bytes += size.sum(axis=1)
+        st.roce_bytes += size[:, 1]
 
     def state(self) -> dict:
         """The counters by key, as plain arrays (what the Dask engine's reads send the driver)."""
@@ -228,19 +256,71 @@ def _columns(rows: list[dict]) -> dict:
     return data
 
 
-def _column(batch: Batch, name: str, fill: int) -> np.ndarray:
-    """A small integer column as int64, `fill` where absent or invalid."""
-    v = batch.cols.get(name)
-    if v is None:
-        return np.full(batch.n, fill, np.int64)
-    ok = batch.valid.get(name)
-    v = v.astype(np.int64)
-    return v if ok is None else np.where(ok, v, fill)
+class _Runs:
+    """Runs of rows of one key: their first rows (`starts`), ends, lengths, sums."""
+
+    def __init__(self, starts: np.ndarray, n: int):
+        self.starts, self.n = starts, n
+        self.ends = np.append(starts[1:], n)
+        self.lengths = self.ends - starts
+
+    def sums(self, values: np.ndarray) -> np.ndarray:
+        """Per run, the sum of `values` (bool or small integers)."""
+        if values.dtype == bool:
+            values = values.view(np.uint8)
+        return np.add.reduceat(values, self.starts, dtype=np.int64)
+
+    def many(self) -> bool:
+        """Runs so short that counting row by row is cheaper than run by run."""
+        return len(self.starts) * 4 > self.n
+
+    def per_row(self, slot: np.ndarray) -> np.ndarray:
+        """The slot of every row, from each run's."""
+        return slot if len(slot) == self.n else np.repeat(slot, self.lengths)
+
+    def of(self, rows: np.ndarray) -> np.ndarray:
+        """The run of each of `rows`."""
+        return np.searchsorted(self.starts, rows, side="right") - 1
+
+
+def _run_starts(src: np.ndarray, dst: np.ndarray, cls: np.ndarray) -> np.ndarray:
+    """The first row of each run of rows with one (src, dst, class) key."""
+    change = np.ones(len(src), dtype=bool)
+    np.not_equal(cls[1:], cls[:-1], out=change[1:])
+    for column in (src, dst):
+        if column[0] != column[-1] or not (column == column[0]).all():     # (a missing MAC: one value)
+            change[1:] |= column[1:] != column[:-1]
+    return np.flatnonzero(change)
+
+
+def _classes(batch: Batch) -> np.ndarray:
+    """Per row, (pcp + 1) * DSCPS + dscp + 1 with -1 for none (uint16: narrow, cheap to compare)."""
+    out = np.zeros(batch.n, np.uint16)
+    for name, scale in (("pcp", DSCPS), ("dscp", 1)):
+        v = batch.cols.get(name)
+        if v is not None:
+            one = v.astype(np.uint16) + np.uint16(1)
+            ok = batch.valid.get(name)
+            if ok is not None:
+                one *= ok
+            out += one * np.uint16(scale) if scale != 1 else one
+    return out
+
+
+def _ecn(batch: Batch, data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The data rows that are ECN-capable (ECT(0), ECT(1) or CE) and those marked CE."""
+    ecn = batch.cols.get("ecn")
+    if ecn is None:
+        return np.zeros(batch.n, bool), np.zeros(batch.n, bool)
+    ok = batch.valid.get("ecn")
+    data = data if ok is None else data & ok
+    return data & (ecn != 0), data & (ecn == 3)
 
 
 def _macs(batch: Batch, name: str) -> np.ndarray:
+    """A MAC column as uint64, NO_MAC where absent or invalid."""
     v = batch.cols.get(name)
     if v is None:
         return np.full(batch.n, NO_MAC, np.uint64)
-    ok = batch.valid.get(name)
-    return v.astype(np.uint64, copy=False) if ok is None else np.where(ok, v, NO_MAC).astype(np.uint64)
+    v, ok = v.astype(np.uint64, copy=False), batch.valid.get(name)
+    return v if ok is None or ok.all() else np.where(ok, v, np.uint64(NO_MAC))

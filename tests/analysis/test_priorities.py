@@ -6,6 +6,7 @@ up to the capture's totals; the result does not depend on the chunk size.
 """
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 
 import numpy as np
@@ -14,6 +15,7 @@ import pytest
 
 import roceview
 from roceview.generate import generate, write_capture
+from roceview.packets.batch import PROTO_NAMES
 from roceview.render.export import CSV_FILES
 from roceview.render.json_export import TABLES
 
@@ -230,3 +232,84 @@ def test_lan_traffic_beside_roce_has_rows_with_no_roce():
     assert lan and all(r["roce_share"] == 0 for r in lan)
     assert sum(r["packets"] for r in rows) == result.summary["packets"]
     assert sum(r["roce_packets"] for r in rows) == result.summary["roce_packets"]
+
+
+# ---- fuzzed: the counters against a dict counted row by row ---------------------------------
+# ROCEVIEW_FUZZ_EXAMPLES=2000 pytest tests/analysis/test_priorities.py -k fuzzed  (CI: 40)
+EXAMPLES = int(os.environ.get("ROCEVIEW_FUZZ_EXAMPLES", "40"))
+
+
+def _random_rows(rng: np.random.Generator) -> dict:
+    """Frames of random keys in runs of random length (bursts, or interleaved row by row), of
+    every protocol, with missing values, timestamps now and then out of order."""
+    macs = rng.integers(0, 1 << 48, int(rng.integers(1, 40)), dtype=np.uint64)
+    n = int(rng.integers(1, 300))
+    run = rng.integers(1, int(rng.choice([2, 8, 64])), n)
+    key_of_run = rng.integers(0, 1 << 30, n)
+    key = np.repeat(key_of_run, run)[:n]
+    cols = {"_src_mac": macs[key % len(macs)], "_dst_mac": macs[(key >> 6) % len(macs)],
+            "pcp": ((key >> 12) % 8).astype(np.uint8), "dscp": ((key >> 15) % 64).astype(np.uint8),
+            "_proto": rng.integers(0, len(PROTO_NAMES), n).astype(np.uint8),
+            "opcode": rng.choice(np.array([0x04, 0x0A, 0x0C, 0x10, 0x11, 0x12, 0x64, 0x81, 0xFF], np.uint8), n),
+            "ecn": rng.integers(0, 4, n).astype(np.uint8), "wire_len": rng.integers(60, 9000, n).astype(np.uint32),
+            "ts_ns": T0 + np.cumsum(rng.integers(-3 if rng.random() < 0.3 else 0, 50, n))}
+    valid = {c: rng.random(n) < p for c, p in (("pcp", 0.6), ("dscp", 0.9), ("ecn", 0.9), ("opcode", 0.9),
+                                                ("_src_mac", 0.97)) if rng.random() < 0.7}
+    if rng.random() < 0.2:
+        del cols["_dst_mac"]                 # a batch without the column (native IB, a test's rows)
+    return {"cols": cols, "valid": valid, "n": n}
+
+
+def _oracle(frames: list[dict]) -> dict:
+    from roceview.analysis import opcode_classes as op
+    from roceview.analysis.priorities import DSCPS, NO_MAC
+
+    out: dict = {}
+    for f in frames:
+        cols, valid = f["cols"], f["valid"]
+        for i in range(f["n"]):
+            ok = lambda c: c in cols and (c not in valid or bool(valid[c][i]))      # noqa: E731
+            mac = lambda c: int(cols[c][i]) if ok(c) else NO_MAC                    # noqa: E731
+            cls = ((int(cols["pcp"][i]) if ok("pcp") else -1) + 1) * DSCPS + (int(cols["dscp"][i]) if ok("dscp") else -1) + 1
+            c = out.setdefault((mac("_src_mac"), mac("_dst_mac"), cls), dict.fromkeys(COUNTS, 0) | {"ts": []})
+            c["packets"] += 1
+            c["bytes"] += int(cols["wire_len"][i])
+            c["ts"].append(int(cols["ts_ns"][i]))
+            if PROTO_NAMES[cols["_proto"][i]] not in ROCE:
+                continue
+            c["roce_packets"] += 1
+            c["roce_bytes"] += int(cols["wire_len"][i])
+            flags = int(op.FLAGS[cols["opcode"][i]]) if ok("opcode") else 0
+            c["cnp_packets"] += bool(flags & op.F_CNP)
+            if flags & op.F_DATA:
+                c["data_packets"] += 1
+                c["ect_packets"] += ok("ecn") and int(cols["ecn"][i]) != 0
+                c["ce_packets"] += ok("ecn") and int(cols["ecn"][i]) == 3
+    return {k: {**{c: v[c] for c in COUNTS}, "first_ts": min(v["ts"]), "last_ts": max(v["ts"])} for k, v in out.items()}
+
+
+def _as_dict(state: dict) -> dict:
+    keys = zip(state["src"].tolist(), state["dst"].tolist(), state["cls"].tolist())
+    return {k: {c: int(state[c][i]) for c in COUNTS + ("first_ts", "last_ts")} for i, k in enumerate(keys)}
+
+
+def test_fuzzed_counters_equal_a_count_row_by_row():
+    """Random keys in bursts and interleaved, hash collisions and the table's growth (hundreds
+    of keys), missing columns and values, out-of-order time; the Dask engine's merge of two
+    halves counted apart equals the whole."""
+    from roceview.analysis.priorities import PriorityCounts, merged
+    from roceview.packets.batch import Batch
+
+    rng = np.random.default_rng(20261206)
+    failures = 0
+    for _ in range(EXAMPLES):
+        frames = [_random_rows(rng) for _ in range(int(rng.integers(1, 6)))]
+        whole, halves = PriorityCounts(), [PriorityCounts(), PriorityCounts()]
+        for k, f in enumerate(frames):
+            batch = Batch(f["n"], dict(f["cols"]), dict(f["valid"]))
+            whole.feed(batch)
+            halves[k % 2].feed(batch)
+        want = _oracle(frames)
+        failures += _as_dict(whole.state()) != want
+        failures += _as_dict(merged([h.state() for h in halves])) != want
+    assert failures == 0, f"{failures} of {2 * EXAMPLES} tries differ"
