@@ -137,6 +137,10 @@ def value_text(field: F.FieldDef, v) -> str:
         from roceview.packets.times import frame_time_text, signed_seconds
 
         return frame_time_text(int(v)) if kind == F.ABSTIME else signed_seconds(int(v))
+    if kind == F.MICROS:                     # kept in ns, written as ops.csv's latency_us
+        from roceview.filter.values import micros_text
+
+        return micros_text(int(v))
     return f"0x{int(v):0{field.hex_digits}x}" if field.hex_digits else str(int(v))
 
 

@@ -126,8 +126,6 @@ def test_fields_print_each_packets_operation(capture):
             str(want["packets"]), "1" if want["retransmitted"] else "0", str(want["outstanding"])], frame
 
 
-@pytest.mark.xfail(strict=True, reason="render/field_text.value_text writes a MICROS field's ns as an integer "
-                   "until it learns the kind: `if kind == F.MICROS: return micros_text(v)` (filter/values.py)")
 def test_latency_prints_in_microseconds_like_ops_csv(capture):
     path, _, _, carried = capture
     rows = _fields(path, "frame.number", "roceview.op.latency", display="roceview.op.latency")
