@@ -2,9 +2,12 @@
 its rate limiter cut the rate, how deep, how long it took to recover (cc.csv; per flow columns
 for qps.csv).
 
-Fed the capture's batches in order (`feed`), like the Analyzer's collectors; memory is bounded by
-flows (a few samples carried per flow, cc_rate.py) and by `max_rows` CNP rows (later CNPs are
-counted, their spacing too, but not judged). The rate of a sender's data flow is read from the
+Fed the capture's batches in order (`feed`), like the Analyzer's collectors: wired into it, with
+its registry and flow ids (`CnpReactions(registry=an.registry)`, `feed(batch, an.flow_ids(batch))`:
+no second flow index, a mirror's second copy of a frame left out); alone, with an index of its
+own. Memory is bounded by flows (a few samples carried per flow, cc_rate.py) and by `max_rows`
+CNP rows (later CNPs are counted, their spacing too, but not judged). Chunks of single-packet
+messages only update each flow's last packet (no samples: no sort). The rate of a sender's data flow is read from the
 spacing of its packets (cc_rate.py). A CNP (BTH opcode 0x81) goes from the receiver to the
 sender's QP (its dest QP); the sender's data flow is the CNP flow's peer, which the pairing knows
 only at the end: each CNP is followed on every data flow from its destination to its source
@@ -31,7 +34,7 @@ import numpy as np
 from roceview.analysis import cc_rate as rate_mod
 from roceview.analysis.cc_match import CnpRows, judge_all
 from roceview.analysis.flows import address_words, new_registry
-from roceview.analysis.opcode_classes import OPCLASS, OPCODE_CNP, READ_RESPONSE, REQUEST
+from roceview.analysis.opcode_classes import FIRST_OR_MIDDLE, OPCLASS, OPCODE_CNP, READ_RESPONSE, REQUEST
 from roceview.analysis.segments import group_bounds
 from roceview.packets.batch import PROTO_CODE
 
@@ -48,7 +51,11 @@ _CONTINUES = np.zeros(256, dtype=bool)   # MIDDLE / LAST: the gap before it is i
 for _base in (0x00, 0x20, 0x40, 0xA0):
     for _low in (0x01, 0x02, 0x03, 0x07, 0x08, 0x09, 0x0E, 0x0F):
         _CONTINUES[_base | _low] = _IS_DATA[_base | _low]
-_ROCE = (PROTO_CODE["roce_v1"], PROTO_CODE["roce_v2"], PROTO_CODE["ib"])
+_ROCE = np.zeros(256, dtype=bool)
+_ROCE[[PROTO_CODE["roce_v1"], PROTO_CODE["roce_v2"], PROTO_CODE["ib"]]] = True
+_KEEP = _IS_DATA.copy()                  # the rows this collector reads: data and CNPs
+_KEEP[OPCODE_CNP] = True
+_IN_MESSAGE = _CONTINUES | FIRST_OR_MIDDLE   # opcodes of multi-packet messages
 _SAMPLE_COLS = ("flow", "seq", "ts_prev", "ts", "frame_prev", "rate", "ts_prev2", "frame_prev2", "rate_b", "decided")
 _PACKET = ("ts", "bits", "frame", "op")   # per flow: its last data packet ("p" + : the one before)
 
@@ -56,12 +63,16 @@ _PACKET = ("ts", "bits", "frame", "op")   # per flow: its last data packet ("p" 
 class CnpReactions:
     def __init__(self, min_time_between_cnps_ns: int = MIN_TIME_BETWEEN_CNPS_NS,
                  rate_reduce_period_ns: int = RATE_REDUCE_PERIOD_NS, judge_ns: int = JUDGE_NS,
-                 max_rows: int = MAX_ROWS):
+                 max_rows: int = MAX_ROWS, registry=None):
+        """registry: the Analyzer's flow registry, when `feed` is given its flow ids (then the
+        flows are named as qps.csv names them and no second index is kept); else an own one."""
         self.min_cnp_ns, self.period_ns, self.judge_ns = min_time_between_cnps_ns, rate_reduce_period_ns, judge_ns
-        self.registry = new_registry()
+        self.shared = registry is not None
+        self.registry = registry if registry is not None else new_registry()
         self.flow_state = {k: np.zeros(0, dtype=np.int64) for k in _PACKET + tuple("p" + k for k in _PACKET) + ("seq",)}
         self.last_env = np.zeros(0)                  # envelope at each flow's newest sample (NaN: none)
         self.endpoints: list[tuple] = []             # per flow: (src words, dst words)
+        self.has_endpoints = np.zeros(0, dtype=bool)
         self.senders: dict[tuple, list[int]] = {}    # (src, dst) -> data flows from src to dst
         self.carry = {k: np.zeros(0, dtype=np.float64 if k.startswith("rate") else bool if k == "decided"
                                    else np.int64) for k in _SAMPLE_COLS}
@@ -77,41 +88,67 @@ class CnpReactions:
 
     # ---- input -------------------------------------------------------------------------------
     def feed(self, batch, flows: np.ndarray | None = None) -> None:
-        """One batch of the capture, in order. `flows` is not used (kept for the collectors'
-        signature): this class keeps its own flow index, named as qps.csv names flows."""
+        """One batch of the capture, in order. flows: the Analyzer's flow id of each RoCE row
+        with an opcode and a dest QP (Analyzer.flow_ids; -1: a second capture of a frame, left
+        out), required with a shared registry; without, this class looks the flows up itself."""
         if batch.n == 0 or "dest_qp" not in batch.cols:
             return
         name = "opcode" if "opcode" in batch.cols else "_opcode"
         if name not in batch.cols:
             return
-        sel = np.isin(batch.cols["_proto"], _ROCE) & batch.mask(name) & batch.mask("dest_qp")
-        rows = np.flatnonzero(sel)
-        if not len(rows):
+        if self.shared and flows is None:
+            raise ValueError("CnpReactions.feed: a shared registry needs the Analyzer's flow ids")
+        roce = _ROCE[batch.cols["_proto"]]
+        for valid in (batch.valid.get(name), batch.valid.get("dest_qp")):
+            if valid is not None:
+                roce &= valid
+        keep = roce & _KEEP[batch.cols[name]]
+        if flows is not None:                       # the Analyzer's ids are per RoCE row
+            flows = flows[keep[roce]]
+            keep[keep] = flows >= 0
+            flows = flows[flows >= 0]
+        rows = None if keep.all() else np.flatnonzero(keep)
+        if rows is not None and not len(rows):
             return
-        opcode = batch.cols[name].take(rows).astype(np.uint8)
-        keep = _IS_DATA[opcode] | (opcode == OPCODE_CNP)
-        rows, opcode = rows[keep], opcode[keep]
-        if not len(rows):
-            return
-        fid = self._flow_ids(batch, rows)
+        opcode = batch.cols[name] if rows is None else batch.cols[name].take(rows)
+        fid = self._flow_ids(batch, rows) if flows is None else self._known(batch, rows, flows)
         data = _IS_DATA[opcode]
-        if data.any():
-            self._data(batch, rows[data], fid[data], opcode[data])
+        if data.all():
+            self._data(batch, rows, fid, opcode)
+            return
+        at = np.flatnonzero(data) if rows is None else rows[data]
+        if len(at):
+            self._data(batch, at, fid[data], opcode[data])
         cnp = ~data
-        if cnp.any():
-            self._cnps(batch, rows[cnp], fid[cnp])
+        self._cnps(batch, np.flatnonzero(cnp) if rows is None else rows[cnp], fid[cnp])
+
+    def _known(self, batch, rows, fid: np.ndarray) -> np.ndarray:
+        """The Analyzer's flow ids: grow the per-flow state, note the endpoints of new flows."""
+        n = int(fid.max()) + 1 if len(fid) else 0
+        if n > len(self.last_env):
+            self._grow(n)
+        if not self.has_endpoints[fid].all():
+            self._endpoints(batch, rows, fid)
+        return fid
+
+    def _endpoints(self, batch, rows, fid) -> None:
+        """Each new flow's (source, destination) address words, from its first row."""
+        new = np.flatnonzero(~self.has_endpoints[fid])
+        first = new[np.unique(fid[new], return_index=True)[1]]
+        at = first if rows is None else rows[first]
+        src, dst = address_words(batch, at, "src"), address_words(batch, at, "dst")
+        for f, s, d in zip(fid[first].tolist(), src.tolist(), dst.tolist()):
+            self.endpoints[f] = (tuple(s), tuple(d))
+        self.has_endpoints[fid[first]] = True
 
     def _flow_ids(self, batch, rows) -> np.ndarray:
         src, dst = address_words(batch, rows, "src"), address_words(batch, rows, "dst")
-        qp = batch.cols["dest_qp"].take(rows).astype(np.uint32)
+        qp = batch.cols["dest_qp"]
+        qp = (qp if rows is None else qp.take(rows)).astype(np.uint32, copy=False)
         fid, before = self.registry.lookup(src, dst, qp)
-        n = self.registry.n
-        if n > before:
-            self._grow(n)
-            first = np.unique(fid[fid >= before], return_index=True)[1]
-            at = np.flatnonzero(fid >= before)[first]
-            for f, s, d in zip(fid[at].tolist(), src[at].tolist(), dst[at].tolist()):
-                self.endpoints[f] = (tuple(s), tuple(d))
+        if self.registry.n > len(self.last_env):
+            self._grow(self.registry.n)
+            self._endpoints(batch, rows, fid)
         return fid
 
     def _grow(self, n: int) -> None:
@@ -121,20 +158,25 @@ class CnpReactions:
         self.last_env = np.concatenate([self.last_env, np.full(add, np.nan)])
         self.cnp_last = np.concatenate([self.cnp_last, np.full(add, -1, dtype=np.int64)])
         self.endpoints += [None] * add
+        self.has_endpoints = np.concatenate([self.has_endpoints, np.zeros(add, dtype=bool)])
 
     # ---- the senders' rate -------------------------------------------------------------------
     def _data(self, batch, rows, fid, opcode) -> None:
-        ts = batch.cols["ts_ns"].take(rows).astype(np.int64)
-        bits = (batch.cols["wire_len"].take(rows).astype(np.int64) + rate_mod.WIRE_OVERHEAD) * 8
-        frame = batch.cols["frame"].take(rows).astype(np.int64)
-        order = np.argsort(fid, kind="stable")
-        cur = {"fid": fid[order], "ts": ts[order], "bits": bits[order], "frame": frame[order],
-               "op": opcode[order].astype(np.int64)}
-        fid = cur["fid"]
+        def col(name):
+            v = batch.cols[name]
+            return (v if rows is None else v.take(rows)).astype(np.int64, copy=False)
+
+        cur = {"ts": col("ts_ns"), "bits": (col("wire_len") + rate_mod.WIRE_OVERHEAD) * 8, "frame": col("frame"),
+               "op": opcode.astype(np.int64)}
+        if not _IN_MESSAGE[opcode].any():       # single-packet messages only: no sample, state only
+            self._state_only(fid, cur)
+            return
+        order = np.argsort(fid.astype(np.int32) if len(self.last_env) < 1 << 31 else fid, kind="stable")
+        cur = {k: v.take(order) for k, v in cur.items()}
+        fid = cur["fid"] = fid.take(order)
         starts, _, _ = group_bounds(fid)
         st = self.flow_state
-        for f in fid[starts][st["ts"][fid[starts]] < 0].tolist():   # a flow's first data: a sender
-            self.senders.setdefault(self.endpoints[f], []).append(f)
+        self._new_senders(fid[starts])
         prev = {k: _previous(cur[k], starts, st[k][fid[starts]]) for k in _PACKET}
         prev2 = {k: _previous(prev[k], starts, st["p" + k][fid[starts]]) for k in ("ts", "bits", "frame")}
         ends = np.append(starts[1:], len(fid)) - 1
@@ -152,15 +194,43 @@ class CnpReactions:
                            "frame_prev": prev["frame"][take], "rate": prev["bits"][take] / gap,
                            "ts_prev2": prev2["ts"][take], "frame_prev2": prev2["frame"][take], "rate_b": b_rate})
 
+    def _new_senders(self, flows: np.ndarray) -> None:
+        """Flows sending their first data packet are senders: listed by (source, destination)."""
+        for f in flows[self.flow_state["ts"][flows] < 0].tolist():
+            self.senders.setdefault(self.endpoints[f], []).append(f)
+
+    def _state_only(self, fid: np.ndarray, cur: dict) -> None:
+        """Each flow's last data packet and the one before it, from a chunk without samples."""
+        n = len(self.last_env)
+        last = np.full(n, -1, dtype=np.int64)
+        np.maximum.at(last, fid, np.arange(len(fid)))
+        flows = np.flatnonzero(last >= 0)
+        self._new_senders(flows)
+        rest = np.ones(len(fid), dtype=bool)
+        rest[last[flows]] = False
+        before = np.full(n, -1, dtype=np.int64)
+        np.maximum.at(before, fid[rest], np.flatnonzero(rest))
+        st, p = self.flow_state, before[flows]
+        for k in _PACKET:
+            st["p" + k][flows] = np.where(p >= 0, cur[k][np.maximum(p, 0)], st[k][flows])
+            st[k][flows] = cur[k][last[flows]]
+
     def _samples(self, new: dict) -> None:
+        """New samples (grouped by flow, capture order within) after the carried ones."""
         new["seq"] = _running_count(new["flow"], self.flow_state["seq"])
         new["decided"] = np.zeros(len(new["flow"]), dtype=bool)
-        n_old = len(self.carry["flow"])
-        s = {k: np.concatenate([self.carry[k], new[k]]) for k in _SAMPLE_COLS}
-        order = np.argsort(s["flow"], kind="stable")     # carried samples are the older ones
-        s = {k: v[order] for k, v in s.items()}
+        old = self.carry["flow"]
+        # both are grouped by flow: merge, each flow's carried samples first (they are older)
+        pos = np.searchsorted(old, new["flow"], side="right") + np.arange(len(new["flow"]))
+        fresh = np.zeros(len(old) + len(pos), dtype=bool)
+        fresh[pos] = True
+        s = {}
+        for k in _SAMPLE_COLS:
+            merged = np.empty(len(fresh), dtype=np.result_type(self.carry[k], new[k]))
+            merged[pos], merged[~fresh] = new[k], self.carry[k]
+            s[k] = merged
         self._decide(s, final=False)
-        self._fresh = _by_flow(s["flow"][order >= n_old], s["ts"][order >= n_old])
+        self._fresh = _by_flow(new["flow"], new["ts"])
         self.cnp.count(self._fresh, self.judge_ns)
         self.cnp.close(int(new["ts"].max()), self.judge_ns)
 
@@ -170,10 +240,8 @@ class CnpReactions:
             return
         same = np.zeros(len(s["flow"]), dtype=bool)
         same[1:] = s["flow"][1:] == s["flow"][:-1]
-        back = rate_mod.envelope(rate_mod.windows(s["rate"], same, forward=False))
-        win_fwd = rate_mod.windows(s["rate"], same, forward=True)
-        fwd = rate_mod.envelope(win_fwd)
-        ready = (rate_mod.full_forward(win_fwd) | final) & ~s["decided"]
+        back, fwd, full = rate_mod.envelopes(s["rate"], same, final)
+        ready = (full | final) & ~s["decided"]
         first, before, after = rate_mod.cut_marks(s["rate"], same, back, fwd)
         at = np.flatnonzero(first & ready)
         # the cut landed in the message boundary before the first slow gap when that was slow too
@@ -258,14 +326,10 @@ class CnpReactions:
 
 
 def _running_count(f: np.ndarray, counter: np.ndarray) -> np.ndarray:
-    """Per row (grouped or not), the flow's sample number, continuing `counter` (updated)."""
-    order = np.argsort(f, kind="stable")
-    fs = f[order]
-    starts, lengths, gid = group_bounds(fs)
-    within = np.arange(len(fs)) - starts[gid]
-    out = np.empty(len(f), dtype=np.int64)
-    out[order] = counter[fs] + within
-    counter[fs[starts]] += lengths
+    """Per row (grouped by flow), the flow's sample number, continuing `counter` (updated)."""
+    starts, lengths, gid = group_bounds(f)
+    out = counter[f] + (np.arange(len(f)) - starts[gid])
+    counter[f[starts]] += lengths
     return out
 
 

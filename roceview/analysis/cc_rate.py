@@ -50,14 +50,33 @@ def windows(values: np.ndarray, same: np.ndarray, forward: bool) -> np.ndarray:
 
 def envelope(win: np.ndarray) -> np.ndarray:
     """The second highest of each row's values (the highest when it is the only one)."""
-    top = np.sort(win, axis=1)
-    second = top[:, -2]
-    return np.where(np.isfinite(second), second, top[:, -1])
+    if win.shape[1] == 4:        # pairwise: far cheaper than sorting each row
+        a, b, c, d = win.T
+        hi1, lo1, hi2, lo2 = np.maximum(a, b), np.minimum(a, b), np.maximum(c, d), np.minimum(c, d)
+        second = np.maximum(np.minimum(hi1, hi2), np.maximum(lo1, lo2))
+        top = np.maximum(hi1, hi2)
+    else:
+        rows = np.sort(win, axis=1)
+        second, top = rows[:, -2], rows[:, -1]
+    return np.where(np.isfinite(second), second, top)
 
 
-def full_forward(win_fwd: np.ndarray) -> np.ndarray:
-    """Rows whose forward window holds K samples of their group."""
-    return np.isfinite(win_fwd[:, -1])
+def envelopes(rate: np.ndarray, same: np.ndarray, final: bool) -> tuple:
+    """(backward envelope, forward envelope, rows whose forward window is complete). The forward
+    window of row i is the backward one of row i+K-1 when that row is of i's group; rows near a
+    group's end have it only at the end of the capture (`final`: computed from what there is)."""
+    back = envelope(windows(rate, same, forward=False))
+    n = len(rate)
+    run = np.ones(n, dtype=bool)          # rows i+1 .. i+K-1 all continue i's group
+    for j in range(1, K):
+        run[: n - j] &= same[j:]
+        run[max(n - j, 0):] = False
+    fwd = np.full(n, np.nan)
+    fwd[: max(n - K + 1, 0)] = back[K - 1:]
+    fwd[~run] = np.nan
+    if final and not run.all():
+        fwd[~run] = envelope(windows(rate, same, forward=True)[~run])
+    return back, fwd, run
 
 
 def cut_marks(rate: np.ndarray, same: np.ndarray, back: np.ndarray, fwd: np.ndarray) -> tuple:

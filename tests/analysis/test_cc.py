@@ -247,3 +247,25 @@ def test_a_backlogged_sender_whose_rate_never_changes_ignored_its_cnps():
     cc.finish()
     ignored = cc.table().data["ignored"]
     assert ignored.count("true") >= 50 and "false" not in ignored
+
+
+def test_the_analyzers_flow_ids_give_the_same_table(runs):
+    """Wired into the Analyzer, the collector takes its flow ids and registry (no second index):
+    the same rows, flows named as the Analyzer names them."""
+    from roceview.analysis import Analyzer
+
+    for name in ("dcqcn-ignored", "cnp-excess"):
+        path, _, own = runs[name, 0][2:5]
+        an = Analyzer()
+        cc = CnpReactions(registry=an.registry)
+        for b in iter_batches([str(path)]):
+            for i in range(0, b.n, 500):
+                part = b.select(np.arange(i, min(b.n, i + 500)))
+                an.feed(part)
+                ids = an.flow_ids(part)
+                assert ids is not None            # nothing held back: the path MTU is known at once
+                cc.feed(part, ids)
+        cc.finish()
+        _same_table(own, cc.table())
+    with pytest.raises(ValueError):
+        CnpReactions(registry=an.registry).feed(part)
