@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from roceview.analysis import cc_rate as rate_mod
+from roceview.analysis.cc_ce import CeAnswers
 from roceview.analysis.cc_match import CnpRows, judge_all
 from roceview.analysis.flows import address_words, new_registry
 from roceview.analysis.opcode_classes import FIRST_OR_MIDDLE, OPCLASS, OPCODE_CNP, READ_RESPONSE, REQUEST
@@ -80,6 +81,8 @@ class CnpReactions:
         self.recovery: dict[int, float] = {}         # cut number -> recovery ns
         self.open_cut: dict = {}                     # flow -> its newest cut: (number, seq, ts, target)
         self.cnp = CnpRows(max_rows)
+        self.ce = CeAnswers(min_time_between_cnps_ns)    # CE received without a CNP, per data flow
+        self.pair_data = self.pair_cnp = np.zeros(0, dtype=np.int64)   # per flow: host pair numbers
         self.cnp_last = np.zeros(0, dtype=np.int64)  # per CNP flow: its previous CNP's ts (-1: none)
         self.n_cuts = 0
         self._fresh: dict = {}                       # this chunk's new samples: flow -> their ts
@@ -113,6 +116,7 @@ class CnpReactions:
         opcode = batch.cols[name] if rows is None else batch.cols[name].take(rows)
         fid = self._flow_ids(batch, rows) if flows is None else self._known(batch, rows, flows)
         data = _IS_DATA[opcode]
+        self._ce_answers(batch, rows, fid, data)
         if data.all():
             self._data(batch, rows, fid, opcode)
             return
@@ -121,6 +125,22 @@ class CnpReactions:
             self._data(batch, at, fid[data], opcode[data])
         cnp = ~data
         self._cnps(batch, np.flatnonzero(cnp) if rows is None else rows[cnp], fid[cnp])
+
+    def _ce_answers(self, batch, rows, fid, data, final: bool = False) -> None:
+        """CE-marked data packets and CNPs of the chunk to CeAnswers (cc_ce.py)."""
+        ts = batch.cols["ts_ns"] if rows is None else batch.cols["ts_ns"].take(rows)
+        ecn = batch.cols.get("ecn")
+        ce = data.copy() if ecn is not None else np.zeros(len(fid), dtype=bool)
+        if ecn is not None:
+            ce &= (ecn if rows is None else ecn.take(rows)) == 3
+            if "ecn" in batch.valid:
+                ce &= batch.valid["ecn"] if rows is None else batch.valid["ecn"].take(rows)
+        cnp = ~data
+        if not (ce.any() or cnp.any() or len(self.ce.pending[0])):
+            return
+        self.ce.grow(len(self.last_env))
+        self.ce.feed(fid[ce], self.pair_data[fid[ce]], ts[ce].astype(np.int64), self.pair_cnp[fid[cnp]],
+                     ts[cnp].astype(np.int64), int(ts.max()))
 
     def _known(self, batch, rows, fid: np.ndarray) -> np.ndarray:
         """The Analyzer's flow ids: grow the per-flow state, note the endpoints of new flows."""
@@ -140,6 +160,9 @@ class CnpReactions:
         for f, s, d in zip(fid[first].tolist(), src.tolist(), dst.tolist()):
             self.endpoints[f] = (tuple(s), tuple(d))
         self.has_endpoints[fid[first]] = True
+        for f in fid[first].tolist():                  # host pairs, both ways (CE out, CNP back)
+            src, dst = self.endpoints[f]
+            self.pair_data[f], self.pair_cnp[f] = self.ce.pair(src, dst), self.ce.pair(dst, src)
 
     def _flow_ids(self, batch, rows) -> np.ndarray:
         src, dst = address_words(batch, rows, "src"), address_words(batch, rows, "dst")
@@ -159,6 +182,8 @@ class CnpReactions:
         self.cnp_last = np.concatenate([self.cnp_last, np.full(add, -1, dtype=np.int64)])
         self.endpoints += [None] * add
         self.has_endpoints = np.concatenate([self.has_endpoints, np.zeros(add, dtype=bool)])
+        self.pair_data = np.concatenate([self.pair_data, np.zeros(add, dtype=np.int64)])
+        self.pair_cnp = np.concatenate([self.pair_cnp, np.zeros(add, dtype=np.int64)])
 
     # ---- the senders' rate -------------------------------------------------------------------
     def _data(self, batch, rows, fid, opcode) -> None:
@@ -314,6 +339,9 @@ class CnpReactions:
     def finish(self) -> None:
         """Decide the samples still waiting for their forward window (call once, at the end)."""
         self._decide(dict(self.carry), final=True)
+        if len(self.ce.pending[0]):
+            empty = np.zeros(0, dtype=np.int64)
+            self.ce.feed(empty, empty, empty, empty, empty, 0, final=True)
         self._fresh = {}
         self.carry = {k: v[:0] for k, v in self.carry.items()}
 

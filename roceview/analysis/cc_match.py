@@ -15,7 +15,7 @@ from roceview.packets.names import flow_name
 CC_COLUMNS = ("flow", "cnp_frame", "cnp_ts", "rate_before_gbps", "rate_after_gbps", "cut_pct", "reaction_us",
               "recovery_us", "ignored", "spacing_us")
 FLOW_CC_COLUMNS = ("cnps_received", "cnps_judged", "cnps_ignored", "cnps_excess", "cnp_reaction_us_p50",
-                   "rate_cut_pct_p50", "recovery_us_p50")
+                   "rate_cut_pct_p50", "recovery_us_p50", "ce_without_cnp")
 MIN_AFTER = 8               # samples the sender must send in the window to be judged
 SPAN_AFTER = 0.9            # ... the last of them this far into it
 COVER_SLACK_NS = 0          # CNPs to one QP share a path: their spacing is the NIC's, jitter aside
@@ -158,7 +158,12 @@ def flow_columns(cc, table: Table, peers: dict | None = None) -> dict:
         name = flows[r] if r < len(flows) else ""
         if name:
             out[name].setdefault("_cnp_flow", names[row[0]])
+    for f in np.flatnonzero(cc.ce.ce).tolist():        # CE-marked senders without CNP rows too
+        row = out.setdefault(names[f], {"cnps_judged": 0, "cnps_ignored": 0, "cnp_reaction_us_p50": np.nan,
+                                        "rate_cut_pct_p50": np.nan, "recovery_us_p50": np.nan})
+        row["ce_without_cnp"] = int(cc.ce.missing[f])
     for name, row in out.items():
+        row.setdefault("ce_without_cnp", 0)
         want = row.pop("_cnp_flow", None)
         cnp_flow = [f for f in cc.cnp.received if names[f] == want]
         row["cnps_received"] = sum(cc.cnp.received[f] for f in cnp_flow)

@@ -69,8 +69,11 @@ def envelopes(rate: np.ndarray, same: np.ndarray, final: bool) -> tuple:
     n = len(rate)
     run = np.ones(n, dtype=bool)          # rows i+1 .. i+K-1 all continue i's group
     for j in range(1, K):
+        if j >= n:                        # fewer than K rows: no window is complete
+            run[:] = False
+            break
         run[: n - j] &= same[j:]
-        run[max(n - j, 0):] = False
+        run[n - j:] = False
     fwd = np.full(n, np.nan)
     fwd[: max(n - K + 1, 0)] = back[K - 1:]
     fwd[~run] = np.nan

@@ -269,3 +269,36 @@ def test_the_analyzers_flow_ids_give_the_same_table(runs):
         _same_table(own, cc.table())
     with pytest.raises(ValueError):
         CnpReactions(registry=an.registry).feed(part)
+
+
+def _ce_counts(path, chunk=None) -> dict:
+    cc, table = _analyze(path, chunk)
+    return {k: v["ce_without_cnp"] for k, v in flow_columns(cc, table).items()}, int(cc.ce.ce.sum())
+
+
+def test_ce_without_a_cnp_is_counted_per_sender(tmp_path):
+    """cnp-missing: the receiver sends no CNP, every CE-marked data packet counts; incast and
+    healthy-dcqcn: each CE has a CNP within the minimum spacing (or one just before)."""
+    from roceview.generate import generate
+
+    missing, ce = _ce_counts("captures/cnp-missing.pcap")
+    assert ce > 0 and sum(missing.values()) == ce and len(missing) == 2
+    missing, ce = _ce_counts("captures/incast.pcap")
+    assert ce > 0 and set(missing.values()) == {0}
+    path = tmp_path / "healthy-dcqcn.pcap"
+    write_capture(generate("healthy-dcqcn", seed=0), path)
+    missing, ce = _ce_counts(path)
+    assert ce > 0 and set(missing.values()) == {0}
+
+
+def test_every_sample_gives_the_same_tables_in_chunks_of_one_and_seven_rows():
+    for path in sorted(glob.glob("captures/*.pcap")):
+        whole = _analyze(path)
+        for chunk in (1, 7):
+            part = _analyze(path, chunk)
+            _same_table(whole[1], part[1])
+            assert _nan_equal(flow_columns(*whole), flow_columns(*part))
+
+
+def _nan_equal(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(str(a[k]) == str(b[k]) for k in a)
