@@ -321,7 +321,10 @@ def _timeout_runs(an, ch, part: PsnPart, rt: np.ndarray, nak: np.ndarray) -> Non
     ts = ch.ts.take(r)
     original, first = original_send(an, ch, part, s, f)
     delay = np.where(original >= 0, ts - original, -1)
-    an.events.add("timeout_retransmit", ts, idx[t], f, part.psn[s], delay, rel=first)
+    # PSNs the requester had sent beyond the resent packet's: 0 for a tail packet, which no PSN
+    # sequence error NAK can answer (the responder NAKs a later PSN arriving first, IBTA 9.7.5.1.3)
+    beyond = np.maximum(part.res.h_prev[s] - part.res.end[s], 0)
+    an.events.add("timeout_retransmit", ts, idx[t], f, part.psn[s], delay, beyond, rel=first)
 
 
 def original_send(an, ch, part: PsnPart, s: np.ndarray, f: np.ndarray):

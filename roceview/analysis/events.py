@@ -106,7 +106,8 @@ def structured(kind: np.ndarray, a: np.ndarray, b: np.ndarray) -> dict:
             "pfc_quanta": where(("pfc_pause", "pfc_resume"), b),
             "resend_delay_ns": np.where((kind == KIND_CODE["timeout_retransmit"]) & (a >= 0), a, -1),
             "copy_delay_ns": where(("duplicate",), a),
-            "early_ns": where(("response_before_request",), a)}
+            "early_ns": where(("response_before_request",), a),
+            "sent_beyond": where(("timeout_retransmit",), b)}
 
 
 def nak_meaning(syndrome: int) -> str:

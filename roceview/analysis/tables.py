@@ -31,7 +31,7 @@ FINDINGS_COLUMNS = ("severity", "kind", "summary", "flows", "start_ts", "end_ts"
                     "frame_count", "explains")
 EVENT_COLUMNS = ("ts", "flow", "kind", "psn", "detail", "frame", "related_frame", "psn_count",
                  "first_missing_psn", "aeth_syndrome", "rnr_timer", "pfc_priority", "pfc_quanta",
-                 "resend_delay_ns", "copy_delay_ns", "early_ns")
+                 "resend_delay_ns", "copy_delay_ns", "early_ns", "sent_beyond")
 TIMELINE_COLUMNS = ("bucket_start", "flow", "bytes", "gbps", "ecn_ce", "cnp_packets",
                     "retransmitted_packets")
 # one row per RDMA message (ops.py), the per-QP statistics of them (ops_stats.py)
@@ -53,7 +53,7 @@ KINDS = {
     "priority": "str", "severity": "str", "kind": "str", "summary": "str", "flows": "str",
     "evidence": "str", "advice": "str", "detail": "str", "frames": "str", "explains": "str",
     "psn": "nint", "related_frame": "nint", "psn_count": "nint", "first_missing_psn": "nint",
-    "aeth_syndrome": "nint", "rnr_timer": "nint", "pfc_quanta": "nint", "resend_delay_ns": "nint", "copy_delay_ns": "nint", "early_ns": "nint",
+    "aeth_syndrome": "nint", "rnr_timer": "nint", "pfc_quanta": "nint", "resend_delay_ns": "nint", "copy_delay_ns": "nint", "early_ns": "nint", "sent_beyond": "nint",
     "pfc_priority": "str",
     "op": "str", "completion_ts": "nts", "completion_frame": "nint", "latency_us": "float",
     "retransmitted": "bool", "latency_p50_us": "float", "latency_p99_us": "float", "latency_max_us": "float",

@@ -22,7 +22,7 @@ from roceview.units import duration
 
 PSN_MOD = 1 << 24
 EVENT_STRUCTURED = ("frame", "related_frame", "psn_count", "first_missing_psn", "aeth_syndrome", "rnr_timer",
-                    "pfc_priority", "pfc_quanta", "resend_delay_ns", "copy_delay_ns", "early_ns")
+                    "pfc_priority", "pfc_quanta", "resend_delay_ns", "copy_delay_ns", "early_ns", "sent_beyond")
 
 
 @dataclass

@@ -275,6 +275,10 @@ def _timeouts(ctx: Context, too_soon: dict) -> list[dict]:
         other = ~naked & np.array([(t, p) not in late for t, p in zip(ev.ts.tolist(), ev.psn.tolist())], dtype=bool)
         plausible = ((delays < 0) | (delays >= least)) & other
         soon = ~plausible & other
+        # a tail packet (nothing sent beyond it) draws no PSN sequence error NAK: resent after the
+        # floor, its own timer did it, shorter than CM carried (rdma_set_option overrides it)
+        own_timer = soon & (_sent_beyond(ev) == 0) & (delays >= floor_ns) if least != floor_ns else soon & False
+        plausible, soon = plausible | own_timer, soon & ~own_timer
         if least != floor_ns and soon.any():
             too_soon[name] = (ev.ts[soon], ev.psn[soon], delays[soon])
         if not plausible.any():
@@ -287,6 +291,12 @@ def _timeouts(ctx: Context, too_soon: dict) -> list[dict]:
                                 f"(the Local ACK Timeout RDMA CM negotiated: {cm.ack_timeout_text()}, connection "
                                 f"{cm.connection}; resends after {duration(known.min())})" if least != floor_ns else
                                 f"(an ACK timeout is at least {duration(floor_ns)}: ack_timeout_floor_us)"))
+        if own_timer.any():
+            mine = delays[own_timer]
+            evidence.append(f"{plural(len(mine), 'resend')} of the last packet sent (no later PSN for a NAK to "
+                            f"follow) came {duration(mine.min())} to {duration(mine.max())} after the original "
+                            "send, sooner than the negotiated timeout: the QP's ACK timeout is not the one RDMA CM "
+                            "carried (the application set its own: rdma_set_option RDMA_OPTION_ID_ACK_TIMEOUT)")
         if len(known) < len(ts):
             evidence.append(f"{plural(len(ts) - len(known), 'original send')} not in the capture")
         if soon.any():
@@ -341,6 +351,12 @@ def _missed_naks(ctx: Context, too_soon: dict) -> list[str]:
                    "NAK (PSN sequence error or RNR) that asked for them is not in the capture (unless the "
                    "application set its own timeout: rdma_set_option RDMA_OPTION_ID_ACK_TIMEOUT)")
     return out
+
+
+def _sent_beyond(ev: Events) -> np.ndarray:
+    """PSNs the requester had sent beyond each resent packet's (-1: not known)."""
+    d = ev.col("sent_beyond")
+    return np.asarray(d, dtype=np.int64) if len(d) == len(ev.ts) else np.full(len(ev.ts), -1, dtype=np.int64)
 
 
 def _resend_delays(ev: Events) -> np.ndarray:

@@ -79,6 +79,18 @@ def test_a_resend_sooner_than_the_negotiated_timeout_is_no_timeout_but_a_missed_
     assert "10.000 ms to 10.000 ms after the original send" in f["evidence"] and "not a timeout" in f["evidence"]
 
 
+def test_a_tail_packet_resent_sooner_than_the_negotiated_timeout_is_the_qps_own_timer():
+    """The last packet sent draws no sequence-error NAK (nothing after it arrives out of order):
+    resent 10 ms later, an ACK timer did it, one shorter than CM carried (rdma_set_option)."""
+    rows = [req(T0, 0), req(T0 + US, 1), ack(T0 + 1500, 0), req(T0 + US + 10 * MS, 1, ackreq=True),
+            ack(T0 + US + 10 * MS + 3 * US, 1)]
+    found = by_kind(find(with_cm(analyze_rows(rows))))
+    assert set(found) == {"timeout_retransmit"}
+    evidence = found["timeout_retransmit"]["evidence"]
+    assert "1 resend of the last packet sent (no later PSN for a NAK to follow) came 10.000 ms" in evidence
+    assert "the application set its own: rdma_set_option RDMA_OPTION_ID_ACK_TIMEOUT" in evidence
+
+
 def test_a_resend_after_the_negotiated_timeout_quotes_it():
     found = by_kind(find(with_cm(analyze_rows(resends(68 * MS)))))
     assert set(found) == {"timeout_retransmit"}
