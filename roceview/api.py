@@ -3,6 +3,7 @@
     result = roceview.analyze("mirror.pcap", link_speed=100, pmtu=None)
     result.flows        # pandas DataFrame, one row per flow (qps.csv columns)
     result.pfc, result.events, result.timeline, result.findings, result.summary
+    result.priorities   # per direction (MAC pair), priority and DSCP: traffic, RoCE, CE, pauses
 """
 from __future__ import annotations
 

@@ -44,7 +44,7 @@ class KeySlots:
 
     def __init__(self):
         self.keys: dict[tuple[int, int, int], int] = {}
-        self.src, self.dst, self.cls = (np.zeros(0, np.uint64) for _ in range(3))
+        self.src, self.dst, self.cls = (np.zeros(16, np.uint64) for _ in range(3))    # [:len(keys)] used
         self.bits = 10
         self.table = np.full(1 << self.bits, -1, np.int64)
 
@@ -74,30 +74,34 @@ class KeySlots:
         out = np.empty(len(src), np.int64)
         todo = np.arange(len(src))
         while len(todo):
-            buckets, first, back = np.unique(h[todo], return_index=True, return_inverse=True)
+            _, first, back = np.unique(h[todo], return_index=True, return_inverse=True)
             rep = todo[first]
             found = np.array([self._slot(*k) for k in zip(src[rep].tolist(), dst[rep].tolist(), cls[rep].tolist())],
                              np.int64)
-            self._place(buckets, found)
+            self._place(found)
             rep_row = rep[back.ravel()]
             same = (src[todo] == src[rep_row]) & (dst[todo] == dst[rep_row]) & (cls[todo] == cls[rep_row])
             out[todo[same]] = found[back.ravel()[same]]
             todo = todo[~same]
         return out
 
-    def _place(self, buckets: np.ndarray, found: np.ndarray) -> None:
-        """New keys into the table's free buckets (a bucket taken stays with its key)."""
+    def _place(self, found: np.ndarray) -> None:
+        """Keys into the table's free buckets (a bucket taken stays with its key)."""
         if len(self.keys) * 4 > len(self.table):
             self._grow()
             return
+        buckets = self._hash(self.src[found], self.dst[found], self.cls[found])
         free = self.table[buckets] < 0
         self.table[buckets[free]] = found[free]
 
     def _slot(self, src: int, dst: int, cls: int) -> int:
-        slot = self.keys.setdefault((src, dst, cls), len(self.keys))
-        if slot == len(self.src):
-            self.src, self.dst, self.cls = (np.append(a, np.uint64(v)) for a, v in
-                                            ((self.src, src), (self.dst, dst), (self.cls, cls)))
+        n = len(self.keys)
+        slot = self.keys.setdefault((src, dst, cls), n)
+        if slot == n:                                   # a new key: the arrays double when full
+            if n == len(self.src):
+                self.src, self.dst, self.cls = (np.append(a, np.zeros(n, np.uint64)) for a in (self.src, self.dst,
+                                                                                               self.cls))
+            self.src[n], self.dst[n], self.cls[n] = src, dst, cls
         return slot
 
     def _grow(self) -> None:
@@ -105,8 +109,9 @@ class KeySlots:
         while len(self.keys) * 4 > (1 << self.bits):
             self.bits += 2
         self.table = np.full(1 << self.bits, -1, np.int64)
-        h = self._hash(self.src, self.dst, self.cls)
-        self.table[h[::-1]] = np.arange(len(h))[::-1]     # a shared bucket: the first key's
+        n = len(self.keys)
+        h = self._hash(self.src[:n], self.dst[:n], self.cls[:n])
+        self.table[h[::-1]] = np.arange(n)[::-1]          # a shared bucket: the first key's
 
 
 class PriorityCounts:
@@ -181,7 +186,7 @@ class PriorityCounts:
     def state(self) -> dict:
         """The counters by key, as plain arrays (what the Dask engine's reads send the driver)."""
         n = len(self.slots.keys)
-        out = {"src": self.slots.src.copy(), "dst": self.slots.dst.copy(), "cls": self.slots.cls.copy()}
+        out = {"src": self.slots.src[:n].copy(), "dst": self.slots.dst[:n].copy(), "cls": self.slots.cls[:n].copy()}
         out.update({c: getattr(self.st, c)[:n].copy() for c in FIELDS + ("first_ts", "last_ts")})
         return out
 
