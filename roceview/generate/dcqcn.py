@@ -13,7 +13,7 @@ Each CNP's outcome is returned for the truth: the rate just before the cut and a
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from roceview.generate.simulator import PS_PER_US
 
@@ -28,13 +28,19 @@ class ReactionPoint:
     reaction_ps: int = 0                   # CNP arrival -> the rate limiter applies the cut
     reacts: bool = True                    # False: CNPs are counted, the rate never changes
     alpha: float = 1.0
-    cut_gbps: float = 0.0                  # rate right after the last cut
-    last_cut: int = -1                     # when the last cut takes effect (may be ahead of now)
     cuts: int = 0
-    prior: tuple = (-1, 0.0)               # (last_cut, cut_gbps) before the last cut took effect
+    # the cuts scheduled, oldest first: (when it takes effect, the rate right after it); with a
+    # reaction delay longer than the rate-reduce period several wait at once. The older ones
+    # than the newest in effect are dropped as time passes (bounded by delay / period).
+    schedule: list = field(default_factory=list)
 
     def rate(self, now: int) -> float:
-        last, cut = (self.last_cut, self.cut_gbps) if now >= self.last_cut else self.prior
+        """The limiter's rate at `now` (which may be ahead of the simulation: a pending cut)."""
+        last, cut = -1, 0.0
+        for when, after in self.schedule:
+            if when > now:
+                break
+            last, cut = when, after
         if last < 0:
             return self.line_gbps
         halvings = (now - last) / self.recovery_period
@@ -43,17 +49,18 @@ class ReactionPoint:
     def on_cnp(self, now: int) -> dict:
         """React to a CNP that arrived at `now`: at most one cut per rate_reduce_period. Returns
         the CNP's outcome: when the cut takes effect (None: no cut) and the rate before and after."""
+        while len(self.schedule) > 1 and self.schedule[1][0] <= now:
+            self.schedule.pop(0)                 # superseded by a later cut already in effect
         at = now + self.reaction_ps
         before = self.rate(at)
         outcome = {"cut_ps": None, "rate_before_gbps": before, "rate_after_gbps": before}
-        if not self.reacts or (self.last_cut >= 0 and at - self.last_cut < self.rate_reduce_period):
+        if not self.reacts or (self.schedule and at - self.schedule[-1][0] < self.rate_reduce_period):
             return outcome
         self.alpha = (1 - self.g) * self.alpha + self.g
-        self.prior = (self.last_cut, self.cut_gbps)
-        self.cut_gbps = max(self.min_gbps, before * (1 - self.alpha / 2))
-        self.last_cut = at
+        after = max(self.min_gbps, before * (1 - self.alpha / 2))
+        self.schedule.append((at, after))
         self.cuts += 1
-        outcome.update(cut_ps=at, rate_after_gbps=self.cut_gbps)
+        outcome.update(cut_ps=at, rate_after_gbps=after)
         return outcome
 
 

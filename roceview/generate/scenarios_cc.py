@@ -51,9 +51,9 @@ def dcqcn_ignored(rng, scale, truth):
 
 def dcqcn_slow(rng, scale, truth):
     """Both reaction points apply each cut 50 us after the CNP. The receiver sends a CNP at most
-    every 60 us per QP, so that no cut is pending when the next CNP comes: dcqcn.py's reaction
-    point keeps one cut in waiting (`prior`), and with two its rate before the first lands is
-    computed from a cut time still ahead (a rate below the cut, recovering to it)."""
+    every 60 us per QP, so that no cut is pending when the next CNP comes: with CNPs every 4 us a
+    dozen cuts would wait at once (dcqcn.py keeps them all), and the capture could not say which
+    CNP each answers."""
     slow = QpSettings(rp_reaction_ns=SLOW_REACTION_NS)
     return _two_senders(rng, scale, truth, (slow, slow), min_cnp_ns=SLOW_CNP_SPACING_NS)
 

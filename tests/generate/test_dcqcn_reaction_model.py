@@ -47,6 +47,18 @@ def test_a_reaction_point_cuts_its_delay_after_the_cnp_and_not_before():
     assert ignoring.on_cnp(0)["cut_ps"] is None and ignoring.rate(1) == 100.0 and ignoring.cuts == 0
 
 
+def test_cuts_waiting_at_once_each_land_at_their_time():
+    """A reaction delay longer than the rate-reduce period: several cuts wait together; until
+    the first lands the rate is the line rate, then each lands in turn, none below its own."""
+    rp = ReactionPoint(line_gbps=100.0, reaction_ps=50 * PS_PER_US)
+    outcomes = [rp.on_cnp(t * PS_PER_US) for t in (0, 5, 10)]
+    assert [o["cut_ps"] for o in outcomes] == [50 * PS_PER_US, 55 * PS_PER_US, 60 * PS_PER_US]
+    assert rp.rate(49 * PS_PER_US) == 100.0 and rp.rate(50 * PS_PER_US) == outcomes[0]["rate_after_gbps"]
+    for o in outcomes:
+        assert rp.rate(o["cut_ps"]) == pytest.approx(o["rate_after_gbps"])
+        assert rp.rate(o["cut_ps"] + PS_PER_US) > o["rate_after_gbps"]      # recovering, never dipping
+
+
 @pytest.mark.parametrize("name,delay_ns", [("dcqcn-reaction", REACTION_NS), ("dcqcn-slow", SLOW_REACTION_NS)])
 def test_every_cut_lands_the_reaction_delay_after_its_cnp(captures, name, delay_ns):
     truth, _ = captures[name]
