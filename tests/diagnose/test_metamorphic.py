@@ -127,7 +127,7 @@ FIRST_REQUEST = ("the copy of a host pair's first request, more than 2 us later 
                  "numbers its datagrams")
 SECOND_POINT_WRONG = {("sample/tail-timeout", 3_700): FIRST_REQUEST, ("fresh/tail-timeout", 3_700): FIRST_REQUEST,
                       ("fresh/tail-timeout", 50_000): FIRST_REQUEST, ("fresh/pmtu-4096-cm", 3_700): FIRST_REQUEST,
-                      ("fresh/read-depth-limit", 3_700): FIRST_REQUEST,
+                      ("fresh/read-depth-limit", 3_700): FIRST_REQUEST, ("sample/read-depth-limit", 3_700): FIRST_REQUEST,
                       # host pairs whose first datagrams are CM MADs: a REQ answered by a REJ and nothing
                       # more, an MRA milliseconds before the next MAD
                       ("fresh/cm-reject", 3_700): FIRST_REQUEST, ("fresh/cm-reject", 50_000): FIRST_REQUEST,
@@ -174,7 +174,8 @@ def test_reordered_requests_without_loss_are_reordering_not_loss(name, captures,
 
 SKEW_WRONG = {
     **{(n, s): "the re-read of a lost READ response is timed against the responses: read as timeout_retransmit"
-       for n in ("fresh/read-response-loss-middle", "fresh/read-response-loss-last", "fresh/ops-mixed") for s in (-3_000,)},
+       for n in ("fresh/read-response-loss-middle", "fresh/read-response-loss-last", "fresh/ops-mixed",
+                 "sample/ops-mixed") for s in (-3_000,)},
     **{(n, s): "the late original is timed against the spurious NAK: reordering read as network_loss"
        for n in ("fresh/reordering",) for s in (-3_000, 3_000)},
     **{(n, -3_000): "each frame's first capture is at either point: no response is stamped before its kept request"
@@ -183,8 +184,8 @@ SKEW_WRONG = {
                             "counts as evidence (a run inside another is not told from real loss), so 'not recovered'"
                             " or too few for clock_skew"
        for k in ("sample", "fresh") for n in ("network-loss", "network-loss-receiver-side", "two-point-mirror")},
-    ("fresh/ops-mixed", 3_000): "NAKs stamped late put each go-back-N resend before its NAK: 'not recovered', and the "
-                                "gap before a resend read as capture loss"}
+    **{(n, 3_000): "NAKs stamped late put each go-back-N resend before its NAK: 'not recovered', and the gap "
+                   "before a resend read as capture loss" for n in ("fresh/ops-mixed", "sample/ops-mixed")}}
 
 
 @pytest.mark.parametrize("name,shift_ns", [
