@@ -26,6 +26,8 @@ N_LAT = 64 << SUB_BITS               # buckets up to 2^63 ns
 SIZE_EDGES = np.array([64, 256, 1024, 4096, 16384, 65536, 262144, 1048576], dtype=np.int64)
 SIZE_COLUMNS = ("size_le_64", "size_le_256", "size_le_1k", "size_le_4k", "size_le_16k", "size_le_64k",
                 "size_le_256k", "size_le_1m", "size_gt_1m")
+# each bucket as the report and the TUI name it: at most the edge, the last above the last edge
+SIZE_LABELS = ("<=64", "<=256", "<=1k", "<=4k", "<=16k", "<=64k", "<=256k", "<=1M", ">1M")
 N_SIZES = len(SIZE_COLUMNS)
 MAX_DEPTH = 256                      # depths above are counted as 256
 

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from roceview.analysis.ops_stats import SIZE_COLUMNS
+from roceview.analysis.ops_stats import SIZE_COLUMNS, SIZE_LABELS
 from roceview.render.screen import Screen, table_width
 from roceview.units import count, duration, plural
 
-_SIZE_LABELS = ("<=64", "<=256", "<=1k", "<=4k", "<=16k", "<=64k", "<=256k", "<=1M", ">1M")
 _KEEP = 5            # flow, op, ops, p50, p99 stay; max and sizes go first
 
 
@@ -52,7 +51,7 @@ def _rows(st, flows: list[str], ellipsis: str):
     rows = []
     for f in flows:
         for k, i in enumerate(where[f]):
-            sizes = ", ".join(f"{label} {count(int(d[c][i]))}" for label, c in zip(_SIZE_LABELS, SIZE_COLUMNS)
+            sizes = ", ".join(f"{label} {count(int(d[c][i]))}" for label, c in zip(SIZE_LABELS, SIZE_COLUMNS)
                               if int(d[c][i]))
             rows.append((f if k == 0 else "", d["op"][i], count(int(d["operations"][i])),
                          _us(d["latency_p50_us"][i]), _us(d["latency_p99_us"][i]), _us(d["latency_max_us"][i]),

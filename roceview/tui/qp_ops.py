@@ -17,7 +17,7 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
-from roceview.analysis.ops_stats import SIZE_COLUMNS, SIZE_EDGES
+from roceview.analysis.ops_stats import SIZE_COLUMNS, SIZE_LABELS
 from roceview.analysis.tables import Coded
 from roceview.render.report import relative
 from roceview.tui.guard import Guarded
@@ -31,19 +31,6 @@ LIST_COLUMNS = (("frame", ">", 0), ("dir", "<", 1), ("op", "<", len("ATOMIC_WRIT
                 ("pkts", ">", 0), ("bytes", ">", 0), ("start", ">", 0), ("latency", ">", len("999.999 us")),
                 ("retx", "<", 3), ("outst", ">", 0), ("completion", ">", 0))
 SHOWN_LINES = 10         # operations on screen at once (the detail scrolls to them)
-
-
-def size_label(edge: int | None) -> str:
-    """A size bucket's name as the report writes it: '<=1k' (at most 1,024 bytes), '>1M' for
-    the last bucket (edge None: above the last edge)."""
-    value = int(SIZE_EDGES[-1]) if edge is None else int(edge)
-    for unit, scale in (("M", 1 << 20), ("k", 1 << 10), ("", 1)):
-        if value % scale == 0:
-            return f"{'>' if edge is None else '<='}{value // scale}{unit}"
-    return str(value)
-
-
-SIZE_LABELS = tuple(size_label(e) for e in SIZE_EDGES.tolist()) + (size_label(None),)
 
 
 def rows_of(column, names) -> np.ndarray:

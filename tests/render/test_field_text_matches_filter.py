@@ -30,9 +30,11 @@ QUOTED = (F.STR, F.ABSTIME)
 
 
 def _analyzed(path) -> Batch:
-    """The capture's packets with the analysis flags and the finding kinds, as `dissect` reads them."""
+    """The capture's packets with the analysis flags, the finding kinds and the operation fields,
+    as `dissect` reads them."""
     import roceview
     from roceview.analysis.annotate import analyzed_pairs
+    from roceview.analysis.op_marks import operation_index
     from roceview.diagnose.evidence_frames import add_finding_kinds, kinds_by_frame
     from roceview.packets.read import iter_batches
 
@@ -41,6 +43,7 @@ def _analyzed(path) -> Batch:
     pairs = ((None, b) for b in iter_batches([str(path)], prefetch=False))
     batch = Batch.concat([b for _, b in analyzed_pairs(pairs)])
     add_finding_kinds(batch, *kinds_by_frame(roceview.analyze(str(path))))
+    operation_index([str(path)]).annotate(batch)
     clock = Clock()                 # the relative times, as dissect adds them
     clock.stamp(batch)
     clock.display(batch)
