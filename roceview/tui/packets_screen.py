@@ -18,6 +18,7 @@ from textual.widgets import Static, Tree
 from roceview.tui.base import RoceScreen
 from roceview.tui.index import RowRange, position
 from roceview.tui.packet_list import PacketList
+from roceview.tui.scan_columns import Operations, finding_kinds
 from roceview.tui.text import hexdump
 from roceview.tui.detail_tree import analysis_nodes, nodes_for
 
@@ -49,6 +50,7 @@ class PacketsScreen(RoceScreen):
         self.filtered: np.ndarray | None = None
         self.scanning = False
         self._scan_generation = 0
+        self._columns = Operations()        # roceview.op.*: the operations of the files, once
         self._scanned_to = 0             # with a filter on every row: rows below were scanned
         self._land_on: int | None = None  # the row a filter's scan puts the cursor on once listed
 
@@ -204,10 +206,11 @@ class PacketsScreen(RoceScreen):
 
         found = [] if prior is None or not len(prior) else [prior]
         clock = Clock()                  # frame.time_delta_displayed: since the last row found
-        kinds = self._finding_kinds(display_filter)
+        kinds = finding_kinds(self.app, display_filter)
         if found:
             clock.shown = int(self.app.index.ts_of(found[-1][-1:])[0][0])
         try:
+            operations = self._columns.operations(self.app, display_filter)
             for at in range(0, len(rows), SCAN_BLOCK):
                 if generation != self._scan_generation:
                     return
@@ -216,6 +219,8 @@ class PacketsScreen(RoceScreen):
                     self._stamp(batch)
                     if kinds is not None:
                         add_finding_kinds(batch, *kinds)
+                    if operations is not None:
+                        operations.annotate(batch)
                     mask = np.asarray(filter_mask(display_filter, batch, clock), dtype=bool)
                     if mask.any():
                         clock.shown = int(batch.cols["ts_ns"][np.flatnonzero(mask)[-1]])
@@ -224,18 +229,6 @@ class PacketsScreen(RoceScreen):
         except Exception as exc:   # noqa: BLE001  a filter failing on data is shown, not raised
             self.app.call_from_thread(self.notify, f"filter stopped: {exc}", severity="error")
         self.app.call_from_thread(self._found, _joined(found), generation, True)
-
-    def _finding_kinds(self, display_filter):
-        """roceview.finding: the findings' evidence frames as the last snapshot has them (the
-        findings of what is loaded so far); None when the filter does not name the field."""
-        from roceview.packets.flags import FINDING_COLUMN
-
-        snapshot = self.app.snapshot
-        if FINDING_COLUMN not in getattr(display_filter, "fields", ()) or snapshot is None:
-            return None
-        from roceview.diagnose.evidence_frames import kinds_by_frame
-
-        return kinds_by_frame(snapshot.result)
 
     def _stamp(self, batch) -> None:
         """The relative times a filter may read (packets/times.py Clock's columns): since the
