@@ -28,7 +28,8 @@ CONNECTION_COLUMNS = (
     "client_start_psn", "server_start_psn", "path_mtu", "local_ack_timeout_us", "client_local_ack_timeout_us",
     "retry_count", "rnr_retry_count", "client_rnr_retry_count", "responder_resources", "initiator_depth",
     "req_ts", "rep_ts", "rtu_ts", "setup_us", "req_retries", "rep_retries", "mra_count", "state", "reject_reason",
-    "disconnect_ts", "req_frame", "rep_frame", "rtu_frame", "reject_frame", "disconnect_frame", "retry_frames")
+    "disconnect_ts", "req_frame", "rep_frame", "rtu_frame", "reject_frame", "disconnect_frame", "retry_frames",
+    "target_ack_delay")
 # the text form of each column (analysis/tables.py KINDS: the CSV, JSON and pandas forms)
 CONNECTION_KINDS = {
     "connection": "str", "client_ip": "str", "server_ip": "str", "client_comm_id": "str", "server_comm_id": "str", "service_id": "str",
@@ -38,7 +39,7 @@ CONNECTION_KINDS = {
     "responder_resources": "nint", "initiator_depth": "nint", "req_ts": "nts", "rep_ts": "nts", "rtu_ts": "nts",
     "setup_us": "float", "state": "str", "reject_reason": "str", "disconnect_ts": "nts", "req_frame": "nint",
     "rep_frame": "nint", "rtu_frame": "nint", "reject_frame": "nint", "disconnect_frame": "nint",
-    "retry_frames": "str"}
+    "retry_frames": "str", "target_ack_delay": "nint"}
 CONNECTION_DECIMALS = {"local_ack_timeout_us": 3, "client_local_ack_timeout_us": 3, "setup_us": 3}
 KINDS.update(CONNECTION_KINDS)       # where the tables' writers look a column's text form up
 DECIMALS.update(CONNECTION_DECIMALS)
@@ -305,6 +306,7 @@ def _row(c: Connection, last_ts: int | None) -> dict:
         "rtu_frame": _n(_get(c.rtu, "frame")), "reject_frame": _n(_get(c.rej, "frame")),
         "disconnect_frame": _n(_get(c.end, "frame")),
         "retry_frames": ";".join(str(f) for f in sorted(c.retry_frames)),
+        "target_ack_delay": _n(tad),
     }
 
 

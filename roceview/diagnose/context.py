@@ -15,6 +15,7 @@ from math import log2
 
 import numpy as np
 
+from dissectors import cm
 from roceview.packets.names import flow_name, format_address, mac_text  # noqa: F401  (mac_text: this module's own name too)
 from roceview.diagnose.flow_arrays import FlowArrays, run_starts
 from roceview.diagnose.flow_facts import FlowFactsTable
@@ -365,19 +366,22 @@ def negotiated(table) -> dict[str, Negotiated]:
     The server's QP (its flow to the client's QP) takes the REQ's Local ACK Timeout and RNR Retry
     Count (IBTA 12.7.34, 12.6.5; Linux ib_cm: the passive side's path packet life time is the
     REQ's timeout - 1, its QP timeout that + 1), the client's the REP's RNR Retry Count (12.6.8)
-    and 2 x PacketLifeTime + the REP's Target ACK Delay: the table computes it from t - 1, an
-    upper estimate of the packet life time, so the lower of the two timeouts is taken (a rule that
-    calls a resend "too soon" must not overshoot). {} without a table (no CM in the capture)."""
+    and 2 x PacketLifeTime + the REP's Target ACK Delay (Linux cm_ack_timeout). The wire does not
+    carry the packet life time (the REQ's timeout folds in the client's own ACK delay), so the
+    client's timeout is taken at its lower bound, cm_ack_timeout(Target ACK Delay, 0): a rule that
+    calls a resend "too soon" must not overshoot; unknown without the REP. {} without a table (no
+    CM in the capture)."""
     need = ("connection", "client_ip", "server_ip", "client_qp", "server_qp", "local_ack_timeout_us",
-            "client_local_ack_timeout_us", "rnr_retry_count", "client_rnr_retry_count")
+            "rnr_retry_count", "client_rnr_retry_count")
     if table is None or not len(table) or any(c not in table.data for c in need):
         return {}
     d, out = table.data, {}
+    delays = d.get("target_ack_delay", np.full(len(table), -1))
     for i in range(len(table)):
-        server_t, client_t = float(d["local_ack_timeout_us"][i]), float(d["client_local_ack_timeout_us"][i])
+        server_t, tad = float(d["local_ack_timeout_us"][i]), int(delays[i])
+        client_t = cm.timeout_us(cm.ack_timeout(tad, 0)) if tad >= 0 else float("nan")
         for src, dst, qp, timeout_us, rnr in (
-                (d["client_ip"][i], d["server_ip"][i], d["server_qp"][i], min(server_t, client_t)
-                 if client_t == client_t else server_t, d["client_rnr_retry_count"][i]),
+                (d["client_ip"][i], d["server_ip"][i], d["server_qp"][i], client_t, d["client_rnr_retry_count"][i]),
                 (d["server_ip"][i], d["client_ip"][i], d["client_qp"][i], server_t, d["rnr_retry_count"][i])):
             if int(qp) >= 0 and src and dst:
                 ns = int(round(timeout_us * 1000)) if timeout_us == timeout_us and timeout_us > 0 else 0

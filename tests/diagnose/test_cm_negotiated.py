@@ -32,13 +32,17 @@ COLUMNS = ("connection", "client_ip", "server_ip", "client_qp", "server_qp", "lo
            "client_local_ack_timeout_us", "rnr_retry_count", "client_rnr_retry_count")
 
 
-def with_cm(result, ack_us: float = T14_US, client_ack_us: float = 2 * T14_US, rnr: int = 7, client_rnr: int = 7):
-    """The result with one CM connection: client A (QP 0xc1), server B (QP 0xd2)."""
+def with_cm(result, ack_us: float = T14_US, target_ack_delay: int = 14, rnr: int = 7, client_rnr: int = 7,
+            client_estimate_us: float = 2 * T14_US):
+    """The result with one CM connection: client A (QP 0xc1), server B (QP 0xd2). The REQ's
+    Local ACK Timeout is `ack_us`; the REP's Target ACK Delay 14 puts the client's at least at
+    4.096 us x 2^14 (cm_ack_timeout(14, 0)), its upper estimate at 2^15."""
     result.connections_table = Table(COLUMNS, {
         "connection": ["10.0.0.1>10.0.0.2#0x00000001"], "client_ip": [A], "server_ip": [B],
         "client_qp": np.array([CLIENT_QP]), "server_qp": np.array([SERVER_QP]),
-        "local_ack_timeout_us": np.array([ack_us]), "client_local_ack_timeout_us": np.array([client_ack_us]),
-        "rnr_retry_count": np.array([rnr]), "client_rnr_retry_count": np.array([client_rnr])})
+        "local_ack_timeout_us": np.array([ack_us]), "client_local_ack_timeout_us": np.array([client_estimate_us]),
+        "rnr_retry_count": np.array([rnr]), "client_rnr_retry_count": np.array([client_rnr]),
+        "target_ack_delay": np.array([target_ack_delay])})
     return result
 
 
@@ -59,13 +63,27 @@ def test_each_requester_takes_its_sides_negotiated_values():
     n = negotiated(with_cm(analyze_rows(resends(MS)), rnr=3, client_rnr=5).connections_table)
     client, server = n[f"{A}>{B}:0x{SERVER_QP:06x}"], n[f"{B}>{A}:0x{CLIENT_QP:06x}"]
     # the server's QP: the REQ's timeout and RNR count; the client's: the REP's RNR count, and the
-    # lower of its two timeouts (the table's own rests on an upper estimate of the packet life time)
+    # lower bound of its timeout, cm_ack_timeout(Target ACK Delay, 0) (the table's own column is an
+    # upper estimate: the packet life time is not on the wire)
     assert (server.ack_timeout_ns, server.rnr_retry) == (round(T14_US * 1000), 3)
     assert (client.ack_timeout_ns, client.rnr_retry) == (round(T14_US * 1000), 5)
     assert client.ack_timeout_text() == "4.096 us x 2^14 = 67.109 ms"
-    no_timer = negotiated(with_cm(analyze_rows(resends(MS)), ack_us=float("nan"), client_ack_us=float("nan"))
+    no_timer = negotiated(with_cm(analyze_rows(resends(MS)), ack_us=float("nan"), target_ack_delay=-1)
                           .connections_table)
-    assert {c.ack_timeout_ns for c in no_timer.values()} == {0}       # t = 0: no timer, nothing known
+    assert {c.ack_timeout_ns for c in no_timer.values()} == {0}       # t = 0, no REP: nothing known
+
+
+def test_the_clients_timeout_is_its_lower_bound_not_the_tables_estimate():
+    """Packet life time 16, the client's ACK delay 16, the server's 15: the REQ carries 18, the
+    client's QP runs cm_ack_timeout(15, 16) = 17 (537 ms); the table's estimate from t - 1 is 18.
+    A timeout resend 600 ms after its original is a timeout, not a NAK the capture missed."""
+    from dissectors.cm import ack_timeout
+
+    t, tad = ack_timeout(16, 16), 15
+    assert (t, ack_timeout(tad, 16), ack_timeout(tad, t - 1)) == (18, 17, 18)
+    result = with_cm(analyze_rows(resends(600 * MS)), ack_us=4.096 * (1 << t), target_ack_delay=tad,
+                     client_estimate_us=4.096 * (1 << ack_timeout(tad, t - 1)))
+    assert {f["kind"] for f in find(result)} == {"timeout_retransmit"}
 
 
 def test_a_resend_sooner_than_the_negotiated_timeout_is_no_timeout_but_a_missed_nak():
@@ -103,15 +121,17 @@ FUZZ_EXAMPLES = int(os.environ.get("ROCEVIEW_FUZZ_EXAMPLES", "20"))
 
 def test_fuzzed_delays_and_timeouts_split_at_the_negotiated_timeout():
     """Seeded: a resend with no NAK is a timeout exactly when it comes at least the negotiated
-    timeout (of the client's side: the lower of the table's two) after its original."""
+    timeout (the client's side: its lower bound from the REP's Target ACK Delay) after its original."""
+    from dissectors.cm import ack_timeout
+
     rng = random.Random(32)
     for _ in range(FUZZ_EXAMPLES):
-        t, client_t = rng.randint(8, 20), rng.randint(8, 21)
-        timeout_ns = round(4.096 * (1 << min(t, client_t)) * 1000)
+        t, tad = rng.randint(8, 20), rng.randint(8, 21)
+        timeout_ns = round(4.096 * (1 << ack_timeout(tad, 0)) * 1000)
         delay = max(200 * US, timeout_ns + rng.choice([-1, 1]) * rng.randint(1, timeout_ns // 2))
-        result = with_cm(analyze_rows(resends(delay)), ack_us=4.096 * (1 << t), client_ack_us=4.096 * (1 << client_t))
+        result = with_cm(analyze_rows(resends(delay)), ack_us=4.096 * (1 << t), target_ack_delay=tad)
         found = {f["kind"] for f in find(result)}
-        assert found == ({"timeout_retransmit"} if delay >= timeout_ns else {"capture_loss"}), (t, client_t, delay)
+        assert found == ({"timeout_retransmit"} if delay >= timeout_ns else {"capture_loss"}), (t, tad, delay)
 
 
 def test_a_connection_of_other_qps_changes_nothing():
