@@ -43,6 +43,7 @@ CONNECTION_KINDS = {
 CONNECTION_DECIMALS = {"local_ack_timeout_us": 3, "client_local_ack_timeout_us": 3, "setup_us": 3}
 KINDS.update(CONNECTION_KINDS)       # where the tables' writers look a column's text form up
 DECIMALS.update(CONNECTION_DECIMALS)
+REJECTED_REQ = 0              # the REJ's "message REJected": 0 the REQ (IBTA 12.6.7)
 MAX_MESSAGES = 1_000_000      # CM messages kept for replay(): a handshake is 3-5 of them
 STATES = ("established", "rejected", "timed_out", "disconnected", "incomplete")
 MAX_CONNECTIONS = 100_000      # a CM storm (a client retrying many servers) must not outgrow memory
@@ -51,7 +52,7 @@ MAX_RETRY_FRAMES = 64          # frames of resent REQs / REPs and MRAs listed pe
 _READ = ("mad_attr_id", "mad_tid", "cm_local_comm_id", "cm_remote_comm_id", "cm_local_qpn", "cm_start_psn",
          "cm_service_id", "cm_path_mtu", "cm_local_ack_timeout", "cm_target_ack_delay", "cm_retry_count",
          "cm_rnr_retry_count", "cm_responder_resources", "cm_initiator_depth", "cm_remote_cm_response_timeout",
-         "cm_local_cm_response_timeout", "cm_reject_reason", "frame", "ts_ns")
+         "cm_local_cm_response_timeout", "cm_reject_reason", "cm_rejected_message", "frame", "ts_ns")
 
 
 @dataclass
@@ -123,7 +124,10 @@ class ConnectionLog:
             return
         conn = self._find(src, dst, v)
         if conn is None:
-            if short == "REP" and v["cm_remote_comm_id"] is not None:     # the REQ went by before the capture
+            # the REQ went by before the capture: a REP, or a REJ of a REQ (the server's answer),
+            # names the client's id as the remote one
+            if v.get("cm_remote_comm_id") is not None and (
+                    short == "REP" or short == "REJ" and v.get("cm_rejected_message") == REJECTED_REQ):
                 conn = self._new(dst, src, v["cm_remote_comm_id"], v["ts_ns"])
             else:
                 return

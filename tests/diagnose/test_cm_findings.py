@@ -137,3 +137,31 @@ def test_a_mirror_that_captures_every_frame_twice_counts_no_retry(tmp_path, name
         assert doubled.connections_table.data[c].tolist() == once.connections_table.data[c].tolist(), c
     kinds = [sorted(f["summary"] for f in find(r) if f["kind"] in CM_KINDS) for r in (once, doubled)]
     assert kinds[0] == kinds[1]
+
+
+def _without(tmp_path, cap, path, drop) -> Path:
+    """The capture without the frames `drop(messages)` names (frame numbers)."""
+    gone = set(drop(cm_frames(path)))
+    frames, ts = cap.frame_list(), cap.ts_ns.tolist()
+    keep = [i for i in range(len(frames)) if i + 1 not in gone]
+    return write_frames(tmp_path / "without.pcap", [frames[i] for i in keep], [ts[i] for i in keep])
+
+
+def test_a_reject_whose_req_the_capture_missed_is_still_reported(tmp_path):
+    """The REJ names the client's comm id and says it rejects a REQ: the connection is known from
+    it, as from a REP whose REQ went by before the capture."""
+    cap, path = capture_of(tmp_path, "cm-reject")
+    out = _without(tmp_path, cap, path, lambda m: [f for f, x in m.items() if x == "REQ"])
+    found = of_kind(find(roceview.analyze(out)), "cm_reject")
+    assert len(found) == 2 and {"Consumer reject (28)" in f["evidence"] for f in found} == {True, False}
+    assert all(sorted(cm_frames(out)[x] for x in listed(f)) == ["REJ"] for f in found)
+
+
+def test_a_connection_whose_rep_the_capture_missed_was_answered(tmp_path):
+    """cm-retry's first connection: REQ, REQ again, REP, RTU. Without the REP the RTU still shows
+    the server answered: a resent REQ, not one that got no answer."""
+    cap, path = capture_of(tmp_path, "cm-retry")
+    out = _without(tmp_path, cap, path, lambda m: [min(f for f, x in m.items() if x == "REP")])
+    text = [f["summary"] for f in of_kind(find(roceview.analyze(out)), "cm_retry")]
+    assert sum("got no answer" in s for s in text) == 1 and "3 times and got no answer" in " ".join(text), text
+    assert any("again: no answer came" in s for s in text), text
