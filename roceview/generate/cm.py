@@ -77,7 +77,7 @@ def req_message(qp, ips, port: int = NVMF_PORT, cm_timeout: int = CM_TIMEOUT,
     return (struct.pack("!IIQ8sIIIII", comm_id(qp.qpn), 0, service_id, _guid(host.mac), 0, 0,
                         qp.qpn << 8 | 16, 16, cm_timeout << 3 | 1)
             + struct.pack("!IHBB", (qp.sq_psn & ib.PSN_MASK) << 8 | CM_TIMEOUT << 3 | RETRY,
-                          ib.PKEY_DEFAULT, MTU_CODE[qp.mtu] << 4 | qp.requester.rnr_retry, max_retries << 4)
+                          ib.PKEY_DEFAULT, MTU_CODE[qp.mtu] << 4 | _peer_rnr_retry(qp), max_retries << 4)
             + _path(qp, ips[host.index], ips[qp.peer]) + bytes(44) + cma_hdr)
 
 
@@ -86,8 +86,16 @@ def rep_message(qp, remote_comm: int) -> bytes:
     20 starting PSN, 24 responder resources, 25 initiator depth, 26 target ACK delay |
     failover | flow control, 27 RNR retry, 28 local CA GUID."""
     return struct.pack("!IIIIIIBBBB8s", comm_id(qp.qpn), remote_comm, 0, qp.qpn << 8, 0,
-                       (qp.sq_psn & ib.PSN_MASK) << 8, 16, 16, 14 << 3 | 1, qp.requester.rnr_retry << 5,
+                       (qp.sq_psn & ib.PSN_MASK) << 8, 16, 16, 14 << 3 | 1, _peer_rnr_retry(qp) << 5,
                        _guid(qp.host.mac))
+
+
+def _peer_rnr_retry(qp) -> int:
+    """The RNR Retry Count a REQ or REP carries: what its sender wants the OTHER end's QP to use
+    (IBTA 12.6.5, 12.6.8; Linux ib_cm applies the REQ's to the passive side's QP, the REP's to the
+    active side's), i.e. the peer QP's rnr_retry."""
+    peer = qp.peer_qp
+    return (peer if peer is not None else qp).requester.rnr_retry
 
 
 def rej_message(remote_comm: int, reason: int) -> bytes:

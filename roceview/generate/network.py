@@ -112,6 +112,7 @@ class Network:
         qp_a = QueuePair(self.hosts[a], qa, b, qb, sport, psn_a, psn_b, settings, mtu)
         qp_b = QueuePair(self.hosts[b], qb, a, qa, sport ^ 0x155, psn_b, psn_a, peer_settings, mtu)
         self.hosts[a].qps[qa], self.hosts[b].qps[qb] = qp_a, qp_b
+        qp_a.peer_qp, qp_b.peer_qp = qp_b, qp_a
         app = Application(qp_a, workload, start=not self.s.rdma_cm)
         if self.s.rdma_cm:   # at time 0 of the run, when the mirror is attached
             self.sim.at(0, self.hosts[a].cm.connect, qp_a, app.start)

@@ -41,6 +41,7 @@ class QueuePair:
         self.requester = Requester(self, settings.window, settings.timeout_exp, settings.retry_cnt,
                                    rnr_retry=settings.rnr_retry, max_rd_atomic=settings.max_rd_atomic)
         self.responder = Responder(self, settings.ack_delay_ns * 1000, settings.rnr_timer_code)
+        self.peer_qp: QueuePair | None = None     # the other end, once the pair is made (network.py)
 
     def span(self, length: int) -> int:
         """PSNs a READ of `length` bytes consumes: ceil(length / PMTU), at least 1 (9.7.1)."""

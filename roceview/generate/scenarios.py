@@ -82,7 +82,10 @@ def _rnr(rng, scale, truth):
     net = Network(NetworkSettings(hosts=2, until_ms=100), rng, truth)
     n = _n(60, scale)
     qs = QpSettings(rnr_timer_code=4)   # min RNR timer 0.04 ms
-    _, responder = net.connect(0, 1, Workload(_mix(rng, n, ("SEND",), (256, 2048)), qd=8), qs)
+    # the responder's own rnr_retry differs (it sends nothing): RDMA CM's REQ carries it, the REP the
+    # requester's 3 (each message asks the other end's QP, IBTA 12.6.5 / 12.6.8)
+    _, responder = net.connect(0, 1, Workload(_mix(rng, n, ("SEND",), (256, 2048)), qd=8), qs,
+                               QpSettings(rnr_timer_code=4, rnr_retry=7))
     responder.responder.credits = 8     # receive WQEs posted up front
     net.every(8_000, n, lambda: responder.responder.post_receives(1))   # app reposts slowly
     return net, [0], [1]
@@ -221,7 +224,10 @@ def _rnr_exhausted(rng, scale, truth, rdma_cm: bool = False):
     net = Network(NetworkSettings(hosts=2, until_ms=100, rdma_cm=rdma_cm), rng, truth)
     n = _n(40, scale)
     qs = QpSettings(rnr_timer_code=4, rnr_retry=3)   # 0.04 ms RNR timer, 3 resends, then Error
-    _, responder = net.connect(0, 1, Workload(_mix(rng, n, ("SEND",), (256, 2048)), qd=8), qs)
+    # the responder's own rnr_retry differs (it sends nothing): RDMA CM's REQ carries it, the REP the
+    # requester's 3 (each message asks the other end's QP, IBTA 12.6.5 / 12.6.8)
+    _, responder = net.connect(0, 1, Workload(_mix(rng, n, ("SEND",), (256, 2048)), qd=8), qs,
+                               QpSettings(rnr_timer_code=4, rnr_retry=7))
     responder.responder.credits = 8     # receive WQEs posted up front
     # the application reposts one every 8 us, then hangs: the SEND after the last one posted
     # gets 4 RNR NAKs and the requester gives up

@@ -189,8 +189,10 @@ def test_the_generated_rnr_exhaustion_is_confirmed_by_the_negotiated_count(tmp_p
     cap = run(SCENARIOS["rnr-exhausted-cm"].build)
     write_capture(cap, tmp_path / "rnr.pcap")
     result = roceview.analyze(tmp_path / "rnr.pcap")
-    # the SENDs' QP (rnr_retry 3), the writer's (7: its default)
+    # the REP carries what the client's QP uses: the SENDs' QP 3, the writer's 7 (its default); the
+    # REQ what the server's QP uses (7 both): the 3 must come from the REP, or nothing is confirmed
     assert result.connections_table.data["client_rnr_retry_count"].tolist() == [RNR_RETRY, 7]
+    assert result.connections_table.data["rnr_retry_count"].tolist() == [7, 7]
     found = find(result)
     assert {f["kind"] for f in found if f["severity"] != "info"} == {"rnr"}
     (f,) = [f for f in found if f["kind"] == "rnr"]
