@@ -119,6 +119,24 @@ def analysis_node(tree, row: dict, quanta, gbps: float) -> None:
         branch.add(escape("\n".join(textwrap.wrap(text, 100))))      # the tree crops at the console width
 
 
+def operation_line(batch, i: int) -> str:
+    """The RDMA operation row i belongs to (roceview.op.*: present when a filter or -e named
+    one, dissect's first pass), in ops.csv's words."""
+    from roceview.filter.field_names import OP_NAMES
+    from roceview.filter.values import micros_text
+    from roceview.units import count
+
+    c, v = batch.cols, batch.valid
+    parts = [OP_NAMES[int(c["_op_kind"][i])], f"{count(int(c['_op_bytes'][i]))} bytes",
+             f"{count(int(c['_op_packets'][i]))} packets"]
+    known = v.get("_op_latency")
+    parts.append(f"latency {micros_text(int(c['_op_latency'][i]))} us" if known is None or known[i] else "not completed")
+    parts.append(f"first frame {int(c['_op_first_frame'][i])}")
+    if c["_op_retrans"][i]:
+        parts.append("retransmitted")
+    return "[Operation: " + ", ".join(parts) + "]"
+
+
 def time_lines(batch, i: int) -> list[str]:
     """tshark -V's times of row i of a batch stamped by packets/times.Clock (all 9 decimals, as
     tshark shows these fields whatever the file's precision; local time as TZ says)."""
@@ -170,6 +188,8 @@ def print_details(chunk, df, first_ts, out, n, rows=None, hexdump: bool = False,
             tree.add(escape(f"ICRC = 0x{int(df['icrc'].iloc[i]):08x} [{state}]"))
         if analysis is not None and analysis[i][0]["flags"]:
             analysis_node(tree, *analysis[i], gbps)
+        if batch is not None and batch.valid.get("_op_kind") is not None and batch.valid["_op_kind"][i]:
+            tree.add(escape(operation_line(batch, i)))
         console.print(tree)
         if hexdump:
             out.write("\n" + hex_dump(frame) + "\n")

@@ -243,3 +243,19 @@ def test_marks_follow_the_rule_whatever_the_batches(seed, tmp_path):
     want = {f: (op["first_frame"], round(op["latency_us"] * 1000) if op["latency_us"] == op["latency_us"] else -1)
             for f, op in carried.items()}
     assert got == want, (name, mirror, chunk)
+
+
+def test_the_detail_tree_names_each_packets_operation(capture):
+    """dissect -V with an operation filter: each packet's tree ends with its operation, in
+    ops.csv's words (op, bytes, packets, latency, first frame)."""
+    path, _, _, carried = capture
+    code, out, err = run("dissect", path, "-V", "-Y", "roceview.op.latency > 3")
+    assert code == 0, err
+    trees = out.split("\nFrame ")
+    assert len(trees) > 3
+    for tree in trees:
+        frame = int(tree.removeprefix("Frame ").split()[0])
+        want = carried[frame]
+        line = next(x for x in tree.splitlines() if "[Operation: " in x)
+        assert f"[Operation: {want['op']}, " in line and f"first frame {want['first_frame']}" in line, (frame, line)
+        assert f"latency {_latency_text(want)} us" in line, (frame, line)
