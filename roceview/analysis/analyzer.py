@@ -13,6 +13,7 @@ import numpy as np
 
 from roceview.analysis import chunk_counts, chunk_psn, related, unsent
 from roceview.analysis.causality import EarlyResponses
+from roceview.analysis.cc import CnpReactions
 from roceview.analysis.chunk import ChunkRows
 from roceview.analysis.copies import Copies
 from roceview.analysis.chunk_psn import NO_NEW_FLOW, pairing_window_open
@@ -77,6 +78,7 @@ class Analyzer:
         self.ops = OpTracker()                         # ops.py: one row per RDMA message
         self.connections = ConnectionLog()             # connections.py: one row per CM connection
         self.early = EarlyResponses()
+        self.cc = CnpReactions(registry=self.registry)   # cc.py: DCQCN reaction per sender QP (cc.csv)
         self.sends = FirstSends()
         self.unsent_found: list = []                   # unsent.py: decided at the end
         self.pfc = PfcAccounting(link_speed_gbps)
@@ -129,6 +131,7 @@ class Analyzer:
         if self._held:
             self._release()
         self.pfc.finish()
+        self.cc.finish()
         self.forget(self.pairing.unconfirmed_lone(self.registry, self.flow.transport))
         self.forget(self.cm.apply(self.registry, self.pairing))
         unsent.finish(self)
@@ -214,6 +217,7 @@ class Analyzer:
             if rows is None or len(rows):
                 ch = ChunkRows(self, batch, rows, idx0, name, in_order)
                 self._flow_ids = (batch, self._without_copies(ch))
+                self.cc.feed(batch, self._flow_ids[1])
                 self.last_rows = (idx0, rows, ch.all_fid)       # copies too: the TUI lists them under their QP
                 if ch.n:
                     ChunkAnalysis(self, ch).run()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from roceview.analysis.cc_match import FLOW_CC_COLUMNS, flow_columns
 from roceview.analysis.connections import flow_connections
 from roceview.analysis.opcode_classes import TRANSPORT_NAMES
 from roceview.analysis.ops_rows import table as ops_table
@@ -46,7 +47,26 @@ def flows_table(an, names, src, dst) -> Table:
     with np.errstate(divide="ignore", invalid="ignore"):
         data["goodput_gbps"] = np.where(duration > 0, unique_payload / duration, np.nan)
     data["connection"] = [""] * n                      # build_result: from the CM connections
+    for c in FLOW_CC_COLUMNS:                          # build_result: from the CNP reactions
+        data[c] = np.full(n, np.nan) if c.endswith("_p50") else np.zeros(n, dtype=np.int64)
     return Table(FLOW_COLUMNS, data)
+
+
+def cc_tables(an, names: list[str], flows: Table) -> Table:
+    """cc.csv from the Analyzer's CnpReactions, each CNP given to the data flow the pairing
+    pairs its flow with; its per-sender summary into `flows` (qps.csv's DCQCN columns; flows
+    without CNPs or CE keep zero counts and blank medians)."""
+    cc = an.cc
+    peer = an.pairing.peer
+    peers = {names[f]: names[peer[f]] for f in cc.cnp.received if f < len(peer) and peer[f] >= 0}
+    table = cc.table(peers)
+    per_flow = flow_columns(cc, table, peers)
+    if per_flow:
+        at = {name: i for i, name in enumerate(names)}
+        for name, row in per_flow.items():
+            for c in FLOW_CC_COLUMNS:
+                flows.data[c][at[name]] = row[c]
+    return table
 
 
 def summary(an, files, warnings, flows: Table) -> dict:
@@ -92,6 +112,7 @@ def build_result(an, files, warnings, packets, snapshot: bool = False) -> Analys
     flows = flows_table(an, names, src, dst)
     connections = an.connections.table()
     flows.data["connection"] = flow_connections(flows, connections)
+    cc = cc_tables(an, names, flows)
     macs = [mac_text(m) for m in an.pfc.mac_list]
     ops = an.ops
     pfc = an.pfc.table()
@@ -101,4 +122,4 @@ def build_result(an, files, warnings, packets, snapshot: bool = False) -> Analys
         timeline_table=an.timeline.table(names), summary=summary(an, files, warnings, flows),
         packets=packets, ops_table=ops_table(ops.rows(an, snapshot), names, src, dst, an.registry.qp),
         op_stats_table=ops.stats.table(names), read_depth_table=ops.stats.depth_table(names),
-        connections_table=connections, priorities_table=priorities_table(counted, pfc))
+        connections_table=connections, priorities_table=priorities_table(counted, pfc), cc_table=cc)

@@ -1,7 +1,7 @@
 """AnalysisResult: the snapshot every renderer (report, CSV/JSON, TUI) and the diagnoser reads.
 
 Tables are kept as numpy columns (`*_table`, see tables.py) and offered as pandas DataFrames
-(`flows`, `pfc`, `events`, `timeline`, `ops`, `op_stats`, `read_depth`, `connections`, `priorities`,
+(`flows`, `pfc`, `events`, `timeline`, `ops`, `op_stats`, `read_depth`, `connections`, `priorities`, `cc`,
 `findings`) built on first
 access. The DataFrames have the
 CSV columns; timestamps are datetime64[ns, UTC], QP numbers nullable UInt32.
@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from roceview.analysis.cc_match import CC_COLUMNS
 from roceview.analysis.connections import CONNECTION_COLUMNS
 from roceview.analysis.priorities import PRIORITY_COLUMNS
 from roceview.analysis.tables import (FINDINGS_COLUMNS, OP_STATS_COLUMNS, OPS_COLUMNS, READ_DEPTH_COLUMNS,
@@ -39,6 +40,7 @@ class AnalysisResult:
     read_depth_table: Table = field(default_factory=lambda: Table.empty(READ_DEPTH_COLUMNS))
     connections_table: Table = field(default_factory=lambda: Table.empty(CONNECTION_COLUMNS))   # connections.csv
     priorities_table: Table = field(default_factory=lambda: Table.empty(PRIORITY_COLUMNS))      # priorities.csv
+    cc_table: Table = field(default_factory=lambda: Table.empty(CC_COLUMNS))                    # cc.csv
     _frames: dict = field(default_factory=dict, repr=False)
 
     def _frame(self, name: str):
@@ -72,6 +74,11 @@ class AnalysisResult:
         """Per direction (source -> destination MAC), priority and DSCP: traffic, RoCE, ECN and
         the PFC pauses that held it (priorities.csv)."""
         return self._frame("priorities")
+
+    @property
+    def cc(self):
+        """One row per CNP received: how the sender's DCQCN reaction point answered it (cc.csv)."""
+        return self._frame("cc")
 
     @property
     def ops(self):

@@ -24,7 +24,10 @@ FLOW_COLUMNS = ("flow", "src_ip", "dst_ip", "dest_qp", "peer_qp", "transport", "
                 "packets", "bytes", "data_packets", "payload_bytes", "acks", "naks_seq", "naks_rnr",
                 "naks_other", "gap_events", "gap_psns", "unrecovered_psns", "retransmitted_packets",
                 "retransmitted_bytes", "ecn_not_ect", "ecn_ce", "cnp_packets", "rtt_p50_us",
-                "rtt_p99_us", "goodput_gbps", "connection")
+                "rtt_p99_us", "goodput_gbps", "connection",
+                # DCQCN reaction per sender (cc_match.FLOW_CC_COLUMNS), appended: the columns above keep their place
+                "cnps_received", "cnps_judged", "cnps_ignored", "cnps_excess", "cnp_reaction_us_p50",
+                "rate_cut_pct_p50", "recovery_us_p50", "ce_without_cnp")
 PFC_COLUMNS = ("src_mac", "priority", "pause_frames", "resume_frames", "pause_quanta", "paused_us",
                "longest_pause_us", "first_ts", "last_ts")
 FINDINGS_COLUMNS = ("severity", "kind", "summary", "flows", "start_ts", "end_ts", "evidence", "advice", "frames",
@@ -58,6 +61,11 @@ KINDS = {
     "op": "str", "completion_ts": "nts", "completion_frame": "nint", "latency_us": "float",
     "retransmitted": "bool", "latency_p50_us": "float", "latency_p99_us": "float", "latency_max_us": "float",
     "dst_mac": "str", "pcp": "nint", "dscp": "nint", "roce_share": "float", "ce_share": "float",   # priorities.csv
+    # cc.csv and qps.csv's DCQCN columns (cc_match.py)
+    "cnp_ts": "ts", "cnp_frame": "int", "rate_before_gbps": "float", "rate_after_gbps": "float", "cut_pct": "float",
+    "reaction_us": "float", "recovery_us": "float", "spacing_us": "float", "ignored": "str",
+    "cnps_received": "int", "cnps_judged": "int", "cnps_ignored": "int", "cnps_excess": "int", "ce_without_cnp": "int",
+    "cnp_reaction_us_p50": "float", "rate_cut_pct_p50": "float", "recovery_us_p50": "float",
 }
 DECIMALS = {"rtt_p50_us": 3, "rtt_p99_us": 3, "goodput_gbps": 6, "paused_us": 6,
             "longest_pause_us": 6, "gbps": 6, "latency_us": 3, "latency_p50_us": 3, "latency_p99_us": 3,

@@ -4,7 +4,8 @@ import random
 import pytest
 
 from helpers.analysis import (A, B, CNP, READ_FIRST, READ_LAST, READ_MIDDLE, READ_REQUEST, SYN_ACK,
-                              SYN_NAK_SEQ, SYN_RNR, T0, ack, analyze_rows, req)
+                              SYN_NAK_SEQ, SYN_RNR, T0, ack, analyze_rows, chunks, req)
+from roceview.analysis import analyze_batches
 
 C, D = "10.0.0.3", "fd00::4"
 US = 1000
@@ -52,14 +53,26 @@ def mixed_capture() -> list[dict]:
 
 def all_tables(result):
     return {name: getattr(result, f"{name}_table").text_rows()
-            for name in ("flows", "pfc", "events", "timeline")}
+            for name in ("flows", "pfc", "events", "timeline", "cc")}
+
+
+def numbered_chunks(rows: list[dict], size: int) -> list:
+    """Chunks of `size` rows whose frames are numbered on from the chunk before, as a reader's
+    (cc.csv's cnp_frame is the batch's frame number)."""
+    out, first = [], 0
+    for batch in chunks(rows, size):
+        batch.cols["frame"] = batch.cols["frame"] + first
+        first += batch.n
+        out.append(batch)
+    return out
 
 
 @pytest.mark.parametrize("size", [1, 2, 3, 5, 8, 13])
 def test_same_result_for_every_chunk_size(size):
     rows = mixed_capture()
     whole = analyze_rows(rows, bucket_ms=0.01)
-    assert all_tables(analyze_rows(rows, chunk=size, bucket_ms=0.01)) == all_tables(whole)
+    assert len(whole.cc_table) == 1
+    assert all_tables(analyze_batches(numbered_chunks(rows, size), bucket_ms=0.01)) == all_tables(whole)
 
 
 def test_mixed_capture_exact_numbers():

@@ -15,7 +15,8 @@ US = 1000
 QPS_HEADER = ("flow,src_ip,dst_ip,dest_qp,peer_qp,transport,first_ts,last_ts,packets,bytes,data_packets,"
               "payload_bytes,acks,naks_seq,naks_rnr,naks_other,gap_events,gap_psns,unrecovered_psns,"
               "retransmitted_packets,retransmitted_bytes,ecn_not_ect,ecn_ce,cnp_packets,rtt_p50_us,"
-              "rtt_p99_us,goodput_gbps,connection")
+              "rtt_p99_us,goodput_gbps,connection,cnps_received,cnps_judged,cnps_ignored,cnps_excess,"
+              "cnp_reaction_us_p50,rate_cut_pct_p50,recovery_us_p50,ce_without_cnp")
 
 
 def lossy_rows():
@@ -47,13 +48,13 @@ def test_csv_files_have_the_contract_columns_and_exact_numbers(capture, tmp_path
     # RTT: no sample. PSN 0 -> NAK 2 and PSN 1 -> NAK 2 (a NAK 2 acknowledges PSN 1) span the gap
     # at PSN 3 (issue 15: a response after a gap may cover requests whose own ACK was lost);
     # PSNs 3 and 4 were retransmitted before any response covered them (Karn).
-    # Goodput: 4 unique payloads of 1024 B in 8 us.
+    # Goodput: 4 unique payloads of 1024 B in 8 us. PSN 4's CE mark got no CNP: ce_without_cnp 1.
     code, out, err = run([str(capture), "--csv", str(tmp_path / "out")])
     assert (code, err) == (0, "")
     qps = (tmp_path / "out" / "qps.csv").read_text().splitlines()
     assert qps[0] == QPS_HEADER
     assert qps[1] == ("10.0.0.1>10.0.0.2:0x0000d2,10.0.0.1,10.0.0.2,0x0000d2,0x0000c1,RC,1700000000.000000000,"
-                      "1700000000.000008000,7,7686,7,7168,0,0,0,0,1,1,0,3,3294,0,1,0,,,4.096000,")
+                      "1700000000.000008000,7,7686,7,7168,0,0,0,0,1,1,0,3,3294,0,1,0,,,4.096000,,0,0,0,0,,,,1")
     assert qps[2].startswith("10.0.0.2>10.0.0.1:0x0000c1,10.0.0.2,10.0.0.1,0x0000c1,0x0000d2,RC,"
                              "1700000000.000005000,1700000000.000010000,2,124,0,0,1,1,0,0,0,0,0,0,0,0,0,0,,,")
     pfc = (tmp_path / "out" / "pfc.csv").read_text().splitlines()
@@ -117,7 +118,7 @@ def test_json_has_the_same_tables_and_the_summary(capture, tmp_path):
     doc = json.loads((tmp_path / "r.json").read_text())
     assert code == 0
     assert set(doc) == {"summary", "flows", "pfc", "findings", "events", "timeline", "ops", "op_stats", "read_depth",
-                        "connections", "priorities"}
+                        "connections", "priorities", "cc"}
     assert doc["summary"]["packets"] == 10
     assert doc["flows"][0]["first_ts"] == "1700000000.000000000"
     assert doc["flows"][0]["dest_qp"] == "0x0000d2"

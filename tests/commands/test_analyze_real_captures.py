@@ -71,7 +71,7 @@ REAL = Path(__file__).resolve().parents[3] / "shared" / "captures" / "real"
 REAL_FILES = sorted(p for pattern in ("*.pcap", "*.pcapng", "*.pcap.gz", "*.pcapng.gz")
                     for p in REAL.glob(pattern)) if REAL.is_dir() else []
 CSV_NAMES = ("qps.csv", "pfc.csv", "findings.csv", "events.csv", "timeline.csv", "ops.csv", "connections.csv",
-             "priorities.csv")
+             "priorities.csv", "cc.csv")
 NATIVE_IB = "magnate3_native-ib_ibdump-erf_rc-send.pcap"
 
 real_file = pytest.mark.parametrize(
@@ -117,7 +117,7 @@ def test_analyze_exits_0_writes_every_file_and_no_traceback(path, analyzed):
     assert sorted(p.name for p in out_dir.iterdir()) == sorted(CSV_NAMES)  # no temp dir left
     doc = json.loads(json_path.read_text())
     assert set(doc) == {"summary", "flows", "pfc", "findings", "events", "timeline", "ops", "op_stats", "read_depth",
-                        "connections", "priorities"}
+                        "connections", "priorities", "cc"}
     qps = read_csv(out_dir / "qps.csv")
     assert doc["summary"]["flows"] == len(qps) == len(doc["flows"])
     assert [f["flow"] for f in doc["flows"]] == [r["flow"] for r in qps]
@@ -285,13 +285,13 @@ def test_peer_qp_agrees_with_the_rdma_cm_handshake_tshark_decodes(path, analyzed
 # ---------------------------------------------------------------- native InfiniBand (ERF)
 
 NATIVE_IB_QPS = """\
-flow,src_ip,dst_ip,dest_qp,peer_qp,transport,first_ts,last_ts,packets,bytes,data_packets,payload_bytes,acks,naks_seq,naks_rnr,naks_other,gap_events,gap_psns,unrecovered_psns,retransmitted_packets,retransmitted_bytes,ecn_not_ect,ecn_ce,cnp_packets,rtt_p50_us,rtt_p99_us,goodput_gbps,connection
-fe80::8c0:eb03:ea:512e>ff12:401b:ffff::ffff:ffff:0xffffff,fe80::8c0:eb03:ea:512e,ff12:401b:ffff::ffff:ffff,0xffffff,,UD,1692610779.697061308,1692610779.697061308,1,134,1,60,0,0,0,0,0,0,0,0,0,1,0,0,,,,
-fe80::8c0:eb03:ea:512a>ff12:401b:ffff::ffff:ffff:0xffffff,fe80::8c0:eb03:ea:512a,ff12:401b:ffff::ffff:ffff,0xffffff,,UD,1692610779.963582337,1692610779.963582337,1,134,1,60,0,0,0,0,0,0,0,0,0,1,0,0,,,,
-lid:0x0012>lid:0x000c:0x000001,lid:0x0012,lid:0x000c,0x000001,,UD,1692610780.432637294,1692610780.437764333,3,870,3,768,0,0,0,0,0,0,0,0,0,0,0,0,,,0.001198,
-lid:0x000c>lid:0x0012:0x000001,lid:0x000c,lid:0x0012,0x000001,,UD,1692610780.434947312,1692610780.438082336,2,580,2,512,0,0,0,0,0,0,0,0,0,0,0,0,,,0.001307,
-lid:0x0012>lid:0x000c:0x000029,lid:0x0012,lid:0x000c,0x000029,0x000029,RC,1692610780.435762318,1692610780.437493331,60,2680,30,960,30,0,0,0,0,0,0,0,0,0,0,0,4.000,6.000,0.004437,lid:0x0012>lid:0x000c#0x30ab0075
-lid:0x000c>lid:0x0012:0x000029,lid:0x000c,lid:0x0012,0x000029,0x000029,RC,1692610780.435767318,1692610780.437491331,60,2920,40,960,20,0,0,0,0,0,0,0,0,0,0,0,2.000,19.000,0.004455,lid:0x0012>lid:0x000c#0x30ab0075
+flow,src_ip,dst_ip,dest_qp,peer_qp,transport,first_ts,last_ts,packets,bytes,data_packets,payload_bytes,acks,naks_seq,naks_rnr,naks_other,gap_events,gap_psns,unrecovered_psns,retransmitted_packets,retransmitted_bytes,ecn_not_ect,ecn_ce,cnp_packets,rtt_p50_us,rtt_p99_us,goodput_gbps,connection,cnps_received,cnps_judged,cnps_ignored,cnps_excess,cnp_reaction_us_p50,rate_cut_pct_p50,recovery_us_p50,ce_without_cnp
+fe80::8c0:eb03:ea:512e>ff12:401b:ffff::ffff:ffff:0xffffff,fe80::8c0:eb03:ea:512e,ff12:401b:ffff::ffff:ffff,0xffffff,,UD,1692610779.697061308,1692610779.697061308,1,134,1,60,0,0,0,0,0,0,0,0,0,1,0,0,,,,,0,0,0,0,,,,0
+fe80::8c0:eb03:ea:512a>ff12:401b:ffff::ffff:ffff:0xffffff,fe80::8c0:eb03:ea:512a,ff12:401b:ffff::ffff:ffff,0xffffff,,UD,1692610779.963582337,1692610779.963582337,1,134,1,60,0,0,0,0,0,0,0,0,0,1,0,0,,,,,0,0,0,0,,,,0
+lid:0x0012>lid:0x000c:0x000001,lid:0x0012,lid:0x000c,0x000001,,UD,1692610780.432637294,1692610780.437764333,3,870,3,768,0,0,0,0,0,0,0,0,0,0,0,0,,,0.001198,,0,0,0,0,,,,0
+lid:0x000c>lid:0x0012:0x000001,lid:0x000c,lid:0x0012,0x000001,,UD,1692610780.434947312,1692610780.438082336,2,580,2,512,0,0,0,0,0,0,0,0,0,0,0,0,,,0.001307,,0,0,0,0,,,,0
+lid:0x0012>lid:0x000c:0x000029,lid:0x0012,lid:0x000c,0x000029,0x000029,RC,1692610780.435762318,1692610780.437493331,60,2680,30,960,30,0,0,0,0,0,0,0,0,0,0,0,4.000,6.000,0.004437,lid:0x0012>lid:0x000c#0x30ab0075,0,0,0,0,,,,0
+lid:0x000c>lid:0x0012:0x000029,lid:0x000c,lid:0x0012,0x000029,0x000029,RC,1692610780.435767318,1692610780.437491331,60,2920,40,960,20,0,0,0,0,0,0,0,0,0,0,0,2.000,19.000,0.004455,lid:0x0012>lid:0x000c#0x30ab0075,0,0,0,0,,,,0
 """
 
 
@@ -457,7 +457,9 @@ def write_variants(tmp_path: Path, kind: str) -> list[Path]:
 #   RTT samples (AckReq, not retransmitted before the covering response): r0 -> ACK r1 3 us,
 #   r1 -> ACK r1 2 us, READ r2 -> FIRST r2 2 us, r8 -> RNR NAK r8 2 us, r11 -> ACK r11 1 us
 #   (r7 was retransmitted before ACK r7: Karn) -> p50 2, p99 3.
-#   goodput (10929 - 3072) * 8 bit / 33 us = 1.904727 Gb/s.
+#   goodput (10929 - 3072) * 8 bit / 33 us = 1.904727 Gb/s. DCQCN: B's one CNP to it (its QP
+#   0xc1) is received (cnps_received 1), not judged (no rate samples around it), and answers r5's
+#   CE (ce_without_cnp 0).
 # B->A 11 packets: 4 ACKs, 1 NAK seq, 1 RNR NAK, 1 CNP (ECN 01), 4 READ responses of 1024 B
 #   (data 4, payload 4096, 2 of them retransmitted); bytes 6x62 + 74 + 4x1086 = 4790,
 #   retransmitted 2x1086 = 2172; READ LAST r4 skips the lost MIDDLE r3
@@ -465,11 +467,13 @@ def write_variants(tmp_path: Path, kind: str) -> list[Path]:
 EXPECTED_QPS_V2 = [
     "flow,src_ip,dst_ip,dest_qp,peer_qp,transport,first_ts,last_ts,packets,bytes,data_packets,payload_bytes,"
     "acks,naks_seq,naks_rnr,naks_other,gap_events,gap_psns,unrecovered_psns,retransmitted_packets,"
-    "retransmitted_bytes,ecn_not_ect,ecn_ce,cnp_packets,rtt_p50_us,rtt_p99_us,goodput_gbps,connection",
+    "retransmitted_bytes,ecn_not_ect,ecn_ce,cnp_packets,rtt_p50_us,rtt_p99_us,goodput_gbps,connection,"
+    "cnps_received,cnps_judged,cnps_ignored,cnps_excess,cnp_reaction_us_p50,rate_cut_pct_p50,recovery_us_p50,"
+    "ce_without_cnp",
     "10.0.0.1>10.0.0.2:0x0000d2,10.0.0.1,10.0.0.2,0x0000d2,0x0000c1,RC,1700000000.000000000,"
-    "1700000000.000033000,14,11824,14,10929,0,0,0,0,2,2,1,4,3320,0,1,0,2.000,3.000,1.904727,",
+    "1700000000.000033000,14,11824,14,10929,0,0,0,0,2,2,1,4,3320,0,1,0,2.000,3.000,1.904727,,1,0,0,0,,,,0",
     "10.0.0.2>10.0.0.1:0x0000c1,10.0.0.2,10.0.0.1,0x0000c1,0x0000d2,RC,1700000000.000003000,"
-    "1700000000.000031000,11,4790,4,4096,4,1,1,0,1,1,0,2,2172,0,0,1,,,0.585143,",
+    "1700000000.000031000,11,4790,4,4096,4,1,1,0,1,1,0,2,2172,0,0,1,,,0.585143,,0,0,0,0,,,,0",
 ]
 
 
