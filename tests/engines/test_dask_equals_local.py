@@ -474,3 +474,41 @@ def test_priorities_identical_to_the_local_engine(cluster, tmp_path, partitioned
     assert rows["packets"].sum() == local_result.summary["packets"]
     assert ((rows["packets"] == 0) & (rows["pause_frames"] > 0)).sum() >= 2        # switch ports' own rows
     assert set(rows.loc[rows["roce_packets"] > 0, "priority"]) == {"0", "3"}
+
+
+def test_dcqcn_reactions_identical_to_the_local_engine(cluster, tmp_path, partitioned):
+    """cc.csv and qps.csv's DCQCN columns: a sender's data and the CNPs to it share an endpoint
+    pair, so one partition judges them as the local engine does; the merge puts the CNP rows in
+    capture order. Three DCQCN scenarios cut into files overlapping in time."""
+    d = tmp_path / "files"
+    d.mkdir()
+    for stem, scenario in (("a", "dcqcn-ignored"), ("b", "cnp-excess"), ("c", "healthy-dcqcn")):
+        cap = generate(scenario, seed=1)
+        cut(cap, [len(cap) // 3, 2 * len(cap) // 3], d, stem)
+    local_result = roceview.analyze(d)
+    local = csv_bytes(local_result, tmp_path / "local")
+    dask = csv_bytes(roceview.analyze(d, engine="dask", scheduler=cluster.scheduler_address), tmp_path / "dask")
+    for name in CSVS:
+        assert dask[name] == local[name], name
+    ignored = list(local_result.cc_table.data["ignored"])
+    assert ignored.count("true") >= 5 and ignored.count("false") >= 5
+    assert (local_result.cc_table.data["spacing_us"] < 4).any()
+
+
+def test_cnps_past_cc_csvs_row_budget_take_the_exact_path(cluster, tmp_path, monkeypatch):
+    """Past cc.csv's row budget the local engine judges only the capture's first CNPs, a
+    partition its own first ones: the run cannot promise the local qps.csv and takes the
+    driver-side path."""
+    import roceview.analysis.cc as cc
+    import roceview.engines.dask.client as engine
+
+    path = tmp_path / "cnp-excess.pcap"
+    cap = generate("cnp-excess", seed=1)
+    write_pcap(path, cap.frames, cap.lengths, cap.ts_ns)
+    monkeypatch.setattr(cc, "MAX_ROWS", 10)         # the driver's budget only: the workers judge all
+
+    def fallback(*args, **kwargs):
+        raise RuntimeError("driver-side path")
+    monkeypatch.setattr(engine, "DaskBatches", fallback)
+    with pytest.raises(RuntimeError, match="driver-side path"):
+        roceview.analyze(path, engine="dask", scheduler=cluster.scheduler_address)

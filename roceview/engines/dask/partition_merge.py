@@ -6,8 +6,10 @@ whole capture's order: qps.csv by first appearance, events by (time, frame, kind
 EventLog.table sorts them, timeline rows by (bucket, flow) as Timeline.table. What couples all
 flows is checked instead: an event budget or the timeline's row bound reached by the sum of
 the partitions (the local engine would have dropped events; its timeline doubles its buckets
-only once more than MAX_ROWS / 2 distinct (bucket, flow) rows exist), or a chunk held back for
-path-MTU evidence (the local engine holds every flow's rows with it).
+only once more than MAX_ROWS / 2 distinct (bucket, flow) rows exist), CNPs past cc.csv's row
+budget (the local engine judges only the capture's first ones: a partition judges its own
+first ones, and qps.csv's DCQCN columns count the judged), or a chunk held back for path-MTU
+evidence (the local engine holds every flow's rows with it).
 """
 from __future__ import annotations
 
@@ -30,6 +32,10 @@ def exact(parts: list[dict], bucket_ns: int, n_chunks: int) -> tuple[str | None,
     for kind in parts[0]["event_counts"] if parts else ():
         if sum(p["event_counts"][kind] for p in parts) > MAX_PER_KIND:
             return f"the {kind} events reached their budget", bucket_ns
+    from roceview.analysis.cc import MAX_ROWS as CC_ROWS
+
+    if sum(p.get("cnps", 0) for p in parts) > CC_ROWS:      # (hand-made results in tests carry none)
+        return "the CNPs reached cc.csv's row budget", bucket_ns
     level = _timeline_level(parts, n_chunks)
     if level is None or any(p["bucket_ns"] > bucket_ns << level for p in parts):
         return "the timeline's buckets cannot be told", bucket_ns
@@ -95,7 +101,7 @@ def merge(parts: list[dict], names: list[str], stats: list[dict], settings: dict
     from roceview.engines.dask.partition_run import from_wire
 
     tables = {k: [from_wire(p[k]) for p in parts] for k in ("flows", "events", "timeline", "pfc", "ops", "op_stats",
-                                                             "read_depth")}
+                                                             "read_depth", "cc")}
     rank = {name: i for i, name in enumerate(names)}
     flows = concat(tables["flows"])
     flows = flows.take(np.argsort([rank[n] for n in flows.data["flow"]], kind="stable"))
@@ -128,7 +134,8 @@ def merge(parts: list[dict], names: list[str], stats: list[dict], settings: dict
                           summary=summary(an, list(files), list(warnings), flows),
                           ops_table=_ops(tables["ops"]), op_stats_table=_by_flow(tables["op_stats"], rank, "op"),
                           read_depth_table=_by_flow(tables["read_depth"], rank, "depth"),
-                          connections_table=connections, priorities_table=_priorities(stats, pfc))
+                          connections_table=connections, priorities_table=_priorities(stats, pfc),
+                          cc_table=_in_frame_order(tables["cc"], "cnp_frame"))
 
 
 def _priorities(stats: list[dict], pfc: Table) -> Table:
@@ -153,9 +160,15 @@ def _ops(tables: list[Table]) -> Table:
     partition kept its own first MAX_ROWS, so every one of those is there (ops_rows.py)."""
     from roceview.analysis.ops_rows import MAX_ROWS
 
-    ops = concat(tables)
-    order = np.argsort(ops.data["first_frame"], kind="stable")[:MAX_ROWS]
-    return ops.take(order)
+    return _in_frame_order(tables, "first_frame", MAX_ROWS)
+
+
+def _in_frame_order(tables: list[Table], frame: str, limit: int | None = None) -> Table:
+    """The partitions' rows in the order of their `frame` column (capture order, as the local
+    engine lists them), the first `limit`: each partition kept its own first `limit`, so every
+    one of the whole capture's first is there. cc.csv's own budget is checked by exact()."""
+    rows = concat(tables)
+    return rows.take(np.argsort(rows.data[frame], kind="stable")[:limit])
 
 
 def _by_flow(tables: list[Table], rank: dict, then: str) -> Table:

@@ -250,6 +250,7 @@ class PartitionRun:
         out = {"flows": to_wire(result.flows_table), "events": to_wire(result.events_table),
                "ops": to_wire(result.ops_table), "op_stats": to_wire(result.op_stats_table),
                "read_depth": to_wire(result.read_depth_table), "ops_summary": an.ops.summary(),
+               "cc": to_wire(result.cc_table), "cnps": sum(an.cc.cnp.received.values()),
                "cm_messages": an.connections.messages, "cm_last_ts": an.connections.last_ts,
                "timeline": to_wire(result.timeline_table, {"bucket_start": timeline.bucket_ns}, ("gbps",)),
                "pfc": to_wire(result.pfc_table), "held": self.held,
