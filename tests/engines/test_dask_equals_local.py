@@ -457,18 +457,26 @@ def test_cm_connections_identical_to_the_local_engine(cluster, tmp_path, partiti
         assert dask[name] == local[name], name
 
 
-def test_priorities_identical_to_the_local_engine(cluster, tmp_path, partitioned):
-    """priorities.csv: each file's read counts every frame (RoCE or not) and the driver sums
-    them; pauses are joined from the merged pfc.csv. Switch-port pauses (rows of their own),
-    RoCE on two priorities and LAN-like frames (LLDP) across files overlapping in time."""
+def both_engines(cluster, tmp_path, scenarios, seed: int):
+    """(the local result, its CSV bytes, the Dask engine's) on the scenarios' captures, each cut
+    into three files (a, b, c, ...: overlapping in time)."""
     d = tmp_path / "files"
     d.mkdir()
-    for stem, scenario in (("a", "pfc-without-ecn"), ("b", "priority-mismatch"), ("c", "pfc-storm")):
-        cap = generate(scenario, seed=2)
+    for stem, scenario in zip("abcdefgh", scenarios):
+        cap = generate(scenario, seed=seed)
         cut(cap, [len(cap) // 3, 2 * len(cap) // 3], d, stem)
     local_result = roceview.analyze(d)
     local = csv_bytes(local_result, tmp_path / "local")
     dask = csv_bytes(roceview.analyze(d, engine="dask", scheduler=cluster.scheduler_address), tmp_path / "dask")
+    return local_result, local, dask
+
+
+def test_priorities_identical_to_the_local_engine(cluster, tmp_path, partitioned):
+    """priorities.csv: each file's read counts every frame (RoCE or not) and the driver sums
+    them; pauses are joined from the merged pfc.csv. Switch-port pauses (rows of their own),
+    RoCE on two priorities and LAN-like frames (LLDP) across files overlapping in time."""
+    local_result, local, dask = both_engines(cluster, tmp_path, ("pfc-without-ecn", "priority-mismatch", "pfc-storm"),
+                                             seed=2)
     assert dask["priorities.csv"] == local["priorities.csv"]
     rows = local_result.priorities
     assert rows["packets"].sum() == local_result.summary["packets"]
@@ -480,14 +488,8 @@ def test_dcqcn_reactions_identical_to_the_local_engine(cluster, tmp_path, partit
     """cc.csv and qps.csv's DCQCN columns: a sender's data and the CNPs to it share an endpoint
     pair, so one partition judges them as the local engine does; the merge puts the CNP rows in
     capture order. Three DCQCN scenarios cut into files overlapping in time."""
-    d = tmp_path / "files"
-    d.mkdir()
-    for stem, scenario in (("a", "dcqcn-ignored"), ("b", "cnp-excess"), ("c", "healthy-dcqcn")):
-        cap = generate(scenario, seed=1)
-        cut(cap, [len(cap) // 3, 2 * len(cap) // 3], d, stem)
-    local_result = roceview.analyze(d)
-    local = csv_bytes(local_result, tmp_path / "local")
-    dask = csv_bytes(roceview.analyze(d, engine="dask", scheduler=cluster.scheduler_address), tmp_path / "dask")
+    local_result, local, dask = both_engines(cluster, tmp_path, ("dcqcn-ignored", "cnp-excess", "healthy-dcqcn"),
+                                             seed=1)
     for name in CSVS:
         assert dask[name] == local[name], name
     ignored = list(local_result.cc_table.data["ignored"])
