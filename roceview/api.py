@@ -4,6 +4,7 @@
     result.flows        # pandas DataFrame, one row per flow (qps.csv columns)
     result.pfc, result.events, result.timeline, result.findings, result.summary
     result.priorities   # per direction (MAC pair), priority and DSCP: traffic, RoCE, CE, pauses
+    result.cc           # one row per CNP received: the sender's DCQCN reaction (cc.csv)
 """
 from __future__ import annotations
 
