@@ -12,6 +12,7 @@ their rules: docs/findings.md. No rich/textual imports here.
 from __future__ import annotations
 
 from roceview.diagnose.capture import capture_findings
+from roceview.diagnose.cc import cc_findings
 from roceview.diagnose.cm import cm_findings
 from roceview.diagnose.config import DEFAULTS, Config, load_config
 from roceview.diagnose.context import Context
@@ -48,6 +49,7 @@ def find(result, config: Config | None = None, facts: CaptureFacts | None = None
         records += rule(ctx)
     records += read_depth_findings(ctx, result)       # reads the result's READ depth and CM connections
     records += cm_findings(ctx, result)               # the CM connections' rejects, resends, slow set-ups
+    records += cc_findings(ctx, result)               # the senders' reaction to CNPs (cc.csv)
     records = finalize(records, (ctx.start_ns, ctx.end_ns) if result.summary.get("first_ts") else None)
     attach_frames(records, ctx)
     fill_advice(records, ctx)

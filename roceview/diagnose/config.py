@@ -52,6 +52,11 @@ class Config:
     not_ect_min_packets: int = 100      # ... a warning from this many Not-ECT data packets, else info
     cnp_wait_us: float = 10.0           # CE marks this close to the capture end may still get a CNP
                                         # (NIC CNP latency + np_min_time_between_cnps are a few us)
+    cnp_ignored_min: int = 3            # cnp_ignored: at least this many CNPs a sender ignored ...
+    cnp_ignored_share: float = 0.5      # ... and at least this share of those judged (analysis/cc.py)
+    min_time_between_cnps_us: float = 0.0  # cnp_excess: the NPs' minimum CNP spacing (mlx5
+                                        # np_min_time_between_cnps; 0, upstream's default: not judged)
+    cnp_excess_min: int = 5             # ... at least this many CNPs to one QP closer than it
     # --- incast --------------------------------------------------------------------------------
     incast_senders: int = 4             # distinct senders to one destination in one window
     incast_window_us: float = 1000.0    # the window (rounded up to the timeline bucket)
@@ -143,7 +148,8 @@ RANGES = {
     "pfc_priorities": Rule("a list of priorities 0-7, e.g. [3]", lambda v: all(_is_priority(p) for p in v),
                            lambda v: sorted(set(v))),
     "ce_warning_share": SHARE, "not_ect_share": SHARE, "not_ect_min_packets": COUNT_OR_0,
-    "cnp_wait_us": SPAN_US, "incast_senders": COUNT, "incast_window_us": DURATION_US,
+    "cnp_wait_us": SPAN_US, "cnp_ignored_min": COUNT, "cnp_ignored_share": SHARE,
+    "min_time_between_cnps_us": SPAN_US, "cnp_excess_min": COUNT, "incast_senders": COUNT, "incast_window_us": DURATION_US,
     "nak_window_us": DURATION_US, "read_rerequest_span": PSN_SPAN, "ack_timeout_floor_us": SPAN_US,
     "cm_setup_ms": DURATION_MS,
     "reread_capture": Rule("true or false", lambda v: True),

@@ -12,7 +12,8 @@ them all; `roceview.finding` marks each such packet (dissect, from its own colum
 packet shows by itself (pmtu_mismatch, roce_version_mixed, ecn_not_enabled,
 link_speed_mismatch, decode_warnings) list no frame. The RDMA CM kinds (cm_reject, cm_retry,
 cm_slow_setup) list the CM MADs of their handshakes, read_depth_limited the first frames of the
-READs that waited for a place (ops.csv rows): their rules give them (diagnose/cm.py, read_depth.py).
+READs that waited for a place (ops.csv rows), cnp_ignored / cnp_excess their CNPs (cc.csv): their
+rules give them (diagnose/cm.py, read_depth.py, cc.py).
 """
 from __future__ import annotations
 
@@ -102,11 +103,13 @@ def _given_frames(ctx, result, kinds: set) -> dict:
     """(kind, flows, evidence) -> every frame of the findings whose rules give their frames
     rather than events: the RDMA CM kinds (their handshakes' MADs, diagnose/cm.py) and
     read_depth_limited (the READs that waited, diagnose/read_depth.py)."""
-    from roceview.diagnose import cm, read_depth
+    from roceview.diagnose import cc, cm, read_depth
 
     out = cm.frames_by_finding(result, ctx.config) if kinds & set(cm.CM_KINDS) else {}
     if "read_depth_limited" in kinds:
         out.update(read_depth.frames_by_finding(ctx, result))
+    if kinds & set(cc.CC_KINDS):
+        out.update(cc.frames_by_finding(ctx, result))
     return out
 
 

@@ -17,7 +17,9 @@ ALL_KINDS = ("network_loss", "capture_loss", "timeout_retransmit", "rnr", "remot
              # whose two directions' clocks disagree
              "capture_points", "clock_skew",
              # RDMA READs held at the initiator depth RDMA CM negotiated; RDMA CM's faults
-             "read_depth_limited", "cm_reject", "cm_retry", "cm_slow_setup")
+             "read_depth_limited", "cm_reject", "cm_retry", "cm_slow_setup",
+             # DCQCN: a sender that ignores CNPs, a receiver that sends them too often
+             "cnp_ignored", "cnp_excess")
 
 
 @dataclass

@@ -383,7 +383,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     *OPS_SCENARIOS, *CM_SCENARIOS,
     # congestion control: each sender's DCQCN reaction point, the receiver's CNP spacing
     Scenario("dcqcn-reaction", cc.REACTION_SUMMARY, cc.dcqcn_reaction, "sender", ("ecn_congestion",)),
-    Scenario("dcqcn-ignored", cc.IGNORED_SUMMARY, cc.dcqcn_ignored, "sender", ("ecn_congestion",)),
+    Scenario("dcqcn-ignored", cc.IGNORED_SUMMARY, cc.dcqcn_ignored, "sender", ("ecn_congestion", "cnp_ignored")),
     Scenario("dcqcn-slow", cc.SLOW_SUMMARY, cc.dcqcn_slow, "sender", ("ecn_congestion",)),
     Scenario("cnp-excess", cc.EXCESS_SUMMARY, cc.cnp_excess, "sender", ("ecn_congestion",)),
 )}

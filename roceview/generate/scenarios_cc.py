@@ -28,11 +28,12 @@ def _count(n: int, scale: float) -> int:
     return max(1, round(n * scale))
 
 
-def _two_senders(rng, scale, truth, senders: tuple[QpSettings, QpSettings], min_cnp_ns: int = 4000):
+def _two_senders(rng, scale, truth, senders: tuple[QpSettings, QpSettings], min_cnp_ns: int = 4000,
+                 messages: tuple[int, int] = (12, 12)):
     settings = NetworkSettings(hosts=3, until_ms=50, min_time_between_cnps_ns=min_cnp_ns, prop_ns=PROP_NS)
     net = Network(settings, rng, truth)
-    for host, settings in enumerate(senders):
-        writes = [("WRITE", MESSAGE)] * _count(12, scale)
+    for host, (settings, n) in enumerate(zip(senders, messages)):
+        writes = [("WRITE", MESSAGE)] * _count(n, scale)
         net.connect(host, 2, Workload(writes, qd=4, start_ns=int(rng.integers(0, 500))), settings)
     return net, [0, 1], [2]
 
@@ -45,8 +46,10 @@ def dcqcn_reaction(rng, scale, truth):
 
 def dcqcn_ignored(rng, scale, truth):
     """10.0.0.1's reaction point ignores CNPs (DCQCN off for its priority, or broken): its rate
-    never changes; 10.0.0.2's cuts its rate 2 us after each CNP."""
-    return _two_senders(rng, scale, truth, (QpSettings(rp_reacts=False), QpSettings(rp_reaction_ns=REACTION_NS)))
+    never changes; 10.0.0.2's cuts its rate 2 us after each CNP. 10.0.0.1 has twice the messages:
+    at line rate it would otherwise be done before the 100 us a CNP is judged over (analysis/cc.py)."""
+    return _two_senders(rng, scale, truth, (QpSettings(rp_reacts=False), QpSettings(rp_reaction_ns=REACTION_NS)),
+                        messages=(24, 12))
 
 
 def dcqcn_slow(rng, scale, truth):

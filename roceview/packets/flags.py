@@ -79,4 +79,5 @@ FINDING_KINDS = (
     "roce_version_mixed", "pfc_storm", "pfc_pause", "pfc_without_ecn", "slow_receiver",
     "priority_mismatch", "link_speed_mismatch", "ecn_congestion", "ecn_not_enabled", "cnp_missing",
     "incast", "duplicate_frames", "capture_points", "clock_skew", "bad_icrc", "truncated_frames",
-    "timestamps_backwards", "decode_warnings", "read_depth_limited", "cm_reject", "cm_retry", "cm_slow_setup")
+    "timestamps_backwards", "decode_warnings", "read_depth_limited", "cm_reject", "cm_retry", "cm_slow_setup",
+    "cnp_ignored", "cnp_excess")

@@ -18,7 +18,7 @@ from roceview.generate import scenarios_cc as cc_scen, write_capture
 from roceview.packets.read import iter_batches
 
 SEEDS = (0, 1)
-SCALE = {"dcqcn-ignored": 3}   # 36 messages per sender: the deaf one sends past the judging window
+SCALE = {"dcqcn-ignored": 1.5}   # the deaf sender 36 messages (scenarios_cc: twice the other's), past the judging window
 PROP_NS = cc_scen.PROP_NS
 LINE_GBPS, RECOVERY_US = 100.0, 55.0     # dcqcn.py: line rate, fast recovery halves the distance each 55 us
 

@@ -49,17 +49,22 @@ def _listed(finding) -> list[int]:
 
 
 CM_KINDS = ("cm_reject", "cm_retry", "cm_slow_setup")
+CC_KINDS = ("cnp_ignored", "cnp_excess")
 
 
 def _given_frames_are_theirs(f, result, path) -> None:
     """The kinds whose rules give their frames: the RDMA CM findings list their handshakes' MADs
     (diagnose/cm.py), read_depth_limited the READ requests that started at the depth limit (the
-    ops.csv rows it counted: diagnose/read_depth.py)."""
+    ops.csv rows it counted: diagnose/read_depth.py), cnp_ignored / cnp_excess their CNPs."""
     listed = _listed(f)
     assert listed and listed == sorted(set(listed)) and len(listed) <= TELLING + 2 and f["frame_count"] >= len(listed)
     if f["kind"] in CM_KINDS:
         m = roceview.read_packets(path, columns=["frame", "mad_attr_id"])
         assert set(listed) <= set(m["frame"][m["mad_attr_id"].notna()]), f
+        return
+    if f["kind"] in CC_KINDS:                           # the CNPs it judged (cc.csv)
+        p = roceview.read_packets(path, columns=["frame", "opcode"])
+        assert set(listed) <= set(p["frame"][p["opcode"] == 0x81]), f
         return
     ops = result.ops
     reads = ops[(ops["op"] == "READ") & ops["flow"].isin(f["flows"].split(";"))]
@@ -84,7 +89,7 @@ def test_every_listed_frame_is_evidence_its_own_flags_show(name, captures):
             assert listed and f["frame_count"] >= len(listed), f
             assert all(flags[x] & PACKET_FLAG[f["kind"]] for x in listed), f
             continue
-        if f["kind"] in (*CM_KINDS, "read_depth_limited"):
+        if f["kind"] in (*CM_KINDS, *CC_KINDS, "read_depth_limited"):
             _given_frames_are_theirs(f, result, path)
             continue
         if not kinds:

@@ -93,7 +93,7 @@ def test_every_frame_has_valid_ipv4_checksum_and_icrc(tmp_path_factory, name):
 # 20 ms of overlapping 32 KB writes take ~3 MB (about 3,000 frames); two-point-mirror is
 # network-loss's traffic captured twice (310-380 KB); every other sample < 300 KB
 # backlogged senders of 64 KiB messages: their spacing shows each DCQCN rate cut
-CC = {name: 2_000_000 for name in ("dcqcn-reaction", "dcqcn-ignored", "dcqcn-slow", "cnp-excess")}
+CC = {name: 2_000_000 for name in ("dcqcn-reaction", "dcqcn-slow", "cnp-excess")} | {"dcqcn-ignored": 3_500_000}
 LARGER_SAMPLES = {"healthy-dcqcn": 4_000_000, "two-point-mirror": 500_000, **CC}
 
 
