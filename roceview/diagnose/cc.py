@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from roceview.diagnose.finding import finding
+from roceview.diagnose.finding import finding, frames_by_key, given_frames
 from roceview.units import duration, plural
 
 CC_KINDS = ("cnp_ignored", "cnp_excess")
@@ -31,16 +31,12 @@ _HW = "/sys/class/infiniband/<dev>/ports/<port>/hw_counters"
 
 def cc_findings(ctx, result) -> list[dict]:
     """The two kinds' findings over the result's cc.csv, each with its CNP frames."""
-    out = []
-    for record, frames in _records(ctx, result):
-        record["frames_given"] = (sorted({frames[0], frames[-1], *frames[:SHOWN]}) if frames else [], len(frames))
-        out.append(record)
-    return out
+    return given_frames(_records(ctx, result), SHOWN)
 
 
 def frames_by_finding(ctx, result) -> dict[tuple, list[int]]:
-    """Every frame of each finding by its (kind, flows, evidence), as the findings table keeps it."""
-    return {(r["kind"], r["flows"], r["evidence"]): frames for r, frames in _records(ctx, result)}
+    """Every frame of each finding, as `roceview.finding` selects them (evidence_frames.py)."""
+    return frames_by_key(_records(ctx, result))
 
 
 def _records(ctx, result) -> list[tuple[dict, list[int]]]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from roceview.diagnose.finding import finding
+from roceview.diagnose.finding import finding, frames_by_key, given_frames
 from roceview.units import duration, plural
 
 CM_KINDS = ("cm_reject", "cm_retry", "cm_slow_setup")
@@ -59,17 +59,13 @@ _OTHER = ("IBTA 12.6.7 Table 103 defines the reason; where it has one, the REJ's
 
 def cm_findings(ctx, result) -> list[dict]:
     """The three kinds' findings over the result's connections table, with their frames."""
-    out = []
-    for record, frames in _records(result, ctx.config):
-        record["frames_given"] = (_shown(frames), len(frames))
-        out.append(record)
-    return out
+    return given_frames(_records(result, ctx.config), SHOWN)
 
 
 def frames_by_finding(result, config) -> dict[tuple, list[int]]:
     """Every CM frame of each CM finding, by its (kind, flows, evidence): what the findings
     table keeps of it."""
-    return {(r["kind"], r["flows"], r["evidence"]): frames for r, frames in _records(result, config)}
+    return frames_by_key(_records(result, config))
 
 
 def _records(result, config) -> list[tuple[dict, list[int]]]:
@@ -104,10 +100,6 @@ def _frames(rows: list[dict], columns) -> list[int]:
             v = r[c]
             out |= {int(x) for x in v.split(";") if x} if isinstance(v, str) else ({int(v)} if int(v) > 0 else set())
     return sorted(out)
-
-
-def _shown(frames: list[int]) -> list[int]:
-    return sorted({frames[0], frames[-1], *frames[:SHOWN]}) if frames else []
 
 
 def _flows(rows: list[dict]) -> list[str]:

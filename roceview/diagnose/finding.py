@@ -53,3 +53,19 @@ def psn_list(values, limit: int = 5) -> str:
     n = len(values)                  # a list or an array of any length: only `limit` are read
     text = ", ".join(str(int(v)) for v in values[:limit])
     return text + (f" (+{n - limit:,} more)" if n > limit else "")
+
+
+def given_frames(pairs, shown: int = 10) -> list[dict]:
+    """Findings of rules that know their own frames (not events'): each (record, frames) gets
+    `frames_given` (the first, the last and `shown` more listed; all counted), the records returned."""
+    out = []
+    for record, frames in pairs:
+        record["frames_given"] = (sorted({frames[0], frames[-1], *frames[:shown]}) if frames else [], len(frames))
+        out.append(record)
+    return out
+
+
+def frames_by_key(pairs) -> dict[tuple, list[int]]:
+    """Every frame of each (record, frames) by (kind, flows, evidence), as the findings table keeps
+    a finding: what `roceview.finding` selects for it (diagnose/evidence_frames.py)."""
+    return {(r["kind"], r["flows"], r["evidence"]): frames for r, frames in pairs}

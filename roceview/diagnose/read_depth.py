@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from roceview.diagnose.finding import finding
+from roceview.diagnose.finding import finding, frames_by_key, given_frames
 from roceview.units import count, duration, plural
 
 READ_DEPTH_SHARE = 0.75
@@ -31,17 +31,12 @@ SHOWN = 10               # READs that waited listed as the finding's frames (wit
 
 def read_depth_findings(ctx, result) -> list[dict]:
     """The findings, each listing the first frames of the READs that waited (`frames_given`)."""
-    out = []
-    for record, frames in _records(ctx, result):
-        record["frames_given"] = (sorted({frames[0], frames[-1], *frames[:SHOWN]}) if frames else [], len(frames))
-        out.append(record)
-    return out
+    return given_frames(_records(ctx, result), SHOWN)
 
 
 def frames_by_finding(ctx, result) -> dict[tuple, list[int]]:
-    """Every frame of each finding by its (kind, flows, evidence), as the findings table keeps
-    it: what `roceview.finding == "read_depth_limited"` selects (diagnose/evidence_frames.py)."""
-    return {(r["kind"], r["flows"], r["evidence"]): frames for r, frames in _records(ctx, result)}
+    """Every frame of each finding, as `roceview.finding` selects them (evidence_frames.py)."""
+    return frames_by_key(_records(ctx, result))
 
 
 def _records(ctx, result) -> list[tuple[dict, list[int]]]:
