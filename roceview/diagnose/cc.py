@@ -5,8 +5,12 @@ one row per CNP a sender received, judged from the spacing of the sender's own p
   judged ignored only when the sender was sending at its limiter's rate before it and kept
   sending inside messages, unchanged, over the window after it (analysis/cc.py); CNPs in the
   DCQCN rate-reduce period after a cut, senders that stopped or sent below their limit are not
-  judged. Rule: at least `cnp_ignored_min` CNPs ignored and at least `cnp_ignored_share` of
-  those judged. The DCQCN reaction point (Zhu et al., SIGCOMM 2015, section 3.2) cuts the rate on
+  judged. Only CNPs that found the sender at LINE_SHARE of its link (`--link-speed`) count: a QP
+  sharing its link with others, or held below its limit by anything else, keeps its spacing when
+  its limiter is cut to a rate still above it. And the rate before those CNPs must stay flat
+  (within FLAT): with a small DCQCN alpha each cut is a few % (below what the analysis calls a
+  cut) but the rate still falls from one CNP to the next. Rule: at least `cnp_ignored_min` such
+  CNPs ignored and at least `cnp_ignored_share` of those judged. The DCQCN reaction point (Zhu et al., SIGCOMM 2015, section 3.2) cuts the rate on
   every CNP outside that period, so a sender that keeps its rate has its reaction point off for
   that priority (or does not take the CNPs as its own: a wrong destination QP).
 * cnp_excess: CNPs to one QP closer together than the notification point's minimum spacing
@@ -25,6 +29,8 @@ from roceview.diagnose.finding import finding, frames_by_key, given_frames
 from roceview.units import duration, plural
 
 CC_KINDS = ("cnp_ignored", "cnp_excess")
+LINE_SHARE = 0.8                # cnp_ignored: a CNP counts when the sender ran at this share of its link ...
+FLAT = 0.05                     # ... and its rate before those CNPs stayed within this share of the highest
 SHOWN = 10                      # frames listed besides the first and last
 _HW = "/sys/class/infiniband/<dev>/ports/<port>/hw_counters"
 
@@ -46,7 +52,7 @@ def _records(ctx, result) -> list[tuple[dict, list[int]]]:
     d = table.data
     flows = np.asarray(list(d["flow"]), dtype=object)
     out = []
-    for name in sorted(set(flows.tolist())):
+    for name in sorted(set(flows.tolist()) - {""}):        # "": a CNP whose data flow is not known
         rows = {k: np.asarray(list(v) if k in ("flow", "ignored") else v)[flows == name] for k, v in d.items()}
         out += [r for r in (_ignored(ctx, name, rows), _excess(ctx, name, rows)) if r is not None]
     return out
@@ -54,11 +60,17 @@ def _records(ctx, result) -> list[tuple[dict, list[int]]]:
 
 def _ignored(ctx, name: str, rows: dict) -> tuple[dict, list[int]] | None:
     verdict = np.asarray(rows["ignored"], dtype=object)
-    ignored, judged = verdict == "true", np.isin(verdict, ("true", "false"))
+    rate = np.asarray(rows["rate_before_gbps"], dtype=np.float64)
+    judged = np.isin(verdict, ("true", "false"))
+    # only CNPs that found the sender filling its link alone: a QP sharing its link with others,
+    # or held below its limit, keeps its spacing whatever its limiter does
+    ignored = (verdict == "true") & (rate >= LINE_SHARE * float(ctx.summary.get("link_speed_gbps") or 100.0))
     n, m = int(ignored.sum()), int(judged.sum())
     if n < ctx.config.cnp_ignored_min or n < ctx.config.cnp_ignored_share * m:
         return None
-    before = np.asarray(rows["rate_before_gbps"], dtype=np.float64)[ignored]
+    before = rate[ignored]
+    if before.max() - before.min() > FLAT * before.max():
+        return None        # cuts below what one CNP shows (a small DCQCN alpha): its rate still fell
     reacted = judged & ~ignored
     evidence = [f"{plural(len(verdict), 'CNP')} received, {m} judged: after {n} the sender kept sending at its "
                 f"rate ({np.nanmedian(before):.1f} Gb/s median before the CNP, unchanged over the window after)"]

@@ -70,3 +70,51 @@ def test_the_finding_filter_selects_the_ignored_cnps(tmp_path):
     code, out, err = run("dissect", path, "-Y", 'roceview.finding == "cnp_ignored"', "-T", "fields", "-e", "frame.number")
     assert code == 0, err
     assert len(out.split()) == f["frame_count"] and {int(x) for x in f["frames"].split(";")} <= {int(x) for x in out.split()}
+
+
+def _write(tmp_path, cap, name: str):
+    path = tmp_path / f"{name}.pcap"
+    write_capture(cap, path)
+    return roceview.analyze(path)
+
+
+def test_small_rate_cuts_of_a_healthy_sender_are_not_ignored_cnps(tmp_path, monkeypatch):
+    """With CNPs spaced out a DCQCN alpha stays small (NVIDIA's defaults: about 0.1), and each cut
+    is a few %: below what one CNP's spacing shows, yet the rate falls from one CNP to the next."""
+    from roceview.generate import dcqcn
+
+    init = dcqcn.ReactionPoint.__init__
+
+    def small_alpha(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        self.g, self.alpha = 1 / 256, 0.1
+    monkeypatch.setattr(dcqcn.ReactionPoint, "__init__", small_alpha)
+    cap = generate("dcqcn-reaction", seed=0)
+    cuts = [c for c in cap.truth.cnps if c["cut"]]
+    assert cuts and all(c["rate_after_gbps"] > 0.9 * c["rate_before_gbps"] for c in cuts)     # each < 10 %
+    assert not of_kind(find(_write(tmp_path, cap, "small-alpha")), "cnp_ignored")
+
+
+def test_qps_sharing_their_senders_link_are_not_judged_deaf(tmp_path):
+    """Eight QPs per sender host, each paced by its share of the link, not by its limiter: a cut of
+    the limiter to a rate still above that share changes nothing on the wire."""
+    from roceview.generate.network import Network, NetworkSettings
+    from roceview.generate.qp import QpSettings, Workload
+    from roceview.generate.scenario import Scenario
+    from roceview.generate.scenarios import SCENARIOS
+
+    def build(rng, scale, truth):
+        net = Network(NetworkSettings(hosts=3, until_ms=50, prop_ns=20), rng, truth)
+        for host in (0, 1):
+            for _ in range(8):
+                net.connect(host, 2, Workload([("WRITE", 64 * 1024)] * 12, qd=4, start_ns=int(rng.integers(0, 500))),
+                            QpSettings(rp_reaction_ns=2000))
+        return net, [0, 1], [2]
+
+    SCENARIOS["shared-links"] = Scenario("shared-links", "eight QPs per sender", build, "sender", ())
+    try:
+        cap = generate("shared-links", seed=0)
+    finally:
+        del SCENARIOS["shared-links"]
+    assert sum(c["cut"] for c in cap.truth.cnps) > 10
+    assert not of_kind(find(_write(tmp_path, cap, "shared-links")), "cnp_ignored")
