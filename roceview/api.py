@@ -80,6 +80,8 @@ def analyze(paths, *, pmtu: int | None = None, link_speed: float = 100.0, bucket
     analysis = Analysis(pmtu, link_speed, bucket_ms, settings, diagnose=diagnose, keep_packets=packets)
     try:
         for batch in batches:
+            if display is not None and batch.n:   # events, ops, cc.csv: the capture's frame numbers
+                batch.cols["_gidx"] = batch.cols["frame"].astype("int64") - 1
             analysis.feed(batch)
             if progress is not None:
                 progress(batch.n)

@@ -201,3 +201,17 @@ def test_kinds_judged_per_packet_list_examples_and_the_filter_selects_them_all(n
     shown = [int(x) for x in out.split()]
     assert code == 0 and len(shown) == f["frame_count"] > 0, err
     assert set(_listed(f)) <= set(shown) and _listed(f)
+
+
+def test_a_display_filter_keeps_the_captures_frame_numbers():
+    """analyze --filter analyses only the packets it matches, but a frame keeps its number in the
+    capture (as dissect -Y shows it): events, findings and cc.csv all name frames that way."""
+    path = str(REPO / "captures" / "network-loss.pcap")
+    whole = roceview.analyze(path)
+    part = roceview.analyze(path, display_filter="frame.number > 50")
+    frames = part.events_table.data["frame"].tolist()
+    assert frames and min(frames) > 50
+    kept = {(k, f) for k, f in zip(whole.events_table.data["kind"], whole.events_table.data["frame"].tolist())}
+    assert {(k, f) for k, f in zip(part.events_table.data["kind"], frames) if k in ("nak_seq", "retransmit")} <= kept
+    for f in part.findings_table.records():
+        assert all(int(x) > 50 for x in _listed(f)), f
