@@ -83,7 +83,7 @@ def _ignored(ctx, name: str, rows: dict) -> tuple[dict, list[int]] | None:
                "ignores them.")
     advice = ("On the sender, compare the mlx5 hw counters rp_cnp_handled (CNPs its reaction point acted on) and "
               f"rp_cnp_ignored (CNPs it ignored) in {_HW}: ignored CNPs mean the reaction point is off for the "
-              "priority the CNPs arrive on. Enable it for the RoCE priority (MLNX_OFED / DOCA: "
+              "priority the CNPs arrive on; a NIC with no DCQCN reaction point at all counts neither. Enable it for the RoCE priority (MLNX_OFED / DOCA: "
               "`echo 1 > /sys/class/net/<if>/ecn/roce_rp/enable/<prio>`) and send the CNPs on a priority it is "
               "enabled for. A sender that ignores CNPs keeps the congestion on and leaves the others to slow "
               "down for it, or PFC to pause everyone.")

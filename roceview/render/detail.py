@@ -124,11 +124,11 @@ def operation_line(batch, i: int) -> str:
     one, dissect's first pass), in ops.csv's words."""
     from roceview.filter.field_names import OP_NAMES
     from roceview.filter.values import micros_text
-    from roceview.units import count
+    from roceview.units import plural
 
     c, v = batch.cols, batch.valid
-    parts = [OP_NAMES[int(c["_op_kind"][i])], f"{count(int(c['_op_bytes'][i]))} bytes",
-             f"{count(int(c['_op_packets'][i]))} packets"]
+    parts = [OP_NAMES[int(c["_op_kind"][i])], plural(int(c["_op_bytes"][i]), "byte"),
+             plural(int(c["_op_packets"][i]), "request packet")]
     known = v.get("_op_latency")
     parts.append(f"latency {micros_text(int(c['_op_latency'][i]))} us" if known is None or known[i] else "not completed")
     parts.append(f"first frame {int(c['_op_first_frame'][i])}")
