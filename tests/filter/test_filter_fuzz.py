@@ -41,10 +41,15 @@ def _batch(analysis: bool) -> Batch:
     from roceview.analysis.annotate import analyzed_pairs
     from roceview.packets.read import iter_batches
 
-    batches = list(iter_batches([str(SAMPLES / "network-loss.pcap")], prefetch=False))
-    if analysis:
-        batches = [b for _, b in analyzed_pairs((None, b) for b in batches)]
-    return Batch.concat(batches)
+    path = str(SAMPLES / "network-loss.pcap")
+    batches = list(iter_batches([path], prefetch=False))
+    if not analysis:
+        return Batch.concat(batches)
+    from roceview.analysis.op_marks import operation_index
+
+    batch = Batch.concat([b for _, b in analyzed_pairs((None, b) for b in batches)])
+    operation_index([path]).annotate(batch)      # roceview.op.*: as dissect's first pass gives them
+    return batch
 
 
 _BATCHES: list = []
@@ -129,7 +134,8 @@ def _check(text: str) -> None:
     try:
         assert compiled.mask(bare).shape == (bare.n,)
     except FilterError as exc:          # a batch read without the analysis, without the reading order
-        assert "needs the analysis flags" in str(exc) or "needs the times of the packets before it" in str(exc), str(exc)
+        assert ("needs the analysis flags" in str(exc) or "needs the times of the packets before it" in str(exc)
+                or "needs the operations of the whole capture" in str(exc)), str(exc)
 
 
 FILTERS = filters()
