@@ -68,8 +68,12 @@ def judge_all(cc, peers: dict | None) -> Table:
     chosen = [_data_flow(cc.cnp.rows[r][0], cc.cnp.probes[r], names, peers) for r in range(len(cc.cnp.rows))]
     out = {c: [] for c in CC_COLUMNS}
     judged = [None] * len(chosen)
-    for d in sorted({c for c in chosen if c is not None}):
-        rows = [r for r, c in enumerate(chosen) if c == d]
+    by_flow: dict[int, list[int]] = {}          # one pass: rows x flows would be quadratic
+    for r, c in enumerate(chosen):
+        if c is not None:
+            by_flow.setdefault(c, []).append(r)
+    for d in sorted(by_flow):
+        rows = by_flow[d]
         for r, verdict in zip(rows, _judge_flow(cc, d, rows, cuts)):
             judged[r] = verdict
     for r, (row, d) in enumerate(zip(cc.cnp.rows, chosen)):
@@ -144,9 +148,13 @@ def flow_columns(cc, table: Table, peers: dict | None = None) -> dict:
     names = _names(cc.registry)
     out: dict[str, dict] = {}
     flows = table.data["flow"]
-    for name in sorted(set(flows) - {""}):
-        at = np.array([f == name for f in flows])
-        ign = np.array(table.data["ignored"], dtype=object)[at]
+    ignored = np.array(table.data["ignored"], dtype=object)
+    rows_of: dict[str, list[int]] = {}               # one pass over the rows, not one per flow
+    for r, f in enumerate(flows):
+        rows_of.setdefault(f, []).append(r)
+    for name in sorted(set(rows_of) - {""}):
+        at = np.asarray(rows_of[name], dtype=np.int64)
+        ign = ignored[at]
         row = {"cnps_judged": int(np.isin(ign, ("true", "false")).sum()), "cnps_ignored": int((ign == "true").sum())}
         for col, src in (("cnp_reaction_us_p50", "reaction_us"), ("rate_cut_pct_p50", "cut_pct"),
                          ("recovery_us_p50", "recovery_us")):
@@ -162,10 +170,13 @@ def flow_columns(cc, table: Table, peers: dict | None = None) -> dict:
         row = out.setdefault(names[f], {"cnps_judged": 0, "cnps_ignored": 0, "cnp_reaction_us_p50": np.nan,
                                         "rate_cut_pct_p50": np.nan, "recovery_us_p50": np.nan})
         row["ce_without_cnp"] = int(cc.ce.missing[f])
+    received_by_name: dict[str, list[int]] = {}
+    for f in cc.cnp.received:
+        received_by_name.setdefault(names[f], []).append(f)
     for name, row in out.items():
         row.setdefault("ce_without_cnp", 0)
         want = row.pop("_cnp_flow", None)
-        cnp_flow = [f for f in cc.cnp.received if names[f] == want]
+        cnp_flow = received_by_name.get(want, [])
         row["cnps_received"] = sum(cc.cnp.received[f] for f in cnp_flow)
         row["cnps_excess"] = sum(cc.cnp.excess.get(f, 0) for f in cnp_flow)
     return out
