@@ -316,6 +316,11 @@ def _timeout_runs(an, ch, part: PsnPart, rt: np.ndarray, nak: np.ndarray) -> Non
     prev_run = _previous_run_idx(sp, sids[g], idx, g)
     peer = an.pairing.peer[f]
     last_nak = _last_nak_before(an, ch, nak, peer, idx)
+    # a lone pair is provisional (pairing.py): its peer may be another QP of the same two hosts
+    # until evidence comes, so a NAK from any flow coming back between them counts
+    lone = (peer >= 0) & an.pairing.lone[f]
+    if lone.any():
+        last_nak[lone] = np.maximum(last_nak[lone], _last_nak_coming_back(an, ch, nak, f[lone], idx[lone]))
     t = (peer >= 0) & (last_nak <= prev_run)
     s, r, f = s[t], r[t], f[t]
     ts = ch.ts.take(r)
@@ -348,6 +353,20 @@ def _previous_run_idx(sp, sid, idx, g) -> np.ndarray:
     last[:-1] = g[1:] != g[:-1]
     sp.last_run_idx[sid[last]] = idx[last]
     return prev_run
+
+
+def _last_nak_coming_back(an, ch, nak: np.ndarray, flow: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Per run start (its flow, its row index): the last NAK before it of any flow from the flow's
+    destination to its source (timeout runs are few: a loop over them, not over packets)."""
+    reg = an.registry
+    src, dst = reg.src[: reg.n], reg.dst[: reg.n]
+    n_idx, n_fid = (ch.idx(nak), ch.fid.take(nak)) if len(nak) else (np.zeros(0, np.int64),) * 2
+    out = np.full(len(flow), -1, dtype=np.int64)
+    for k, (f, i) in enumerate(zip(flow.tolist(), idx.tolist())):
+        back = np.flatnonzero((src == dst[f]).all(axis=1) & (dst == src[f]).all(axis=1))
+        here = n_idx[np.isin(n_fid, back) & (n_idx < i)]
+        out[k] = max(int(an.flow.last_nak_idx[back].max(initial=-1)), int(here.max(initial=-1)))
+    return out
 
 
 def _last_nak_before(an, ch, nak: np.ndarray, flow: np.ndarray, idx: np.ndarray) -> np.ndarray:

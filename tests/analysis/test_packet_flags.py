@@ -71,20 +71,8 @@ def _check_small_chunks(path, packets) -> None:
     assert (_nullable(chunked["rel_frame"])[resent] == _nullable(packets["rel_frame"])[resent]).all()
 
 
-# samples whose flags still change with 7-packet chunks (a known limit, pinned below)
-CHUNK_DEPENDENT = {"ops-mixed.pcap": "two go-back-N resends after a NAK (frames 101, 120) are flagged timeout "
-                                     "retransmissions when the capture is fed 7 packets at a time"}
-
-
 def test_flags_equal_the_events_on_samples(sample_capture):
-    _check_against_events(sample_capture, chunks=sample_capture.name not in CHUNK_DEPENDENT)
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=r))
-                                  for n, r in sorted(CHUNK_DEPENDENT.items())])
-def test_small_chunks_give_the_same_flags_on_the_samples_that_still_differ(repo_root, name):
-    path = str(repo_root / "captures" / name)
-    _check_small_chunks(path, read_packets(path, analysis=True))
+    _check_against_events(sample_capture)
 
 
 def test_flags_equal_the_events_on_real_captures(real_capture):
