@@ -49,12 +49,14 @@ def _records(ctx, result) -> list[tuple[dict, list[int]]]:
     table = getattr(result, "cc_table", None)
     if table is None or not len(table):
         return []
-    d = table.data
-    flows = np.asarray(list(d["flow"]), dtype=object)
+    columns = {k: np.asarray(list(v), dtype=object) if k in ("flow", "ignored") else np.asarray(v)
+               for k, v in table.data.items()}       # once, not per flow
+    names, group = np.unique(columns["flow"], return_inverse=True)
     out = []
-    for name in sorted(set(flows.tolist()) - {""}):        # "": a CNP whose data flow is not known
-        rows = {k: np.asarray(list(v) if k in ("flow", "ignored") else v)[flows == name] for k, v in d.items()}
-        out += [r for r in (_ignored(ctx, name, rows), _excess(ctx, name, rows)) if r is not None]
+    for g, name in enumerate(names.tolist()):
+        if name:                                  # "": a CNP whose data flow is not known
+            rows = {k: v[group == g] for k, v in columns.items()}
+            out += [r for r in (_ignored(ctx, name, rows), _excess(ctx, name, rows)) if r is not None]
     return out
 
 
