@@ -23,6 +23,7 @@ from roceview.diagnose.explain import fill_advice, order_by_cause
 from roceview.diagnose.finding import COLUMNS, finalize
 from roceview.diagnose.loss import loss_findings
 from roceview.diagnose.pfc import pfc_findings
+from roceview.diagnose.pfc_timeline import pfc_timeline
 from roceview.diagnose.priority import priority_findings
 from roceview.diagnose.read_depth import read_depth_findings
 
@@ -50,6 +51,7 @@ def find(result, config: Config | None = None, facts: CaptureFacts | None = None
     records += read_depth_findings(ctx, result)       # reads the result's READ depth and CM connections
     records += cm_findings(ctx, result)               # the CM connections' rejects, resends, slow set-ups
     records += cc_findings(ctx, result)               # the senders' reaction to CNPs (cc.csv)
+    result.pfc_timeline_table = pfc_timeline(ctx)     # the series the TUI's PFC timeline and the JSON show
     records = finalize(records, (ctx.start_ns, ctx.end_ns) if result.summary.get("first_ts") else None)
     attach_frames(records, ctx)
     fill_advice(records, ctx)
