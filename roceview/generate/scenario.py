@@ -19,7 +19,10 @@ ALL_KINDS = ("network_loss", "capture_loss", "timeout_retransmit", "rnr", "remot
              # RDMA READs held at the initiator depth RDMA CM negotiated; RDMA CM's faults
              "read_depth_limited", "cm_reject", "cm_retry", "cm_slow_setup",
              # DCQCN: a sender that ignores CNPs, a receiver that sends them too often
-             "cnp_ignored", "cnp_excess")
+             "cnp_ignored", "cnp_excess",
+             # PFC forensics: a switch pausing before ECN marks, a NIC sending while paused, a
+             # flow held by pauses meant for another receiver's congestion
+             "pfc_before_ecn", "pfc_violation", "hol_victim")
 
 
 @dataclass
