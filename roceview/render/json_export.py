@@ -22,7 +22,9 @@ from roceview.render.cells import (BLOCK_BYTES, assemble, column_parts, const_ce
 TABLES = (("flows", "flows_table"), ("pfc", "pfc_table"), ("findings", "findings_table"),
           ("events", "events_table"), ("timeline", "timeline_table"), ("ops", "ops_table"), ("connections", "connections_table"),
           ("op_stats", "op_stats_table"), ("read_depth", "read_depth_table"), ("priorities", "priorities_table"),
-          ("cc", "cc_table"))
+          ("cc", "cc_table"), ("pfc_timeline", "pfc_timeline_table"))
+# the diagnoser sets pfc_timeline_table (diagnose.find): a result it never saw writes []
+_DIAGNOSED = {"pfc_timeline_table"}
 _WIDTH_GUESS = {"ts": 22, "qp": 10}  # bytes of a value, for the block size only
 
 
@@ -37,7 +39,8 @@ def document_json_chunks(result):
     yield b'{\n "summary": ' + summary.encode()
     for key, attr in TABLES:
         yield b",\n " + json.dumps(key).encode() + b": "
-        yield from table_json_chunks(getattr(result, attr), level=1)
+        table = getattr(result, attr, None) if attr in _DIAGNOSED else getattr(result, attr)
+        yield from table_json_chunks(table, level=1) if table is not None else [b"[]"]
     yield b"\n}"
 
 
