@@ -31,9 +31,12 @@ def pfc_timeline(ctx: Context) -> Table:
         return Table.empty(PFC_TIMELINE_COLUMNS)
     ns_per_quantum = 512.0 / link_speed(ctx)
     keys = sorted(frames)
-    periods = [_periods(frames[k], ns_per_quantum, _NEVER) for k in keys]
-    bucket_ns = _bucket_ns(ctx, [frames[k] for k in keys], periods)
-    parts = [_key_rows(frames[k], p, bucket_ns) for k, p in zip(keys, periods)]
+    s = ctx.summary
+    bucket_ns = max(1, int(round(float(s.get("timeline_bucket_ms") or s.get("bucket_ms") or 1.0) * 1e6)))
+    frames = [frames[k] for k in keys]
+    periods = [_periods(f, ns_per_quantum, _NEVER) for f in frames]
+    until = _budget_end(frames, periods, bucket_ns)
+    parts = [_key_rows(*_before(f, p, until), bucket_ns) for f, p in zip(frames, periods)]
     which = np.repeat(np.arange(len(keys)), [len(p[0]) for p in parts])
     bucket, pauses, paused, resumes = (np.concatenate([p[i] for p in parts]) for i in range(4))
     order = np.lexsort((which, bucket))          # keys are sorted: (bucket, src_mac, priority)
@@ -44,20 +47,39 @@ def pfc_timeline(ctx: Context) -> Table:
         "paused_us": paused[order] / 1000.0, "resume_frames": resumes[order]})
 
 
-def _bucket_ns(ctx: Context, frames: list[np.ndarray], periods: list[np.ndarray]) -> int:
-    """The timeline's bucket; doubled (as the timeline doubles its own) while the rows would
-    pass MAX_ROWS: a pause held for an hour in 1 ms buckets, on hundreds of ports."""
-    s = ctx.summary
-    bucket_ns = max(1, int(round(float(s.get("timeline_bucket_ms") or s.get("bucket_ms") or 1.0) * 1e6)))
-    while sum(_row_bound(f, p, bucket_ns) for f, p in zip(frames, periods)) > MAX_ROWS:
-        bucket_ns *= 2
-    return bucket_ns
+def _budget_end(frames: list[np.ndarray], periods: list[np.ndarray], bucket_ns: int) -> int:
+    """A bucket edge before which the rows stay within MAX_ROWS (_NEVER: all of them do): a
+    pause held for an hour in 1 ms buckets, on hundreds of ports, keeps its first rows."""
+    def rows(until: int) -> int:
+        return sum(_row_count(*_before(f, p, until), bucket_ns) for f, p in zip(frames, periods))
+
+    if rows(_NEVER) <= MAX_ROWS:
+        return _NEVER
+    lo = min(int(f[0, 0]) for f in frames) // bucket_ns
+    hi = max([int(f[-1, 0]) for f in frames] + [int(p[-1, 1]) for p in periods if len(p)]) // bucket_ns + 1
+    while hi - lo > 1:                           # in buckets: rows(lo * bucket_ns) <= MAX_ROWS
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if rows(mid * bucket_ns) <= MAX_ROWS else (lo, mid)
+    return lo * bucket_ns
 
 
-def _row_bound(frames: np.ndarray, periods: np.ndarray, bucket_ns: int) -> int:
-    """At most this many rows for one key: its frames' buckets and its periods' buckets."""
-    spans = (periods[:, 1] - 1) // bucket_ns - periods[:, 0] // bucket_ns + 1
-    return len(frames) + int(spans.sum())
+def _before(frames: np.ndarray, periods: np.ndarray, until: int) -> tuple[np.ndarray, np.ndarray]:
+    """A key's frames and paused periods before `until` (ns)."""
+    if until == _NEVER:
+        return frames, periods
+    periods = periods[periods[:, 0] < until]
+    return frames[frames[:, 0] < until], np.stack([periods[:, 0], np.minimum(periods[:, 1], until)], axis=1)
+
+
+def _row_count(frames: np.ndarray, periods: np.ndarray, bucket_ns: int) -> int:
+    """One key's rows (_key_rows') without making them: its periods' buckets (consecutive
+    periods share at most one) and its frames' buckets outside them."""
+    first, last = periods[:, 0] // bucket_ns, (periods[:, 1] - 1) // bucket_ns
+    shared = int((first[1:] == last[:-1]).sum())
+    at = np.unique(frames[:, 0] // bucket_ns)
+    i = np.searchsorted(first, at, side="right") - 1
+    inside = (i >= 0) & (last[np.maximum(i, 0)] >= at) if len(last) else np.zeros(len(at), bool)
+    return int((last - first + 1).sum()) - shared + int((~inside).sum())
 
 
 def _key_rows(frames: np.ndarray, periods: np.ndarray, bucket_ns: int) -> tuple[np.ndarray, ...]:

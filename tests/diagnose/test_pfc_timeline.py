@@ -3,6 +3,7 @@ paused, the continuous paused periods cut at the bucket edges. Summed over the b
 paused time is pfc.csv's; rows only where something happened."""
 from __future__ import annotations
 
+import importlib
 import struct
 from pathlib import Path
 
@@ -112,3 +113,15 @@ def test_each_keys_paused_time_over_the_buckets_is_pfc_csvs(source, tmp_path):
     starts = np.array([int(r["bucket_start"].replace(".", "")) for r in timeline], dtype=np.int64)
     bucket_ns = round(result.summary["timeline_bucket_ms"] * MS)
     assert (starts % bucket_ns == 0).all() and (np.diff(starts) >= 0).all()
+
+
+def test_past_the_row_budget_the_first_buckets_in_time_are_kept_whole(tmp_path, monkeypatch):
+    module = importlib.import_module("roceview.diagnose.pfc_timeline")     # the package names the function so
+    frames = [(900_000, _pfc(SWITCH, 0xFFFF)), (950_000, _pfc(HOST, 0xFFFF)), (1_200_000, _pfc(SWITCH, 0)),
+              (2_500_000, _pause(HOST, 0xFFFF))] + [(3_800_000 + k * 250_000, _pfc(SWITCH, 0xFFFF)) for k in range(8)]
+    whole = _at(_rows(frames, tmp_path))        # 2 keys in buckets 0 and 1: a budget never splits a bucket
+    assert len(whole) == 8 and [r[0] for r in whole] == [0, 0, 1, 1, 2, 3, 4, 5]
+    for budget in range(1, len(whole) + 1):
+        monkeypatch.setattr(module, "MAX_ROWS", budget)
+        kept = _at(_rows(frames, tmp_path))
+        assert kept == whole[:len(kept)] and budget - 1 <= len(kept) <= budget, budget
