@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from roceview.analysis.tables import Table
+from roceview.analysis.tables import Coded, Table
 from roceview.analysis.timeline import MAX_ROWS
 from roceview.diagnose.context import Context
 from roceview.diagnose.link_speed import link_speed
@@ -40,11 +40,18 @@ def pfc_timeline(ctx: Context) -> Table:
     which = np.repeat(np.arange(len(keys)), [len(p[0]) for p in parts])
     bucket, pauses, paused, resumes = (np.concatenate([p[i] for p in parts]) for i in range(4))
     order = np.lexsort((which, bucket))          # keys are sorted: (bucket, src_mac, priority)
-    which = which[order].tolist()
+    which = which[order]
     return Table(PFC_TIMELINE_COLUMNS, {
-        "bucket_start": bucket[order] * bucket_ns, "src_mac": [keys[i][0] for i in which],
-        "priority": [keys[i][1] for i in which], "pause_frames": pauses[order],
+        "bucket_start": bucket[order] * bucket_ns, "src_mac": _coded([k[0] for k in keys], which),
+        "priority": _coded([k[1] for k in keys], which), "pause_frames": pauses[order],
         "paused_us": paused[order] / 1000.0, "resume_frames": resumes[order]})
+
+
+def _coded(of_key: list[str], which: np.ndarray) -> Coded:
+    """A str column of the rows of keys `which`, as codes (a storm in 1 ms buckets over an hour:
+    millions of rows naming a few keys; the TUI picks a key's rows by its code)."""
+    names, code = np.unique(np.asarray(of_key, dtype=object), return_inverse=True)
+    return Coded(code.reshape(-1)[which], names.tolist())
 
 
 def _budget_end(frames: list[np.ndarray], periods: list[np.ndarray], bucket_ns: int) -> int:
