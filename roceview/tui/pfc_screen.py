@@ -1,6 +1,7 @@
 """Screen 4, PFC: per (source MAC, priority) the share of the capture paused, the time paused,
-the longest pause (under the report's names, in its number style: tui/text.py), and a pause
-timeline (pause frames over the capture, from the events table)."""
+the longest pause (under the report's names, in its number style: tui/text.py), and the PFC
+timeline: per pausing (source MAC, priority) the share of time paused over the capture, with
+the CE marks and the retransmissions of all RoCE traffic on the same axis (tui/pfc_timeline.py)."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,10 +10,10 @@ from textual.app import ComposeResult
 from textual.widgets import DataTable, Static
 
 from roceview.tui.base import RoceScreen
-from roceview.tui.text import bars, binned, cell_text, head, right
+from roceview.tui.pfc_timeline import timeline_text
+from roceview.tui.text import cell_text, head, right
 from roceview.units import plural
 
-TIMELINE_ROWS = 8
 NUMBERS = ("paused_us", "longest_pause_us", "pause_frames", "resume_frames")   # after 'paused %'
 
 
@@ -48,22 +49,17 @@ class PfcScreen(RoceScreen):
             self.query_one("#pfc-timeline", Static).update(self._timeline(result))
 
     def _timeline(self, result) -> Text:
-        """One row per source MAC: its pause frames binned over the capture."""
-        ev = result.events_table
-        kinds = ev.data["kind"]
-        rows = [i for i, k in enumerate(kinds) if k == "pfc_pause"]
-        out = Text("pause timeline (pause frames over the capture)\n", style="bold")
-        if not rows:
-            return out
-        first = result.summary.get("first_ts")
-        start = int(round(float(first) * 1e9)) if first else int(np.asarray(ev.data["ts"])[rows].min())
-        end = start + max(int(result.summary.get("duration_ns", 0)), 1)
-        ts = np.asarray(ev.data["ts"])[rows]
-        macs = [ev.data["flow"][i] for i in rows]
-        width = max((self.size.width or 80) - 20, 10)
-        for mac in list(dict.fromkeys(macs))[:TIMELINE_ROWS]:
-            mine = np.array([m == mac for m in macs])
-            out.append(f"{mac} ")
-            out.append(bars(binned(ts[mine], np.ones(int(mine.sum())), start, end, width), width), style="red")
-            out.append("\n")
-        return out
+        """The diagnoser's PFC timeline over the screen's width (tui/pfc_timeline.py). A
+        snapshot the diagnoser has not seen (it runs every few seconds while loading) keeps the
+        last one it made."""
+        table = getattr(result, "pfc_timeline_table", None)
+        if table is not None:
+            self._pfc_timeline = table
+        width = max((self.size.width or 80) - 2, 20)
+        return timeline_text(result, getattr(self, "_pfc_timeline", None), width, self._timeline_rows(len(result.pfc_table)))
+
+    def _timeline_rows(self, pairs: int) -> int:
+        """(source MAC, priority) rows that fit under the table: the screen's height less the
+        title, status, table (at most half the screen), heading, marks, axis and footer."""
+        height = self.size.height or 24
+        return max(1, height - 8 - min(pairs + 1, height // 2))
