@@ -7,7 +7,7 @@ from collections import deque
 
 from roceview.generate import ibta as ib
 from roceview.generate.dcqcn import NotificationPoint
-from roceview.generate.simulator import serialisation_ps
+from roceview.generate.simulator import BASE_TS_NS, serialisation_ps
 from roceview.generate.frames import LldpFrame, PfcFrame, RocePacket
 from roceview.generate.pause_sender import PauseSender
 from roceview.generate.port import Port
@@ -26,6 +26,7 @@ class Host:
         self.v1 = False               # sends RoCEv1 (its GID type), else RoCEv2
         self.cm = None                # RDMA CM agent on QP1, when connections are set up by CM
         self._rr = 0
+        self.ce_received = 0          # CE-marked data packets it received (a congested receiver)
 
     def next_ip_id(self) -> int:
         self._ip_id = (self._ip_id + 1) & 0xFFFF
@@ -68,6 +69,7 @@ class Host:
             return
         if pkt.ecn == 3 and pkt.is_data:
             self.truth.count("ce_received")
+            self.ce_received += 1
             if not self.v1 and self.np.should_send(qp.qpn, self.sim.now):   # CNPs are RoCEv2's (A17.9)
                 self._send_cnp(qp)
         qp.receive(pkt)
@@ -78,6 +80,7 @@ class Host:
                          dscp=self.cnp_dscp, ecn=qp.ecn, opcode=ib.CNP, dest_qp=qp.peer_qpn,
                          psn=0, becn=True, ip_id=self.next_ip_id())
         self.truth.count("cnps_sent")
+        self.truth.first("cnp_sent", BASE_TS_NS + self.sim.now // 1000)
         self.port.enqueue(cnp, self.cnp_pcp)
 
 

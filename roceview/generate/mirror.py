@@ -13,6 +13,11 @@ Two faults of the capture path only, which the endpoints never see either:
 * `corrupt_prob`: the mirror / capture NIC flips one payload bit of a data packet's copy; the
   ICRC of that copy no longer matches while the endpoints received (and ACKed) a good frame.
 
+Each mirrored link can have its own `Addressing` (`attach(..., addr=)`): on a routed ToR
+(NetworkSettings.routed) a frame carries the MACs of the link it crosses, host NIC and switch
+port, not the two hosts' (and one TTL less once routed): each copy is rendered as it was on the
+link it was taken from.
+
 `points` (capture_points.py), when a scenario sets it, says when and as what bytes each copy is
 recorded: a second mirror on another leaf, or a TAP whose directions' clocks disagree.
 """
@@ -39,20 +44,21 @@ class Mirror:
         self._free_at = 0
         self._payload = rng.integers(0, 256, 8192, dtype=np.uint8).tobytes()
 
-    def attach(self, port, at_far_end: bool) -> None:
-        """Mirror frames leaving `port`; `at_far_end`: the copy is taken after the cable."""
+    def attach(self, port, at_far_end: bool, addr: Addressing | None = None) -> None:
+        """Mirror frames leaving `port`; `at_far_end`: the copy is taken after the cable; `addr`:
+        the link's addressing (None: the network's)."""
         offset = port.prop_ps if at_far_end else 0
-        port.taps.append(lambda frame, now, _port: self.copy(frame, now + offset, port))
+        port.taps.append(lambda frame, now, _port: self.copy(frame, now + offset, port, addr))
 
-    def copy(self, frame, ts_ps: int, port=None) -> None:
-        """Copy `frame`, leaving `port`, taken at ts_ps."""
+    def copy(self, frame, ts_ps: int, port=None, addr: Addressing | None = None) -> None:
+        """Copy `frame`, leaving `port`, taken at ts_ps, rendered with `addr` (None: the network's)."""
         data = None
         for k in range(self.copies):   # replicas leave the capture port back to back
             at = ts_ps + k * serialisation_ps(frame.wire_bytes, self.gbps or REPLICA_GBPS)
             if self.gbps and self._overflow(frame, at):
                 self.drop_record("mirror", frame, at)
                 continue
-            data = data or self._bytes(frame)
+            data = data or self._bytes(frame, addr or self.addr)
             self._keep(frame, port, at, self._corrupted(frame, data, at))
 
     def _keep(self, frame, port, ts_ps: int, data: bytes) -> None:
@@ -79,15 +85,15 @@ class Mirror:
         self._free_at = max(self._free_at, ts_ps) + serialisation_ps(frame.wire_bytes, self.gbps)
         return False
 
-    def _bytes(self, frame) -> bytes:
+    def _bytes(self, frame, addr: Addressing) -> bytes:
         if isinstance(frame, PfcFrame):
             return pfc_frame(frame)
         if isinstance(frame, LldpFrame):
             return lldp_frame(frame)
         if frame.data is not None:
-            return roce_frame(frame, self.addr, frame.data)
+            return roce_frame(frame, addr, frame.data)
         start = (frame.psn * 61) % 4096
-        return roce_frame(frame, self.addr, self._payload[start:start + frame.payload_len])
+        return roce_frame(frame, addr, self._payload[start:start + frame.payload_len])
 
     def captured(self, base_ns: int) -> dict:
         """id(frame object) -> (frame number, 1-based, ts_ns) of its first capture, in the order

@@ -1,4 +1,10 @@
-"""Topology: hosts on one switch, QPs between them, a mirror; run and collect the capture."""
+"""Topology: hosts on one switch, QPs between them, a mirror; run and collect the capture.
+
+`routed`: the switch is a routed ToR (RoCEv2 fabrics are IP-routed): a host addresses its frames to
+its switch port's MAC (the next hop) and the switch sends each frame out from the egress port's
+MAC to the receiving host's, one TTL less. The switch's PFC frames toward host i come from that
+port's MAC, a host's from its own: the frames a pause holds are those addressed to the pauser's MAC,
+in both directions. Off by default (a bridged fabric: every frame carries the two hosts' MACs)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -12,6 +18,7 @@ from roceview.generate.simulator import BASE_TS_NS, PS_PER_NS, Simulator
 from roceview.generate.frames import Addressing, LldpFrame, RocePacket
 from roceview.generate.host import Host, ReceivePipeline
 from roceview.generate.mirror import Mirror
+from roceview.generate.pause_watch import PauseWatch
 from roceview.generate.qp import Application, QpSettings, QueuePair, Workload
 from roceview.generate.switch import Switch, SwitchSettings
 from roceview.generate.truth import Drop, Truth
@@ -37,6 +44,7 @@ class NetworkSettings:
     roce_v1_hosts: tuple = ()         # hosts whose NIC sends RoCEv1 (GID type RoCE v1)
     first_psn_range: tuple = (0, 1 << 24)   # initial PSNs drawn from [lo, hi)
     rdma_cm: bool = False             # connections set up by RDMA CM REQ/REP/RTU on QP1 first
+    routed: bool = False              # a routed ToR: link MACs on each hop (module docstring)
 
 
 def host_mac(i: int) -> bytes:
@@ -62,6 +70,7 @@ class Network:
                              s.mirror_copies, s.mirror_corrupt_prob, self._corrupt)
         self.apps: list[Application] = []
         self._qpns: set[int] = set()
+        self._finish: list = []        # called with the network when the run ends (truth lists)
 
     def _host(self, i: int) -> Host:
         s = self.s
@@ -181,14 +190,44 @@ class Network:
         for k in range(1, count + 1):
             self.sim.at(k * interval_ns * PS_PER_NS, fn)
 
+    def pause_lag(self, host: int, lag_ns: int, bound_ns: int) -> PauseWatch:
+        """`host`'s NIC obeys each PFC frame only `lag_ns` after it arrived (it keeps sending on
+        the paused priority meanwhile): each frame it sends while a compliant NIC would be paused,
+        more than `bound_ns` after the pause arrived, goes to truth.pfc_violations."""
+        self.hosts[host].port.pause_lag_ps = lag_ns * PS_PER_NS
+        return self.watch_pauses(host, bound_ns)
+
+    def watch_pauses(self, host: int, bound_ns: int | None = None) -> PauseWatch:
+        """Keep the truth of the pauses `host`'s link receives: the periods a compliant NIC is
+        paused, the frames sent in them (bound_ns: as pause_lag), the flows held (truth.victims)."""
+        port = self.hosts[host].port
+        watch = PauseWatch(self, port, None if bound_ns is None else bound_ns * PS_PER_NS)
+        port.watch = watch
+        port.taps.append(watch.sent)
+        self._finish.append(watch.finish)
+        return watch
+
     def mirror_links(self, hosts) -> None:
         """SPAN both directions of each host's link, as seen at the switch."""
         for i in hosts:
-            self.mirror.attach(self.hosts[i].port, at_far_end=True)
-            self.mirror.attach(self.switch.ports[i], at_far_end=False)
+            up, down = self.link_addressing(i)
+            self.mirror.attach(self.hosts[i].port, at_far_end=True, addr=up)
+            self.mirror.attach(self.switch.ports[i], at_far_end=False, addr=down)
+
+    def link_addressing(self, i: int) -> tuple[Addressing | None, Addressing | None]:
+        """How frames look on host i's link, toward the switch and from it (None: the network's,
+        a bridged fabric). Routed: every frame on the link carries host i's MAC and its switch
+        port's, whichever host the IP header names; leaving the switch, one TTL less."""
+        if not self.s.routed:
+            return None, None
+        macs = tuple(host_mac(i) if j == i else switch_mac(i) for j in range(self.s.hosts))
+        up = Addressing(macs, self.addr.ips, self.addr.vlan, self.addr.ttl)
+        return up, Addressing(macs, self.addr.ips, self.addr.vlan, self.addr.ttl - 1)
 
     def run(self):
         self.sim.run()
+        for finish in self._finish:
+            finish(self)
         return self.mirror.frames(BASE_TS_NS)
 
 

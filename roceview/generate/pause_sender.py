@@ -6,7 +6,7 @@ refresh comes only that long after the previous pause ran out (a NIC that re-sen
 timer equal to the pause time plus a little): a pause train that lapses between XOFFs."""
 from __future__ import annotations
 
-from roceview.generate.simulator import pause_quanta_ps
+from roceview.generate.simulator import BASE_TS_NS, pause_quanta_ps
 from roceview.generate.frames import PfcFrame
 
 XOFF_QUANTA = 0xFFFF
@@ -40,6 +40,9 @@ class PauseSender:
         self.port.send_control(self._frame(XOFF_QUANTA))
         self.truth.count("pfc_xoff_sent")
         self.truth.count(f"pfc_xoff_sent_prio{self.prio}")
+        now_ns = BASE_TS_NS + self.sim.now // 1000
+        self.truth.first("pfc_xoff_sent", now_ns)
+        self.truth.first(f"pfc_xoff_sent_{self.source_kind}", now_ns)
         self.truth.pause_sources[self.src_mac.hex(":")] = self.source_kind
         self.sim.after(self.refresh_ps, self._send_xoff, gen)
 

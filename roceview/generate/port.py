@@ -5,6 +5,11 @@ rate; a PFC frame received by this port's owner pauses a priority (802.1Qbb 36.2
 frame in flight completes, later frames of that priority wait. MAC control frames are
 never paused and go first. Queues are served round-robin among priorities (equal-weight
 DWRR, as switches commonly configure lossless classes).
+
+`pause_lag_ps` (a NIC that is slow to obey, or ignores PFC for a while: Network.pause_lag) acts on
+each received PFC frame that long after it arrived; the pause still ends when it would have
+(arrival + pause time). `watch`, when set (pause_watch.PauseWatch), is told of each PFC frame at
+its arrival: the pause state a compliant port would have, for the truth.
 """
 from __future__ import annotations
 
@@ -29,6 +34,8 @@ class Port:
         self.taps: list[Callable] = []  # mirror callbacks: tap(frame, ts_ps, port)
         self._rr = 0
         self._wake_at = None
+        self.pause_lag_ps = 0
+        self.watch = None
 
     # ---- queueing -------------------------------------------------------------------------
     def enqueue(self, frame, prio: int) -> None:
@@ -42,7 +49,16 @@ class Port:
 
     def pause(self, prio: int, quanta: int) -> None:
         """Apply one class slot of a received PFC frame (quanta 0 resumes at once)."""
-        self.paused_until[prio] = self.sim.now + pause_quanta_ps(quanta, self.gbps)
+        if self.watch is not None:
+            self.watch.pfc(prio, quanta, self.sim.now)
+        if self.pause_lag_ps:
+            self.sim.after(self.pause_lag_ps, self._apply_pause, prio, quanta, self.sim.now)
+        else:
+            self._apply_pause(prio, quanta, self.sim.now)
+
+    def _apply_pause(self, prio: int, quanta: int, arrived: int) -> None:
+        """The pause runs from the frame's arrival: a late NIC obeys for what is left of it."""
+        self.paused_until[prio] = arrived + pause_quanta_ps(quanta, self.gbps)
         if quanta:
             self.sim.at(self.paused_until[prio], self.kick)
         else:

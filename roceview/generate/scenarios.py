@@ -14,6 +14,7 @@ from roceview.generate.scenarios_cm import CM_SCENARIOS
 from roceview.generate.scenarios_capture import (TAP_SKEW_SUMMARY, TWO_POINT_SUMMARY, tap_skew,
                                                  two_point_mirror)
 from roceview.generate.scenarios_ops import OPS_SCENARIOS
+from roceview.generate.scenarios_pfc import PFC_SCENARIOS
 from roceview.generate.scenarios_read import (LAST_SUMMARY, MIDDLE_SUMMARY, read_response_loss_last,
                                               read_response_loss_middle)
 from roceview.generate.switch import SwitchSettings
@@ -386,4 +387,6 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("dcqcn-ignored", cc.IGNORED_SUMMARY, cc.dcqcn_ignored, "sender", ("ecn_congestion", "cnp_ignored")),
     Scenario("dcqcn-slow", cc.SLOW_SUMMARY, cc.dcqcn_slow, "sender", ("ecn_congestion",)),
     Scenario("cnp-excess", cc.EXCESS_SUMMARY, cc.cnp_excess, "sender", ("ecn_congestion",)),
+    # PFC forensics: ECN before PFC or not, a NIC sending on a paused priority, a victim flow
+    *PFC_SCENARIOS,
 )}

@@ -57,6 +57,7 @@ class Switch:
         self.path_delay_ps: dict[int, int] = {}   # UDP source port -> extra latency of its path
         self._entered: dict[tuple, int] = {}      # per flow: frames that entered the paths
         self._left: dict[tuple, tuple] = {}       # per flow: (entry index, PSN) of the latest-sent out
+        self.peak_queue: dict[int, int] = {}      # egress port -> deepest lossless queue seen (bytes)
 
     def add_port(self, host_index: int, mac: bytes, gbps: float, prop_ps: int) -> Port:
         port = Port(self.sim, f"switch->{host_index}", gbps, prop_ps)
@@ -113,6 +114,8 @@ class Switch:
         pkt.ingress = ingress if lossless else -1
         if lossless:
             self._account(ingress, prio, pkt.wire_bytes)
+            if depth > self.peak_queue.get(pkt.dst, 0):   # which receivers were congested (truth)
+                self.peak_queue[pkt.dst] = depth
         egress.enqueue(pkt, prio)
 
     def _network_loss(self, pkt: RocePacket) -> bool:
@@ -147,6 +150,7 @@ class Switch:
         if self.rng.random() < p:
             pkt.ecn = 3
             self.truth.count("ce_marked")
+            self.truth.first("ce_marked", BASE_TS_NS + self.sim.now // 1000)
 
     def _account(self, ingress: int, prio: int, nbytes: int) -> None:
         key = (ingress, prio)

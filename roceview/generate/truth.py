@@ -51,11 +51,24 @@ class Truth:
     # every CNP a reaction point received: qpn, time at the NIC, whether and when it cut the rate,
     # the rate before and after (qp.py cnp_truth; dcqcn.py)
     cnps: list[dict] = field(default_factory=list)
+    # PFC forensics (pause_watch.py): frames a NIC sent on a priority it should have held paused,
+    # beyond the response bound; flows held by pauses meant for another receiver's congestion; the
+    # paused periods of each watched host link (port name -> priority -> [[start, end] ns])
+    pfc_violations: list[dict] = field(default_factory=list)
+    victims: list[dict] = field(default_factory=list)
+    pause_periods: dict = field(default_factory=dict)
+    # when each of some events first happened (ns, at the device): "ce_marked" (the switch's first
+    # CE mark), "pfc_xoff_sent" (the first XOFF anyone sent), "pfc_xoff_sent_switch" / "_host"
+    firsts: dict = field(default_factory=dict)
     expected_kinds: tuple = ()
     forbidden_kinds: tuple = ()
 
     def count(self, name: str, n: int = 1) -> None:
         self.counters[name] += n
+
+    def first(self, name: str, ts_ns: int) -> None:
+        """Note when `name` first happened (later calls keep the first)."""
+        self.firsts.setdefault(name, ts_ns)
 
     def drops_at(self, where: str) -> list[Drop]:
         return [d for d in self.drops if d.where == where]
@@ -69,6 +82,8 @@ class Truth:
             "qps": list(self.qps), "qp_errors": list(self.qp_errors), "path_changes": list(self.path_changes),
             "reordered": list(self.reordered), "seq_naks": list(self.seq_naks),
             "rereads": list(self.rereads), "capture_points": dict(self.capture_points), "ops": list(self.ops), "cnps": list(self.cnps),
+            "pfc_violations": list(self.pfc_violations), "victims": list(self.victims),
+            "pause_periods": dict(self.pause_periods), "firsts": dict(self.firsts),
             "expected_kinds": list(self.expected_kinds),
             "forbidden_kinds": list(self.forbidden_kinds),
         }

@@ -94,7 +94,10 @@ def test_every_frame_has_valid_ipv4_checksum_and_icrc(tmp_path_factory, name):
 # network-loss's traffic captured twice (310-380 KB); every other sample < 300 KB
 # backlogged senders of 64 KiB messages: their spacing shows each DCQCN rate cut
 CC = {name: 2_000_000 for name in ("dcqcn-reaction", "dcqcn-slow", "cnp-excess")} | {"dcqcn-ignored": 3_500_000}
-LARGER_SAMPLES = {"healthy-dcqcn": 4_000_000, "two-point-mirror": 500_000, **CC}
+# PFC forensics: incasts that fill the switch's buffer past XOFF (the ECN / PFC order, a NIC sending
+# while paused, a flow held behind an incast): 0.3-0.9 MB
+PFC = {"ecn-before-pfc": 1_200_000, "ecn-pfc-inverted": 1_200_000, "pfc-violator": 800_000, "hol-victim": 500_000}
+LARGER_SAMPLES = {"healthy-dcqcn": 4_000_000, "two-point-mirror": 500_000, **CC, **PFC}
 
 
 @pytest.mark.parametrize("name", list(SCENARIOS))
