@@ -23,11 +23,12 @@ from roceview.diagnose.explain import fill_advice, order_by_cause
 from roceview.diagnose.finding import COLUMNS, finalize
 from roceview.diagnose.loss import loss_findings
 from roceview.diagnose.pfc import pfc_findings
+from roceview.diagnose.pfc_order import pfc_order_findings
 from roceview.diagnose.pfc_timeline import pfc_timeline
 from roceview.diagnose.priority import priority_findings
 from roceview.diagnose.read_depth import read_depth_findings
 
-RULES = (loss_findings, pfc_findings, priority_findings, ecn_findings, capture_findings)
+RULES = (loss_findings, pfc_findings, pfc_order_findings, priority_findings, ecn_findings, capture_findings)
 
 __all__ = ["diagnose", "find", "FactCollector", "CaptureFacts", "Config", "DEFAULTS", "load_config",
            "COLUMNS", "facts_for"]

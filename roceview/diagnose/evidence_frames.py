@@ -13,7 +13,8 @@ packet shows by itself (pmtu_mismatch, roce_version_mixed, ecn_not_enabled,
 link_speed_mismatch, decode_warnings) list no frame. The RDMA CM kinds (cm_reject, cm_retry,
 cm_slow_setup) list the CM MADs of their handshakes, read_depth_limited the first frames of the
 READs that waited for a place (ops.csv rows), cnp_ignored / cnp_excess their CNPs (cc.csv): their
-rules give them (diagnose/cm.py, read_depth.py, cc.py).
+rules give them (diagnose/cm.py, read_depth.py, cc.py). pfc_before_ecn's rule picks its own among
+its events (RULE_PICKED: the XOFFs before each episode's first CE evidence, and that; pfc_order.py).
 """
 from __future__ import annotations
 
@@ -46,7 +47,11 @@ EVIDENCE = {
     "slow_receiver": ("pfc_pause", "pfc_resume"),
     "pfc_without_ecn": ("pfc_pause",),
     "priority_mismatch": ("pfc_pause",),
+    "pfc_before_ecn": ("pfc_pause", "cnp", "ecn_ce"),
 }
+# kinds whose rule picks its frames among those events itself (the XOFFs before the first CE
+# evidence, and that): `roceview.finding` takes the rule's frames, not every event of the kinds
+RULE_PICKED = ("pfc_before_ecn",)
 PACKET_KINDS = ("bad_icrc", "truncated_frames", "timestamps_backwards")
 PFC_EVENTS = ("pfc_pause", "pfc_resume")     # flow: the pausing MAC, not a queue pair
 WINDOWED = {"incast", "cnp_missing", "pfc_storm", "pfc_pause", "slow_receiver", "pfc_without_ecn",
@@ -86,7 +91,8 @@ def kinds_by_frame(result, config=None) -> tuple[np.ndarray, np.ndarray, "Packet
     for i in range(len(result.findings_table)):
         record = {k: d[k][i] for k in ("kind", "flows", "start_ts", "end_ts", "evidence")}
         if record["kind"] in FINDING_KINDS:
-            every = np.concatenate([np.zeros(0, np.int64), *_per_kind(ctx, record),
+            per_kind = _per_kind(ctx, record) if record["kind"] not in RULE_PICKED else []
+            every = np.concatenate([np.zeros(0, np.int64), *per_kind,
                                     np.asarray(given.get((record["kind"], record["flows"], record["evidence"]), ()),
                                                np.int64)])
             frames.append(every)
@@ -103,13 +109,15 @@ def _given_frames(ctx, result, kinds: set) -> dict:
     """(kind, flows, evidence) -> every frame of the findings whose rules give their frames
     rather than events: the RDMA CM kinds (their handshakes' MADs, diagnose/cm.py) and
     read_depth_limited (the READs that waited, diagnose/read_depth.py)."""
-    from roceview.diagnose import cc, cm, read_depth
+    from roceview.diagnose import cc, cm, pfc_order, read_depth
 
     out = cm.frames_by_finding(result, ctx.config) if kinds & set(cm.CM_KINDS) else {}
     if "read_depth_limited" in kinds:
         out.update(read_depth.frames_by_finding(ctx, result))
     if kinds & set(cc.CC_KINDS):
         out.update(cc.frames_by_finding(ctx, result))
+    if pfc_order.KIND in kinds:
+        out.update(pfc_order.frames_by_finding(ctx))
     return out
 
 
