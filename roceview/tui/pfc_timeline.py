@@ -16,16 +16,11 @@ LABEL = 23                                   # "0e:c0:de:00:00:11 all " and the 
 MARKS = (("ecn_ce", "CE marks, all RoCE", "yellow"), ("retransmitted_packets", "retransmits, all RoCE", "magenta"))
 
 
-def bucket_ns(summary: dict) -> int:
-    """The timeline's bucket (the PFC timeline's too), ns."""
-    return max(1, int(round(float(summary.get("timeline_bucket_ms") or summary.get("bucket_ms") or 1.0) * 1e6)))
-
-
 def timeline_text(result, pfc_timeline, width: int, rows: int) -> Text:
     """The timeline `width` columns wide with at most `rows` (source MAC, priority) rows;
     pfc_timeline: the diagnoser's table, None before the first diagnosis."""
     span = capture_span(result.summary)
-    bucket = bucket_ns(result.summary)
+    bucket = timebars.bucket_ns(result.summary)
     out = Text(f"PFC timeline, {_ms(bucket)} buckets: share of each column paused (█ all of it)\n", style="bold")
     bar_width = max(width - LABEL, 10)
     if span is None:

@@ -1,18 +1,20 @@
 """QP detail (2 → Enter): its counters in both directions (under the Queue pairs screen's names,
-in its number style: tui/text.py), a PSN-vs-time ladder, throughput and CE sparklines over the
-timeline, its events, its operations (tui/qp_ops.py); `p` lists its packets."""
+in its number style: tui/text.py), a PSN-vs-time ladder, its rate plot over the timeline with a
+mark at each CNP it received and its CE marks, and its DCQCN reaction numbers (tui/rate_plot.py),
+its events, its operations (tui/qp_ops.py); `p` lists its packets."""
 from __future__ import annotations
 
 import numpy as np
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import DataTable, Label, Sparkline, Static
+from textual.widgets import DataTable, Static
 
 from roceview.render.report import capture_span, relative
 from roceview.tui import ladder
 from roceview.tui.base import RoceScreen
 from roceview.tui.qp_ops import QpOperations
+from roceview.tui.rate_plot import rate_text
 from roceview.tui.text import cell_text, head, right
 
 COUNTERS = ("packets", "bytes", "data_packets", "acks", "naks_seq", "naks_rnr", "naks_other", "gap_events",
@@ -55,7 +57,7 @@ class QpDetailScreen(RoceScreen):
         self.event_table = DataTable(cursor_type="row", id="qp-events")
         self.event_table.add_columns("frame", "time", "dir", "kind", "psn", "detail")
         self._event_frames: list[int] = []      # the frame of each events row: Enter jumps to it
-        self.sparks = {"gbps": Sparkline([], id="spark-gbps"), "ecn_ce": Sparkline([], id="spark-ce")}
+        self.rate_view = Static("", id="qp-rate")
         self.ops_view = QpOperations(id="qp-ops")
 
     def body(self) -> ComposeResult:
@@ -66,10 +68,7 @@ class QpDetailScreen(RoceScreen):
             with Horizontal(id="qp-top"):
                 yield self.counter_table
                 with Vertical(id="qp-sparks"):
-                    yield Label("throughput Gb/s")
-                    yield self.sparks["gbps"]
-                    yield Label("CE marks")
-                    yield self.sparks["ecn_ce"]
+                    yield self.rate_view
             yield self.event_table
             yield self.ops_view
 
@@ -84,7 +83,7 @@ class QpDetailScreen(RoceScreen):
         self._counters(flows)
         if not self.due(snapshot):
             return
-        self._sparks(snapshot.result.timeline_table, name)
+        self._rate(snapshot.result)
         events = self._events(snapshot.result.events_table, flows)
         span = self._span()
         self.ops_view.show(snapshot.result, self._names(flows), span[0] if span else None)
@@ -101,13 +100,12 @@ class QpDetailScreen(RoceScreen):
             table.add_row(head(c), *(right(cell_text(c, values[r]) if r is not None else "")
                                      for r in (self.flow_row, self.peer)))
 
-    def _sparks(self, timeline, name: str) -> None:
-        flow = timeline.data["flow"]
-        names = list(flow) if len(flow) < 200_000 else []
-        rows = np.flatnonzero(np.asarray([n == name for n in names], dtype=bool)) if names else []
-        for col, spark in self.sparks.items():
-            values = np.asarray(timeline.data[col], dtype=float)[rows] if len(rows) else []
-            spark.data = list(map(float, values)) if np.any(np.asarray(values) > 0) else []
+    def _rate(self, result) -> None:
+        """The rate plot beside the counters: the screen's width less theirs (44), the panel's
+        padding and a scrollbar's column."""
+        width = max((self.size.width or 80) - 44 - 4, 24)
+        rows = [self.flow_row] + ([self.peer] if self.peer is not None else [])
+        self.rate_view.update(rate_text(result, rows, width))
 
     def _names(self, flows) -> dict:
         out = {flows.data["flow"][self.flow_row]: "→"}

@@ -15,6 +15,11 @@ from roceview.render.report import relative
 BARS = " ▁▂▃▄▅▆▇█"
 
 
+def bucket_ns(summary: dict) -> int:
+    """The timeline's bucket (the PFC timeline's too), ns."""
+    return max(1, int(round(float(summary.get("timeline_bucket_ms") or summary.get("bucket_ms") or 1.0) * 1e6)))
+
+
 def rows_of(column, value) -> np.ndarray:
     """The rows of a table column (a Coded column, a list or an array of str) equal to `value`."""
     codes = getattr(column, "codes", None)
