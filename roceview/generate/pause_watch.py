@@ -11,6 +11,9 @@ As a tap it sees every frame the NIC starts to send, and records:
   Port.pause_lag_ps). Times are given at the NIC (`delay_ns`) and at a mirror on this host's link
   at the switch (`ts_ns`, `pause_ts_ns`, `capture_delay_ns`: the XOFF is copied as it leaves the
   switch, the frame as it arrives there), what an analyzer of that capture measures.
+  `in_captured_pause`: the capture shows the frame inside the paused period too. A frame sent just
+  before the XON reached the NIC is stamped after the XON's copy (which left the switch a cable
+  earlier): a violation the capture point cannot show.
 * `truth.victims`: each flow from this host held by a pause (its priority paused within the span
   from its first to its last frame) whose destination is not congested: the switch's queue toward
   it never reached the XON threshold (a queue that alone could keep an ingress paused), it drew
@@ -31,6 +34,7 @@ class PauseWatch:
         self.since: list[int | None] = [None] * 8   # arrival of the XOFF that began the period
         self.periods: dict[int, list] = {}      # priority -> [(start, end)] ps, closed periods
         self.flows: dict[tuple, list] = {}      # (src, dst, dest QP, priority) -> [first, last, packets, bytes]
+        self._pending: list = []                # (violation, priority, period start): its end not known yet
         # the XOFF's copy leaves the switch one PFC frame and one cable before it reaches the NIC
         self.pfc_lead_ps = serialisation_ps(PfcFrame(b"", 0, ()).wire_bytes, port.gbps) + port.prop_ps
 
@@ -67,24 +71,28 @@ class PauseWatch:
             return
         self.truth.count("pfc_violation_frames")
         self.truth.pfc_violations.append(self._violation(frame, now, since))
+        self._pending.append((self.truth.pfc_violations[-1], frame.pcp, since))
 
     def _violation(self, frame: RocePacket, now: int, since: int) -> dict:
-        at_mirror = now + self.port.prop_ps
-        pause_at_mirror = since - self.pfc_lead_ps
-        return {"ts_ns": BASE_TS_NS + at_mirror // 1000, "src": _ip(self.ips[frame.src]),
-                "dst": _ip(self.ips[frame.dst]), "dest_qp": frame.dest_qp, "psn": frame.psn,
-                "opcode": frame.opcode, "priority": frame.pcp,
-                "delay_ns": (now - since) // PS_PER_NS,
-                "pause_ts_ns": BASE_TS_NS + pause_at_mirror // 1000,
-                "capture_delay_ns": (at_mirror - pause_at_mirror) // PS_PER_NS}
+        ts_ns = BASE_TS_NS + (now + self.port.prop_ps) // 1000       # as the capture stamps them
+        pause_ts_ns = BASE_TS_NS + (since - self.pfc_lead_ps) // 1000
+        return {"ts_ns": ts_ns, "src": _ip(self.ips[frame.src]), "dst": _ip(self.ips[frame.dst]),
+                "dest_qp": frame.dest_qp, "psn": frame.psn, "opcode": frame.opcode, "priority": frame.pcp,
+                "delay_ns": (now - since) // PS_PER_NS, "pause_ts_ns": pause_ts_ns,
+                "capture_delay_ns": ts_ns - pause_ts_ns}
 
     def finish(self, net) -> None:
         """The run ended: close the open periods, list the victims."""
         for prio in range(8):
             if self.since[prio] is not None:
                 self._close(prio, min(self.until[prio], net.sim.now))
+        ends = {(p, start): end for p, spans in self.periods.items() for start, end in spans}
+        for violation, prio, since in self._pending:
+            shown_until = BASE_TS_NS + (ends[(prio, since)] - self.pfc_lead_ps) // 1000
+            violation["in_captured_pause"] = violation["ts_ns"] < shown_until
         self.truth.pause_periods[self.port.name] = {
-            str(p): [[s // PS_PER_NS, e // PS_PER_NS] for s, e in spans] for p, spans in sorted(self.periods.items())}
+            str(p): [[BASE_TS_NS + s // 1000, BASE_TS_NS + e // 1000] for s, e in spans]
+            for p, spans in sorted(self.periods.items())}
         congested = _congested(net)
         for (src, dst, qp, prio), (first, last, packets, nbytes) in sorted(self.flows.items()):
             paused = _overlap(self.periods.get(prio, ()), first, last)

@@ -53,7 +53,7 @@ class Truth:
     cnps: list[dict] = field(default_factory=list)
     # PFC forensics (pause_watch.py): frames a NIC sent on a priority it should have held paused,
     # beyond the response bound; flows held by pauses meant for another receiver's congestion; the
-    # paused periods of each watched host link (port name -> priority -> [[start, end] ns])
+    # paused periods of each watched host link at its NIC (port name -> priority -> [[start, end] ns])
     pfc_violations: list[dict] = field(default_factory=list)
     victims: list[dict] = field(default_factory=list)
     pause_periods: dict = field(default_factory=dict)
