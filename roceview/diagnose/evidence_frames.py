@@ -14,7 +14,8 @@ link_speed_mismatch, decode_warnings) list no frame. The RDMA CM kinds (cm_rejec
 cm_slow_setup) list the CM MADs of their handshakes, read_depth_limited the first frames of the
 READs that waited for a place (ops.csv rows), cnp_ignored / cnp_excess their CNPs (cc.csv): their
 rules give them (diagnose/cm.py, read_depth.py, cc.py). pfc_before_ecn's rule picks its own among
-its events (RULE_PICKED: the XOFFs before each episode's first CE evidence, and that; pfc_order.py).
+its events (RULE_PICKED: the XOFFs before each episode's first CE evidence, and that; pfc_order.py),
+pfc_violation the frames sent while paused past the response bound and their XOFFs (pfc_violation.py).
 """
 from __future__ import annotations
 
@@ -48,10 +49,11 @@ EVIDENCE = {
     "pfc_without_ecn": ("pfc_pause",),
     "priority_mismatch": ("pfc_pause",),
     "pfc_before_ecn": ("pfc_pause", "cnp", "ecn_ce"),
+    "pfc_violation": ("sent_while_paused", "pfc_pause"),
 }
 # kinds whose rule picks its frames among those events itself (the XOFFs before the first CE
 # evidence, and that): `roceview.finding` takes the rule's frames, not every event of the kinds
-RULE_PICKED = ("pfc_before_ecn",)
+RULE_PICKED = ("pfc_before_ecn", "pfc_violation")
 PACKET_KINDS = ("bad_icrc", "truncated_frames", "timestamps_backwards")
 PFC_EVENTS = ("pfc_pause", "pfc_resume")     # flow: the pausing MAC, not a queue pair
 WINDOWED = {"incast", "cnp_missing", "pfc_storm", "pfc_pause", "slow_receiver", "pfc_without_ecn",
@@ -109,7 +111,7 @@ def _given_frames(ctx, result, kinds: set) -> dict:
     """(kind, flows, evidence) -> every frame of the findings whose rules give their frames
     rather than events: the RDMA CM kinds (their handshakes' MADs, diagnose/cm.py) and
     read_depth_limited (the READs that waited, diagnose/read_depth.py)."""
-    from roceview.diagnose import cc, cm, pfc_order, read_depth
+    from roceview.diagnose import cc, cm, pfc_order, pfc_violation, read_depth
 
     out = cm.frames_by_finding(result, ctx.config) if kinds & set(cm.CM_KINDS) else {}
     if "read_depth_limited" in kinds:
@@ -118,6 +120,8 @@ def _given_frames(ctx, result, kinds: set) -> dict:
         out.update(cc.frames_by_finding(ctx, result))
     if pfc_order.KIND in kinds:
         out.update(pfc_order.frames_by_finding(ctx))
+    if pfc_violation.KIND in kinds:
+        out.update(pfc_violation.frames_by_finding(ctx))
     return out
 
 
