@@ -5,6 +5,7 @@
     result.pfc, result.events, result.timeline, result.findings, result.summary
     result.priorities   # per direction (MAC pair), priority and DSCP: traffic, RoCE, CE, pauses
     result.cc           # one row per CNP received: the sender's DCQCN reaction (cc.csv)
+    result.paused_flows # per (pausing MAC, priority, flow): frames sent to it, and while paused
 """
 from __future__ import annotations
 

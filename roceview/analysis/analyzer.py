@@ -21,7 +21,8 @@ from roceview.analysis.events import EventLog
 from roceview.analysis.packet_flags import FlagSink
 from roceview.analysis.flows import new_registry
 from roceview.analysis.pairing import CmPairs, Pairing
-from roceview.analysis.pauses import ALL, PfcAccounting
+from roceview.analysis.pause_watch import PauseWatch
+from roceview.analysis.pauses import ALL, SLOTS, PfcAccounting
 from roceview.analysis.pmtu import PathMtu
 from roceview.analysis.priorities import PriorityCounts
 from roceview.analysis.connections import ConnectionLog
@@ -82,6 +83,10 @@ class Analyzer:
         self.sends = FirstSends()
         self.unsent_found: list = []                   # unsent.py: decided at the end
         self.pfc = PfcAccounting(link_speed_gbps)
+        self.pause_watch = PauseWatch(self.pfc)        # frames sent while paused (pause_watch.py)
+        # pause frames logged as events and counted; False: a Dask partition fed copies of them
+        # only for its own flows' pause state (the PFC partition logs them)
+        self.pfc_owner = True
         self.priorities: PriorityCounts | None = PriorityCounts()    # priorities.csv (None: not counted)
         self.timeline = Timeline(max(1, int(round(bucket_ms * 1_000_000))))
         self.events = EventLog()
@@ -208,6 +213,7 @@ class Analyzer:
         self.last_ts = hi if self.last_ts is None else max(self.last_ts, hi)
         if self.priorities is not None:
             self.priorities.feed(batch, in_order)
+        self.pause_watch.carry(lo)
         if counts[PROTO_CODE["pfc"]] or counts[PROTO_CODE["pause"]]:
             self._pfc_rows(batch, proto, idx0)
         self.cm.feed(batch)
@@ -220,6 +226,7 @@ class Analyzer:
                 self.cc.feed(batch, self._flow_ids[1])
                 self.last_rows = (idx0, rows, ch.all_fid)       # copies too: the TUI lists them under their QP
                 if ch.n:
+                    self.pause_watch.feed(self, ch)      # before the flow counters take the chunk
                     ChunkAnalysis(self, ch).run()
 
     def _without_copies(self, ch: ChunkRows) -> np.ndarray:
@@ -265,9 +272,11 @@ class Analyzer:
         rows, slot, quanta = rows[order], slot[order].astype(np.int64), quanta[order].astype(np.int64)
         mac = self.pfc.mac_ids(batch.cols["_src_mac"][rows].astype(np.uint64))
         ts = batch.cols["ts_ns"][rows]
-        self.pfc.feed(mac, slot, quanta, ts)
-        pause = quanta > 0
         idx = rows + idx0 if "_gidx" not in batch.cols else batch.cols["_gidx"][rows]
+        self.pause_watch.pause_rows(mac * SLOTS + slot, rows, ts, quanta, *self.pfc.feed(mac, slot, quanta, ts, idx))
+        if not self.pfc_owner:
+            return
+        pause = quanta > 0
         self.events.add("pfc_pause", ts[pause], idx[pause], mac[pause], None, slot[pause], quanta[pause])
         self.events.add("pfc_resume", ts[~pause], idx[~pause], mac[~pause], None, slot[~pause], quanta[~pause])
 

@@ -1,4 +1,5 @@
-"""The anomaly log: one row per gap, retransmission, NAK, CNP, CE mark, PFC pause/resume.
+"""The anomaly log: one row per gap, retransmission, NAK, CNP, CE mark, PFC pause/resume, frame
+sent while its destination paused its priority (pause_watch.py).
 
 Rows are kept as numpy columns per chunk (kind code, two integer details) and turned into text
 only once, at the end.
@@ -12,9 +13,10 @@ from roceview.analysis.tables import EVENT_COLUMNS, Table
 
 EVENT_KINDS = ("gap", "retransmit", "nak_seq", "nak_rnr", "nak_other", "timeout_retransmit", "cnp",
                "ecn_ce", "pfc_pause", "pfc_resume", "psn_reuse",
-               "duplicate", "ack_unsent_psn", "response_before_request")
+               "duplicate", "ack_unsent_psn", "response_before_request", "sent_while_paused")
 KIND_CODE = {k: i for i, k in enumerate(EVENT_KINDS)}
 _PFC_KINDS = (KIND_CODE["pfc_pause"], KIND_CODE["pfc_resume"])
+_PAUSED = KIND_CODE["sent_while_paused"]      # a: the pause's MAC index * 9 + priority slot, b: its delay in ns
 
 
 MAX_PER_KIND = 250_000   # a congested capture can CE-mark millions of packets: memory stays bounded
@@ -76,13 +78,14 @@ class EventLog:
             names[is_pfc] = np.asarray(mac_names, dtype=object)[flow[is_pfc]]
         names = names.tolist()
         # many rows say the same (a capture of two points: one offset): each distinct
-        # (kind, a, b) is put in words once
-        by = np.lexsort((b, a, kind))
+        # (kind, a, b) is put in words once (a frame sent while paused: its delay is a column)
+        said = np.where(kind == _PAUSED, 0, b)
+        by = np.lexsort((said, a, kind))
         new = np.ones(len(by), bool)
-        new[1:] = (np.diff(kind[by]) != 0) | (np.diff(a[by]) != 0) | (np.diff(b[by]) != 0)
+        new[1:] = (np.diff(kind[by]) != 0) | (np.diff(a[by]) != 0) | (np.diff(said[by]) != 0)
         first = by[new]
-        words = np.array([_detail(*t) for t in zip(kind[first].tolist(), a[first].tolist(), b[first].tolist())],
-                         dtype=object)
+        words = np.array([_detail(*t, mac_names) for t in zip(kind[first].tolist(), a[first].tolist(),
+                                                              said[first].tolist())], dtype=object)
         which = np.empty(len(by), np.int64)
         which[by] = np.cumsum(new) - 1
         details = words[which].tolist()
@@ -98,16 +101,18 @@ def structured(kind: np.ndarray, a: np.ndarray, b: np.ndarray) -> dict:
         m = np.isin(kind, [KIND_CODE[k] for k in kinds])
         return np.where(m, values, -1)
     pfc = np.isin(kind, _PFC_KINDS)
+    paused = kind == _PAUSED
+    slot = np.where(pfc, np.clip(a, 0, 8), np.where(paused, a % 9, 9))
     prio = np.array([str(p) for p in range(8)] + ["all", ""], dtype=object)
     return {"psn_count": where(("gap",), a), "first_missing_psn": where(("gap",), b),
             "aeth_syndrome": where(("nak_seq", "nak_rnr", "nak_other"), a),
             "rnr_timer": where(("nak_rnr",), a & 0x1F),
-            "pfc_priority": prio[np.where(pfc, np.clip(a, 0, 8), 9)].tolist(),
+            "pfc_priority": prio[slot].tolist(),
             "pfc_quanta": where(("pfc_pause", "pfc_resume"), b),
             "resend_delay_ns": np.where((kind == KIND_CODE["timeout_retransmit"]) & (a >= 0), a, -1),
             "copy_delay_ns": where(("duplicate",), a),
             "early_ns": where(("response_before_request",), a),
-            "sent_beyond": where(("timeout_retransmit",), b)}
+            "sent_beyond": where(("timeout_retransmit",), b), "pause_delay_ns": np.where(paused, b, -1)}
 
 
 def nak_meaning(syndrome: int) -> str:
@@ -117,7 +122,7 @@ def nak_meaning(syndrome: int) -> str:
     return "reserved syndrome"
 
 
-def _detail(kind: int, a: int, b: int) -> str:
+def _detail(kind: int, a: int, b: int, mac_names=()) -> str:
     name = EVENT_KINDS[kind]
     if name == "gap":
         return f"{a} PSN{'s' if a != 1 else ''} skipped from {b}"
@@ -140,4 +145,8 @@ def _detail(kind: int, a: int, b: int) -> str:
     if name in ("pfc_pause", "pfc_resume"):
         prio = "all" if a == 8 else str(a)
         return f"priority {prio} quanta {b}"
+    if name == "sent_while_paused":
+        mac, prio = mac_names[a // 9] if a // 9 < len(mac_names) else "?", a % 9
+        held = "every priority (802.3x PAUSE)" if prio == 8 else f"priority {prio}"
+        return f"sent toward {mac} while it paused {held} (related frame: the XOFF that began the pause)"
     return ""

@@ -8,7 +8,8 @@ ignored (802.1Qbb 36.1.3). An 802.3x PAUSE frame counts as priority `all` (slot 
 `paused_us` adds up each pause's effective duration; `longest_pause_us` is the longest
 continuous paused period: a pause refreshed before it ran out (the usual XOFF refresh) continues
 the same period. The last pause of each slot stays open between chunks; at the end of the
-capture it runs for its full quanta time.
+capture it runs for its full quanta time. `feed` also tells, per frame, the XOFF that began the
+continuous period the frame's pause belongs to (pause_watch.py: frames sent while paused).
 """
 from __future__ import annotations
 
@@ -32,18 +33,25 @@ class PfcAccounting:
             "pause_quanta": (np.int64, 0), "paused_ns": (np.float64, 0.0),
             "longest_ns": (np.float64, 0.0), "first_ts": (np.int64, 0), "last_ts": (np.int64, 0),
             "open": (bool, False), "open_ts": (np.int64, 0), "open_q": (np.int64, 0),
-            "run_ns": (np.float64, 0.0)})
+            "run_ns": (np.float64, 0.0),
+            "run_ts": (np.int64, 0), "run_idx": (np.int64, -1)})    # the open pause's period: its first XOFF
 
-    def feed(self, mac_id: np.ndarray, slot: np.ndarray, quanta: np.ndarray, ts: np.ndarray) -> None:
-        """One row per (frame, enabled priority), in capture order; mac_id from `mac_ids`."""
+    def feed(self, mac_id: np.ndarray, slot: np.ndarray, quanta: np.ndarray, ts: np.ndarray,
+             idx: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """One row per (frame, enabled priority), in capture order; mac_id from `mac_ids`; idx:
+        the rows' frame indexes. Returns per row the timestamp and frame index of the XOFF that
+        began the continuous paused period its pause belongs to (a resume: its own)."""
         if len(mac_id) == 0:
-            return
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        idx = np.arange(len(ts), dtype=np.int64) if idx is None else np.asarray(idx, np.int64)
         key = mac_id * SLOTS + slot
         order = np.argsort(key, kind="stable")
-        key, quanta, ts = key[order], quanta[order].astype(np.int64), ts[order]
+        key, quanta, ts, idx = key[order], quanta[order].astype(np.int64), ts[order], idx[order]
         starts, lengths, gid = group_bounds(key)
         self._count(key, quanta, ts, starts, lengths)
-        self._durations(key, quanta, ts, starts, lengths, gid)
+        start_ts, start_idx = np.empty_like(ts), np.empty_like(idx)
+        start_ts[order], start_idx[order] = self._durations(key, quanta, ts, idx, starts, lengths, gid)
+        return start_ts, start_idx
 
     def mac_ids(self, mac: np.ndarray) -> np.ndarray:
         """Dense index per source MAC (uint64), in order of first appearance."""
@@ -67,8 +75,9 @@ class PfcAccounting:
         st.first_ts[keys[new]] = ts[starts[new]]
         st.last_ts[keys] = ts[starts + lengths - 1]
 
-    def _durations(self, key, quanta, ts, starts, lengths, gid) -> None:
-        """Prepend each slot's open pause, cut each pause at the next frame, sum periods."""
+    def _durations(self, key, quanta, ts, idx, starts, lengths, gid) -> tuple[np.ndarray, np.ndarray]:
+        """Prepend each slot's open pause, cut each pause at the next frame, sum periods; the
+        period starts of the rows (without the prepended ones)."""
         st = self.st
         keys = key[starts]
         carried = st.open[keys]
@@ -77,6 +86,9 @@ class PfcAccounting:
         v_q = np.where(carried, st.open_q[keys], 0)
         all_ts = np.insert(ts, starts, v_ts)
         all_q = np.insert(quanta, starts, v_q)
+        # each row's own start; a carried pause's is its period's first XOFF
+        begin_ts = np.insert(ts, starts, np.where(carried, st.run_ts[keys], v_ts))
+        begin_idx = np.insert(idx, starts, np.where(carried, st.run_idx[keys], -1))
         vstarts = starts + np.arange(len(starts))
         vlen = lengths + 1
         last = vstarts + vlen - 1
@@ -89,14 +101,19 @@ class PfcAccounting:
         has_next[last] = False
         dur = np.where(has_next & (all_q > 0), np.minimum(nominal, wait), 0.0)
         cont = has_next & (all_q > 0) & (nxt_q > 0) & (wait <= nominal)
-        self._periods(keys, dur, cont, vstarts, carried)
+        run_first = self._periods(keys, dur, cont, vstarts, carried)
         st.paused_ns += np.bincount(np.repeat(keys, vlen), dur, minlength=st.n)
         st.open[keys] = all_q[last] > 0
         st.open_ts[keys] = all_ts[last]
         st.open_q[keys] = all_q[last]
+        st.run_ts[keys], st.run_idx[keys] = begin_ts[run_first[last]], begin_idx[run_first[last]]
+        real = np.ones(len(all_ts), dtype=bool)
+        real[vstarts] = False
+        return begin_ts[run_first][real], begin_idx[run_first][real]
 
-    def _periods(self, keys, dur, cont, vstarts, carried) -> None:
-        """Continuous paused periods: consecutive pauses where each arrived before the last ran out."""
+    def _periods(self, keys, dur, cont, vstarts, carried) -> np.ndarray:
+        """Continuous paused periods: consecutive pauses where each arrived before the last ran
+        out. Returns each row's period's first row."""
         st = self.st
         run_start = np.ones(len(dur), dtype=bool)
         run_start[1:] = ~cont[:-1]
@@ -111,6 +128,7 @@ class PfcAccounting:
         # the open pause (last row) continues its period into the next chunk
         last = np.append(vstarts[1:], len(dur)) - 1
         st.run_ns[keys] = totals[run_id[last]] - 0.0
+        return np.maximum.accumulate(np.where(run_start, np.arange(len(dur)), 0))
 
     def finish(self) -> None:
         """End of capture: each open pause runs for its full quanta time."""

@@ -2,7 +2,7 @@
 
 Tables are kept as numpy columns (`*_table`, see tables.py) and offered as pandas DataFrames
 (`flows`, `pfc`, `events`, `timeline`, `ops`, `op_stats`, `read_depth`, `connections`, `priorities`, `cc`,
-`findings`) built on first
+`paused_flows`, `findings`) built on first
 access. The DataFrames have the
 CSV columns; timestamps are datetime64[ns, UTC], QP numbers nullable UInt32.
 
@@ -19,8 +19,8 @@ import numpy as np
 from roceview.analysis.cc_match import CC_COLUMNS
 from roceview.analysis.connections import CONNECTION_COLUMNS
 from roceview.analysis.priorities import PRIORITY_COLUMNS
-from roceview.analysis.tables import (FINDINGS_COLUMNS, OP_STATS_COLUMNS, OPS_COLUMNS, READ_DEPTH_COLUMNS,
-                                      Table)
+from roceview.analysis.tables import (FINDINGS_COLUMNS, OP_STATS_COLUMNS, OPS_COLUMNS, PAUSED_FLOW_COLUMNS,
+                                      READ_DEPTH_COLUMNS, Table)
 
 SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
 
@@ -41,6 +41,7 @@ class AnalysisResult:
     connections_table: Table = field(default_factory=lambda: Table.empty(CONNECTION_COLUMNS))   # connections.csv
     priorities_table: Table = field(default_factory=lambda: Table.empty(PRIORITY_COLUMNS))      # priorities.csv
     cc_table: Table = field(default_factory=lambda: Table.empty(CC_COLUMNS))                    # cc.csv
+    paused_flows_table: Table = field(default_factory=lambda: Table.empty(PAUSED_FLOW_COLUMNS))  # paused_flows.csv
     _frames: dict = field(default_factory=dict, repr=False)
 
     def _frame(self, name: str):
@@ -79,6 +80,12 @@ class AnalysisResult:
     def cc(self):
         """One row per CNP received: how the sender's DCQCN reaction point answered it (cc.csv)."""
         return self._frame("cc")
+
+    @property
+    def paused_flows(self):
+        """Per (pausing MAC, priority, flow): the flow's frames to that MAC on that priority and
+        those sent while the MAC paused it (paused_flows.csv)."""
+        return self._frame("paused_flows")
 
     @property
     def ops(self):

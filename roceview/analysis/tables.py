@@ -34,7 +34,7 @@ FINDINGS_COLUMNS = ("severity", "kind", "summary", "flows", "start_ts", "end_ts"
                     "frame_count", "explains")
 EVENT_COLUMNS = ("ts", "flow", "kind", "psn", "detail", "frame", "related_frame", "psn_count",
                  "first_missing_psn", "aeth_syndrome", "rnr_timer", "pfc_priority", "pfc_quanta",
-                 "resend_delay_ns", "copy_delay_ns", "early_ns", "sent_beyond")
+                 "resend_delay_ns", "copy_delay_ns", "early_ns", "sent_beyond", "pause_delay_ns")
 TIMELINE_COLUMNS = ("bucket_start", "flow", "bytes", "gbps", "ecn_ce", "cnp_packets",
                     "retransmitted_packets")
 # one row per RDMA message (ops.py), the per-QP statistics of them (ops_stats.py)
@@ -45,6 +45,9 @@ OP_STATS_COLUMNS = ("flow", "op", "operations", "completed", "retransmitted_ops"
                     "latency_p99_us", "latency_max_us", "size_le_64", "size_le_256", "size_le_1k", "size_le_4k",
                     "size_le_16k", "size_le_64k", "size_le_256k", "size_le_1m", "size_gt_1m")
 READ_DEPTH_COLUMNS = ("flow", "depth", "time_ns", "reads")
+# per (pausing MAC, priority, flow): the flow's frames to that MAC on that priority (pause_watch.py)
+PAUSED_FLOW_COLUMNS = ("src_mac", "priority", "flow", "packets", "bytes", "first_ts", "last_ts", "paused_packets",
+                       "paused_bytes")
 NONE_TS = -(1 << 63)        # an `nts` cell without a value
 
 KINDS = {
@@ -56,7 +59,7 @@ KINDS = {
     "priority": "str", "severity": "str", "kind": "str", "summary": "str", "flows": "str",
     "evidence": "str", "advice": "str", "detail": "str", "frames": "str", "explains": "str",
     "psn": "nint", "related_frame": "nint", "psn_count": "nint", "first_missing_psn": "nint",
-    "aeth_syndrome": "nint", "rnr_timer": "nint", "pfc_quanta": "nint", "resend_delay_ns": "nint", "copy_delay_ns": "nint", "early_ns": "nint", "sent_beyond": "nint",
+    "aeth_syndrome": "nint", "rnr_timer": "nint", "pfc_quanta": "nint", "resend_delay_ns": "nint", "copy_delay_ns": "nint", "early_ns": "nint", "sent_beyond": "nint", "pause_delay_ns": "nint",
     "pfc_priority": "str",
     "op": "str", "completion_ts": "nts", "completion_frame": "nint", "latency_us": "float",
     "retransmitted": "bool", "latency_p50_us": "float", "latency_p99_us": "float", "latency_max_us": "float",

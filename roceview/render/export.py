@@ -1,7 +1,7 @@
 """CSV and JSON export of an AnalysisResult (no pandas: written from the numpy columns).
 
 `--csv DIR` writes qps.csv, pfc.csv, findings.csv, events.csv, timeline.csv, ops.csv, connections.csv,
-priorities.csv and cc.csv. Each file is
+priorities.csv, cc.csv and paused_flows.csv. Each file is
 first written to a temporary file beside the file it replaces; they are renamed into place only
 when all of them are complete, so an error or a Ctrl-C leaves nothing half written
 (capture.writer.write_files: symlinks followed, devices and FIFOs written directly).
@@ -23,7 +23,8 @@ from roceview.render.nullable import nullable_ts_parts
 
 CSV_FILES = (("qps.csv", "flows_table"), ("pfc.csv", "pfc_table"), ("findings.csv", "findings_table"),
              ("events.csv", "events_table"), ("timeline.csv", "timeline_table"), ("ops.csv", "ops_table"),
-             ("connections.csv", "connections_table"), ("priorities.csv", "priorities_table"), ("cc.csv", "cc_table"))
+             ("connections.csv", "connections_table"), ("priorities.csv", "priorities_table"), ("cc.csv", "cc_table"),
+             ("paused_flows.csv", "paused_flows_table"))
 WIDTH_GUESS = {"ts": 20, "float": 10, "qp": 8}  # text bytes of a number, for the block size only
 _SPECIAL = re.compile(r'[,"\r\n]')  # csv.writer quotes a field only when it holds one of these
 
@@ -273,7 +274,8 @@ def result_document(result) -> dict:
             "timeline": result.timeline_table.records(), "ops": result.ops_table.records(),
             "connections": result.connections_table.records(),
             "op_stats": result.op_stats_table.records(), "read_depth": result.read_depth_table.records(),
-            "priorities": result.priorities_table.records(), "cc": result.cc_table.records()}
+            "priorities": result.priorities_table.records(), "cc": result.cc_table.records(),
+            "paused_flows": result.paused_flows_table.records()}
 
 
 def write_json(result, path, stdout=None) -> None:
