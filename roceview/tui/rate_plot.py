@@ -47,9 +47,9 @@ def rate_text(result, rows: list[int], width: int) -> Text:
     _marks(out, "CNP", timebars.ticks(cnp_ts, t0, t1, w, CNP_MARK) if len(cnp_ts) else "", "bold red")
     _marks(out, "CE", timebars.count_bar(ce) if ce.any() else "", "yellow")
     out.append(" " * LABEL + timebars.axis(t0, t1, w, start) + "\n")
-    if bucket >= t1 - t0:
-        out.append("one bucket holds the QP's time: --bucket MS draws finer\n", style="dim")
     out.append(reaction_line(flows, rows[0], len(cnp_ts)), style="dim" if not len(cnp_ts) else "")
+    if bucket >= t1 - t0:
+        out.append("\none bucket: --bucket MS for finer", style="dim")
     return out
 
 
