@@ -22,6 +22,7 @@ As a tap it sees every frame the NIC starts to send, and records:
 """
 from __future__ import annotations
 
+from roceview.generate.capture_points import ip_text as _ip
 from roceview.generate.frames import PfcFrame, RocePacket
 from roceview.generate.simulator import BASE_TS_NS, PS_PER_NS, pause_quanta_ps, serialisation_ps
 
@@ -115,6 +116,3 @@ def _congested(net) -> set[int]:
 def _overlap(periods, first: int, last: int) -> int:
     return sum(max(0, min(end, last) - max(start, first)) for start, end in periods)
 
-
-def _ip(raw: bytes) -> str:
-    return ".".join(str(b) for b in raw)
