@@ -25,6 +25,12 @@ REAL = REPO.parent / "shared" / "captures" / "real"
 SAMPLES = REPO / "captures"
 CAPTURE_PATTERNS = ("*.pcap", "*.pcapng", "*.pcap.gz", "*.pcapng.gz")
 
+# pytest-xdist's workers (the suite runs with -n auto) start with COLUMNS=80 in their environment; the
+# report's width follows COLUMNS, so a test that sets no width would see 80 there and the pipe width
+# (render/screen.py PIPE_WIDTH) in a plain run. Tests set a width themselves where it matters.
+for _name in ("COLUMNS", "LINES"):
+    os.environ.pop(_name, None)
+
 
 def capture_files(directory: Path) -> list[Path]:
     """Capture files directly in `directory`, sorted by name ([] if it does not exist)."""
