@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.widgets import DataTable, Static
 
@@ -47,6 +48,12 @@ class PfcScreen(RoceScreen):
             else "no PAUSE or PFC frames in this capture")
         if self.due(snapshot):
             self.query_one("#pfc-timeline", Static).update(self._timeline(result))
+
+    def on_resize(self, event: events.Resize) -> None:
+        """The timeline again for the new width (a stale Resize is dropped: RoceScreen's)."""
+        super().on_resize(event)
+        if event.size == self.app.size and self.app.snapshot is not None:
+            self.query_one("#pfc-timeline", Static).update(self._timeline(self.app.snapshot.result))
 
     def _timeline(self, result) -> Text:
         """The diagnoser's PFC timeline over the screen's width (tui/pfc_timeline.py). A

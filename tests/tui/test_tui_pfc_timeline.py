@@ -90,3 +90,17 @@ async def test_ce_and_loss_marks_fall_in_the_columns_of_their_buckets(sample, co
     assert other.strip() == "(none)"
     assert lines[-1].strip().startswith("0.000000000 s") and lines[-1].rstrip().endswith(
         f"0.{result.summary['duration_ns']:09d} s")
+
+
+async def test_the_timeline_is_drawn_again_for_the_new_width_after_a_resize():
+    app = make_app([str(SAMPLES / "pfc-storm.pcap")], title="t", options=Options())
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await pilot.press("4")
+        await pilot.pause()
+        await pilot.resize_terminal(140, 30)
+        await pilot.pause()
+        await pilot.pause()
+        lines = text_of(app.screen.query_one("#pfc-timeline")).splitlines()
+        await pilot.press("q")
+    assert len(_row(lines, "0e:c0:de:00:00:11 p3")) == 140 - 2 - LABEL
