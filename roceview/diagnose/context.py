@@ -23,7 +23,8 @@ from roceview.units import duration
 
 PSN_MOD = 1 << 24
 EVENT_STRUCTURED = ("frame", "related_frame", "psn_count", "first_missing_psn", "aeth_syndrome", "rnr_timer",
-                    "pfc_priority", "pfc_quanta", "resend_delay_ns", "copy_delay_ns", "early_ns", "sent_beyond")
+                    "pfc_priority", "pfc_quanta", "resend_delay_ns", "copy_delay_ns", "early_ns", "sent_beyond",
+                    "pause_delay_ns")
 
 
 @dataclass

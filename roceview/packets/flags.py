@@ -80,4 +80,4 @@ FINDING_KINDS = (
     "priority_mismatch", "link_speed_mismatch", "ecn_congestion", "ecn_not_enabled", "cnp_missing",
     "incast", "duplicate_frames", "capture_points", "clock_skew", "bad_icrc", "truncated_frames",
     "timestamps_backwards", "decode_warnings", "read_depth_limited", "cm_reject", "cm_retry", "cm_slow_setup",
-    "cnp_ignored", "cnp_excess")
+    "cnp_ignored", "cnp_excess", "pfc_before_ecn", "pfc_violation", "hol_victim")
