@@ -87,18 +87,19 @@ def pfc_violator(rng, scale, truth):
 
 
 def hol_victim(rng, scale, truth):
-    """Routed ToR; 10.0.0.1-4 write to 10.0.0.5 at once (incast; ECN from Kmin 5 KB, Kmax 30 KB,
-    below XOFF 40 KB per ingress: the CNPs reach 10.0.0.1 before the pauses); 10.0.0.1 also writes
-    to 10.0.0.6, which nothing else loads, on the same priority. The incast fills the switch's
+    """Routed ToR; 10.0.0.1-4 write to 10.0.0.5 at once (incast; ECN from Kmin 2 KB, Kmax 20 KB, Pmax
+    0.5, well below XOFF 40 KB per ingress: CNPs reach 10.0.0.1 before the pauses do); 10.0.0.1 also writes
+    8-16 KiB messages to 10.0.0.6, which nothing else loads, one at a time on the same priority. The incast fills the switch's
     buffer from 10.0.0.1's ingress too: the switch pauses priority 3 toward 10.0.0.1, and its
     writes to 10.0.0.6 wait with the rest. The mirror is 10.0.0.1's link (it carries 10.0.0.5's
     and 10.0.0.6's frames: the switch's MAC there sends for two hosts, a router's)."""
-    sw = SwitchSettings(kmin_bytes=5_000, kmax_bytes=30_000, xoff_bytes=40_000, xon_bytes=20_000)
+    sw = SwitchSettings(kmin_bytes=2_000, kmax_bytes=20_000, pmax=0.5, xoff_bytes=40_000, xon_bytes=20_000)
     net = Network(NetworkSettings(hosts=6, until_ms=50, switch=sw, routed=True), rng, truth)
     for s in range(4):
         w = Workload(_writes(rng, _count(6, scale, 4)), qd=2, start_ns=5_000 + int(rng.integers(0, 300)))
         net.connect(s, 4, w)
-    side = Workload(_writes(rng, _count(6, scale, 4), (8 * KIB, 16 * KIB)), qd=2, start_ns=5_000)
+    # one message at a time, 1 us apart: the writes to 10.0.0.6 go on while the incast lasts
+    side = Workload(_writes(rng, _count(12, scale, 10), (8 * KIB, 16 * KIB)), qd=1, gap_ns=1_000, start_ns=5_000)
     net.connect(0, 5, side)
     net.watch_pauses(0)
     return net, [0], [4, 5]
@@ -113,8 +114,8 @@ INVERTED_SUMMARY = ("as ecn-before-pfc with the thresholds inverted, XOFF 10 KB 
 VIOLATOR_SUMMARY = ("routed ToR, no ECN marking; 10.0.0.1-3 stripe writes over 10.0.0.4 and 10.0.0.5 (1.5:1 "
                     "each); the switch pauses priority 3 toward the senders, and 10.0.0.1's NIC obeys each pause "
                     "only 12 us after it arrived: it sends on the paused priority (truth `pfc_violations`)")
-VICTIM_SUMMARY = ("routed ToR; 10.0.0.1-4 write to 10.0.0.5 at once (ECN on); 10.0.0.1 also writes to idle "
-                  "10.0.0.6 on the same priority: the incast gets 10.0.0.1's ingress paused and its writes to "
+VICTIM_SUMMARY = ("routed ToR; 10.0.0.1-4 write to 10.0.0.5 at once (ECN marks first); 10.0.0.1 also writes to "
+                  "idle 10.0.0.6 on the same priority: the incast gets 10.0.0.1's ingress paused and its writes to "
                   "10.0.0.6 wait too (truth `victims`); mirror on 10.0.0.1's link")
 
 PFC_SCENARIOS = (

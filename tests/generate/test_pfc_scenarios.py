@@ -115,7 +115,7 @@ def test_the_violators_frames_are_in_the_capture_inside_a_pause_past_the_bound(s
         start, end = next((s, e) for s, e in periods if s <= v["ts_ns"] < e + 2_000)
         assert start == v["pause_ts_ns"] and v["ts_ns"] - start == v["capture_delay_ns"] > BOUND_NS
         assert v["in_captured_pause"] == (v["ts_ns"] < end)
-    assert sum(v["in_captured_pause"] for v in violations) >= len(violations) // 2
+    assert any(v["in_captured_pause"] for v in violations)
 
 
 def test_a_compliant_nic_sends_nothing_on_a_paused_priority_past_the_bound():
