@@ -4,6 +4,8 @@ paused time is pfc.csv's; rows only where something happened."""
 from __future__ import annotations
 
 import importlib
+import os
+import random
 import struct
 from pathlib import Path
 
@@ -125,3 +127,40 @@ def test_past_the_row_budget_the_first_buckets_in_time_are_kept_whole(tmp_path, 
         monkeypatch.setattr(module, "MAX_ROWS", budget)
         kept = _at(_rows(frames, tmp_path))
         assert kept == whole[:len(kept)] and budget - 1 <= len(kept) <= budget, budget
+
+
+# ROCEVIEW_FUZZ_EXAMPLES=500 pytest tests/diagnose/test_pfc_timeline.py -k random: a longer run
+EXAMPLES = int(os.environ.get("ROCEVIEW_FUZZ_EXAMPLES", "25"))
+
+
+def _random_frames(rng: random.Random) -> list[tuple[int, bytes]]:
+    """Pause, refresh and resume frames of a few MACs and priorities (802.3x PAUSE too), some
+    closer than their pause time, some apart; at most 4 ms, in 0.25 - 1 ms buckets."""
+    t, out = 0, []
+    for _ in range(rng.randint(1, 40)):
+        t += rng.choice([1, 100, 5_000, 200_000, 340_000, 600_000])
+        mac = rng.choice([SWITCH, HOST])
+        quanta = rng.choice([0, 1, 100, 0x7FFF, 0xFFFF])
+        out.append((t, _pause(mac, quanta) if rng.random() < 0.2 else _pfc(mac, quanta, prio=rng.choice([3, 4]))))
+    return out
+
+
+def test_random_pause_trains_keep_pfc_csvs_counts_and_paused_time_in_their_buckets(tmp_path):
+    rng = random.Random(33)
+    for example in range(EXAMPLES):
+        frames = _random_frames(rng)
+        bucket_ms = rng.choice([0.25, 0.5, 1.0])
+        path = tmp_path / "cap.pcapng"
+        write_pcapng(path, [f for _, f in frames], [T0 + t for t, _ in frames])
+        result = roceview.analyze([str(path)], bucket_ms=bucket_ms)
+        records = result.pfc_timeline_table.records()
+        pfc, rows = result.pfc_table.records(), _at(records)
+        for row in pfc:
+            mine = [r for r in rows if r[1:3] == (row["src_mac"], row["priority"])]
+            assert sum(r[3] for r in mine) == row["pause_frames"], example
+            assert sum(r[4] for r in mine) == row["resume_frames"], example
+            assert sum(r[5] for r in mine) == pytest.approx(row["paused_us"] * 1000, abs=1 + row["pause_frames"]), example
+        bucket_ns = round(bucket_ms * MS)
+        assert all(0 <= r[5] <= bucket_ns for r in rows), example           # never more than its bucket
+        keys = [(r["bucket_start"], r["src_mac"], r["priority"]) for r in records]
+        assert keys == sorted(set(keys)), example                             # one row a key and bucket, in order
