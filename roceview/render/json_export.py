@@ -22,7 +22,7 @@ from roceview.render.cells import (BLOCK_BYTES, assemble, column_parts, const_ce
 TABLES = (("flows", "flows_table"), ("pfc", "pfc_table"), ("findings", "findings_table"),
           ("events", "events_table"), ("timeline", "timeline_table"), ("ops", "ops_table"), ("connections", "connections_table"),
           ("op_stats", "op_stats_table"), ("read_depth", "read_depth_table"), ("priorities", "priorities_table"),
-          ("cc", "cc_table"), ("pfc_timeline", "pfc_timeline_table"))
+          ("cc", "cc_table"), ("paused_flows", "paused_flows_table"), ("pfc_timeline", "pfc_timeline_table"))
 # the diagnoser sets pfc_timeline_table (diagnose.find): a result it never saw writes []
 _DIAGNOSED = {"pfc_timeline_table"}
 _WIDTH_GUESS = {"ts": 22, "qp": 10}  # bytes of a value, for the block size only

@@ -27,3 +27,9 @@ def test_a_result_without_diagnosis_writes_an_empty_pfc_timeline():
     assert not hasattr(result, "pfc_timeline_table")
     doc = json.loads(document_json(result))
     assert doc["pfc_timeline"] == [] and len(doc["pfc"]) == 1
+
+
+def test_the_json_document_holds_paused_flows_as_the_python_document_does():
+    result = roceview.analyze([str(REPO / "captures" / "pfc-storm.pcap")])
+    doc = json.loads(document_json(result))
+    assert doc["paused_flows"] == result.paused_flows_table.records()
