@@ -25,11 +25,13 @@ from roceview.diagnose.loss import loss_findings
 from roceview.diagnose.pfc import pfc_findings
 from roceview.diagnose.pfc_order import pfc_order_findings
 from roceview.diagnose.pfc_timeline import pfc_timeline
+from roceview.diagnose.pfc_victims import pfc_victim_findings
 from roceview.diagnose.pfc_violation import pfc_violation_findings
 from roceview.diagnose.priority import priority_findings
 from roceview.diagnose.read_depth import read_depth_findings
 
-RULES = (loss_findings, pfc_findings, pfc_order_findings, pfc_violation_findings, priority_findings, ecn_findings, capture_findings)
+RULES = (loss_findings, pfc_findings, pfc_order_findings, pfc_violation_findings, pfc_victim_findings,
+         priority_findings, ecn_findings, capture_findings)
 
 __all__ = ["diagnose", "find", "FactCollector", "CaptureFacts", "Config", "DEFAULTS", "load_config",
            "COLUMNS", "facts_for"]

@@ -46,6 +46,10 @@ class Config:
                                         # p99 + this after the switch marked it (a CNP: + the NP spacing)
     pause_response_margin_us: float = 1.0  # pfc_violation: on top of 802.3's response bound and two
                                         # frames in flight, the propagation to the station and back
+    victim_paused_us: float = 5.0       # hol_victim: a flow a switch's pauses held at least this long
+                                        # inside its active span (its first to last frame) ...
+    victim_paused_share: float = 0.05   # ... and at least this share of that span (brief pauses of a
+                                        # healthy fabric make no victim)
     # --- priorities ------------------------------------------------------------------------------
     trust: str = "auto"                 # how a switch maps a frame to a priority: "pcp", "dscp",
                                         # or "auto" (PCP when VLAN-tagged, else DSCP)
@@ -147,7 +151,7 @@ RANGES = {
     "storm_ms": DURATION_MS, "storm_window_ms": DURATION_MS, "storm_share": SHARE,
     "pause_warning_share": SHARE, "link_rate_window_ms": DURATION_MS, "link_rate_margin": FACTOR,
     "pause_only_min_gbps": RATE, "congestion_gap_us": DURATION_US, "ce_evidence_lag_us": SPAN_US,
-    "pause_response_margin_us": SPAN_US,
+    "pause_response_margin_us": SPAN_US, "victim_paused_us": SPAN_US, "victim_paused_share": SHARE,
     "trust": Rule("auto, pcp or dscp", lambda v: v in ("auto", "pcp", "dscp")),
     # keys as priority_of_dscp looks them up: "046" would never be asked for
     "dscp_to_priority": Rule('a table mapping DSCPs 0-63 to priorities 0-7, e.g. { "26" = 3 }', _dscp_map_ok,

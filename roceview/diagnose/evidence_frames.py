@@ -15,7 +15,8 @@ cm_slow_setup) list the CM MADs of their handshakes, read_depth_limited the firs
 READs that waited for a place (ops.csv rows), cnp_ignored / cnp_excess their CNPs (cc.csv): their
 rules give them (diagnose/cm.py, read_depth.py, cc.py). pfc_before_ecn's rule picks its own among
 its events (RULE_PICKED: the XOFFs before each episode's first CE evidence, and that; pfc_order.py),
-pfc_violation the frames sent while paused past the response bound and their XOFFs (pfc_violation.py).
+pfc_violation the frames sent while paused past the response bound and their XOFFs (pfc_violation.py),
+hol_victim the pause frames of its victims' paused periods and what they sent in them (pfc_victims.py).
 """
 from __future__ import annotations
 
@@ -50,10 +51,13 @@ EVIDENCE = {
     "priority_mismatch": ("pfc_pause",),
     "pfc_before_ecn": ("pfc_pause", "cnp", "ecn_ce"),
     "pfc_violation": ("sent_while_paused", "pfc_pause"),
+    "hol_victim": ("pfc_pause", "pfc_resume", "sent_while_paused"),
 }
 # kinds whose rule picks its frames among those events itself (the XOFFs before the first CE
 # evidence, and that): `roceview.finding` takes the rule's frames, not every event of the kinds
-RULE_PICKED = ("pfc_before_ecn", "pfc_violation")
+RULE_PICKED = ("pfc_before_ecn", "pfc_violation", "hol_victim")
+# kinds whose frames are mostly PFC frames (no BTH) though they name flows: filtered by the kind alone
+KIND_FILTER_ONLY = ("hol_victim",)
 PACKET_KINDS = ("bad_icrc", "truncated_frames", "timestamps_backwards")
 PFC_EVENTS = ("pfc_pause", "pfc_resume")     # flow: the pausing MAC, not a queue pair
 WINDOWED = {"incast", "cnp_missing", "pfc_storm", "pfc_pause", "slow_receiver", "pfc_without_ecn",
@@ -111,7 +115,7 @@ def _given_frames(ctx, result, kinds: set) -> dict:
     """(kind, flows, evidence) -> every frame of the findings whose rules give their frames
     rather than events: the RDMA CM kinds (their handshakes' MADs, diagnose/cm.py) and
     read_depth_limited (the READs that waited, diagnose/read_depth.py)."""
-    from roceview.diagnose import cc, cm, pfc_order, pfc_violation, read_depth
+    from roceview.diagnose import cc, cm, pfc_order, pfc_victims, pfc_violation, read_depth
 
     out = cm.frames_by_finding(result, ctx.config) if kinds & set(cm.CM_KINDS) else {}
     if "read_depth_limited" in kinds:
@@ -122,6 +126,8 @@ def _given_frames(ctx, result, kinds: set) -> dict:
         out.update(pfc_order.frames_by_finding(ctx))
     if pfc_violation.KIND in kinds:
         out.update(pfc_violation.frames_by_finding(ctx))
+    if pfc_victims.KIND in kinds:
+        out.update(pfc_victims.frames_by_finding(ctx))
     return out
 
 
@@ -193,6 +199,8 @@ def finding_filter(record: dict) -> str | None:
     if not str(record.get("frames") or ""):
         return None
     text = f'roceview.finding == "{record["kind"]}"'
+    if record["kind"] in KIND_FILTER_ONLY:
+        return text
     qps = sorted({name.rpartition(":")[2] for name in str(record.get("flows") or "").split(";")
                   if name.rpartition(":")[2].startswith("0x")})
     return f"{text} && infiniband.bth.destqp in {{{', '.join(qps)}}}" if qps else text
