@@ -51,8 +51,7 @@ class Context:
         self._flows(result.flows_table)
         self._events(result.events_table)
         self.pfc = _rows(result.pfc_table)
-        self.paused_flows = getattr(result, "paused_flows_table", None)  # hol_victim's flows (Table or None)
-        self.ops_table = getattr(result, "ops_table", None)              # ... and the messages its pauses held
+        self.paused_flows = getattr(result, "paused_flows_table", None)  # hol_victim's flows (a Table or None)
         self.timeline = result.timeline_table.data
         self.start_ns, self.end_ns = self._capture_span()
         self.flow_facts = FlowFactsTable(facts.classes if facts is not None else [], _flow_names())

@@ -145,21 +145,19 @@ def paused_within(per: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray
 def _victims(ctx, rows: dict, mine: np.ndarray, per: np.ndarray, congested: Congestion) -> list[dict]:
     """The victims among rows `mine` of one (pauser, priority), each a dict of its numbers."""
     lo, hi = rows["first_ts"][mine], rows["last_ts"][mine]
-    paused = paused_within(per, lo, hi)
-    span = hi - lo
-    cfg = ctx.config
-    held = mine[(span > 0) & (paused >= cfg.victim_paused_us * 1000.0)
-                & (paused >= cfg.victim_paused_share * np.maximum(span, 1))]
-    dst = {int(i): ctx.flow[rows["flow"][i]]["dst_ip"] for i in mine.tolist()}
+    dst = np.asarray(ctx.arrays.hosts, object)[ctx.arrays.dst[rows["at"][mine]]]
+    paused, span, cfg = paused_within(per, lo, hi), hi - lo, ctx.config
+    held = (span > 0) & (paused >= cfg.victim_paused_us * 1000.0) & (paused >= cfg.victim_paused_share * span)
+    if not held.any():
+        return []
+    hot = np.fromiter((bool(congested.reasons(h, ask_incast=True)) for h in dst.tolist()), bool, len(dst))
     out = []
-    for i in held.tolist():
-        if congested.reasons(dst[i]) or congested.reasons(dst[i], ask_incast=True):
-            continue
-        mine_periods = _overlapping(per, int(rows["first_ts"][i]), int(rows["last_ts"][i]))
-        behind = sorted({dst[j] for j in mine.tolist() if congested.reasons(dst[j])
-                         and _overlaps(mine_periods, int(rows["first_ts"][j]), int(rows["last_ts"][j]))})
+    for k in np.flatnonzero(held & ~hot).tolist():
+        # the congested rows whose frames the same pauses held while they held this flow
+        common = paused_within(per, np.maximum(lo[hot], lo[k]), np.minimum(hi[hot], hi[k]))
+        behind = sorted(set(dst[hot][common > 0].tolist()))
         if behind:
-            out.append(_numbers(rows, i, mine_periods, behind, dst[i]))
+            out.append(_numbers(rows, int(mine[k]), _overlapping(per, int(lo[k]), int(hi[k])), behind, dst[k]))
     return out
 
 
@@ -167,10 +165,6 @@ def _overlapping(per: np.ndarray, lo: int, hi: int) -> np.ndarray:
     """The paused periods that reach into [lo, hi], clipped to it."""
     part = per[np.searchsorted(per[:, 1], lo, "right"):np.searchsorted(per[:, 0], hi, "left")]
     return np.stack([np.maximum(part[:, 0], lo), np.minimum(part[:, 1], hi)], axis=1) if len(part) else _NONE
-
-
-def _overlaps(periods: np.ndarray, lo: int, hi: int) -> bool:
-    return bool(((periods[:, 0] <= hi) & (periods[:, 1] >= lo)).any()) if len(periods) else False
 
 
 def _numbers(rows: dict, i: int, periods: np.ndarray, behind: list, dst: str) -> dict:

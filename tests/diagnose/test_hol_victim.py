@@ -4,6 +4,8 @@ were paused, the throughput lost and the congested receiver; brief pauses, two c
 receivers, a fabric without congestion signals and pauses from a host NIC make no victim."""
 from __future__ import annotations
 
+import os
+import random
 import re
 from functools import lru_cache
 
@@ -24,6 +26,8 @@ from roceview.generate.truth import Truth
 from roceview.packets.names import flow_name
 
 KIND = "hol_victim"
+# seeded tries of the random tests (ROCEVIEW_FUZZ_EXAMPLES for a longer run)
+TRIES = int(os.environ.get("ROCEVIEW_FUZZ_EXAMPLES", "100"))
 SWITCH = "0e:5c:00:00:ff:10"            # the routed ToR's port toward 10.0.0.1, the held host
 KIB = 1024
 
@@ -156,3 +160,50 @@ def test_the_paused_time_inside_a_span_counts_only_what_overlaps_it():
     hi = np.array([100, 35, 30, 50, 13, 35], np.int64)
     assert paused_within(per, lo, hi).tolist() == [20, 10, 0, 0, 1, 0]
     assert paused_within(np.zeros((0, 2), np.int64), lo, hi).tolist() == [0] * 6
+
+
+def _brute_paused(per: list, lo: int, hi: int) -> int:
+    return sum(max(0, min(e, hi) - max(s, lo)) for s, e in per)
+
+
+def test_random_periods_and_spans_give_the_paused_time_of_their_overlaps():
+    rng = random.Random(33)
+    for _ in range(TRIES):
+        edges = sorted(rng.sample(range(0, 1000), 2 * rng.randint(0, 8)))
+        per = [(edges[i], edges[i + 1]) for i in range(0, len(edges), 2)]
+        spans = [sorted(rng.choices(range(-50, 1050), k=2)) for _ in range(20)]
+        got = paused_within(np.array(per, np.int64).reshape(-1, 2), np.array([a for a, _ in spans], np.int64),
+                            np.array([b for _, b in spans], np.int64))
+        assert got.tolist() == [_brute_paused(per, a, b) for a, b in spans], (per, spans)
+
+
+@lru_cache(maxsize=None)
+def _analysed(path: str):
+    from roceview.analysis import Analyzer
+    from roceview.diagnose import FactCollector
+    from roceview.packets.read import iter_batches
+
+    analyzer, facts = Analyzer(), FactCollector()
+    for batch in iter_batches([path], warn=lambda m: None):
+        analyzer.feed(batch)
+        facts.feed(batch)
+    return analyzer.finish(files=[path]), facts.finish()
+
+
+def test_random_thresholds_name_the_victim_exactly_when_its_pause_meets_both():
+    """The idle receiver's flow was paused 15 us of its active span: with any thresholds the
+    finding names it alone when 15 us and its share reach them, and is absent otherwise."""
+    from roceview.diagnose import find
+
+    result, facts = _analysed(_path("held-15000-idle"))
+    d = result.paused_flows_table.data
+    i = next(i for i, name in enumerate(d["flow"]) if ">10.0.0.6:" in name)
+    victim, span = d["flow"][i], int(d["last_ts"][i]) - int(d["first_ts"][i])
+    rng = random.Random(34)
+    for _ in range(max(10, TRIES // 5)):
+        us, share = rng.uniform(0, 30), rng.uniform(0, 0.5)
+        found = [f for f in find(result, load_config(victim_paused_us=us, victim_paused_share=share), facts)
+                 if f["kind"] == KIND]
+        expected = 15_000 >= us * 1000 and 15_000 >= share * span
+        assert bool(found) == expected, (us, share, span, found)
+        assert not found or found[0]["flows"] == victim
