@@ -14,8 +14,8 @@ is an event naming the XOFF that began the continuous period (its related frame)
 since it; a frame held by both its priority's and an `all` pause names its priority's.
 
 Counting, per (flow, destination MAC, priority) of every frame with a flow, costs almost nothing:
-a flow sends to one (MAC, priority) as a rule, so each flow keeps the key of its first frame and
-its own qps.csv counters (packets, bytes, first/last) are that key's; only the frames of a flow
+a flow sends to one (MAC, priority) as a rule, so each flow keeps the key of one of its first
+chunk's frames and its own qps.csv counters (packets, bytes, first/last) are that key's; only the frames of a flow
 that ever sends elsewhere are counted key by key (`exact`). The pause test runs only on chunks
 while some MAC pauses (a pause frame in the chunk, or one carried from before that has not run
 out), on the frames toward such a MAC. State: per flow, and per (flow, MAC, priority) seen.
@@ -38,7 +38,7 @@ class PauseWatch:
 
     def __init__(self, pfc):
         self.pfc = pfc
-        self.primary = np.zeros(0, np.uint64)      # per flow: (dst MAC << 4 | priority) of its first frame
+        self.primary = np.zeros(0, np.uint64)      # per flow: (dst MAC << 4 | priority) of its frames
         self.mixed = np.zeros(0, bool)             # flows sending to more than one key: counted in `exact`
         self.any_mixed = False
         self.exact: dict[tuple[int, int], list] = {}      # (flow, key) -> [packets, bytes, first_ts, last_ts]
@@ -71,10 +71,11 @@ class PauseWatch:
         counts so far)."""
         key = _keys(ch)
         self._grow(ch.n_flows)
-        if ch.n_flows > ch.flows_before:                  # new flows: the key of their first row
+        if ch.n_flows > ch.flows_before:
+            # new flows: the key of one of their rows (any: a flow with rows of another key is
+            # counted key by key from this chunk on, with nothing before it to credit)
             new = np.flatnonzero(ch.fid >= ch.flows_before)
-            flows, first = np.unique(ch.fid.take(new), return_index=True)
-            self.primary[flows] = key.take(new[first])
+            self.primary[ch.fid.take(new)] = key.take(new)
         other = key != self.primary.take(ch.fid)
         if self.any_mixed or other.any():
             self._count_exact(an, ch, other, key)
@@ -110,7 +111,7 @@ class PauseWatch:
         """The rows toward a pausing MAC inside one of its pauses: counted and logged."""
         pk, prow, pts, pq, pbegin, pidx = (np.concatenate(c) for c in zip(*self._pauses))
         held = pq > 0
-        macs = np.unique(np.asarray(self.pfc.mac_list, np.uint64)[pk[held] // SLOTS])
+        macs = np.array(sorted({self.pfc.mac_list[m] for m in (pk[held] // SLOTS).tolist()}), np.uint64)
         if not len(macs):
             return
         mac = key >> np.uint64(4)
@@ -243,13 +244,13 @@ def _priority(ch) -> np.ndarray:
     cols = ch.batch.cols
     out = None
     if "dscp" in cols:
-        out = ch.take(cols["dscp"]).astype(np.uint64) >> np.uint64(3)
+        out = ch.take(cols["dscp"]).astype(np.uint8) >> np.uint8(3)       # (bytes: a narrow pass)
         ok = ch.valid("dscp")
         if ok is not None:
             out[~ok] = NO_PRIORITY
     if "pcp" in cols:
         ok = ch.valid("pcp")
         if ok is None or ok.any():
-            pcp = ch.take(cols["pcp"]).astype(np.uint64)
-            out = pcp if ok is None else np.where(ok, pcp, NO_PRIORITY if out is None else out)
-    return np.full(ch.n, NO_PRIORITY, np.uint64) if out is None else out
+            pcp = ch.take(cols["pcp"]).astype(np.uint8)
+            out = pcp if ok is None else np.where(ok, pcp, np.uint8(NO_PRIORITY) if out is None else out)
+    return np.full(ch.n, NO_PRIORITY, np.uint8) if out is None else out

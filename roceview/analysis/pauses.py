@@ -54,10 +54,12 @@ class PfcAccounting:
         return start_ts, start_idx
 
     def mac_ids(self, mac: np.ndarray) -> np.ndarray:
-        """Dense index per source MAC (uint64), in order of first appearance."""
-        uniq, inv = np.unique(mac, return_inverse=True)
+        """Dense index per source MAC (uint64), in order of first appearance (within a chunk
+        too: pfc.csv's row order does not depend on the chunk size)."""
+        uniq, first, inv = np.unique(mac, return_index=True, return_inverse=True)
         ids = np.empty(len(uniq), dtype=np.int64)
-        for i, m in enumerate(uniq.tolist()):
+        for i in np.argsort(first).tolist():
+            m = int(uniq[i])
             if m not in self.macs:
                 self.macs[m] = len(self.mac_list)
                 self.mac_list.append(m)

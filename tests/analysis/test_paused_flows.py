@@ -151,6 +151,16 @@ def test_a_flow_sending_to_two_priorities_is_counted_per_priority():
             ("0", "2", "1", "000"), ("3", "3", "2", "001")], chunk
 
 
+def test_rows_follow_the_pausing_macs_first_appearance_in_any_chunking():
+    """pfc.csv's MACs, and so paused_flows' rows, in order of their first pause frame, also
+    within a chunk (they were in the order of the MACs' values there)."""
+    rows = [xoff(T0, 1000, mac=PORT), xoff(T0 + 1, 1000), data(T0 + 2, 0), data(T0 + 3, 1, to=PORT, dst="10.0.0.3")]
+    for chunk in (None, 1, 2):
+        result = analyze(rows, chunk)
+        assert list(result.pfc_table.data["src_mac"]) == [PORT, NIC_B], chunk
+        assert [r["src_mac"] for r in paused_rows(result)] == [PORT, NIC_B], chunk
+
+
 def test_the_same_answers_in_any_chunking():
     rows = story()
     whole = analyze(rows)
@@ -253,3 +263,55 @@ def test_random_captures_agree_with_the_per_frame_oracle_in_any_chunking(seed):
     rng = random.Random(seed)
     rows = random_capture(rng)
     check(rows, (None, rng.randint(1, 7), rng.randint(1, 7)))
+
+
+# ---- captures: the samples with PFC and the generated PFC forensics scenarios --------------------
+SAMPLES = ("pfc-storm", "pfc-pause-train", "slow-receiver", "pfc-without-ecn")
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory):
+    """pfc-violator (a NIC obeying pauses 12 us late) and hol-victim (routed ToR), written once."""
+    from roceview.capture.writer import write_pcap
+    from roceview.generate import generate
+
+    out = {}
+    for name in ("pfc-violator", "hol-victim"):
+        cap = generate(name, seed=0)
+        path = tmp_path_factory.mktemp(name) / f"{name}.pcap"
+        write_pcap(path, cap.frames, cap.lengths, cap.ts_ns)
+        out[name] = (path, cap)
+    return out
+
+
+def capture_answers(path, chunk):
+    import roceview
+
+    result = roceview.analyze(path, chunk_packets=chunk, diagnose=False)
+    return held(result), result.paused_flows_table.text_rows()
+
+
+@pytest.mark.parametrize("name", SAMPLES + ("pfc-violator", "hol-victim"))
+def test_captures_give_the_same_answers_in_chunks_of_a_few_frames(name, generated):
+    from pathlib import Path
+
+    path = generated[name][0] if name in generated else Path(__file__).resolve().parents[2] / "captures" / f"{name}.pcap"
+    whole = capture_answers(path, 1 << 16)
+    assert whole[1] or name == "pfc-without-ecn", "flows toward a pausing MAC"   # (there: switch ports pause)
+    rng = random.Random(name)
+    for chunk in (rng.randint(2, 7), rng.randint(8, 40)):
+        assert capture_answers(path, chunk) == whole, chunk
+
+
+def test_a_late_nics_frames_inside_the_pause_are_events_with_the_generators_delay(generated):
+    """Every frame the generator's truth lists as sent on a paused priority (its copy captured
+    inside the pause) is an event, delayed as the truth says from the XOFF's copy."""
+    import roceview
+
+    path, cap = generated["pfc-violator"]
+    events = roceview.analyze(path, diagnose=False).events_table
+    delay = {ts: d for k, ts, d in zip(events.data["kind"], events.data["ts"].tolist(),
+                                         events.data["pause_delay_ns"].tolist()) if k == "sent_while_paused"}
+    truth = [v for v in cap.truth.as_dict()["pfc_violations"] if v["in_captured_pause"]]
+    assert len(truth) > 20
+    assert {v["ts_ns"]: delay.get(v["ts_ns"]) for v in truth} == {v["ts_ns"]: v["capture_delay_ns"] for v in truth}

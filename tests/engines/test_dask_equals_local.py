@@ -514,3 +514,15 @@ def test_cnps_past_cc_csvs_row_budget_take_the_exact_path(cluster, tmp_path, mon
     monkeypatch.setattr(engine, "DaskBatches", fallback)
     with pytest.raises(RuntimeError, match="driver-side path"):
         roceview.analyze(path, engine="dask", scheduler=cluster.scheduler_address)
+
+
+def test_frames_sent_while_paused_identical_to_the_local_engine(cluster, tmp_path, partitioned):
+    """paused_flows.csv and the sent_while_paused events: every partition gets a copy of the PFC
+    frames for its own flows' pause state, only the PFC partition logs and counts them. A NIC
+    obeying pauses late, a victim behind a paused port and a storm, cut into files overlapping
+    in time."""
+    local_result, local, dask = both_engines(cluster, tmp_path, ("pfc-violator", "hol-victim", "pfc-storm"), seed=1)
+    for name in CSVS:
+        assert dask[name] == local[name], name
+    assert local["events.csv"].count(b",sent_while_paused,") > 20
+    assert local["paused_flows.csv"].count(b"\n") > 5

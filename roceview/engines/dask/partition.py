@@ -3,8 +3,9 @@
 1. read: a file decoded (the analysis projection) and its rows cut at once into partitions by
    the unordered pair of endpoints (RoCE v1 GIDs or v2 addresses, as path MTUs are kept:
    pmtu.path_keys), so both directions of a connection, their QP pairing, CM handshake and
-   path MTU stay in one partition; PFC and PAUSE frames in one partition of their own; rows
-   of other protocols only counted. The parts stay on the worker; to the driver go the
+   path MTU stay in one partition; PFC and PAUSE frames in one partition of their own, which
+   logs and counts them, and copied to every other (each needs the pauses its own flows' frames
+   are sent under: pause_watch.py); rows of other protocols only counted. The parts stay on the worker; to the driver go the
    timestamps (it replays the local engine's merge on them, plan.Plan, to learn every
    row's frame and the chunk the local engine analyses it in) and small per-file summaries.
 2. analyze_partition: a partition's rows in frame order, fed chunk by chunk as the local engine's chunks
@@ -82,7 +83,9 @@ def _read(path: str, roce_ports: tuple, chunk_packets: int, projection: str | No
                 pieces[p].append(packed)
         pfc = np.flatnonzero(_PFC[proto])
         if len(pfc):
-            pieces[partitions].append(pack([batch.select(pfc)], coded=MACS))
+            packed = pack([batch.select(pfc)], coded=MACS)
+            for p in range(partitions + 1):                  # (the same pack: sent to each partition)
+                pieces[p].append(packed)
         order_in.feed(batch.cols["ts_ns"], row0, sel)
         analyzed.append(sel)
         row0 += batch.n
@@ -219,7 +222,9 @@ def spans(parts: list[Batch], rows, n: int):
     plan.Plan.span_rows), from its RoCE rows: only they carry PSNs."""
     from roceview.packets.merge import FileSpans
 
-    batch = Batch.concat([b for p in parts for packed in p for b in unpack(packed)])
+    from roceview.engines.dask.partition_run import joined
+
+    batch = joined([b for p in parts for packed in p if "pfc_enable" not in packed["cols"] for b in unpack(packed)])
     batch = batch.select(np.argsort(batch.cols["_row"], kind="stable")) if batch.n else batch
     cuts = np.cumsum([0] + list(rows)) if isinstance(rows, (list, tuple)) else np.arange(0, n + rows, rows)
     at = np.searchsorted(batch.cols["_row"], cuts) if batch.n else []
@@ -330,26 +335,27 @@ class _FlowFirsts:
 
 
 def analyze_partition(parts: list[Packed], gidx: list, chunk_starts: np.ndarray, gates: np.ndarray, pmtu,
-            link_speed: float, bucket_ms: float, facts: bool) -> dict:
+            link_speed: float, bucket_ms: float, facts: bool, pfc_owner: bool = True) -> dict:
     """A partition's rows (its part of every file) analyzed in the local engine's chunks; gidx:
-    per file the frame index (from 0) of each row, or of its first when they follow each other.
+    per file the frame index (from 0) of each row, or of its first when they follow each other;
+    pfc_owner: the partition that logs and counts the PFC frames (the others get copies).
     The pieces stay packed until their chunk is fed (partition_run.chunks): unpacked, a
     partition's rows took twice the memory they take packed."""
     from roceview.engines.dask.partition_run import run_partition
 
     _keep_freed_memory()
-    return run_partition(_pieces(parts, gidx), chunk_starts, gates, pmtu, link_speed, bucket_ms, facts)
+    return run_partition(_pieces(parts, gidx), chunk_starts, gates, pmtu, link_speed, bucket_ms, facts, pfc_owner)
 
 
 def step(run, file_parts: Packed, offset: int, starts: np.ndarray, gates: np.ndarray, end: int | None,
-         pmtu, link_speed: float, bucket_ms: float, facts: bool):
+         pmtu, link_speed: float, bucket_ms: float, facts: bool, pfc_owner: bool = True):
     """The partition's run (partition_run.PartitionRun; None: a new one) fed its part of
     the next file (whose first row is frame index `offset`) and the chunks closed with it
     (plan_stream.StreamPlan.add); the same run is returned, kept on this worker for the next."""
     from roceview.engines.dask.partition_run import PartitionRun
 
     _keep_freed_memory()
-    run = PartitionRun(pmtu, link_speed, bucket_ms, facts) if run is None else run
+    run = PartitionRun(pmtu, link_speed, bucket_ms, facts, pfc_owner) if run is None else run
     run.add(_pieces([file_parts], [offset]), starts, gates, end)
     return run
 

@@ -101,7 +101,7 @@ def merge(parts: list[dict], names: list[str], stats: list[dict], settings: dict
     from roceview.engines.dask.partition_run import from_wire
 
     tables = {k: [from_wire(p[k]) for p in parts] for k in ("flows", "events", "timeline", "pfc", "ops", "op_stats",
-                                                             "read_depth", "cc")}
+                                                             "read_depth", "cc", "paused_flows")}
     rank = {name: i for i, name in enumerate(names)}
     flows = concat(tables["flows"])
     flows = flows.take(np.argsort([rank[n] for n in flows.data["flow"]], kind="stable"))
@@ -135,7 +135,20 @@ def merge(parts: list[dict], names: list[str], stats: list[dict], settings: dict
                           ops_table=_ops(tables["ops"]), op_stats_table=_by_flow(tables["op_stats"], rank, "op"),
                           read_depth_table=_by_flow(tables["read_depth"], rank, "depth"),
                           connections_table=connections, priorities_table=_priorities(stats, pfc),
-                          cc_table=_in_frame_order(tables["cc"], "cnp_frame"))
+                          cc_table=_in_frame_order(tables["cc"], "cnp_frame"),
+                          paused_flows_table=_paused_flows(tables["paused_flows"], pfc, rank))
+
+
+def _paused_flows(tables: list[Table], pfc: Table, rank: dict) -> Table:
+    """paused_flows: the partitions' rows (flows are disjoint) in pfc.csv's order of (MAC,
+    priority), then the flows' order, as PauseWatch.table lists them."""
+    rows = concat(tables)
+    if not len(rows):
+        return rows
+    at = {key: i for i, key in enumerate(zip(pfc.data["src_mac"], pfc.data["priority"]))}
+    pause = np.array([at[key] for key in zip(rows.data["src_mac"], rows.data["priority"])], np.int64)
+    flow = np.array([rank[f] for f in rows.data["flow"]], np.int64)
+    return rows.take(np.lexsort((flow, pause)))
 
 
 def _priorities(stats: list[dict], pfc: Table) -> Table:

@@ -127,12 +127,29 @@ def chunks(pieces: list[tuple[dict, np.ndarray]], chunk_starts: np.ndarray):
                 del open_[i]
         if not slices:
             continue
-        batch = slices[0] if len(slices) == 1 else Batch.concat(slices)
+        batch = slices[0] if len(slices) == 1 else joined(slices)
         g = batch.cols["_gidx"]
         if len(slices) > 1 and not (g[1:] > g[:-1]).all():             # overlapping files
             batch = batch.select(np.argsort(g, kind="stable"))
         batch.cols["frame"] = batch.cols["_gidx"] + 1
         yield c, batch
+
+
+def joined(batches: list[Batch]) -> Batch:
+    """Batch.concat of batches whose columns may differ (a partition's RoCE rows come without
+    the PFC frames' own columns, its copies of the PFC frames with them): a column a batch
+    lacks is zeros there, valid on none of its rows."""
+    names = {k: v for b in batches for k, v in b.cols.items()}
+    if all(len(b.cols) == len(names) for b in batches):
+        return Batch.concat(batches)
+    filled = []
+    for b in batches:
+        cols, valid = dict(b.cols), dict(b.valid)
+        for k in names.keys() - b.cols.keys():
+            cols[k] = np.zeros((b.n,) + names[k].shape[1:], names[k].dtype)
+            valid[k] = np.zeros(b.n, bool)
+        filled.append(Batch(b.n, {k: cols[k] for k in names}, valid))
+    return Batch.concat(filled)
 
 
 def _unpacked(packed: dict, gidx: np.ndarray) -> Batch:
@@ -201,8 +218,8 @@ def from_wire(wire: dict) -> Table:
 
 
 def run_partition(parts: list[tuple[dict, np.ndarray]], chunk_starts: np.ndarray, gates: np.ndarray, pmtu,
-                  link_speed: float, bucket_ms: float, facts: bool) -> dict:
-    run = PartitionRun(pmtu, link_speed, bucket_ms, facts)
+                  link_speed: float, bucket_ms: float, facts: bool, pfc_owner: bool = True) -> dict:
+    run = PartitionRun(pmtu, link_speed, bucket_ms, facts, pfc_owner)
     run.add(parts, chunk_starts, gates, None)
     return run.result()
 
@@ -211,8 +228,9 @@ class PartitionRun:
     """A partition's analysis fed as the files come (plan_stream): each file's pieces with the
     chunks closed so far; the rows past the last closed chunk wait for the next file."""
 
-    def __init__(self, pmtu, link_speed: float, bucket_ms: float, facts: bool):
+    def __init__(self, pmtu, link_speed: float, bucket_ms: float, facts: bool, pfc_owner: bool = True):
         self.an = PartitionAnalyzer(pmtu=pmtu, link_speed_gbps=link_speed, bucket_ms=bucket_ms)
+        self.an.pfc_owner = pfc_owner       # the others' PFC frames are copies: pause state only
         self.an.timeline = self.timeline = RecordingTimeline(self.an.timeline)
         self.an.priorities = None           # priorities.csv: counted over every row by the reads (partition._Stats)
         self.fc = OrderedFacts() if facts else None
@@ -254,12 +272,14 @@ class PartitionRun:
                "cm_messages": an.connections.messages, "cm_last_ts": an.connections.last_ts,
                "timeline": to_wire(result.timeline_table, {"bucket_start": timeline.bucket_ns}, ("gbps",)),
                "pfc": to_wire(result.pfc_table), "held": self.held,
+               "paused_flows": to_wire(result.paused_flows_table),
                "event_counts": {k: an.events.count(k) for k in an.events.kept},
                "bucket_ns": timeline.bucket_ns, "timeline_record": timeline.record,
                "timeline_unsure": timeline.unsure,
                "pmtu_seen": an.path_mtu.seen, "pmtu_other": set(an.path_mtu.other_sizes),
                "largest_payload": an.path_mtu.largest_payload,
-               "pause_frames": int(an.pfc.st.pause_frames.sum()), "resume_frames": int(an.pfc.st.resume_frames.sum())}
+               "pause_frames": int(an.pfc.st.pause_frames.sum()) if an.pfc_owner else 0,
+               "resume_frames": int(an.pfc.st.resume_frames.sum()) if an.pfc_owner else 0}
         if fc is not None:
             f = fc.finish()
             out["facts"] = {"classes": f.classes, "first_seen": fc.first_seen, "bad_icrc_frames": f.bad_icrc_frames,

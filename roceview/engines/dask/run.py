@@ -103,7 +103,7 @@ def analyze(files: list[str], *, client, roce_ports=(), chunk_packets: int, pmtu
     else:                                   # files overlapping in time: every partition once all are read
         gidx = _scattered(client, plan.gidx)
         results = [submit(analyze_partition, held[p], gidx, plan.chunk_starts, gate, pmtu, link_speed, bucket_ms, facts,
-                          pure=False, retries=RETRIES, **_on(workers, p)) for p in range(n_part + 1)]
+                          p == n_part, pure=False, retries=RETRIES, **_on(workers, p)) for p in range(n_part + 1)]
     requested_ns = max(1, int(round(bucket_ms * 1_000_000)))          # as the local Timeline's
     _ready_for_merge(_timeline_rows(metas, len(names), sum(plan.n), requested_ns))
     doing = [f"analysing partition {p + 1} of {n_part + 1}" for p in range(n_part + 1)]
@@ -145,8 +145,8 @@ def _streamed(client, order: list[str], starts: list, metas: list, held: list[li
         offset = stream.rows
         closed = stream.add(meta)
         # before the files still to read: a part analyzed as it comes is a part not held
-        runs = [client.submit(step, runs[p], held[p][k], offset, *closed, *options, pure=False, priority=1,
-                              **_on(workers, p, pinned=True)) for p in range(len(held))]
+        runs = [client.submit(step, runs[p], held[p][k], offset, *closed, *options, p == len(held) - 1, pure=False,
+                              priority=1, **_on(workers, p, pinned=True)) for p in range(len(held))]
         for p in range(len(held)):          # freed once fed: a partition's worker holds a few files' rows
             held[p][k] = None
     last = stream.finish()[:2]
