@@ -275,7 +275,14 @@ def result_document(result) -> dict:
             "connections": result.connections_table.records(),
             "op_stats": result.op_stats_table.records(), "read_depth": result.read_depth_table.records(),
             "priorities": result.priorities_table.records(), "cc": result.cc_table.records(),
-            "paused_flows": result.paused_flows_table.records()}
+            "paused_flows": result.paused_flows_table.records(),
+            "pfc_timeline": _records(getattr(result, "pfc_timeline_table", None))}
+
+
+def _records(table) -> list:
+    """A table's records; [] for a table the result does not have (the diagnoser sets
+    pfc_timeline_table: a result it never saw has none), as json_export writes it."""
+    return [] if table is None else table.records()
 
 
 def write_json(result, path, stdout=None) -> None:
