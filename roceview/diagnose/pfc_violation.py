@@ -16,7 +16,9 @@ not above it (a slower speed's bound is the longer time: lenient), plus two fram
 JUMBO_BYTES at the link speed (the frame in progress when the pause arrived, and the late frame
 itself: a capture stamps a frame at its end), plus `pause_response_margin_us` (propagation to
 the station and back to the capture point). Not judged when link_speed_mismatch fires: the
-pause times are then doubtful.
+pause times are then doubtful; nor on a capture of two capture points (capture_points): each
+point's copy of an XOFF starts a paused period of its own, into which the other point's frames
+fall, sent after the first point's XON.
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ import numpy as np
 from roceview.analysis.tables import format_ts
 from roceview.diagnose.finding import finding, frames_by_key, given_frames
 from roceview.diagnose.link_speed import link_speed, link_speed_findings, speed_note
+from roceview.diagnose.psn_conformance import two_capture_points
 from roceview.units import duration, plural
 
 KIND = "pfc_violation"
@@ -65,7 +68,7 @@ def _records(ctx) -> list[tuple[dict, list[int]]]:
 
 def _judge(ctx) -> list[tuple[dict, list[int]]]:
     flows = ctx.flows_with(EVENT)
-    if not flows or link_speed_findings(ctx):
+    if not flows or link_speed_findings(ctx) or two_capture_points(ctx):
         return []
     gbps = link_speed(ctx)
     standard, _, _ = response_bound_ns(gbps)

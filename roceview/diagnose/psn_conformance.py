@@ -69,6 +69,16 @@ def duplicate_findings(ctx: Context) -> list[dict]:
     return [finding("info", "capture_points", summary, flows, min(starts), max(ends), evidence, advice)]
 
 
+def two_capture_points(ctx: Context) -> bool:
+    """Whether the capture holds its frames twice from two points (the second copies come later than
+    DUPLICATE_WINDOW_NS, median): the capture_points finding's condition."""
+    flows = ctx.flows_with("duplicate")
+    if not flows:
+        return False
+    delays = np.concatenate([ctx.ev("duplicate", name).col("copy_delay_ns") for name in flows])
+    return int(np.median(delays)) > DUPLICATE_WINDOW_NS
+
+
 def delay_span(ns) -> str:
     """'a' or 'a to b': the least and the most of durations `ns`."""
     lo, hi = int(ns.min()), int(ns.max())
