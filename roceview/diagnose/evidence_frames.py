@@ -57,7 +57,7 @@ EVIDENCE = {
 # evidence, and that): `roceview.finding` takes the rule's frames, not every event of the kinds
 RULE_PICKED = ("pfc_before_ecn", "pfc_violation", "hol_victim")
 # kinds whose frames are mostly PFC frames (no BTH) though they name flows: filtered by the kind alone
-KIND_FILTER_ONLY = ("hol_victim",)
+KIND_FILTER_ONLY = ("hol_victim", "pfc_violation")
 PACKET_KINDS = ("bad_icrc", "truncated_frames", "timestamps_backwards")
 PFC_EVENTS = ("pfc_pause", "pfc_resume")     # flow: the pausing MAC, not a queue pair
 WINDOWED = {"incast", "cnp_missing", "pfc_storm", "pfc_pause", "slow_receiver", "pfc_without_ecn",

@@ -78,3 +78,12 @@ def test_a_bad_margin_is_a_one_line_refusal(value):
     with pytest.raises(BadInput) as err:
         load_config(pause_response_margin_us=value)
     assert "pause_response_margin_us" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_its_display_filter_is_the_kind_alone_so_the_xoffs_show_with_the_late_frames():
+    """The late frames have queue pairs, the XOFFs that began their paused periods have none: a
+    filter on the finding's QPs would hide the pauses it is about."""
+    from roceview.diagnose.evidence_frames import finding_filter
+
+    f = one(findings_of(_path("pfc-violator", 0)), KIND)
+    assert finding_filter(f) == 'roceview.finding == "pfc_violation"'
