@@ -118,7 +118,7 @@ def test_json_has_the_same_tables_and_the_summary(capture, tmp_path):
     doc = json.loads((tmp_path / "r.json").read_text())
     assert code == 0
     assert set(doc) == {"summary", "flows", "pfc", "findings", "events", "timeline", "ops", "op_stats", "read_depth",
-                        "connections", "priorities", "cc"}
+                        "connections", "priorities", "cc", "paused_flows", "pfc_timeline"}
     assert doc["summary"]["packets"] == 10
     assert doc["flows"][0]["first_ts"] == "1700000000.000000000"
     assert doc["flows"][0]["dest_qp"] == "0x0000d2"

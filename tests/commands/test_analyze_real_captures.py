@@ -117,7 +117,7 @@ def test_analyze_exits_0_writes_every_file_and_no_traceback(path, analyzed):
     assert sorted(p.name for p in out_dir.iterdir()) == sorted(CSV_NAMES)  # no temp dir left
     doc = json.loads(json_path.read_text())
     assert set(doc) == {"summary", "flows", "pfc", "findings", "events", "timeline", "ops", "op_stats", "read_depth",
-                        "connections", "priorities", "cc"}
+                        "connections", "priorities", "cc", "paused_flows", "pfc_timeline"}
     qps = read_csv(out_dir / "qps.csv")
     assert doc["summary"]["flows"] == len(qps) == len(doc["flows"])
     assert [f["flow"] for f in doc["flows"]] == [r["flow"] for r in qps]
