@@ -175,8 +175,8 @@ MACS = (NIC_B, PORT, HOST_A)
 
 
 def random_capture(rng: random.Random) -> list[dict]:
-    """Frames of three flows to three MACs on priorities 0/3/none, with XOFFs, refreshes, XONs,
-    PAUSEs between them; timestamps never decrease, some repeat."""
+    """Frames of three flows to three MACs on priorities 0/3/none (DSCP, some VLAN-tagged), with
+    XOFFs, refreshes, XONs, PAUSEs between them; timestamps never decrease, some repeat."""
     rows, ts = [], T0
     flows = [(A, B, 0xD2), (A, "10.0.0.3", 0x11), ("10.0.0.4", B, 0x22)]
     for i in range(rng.randint(5, 60)):
@@ -190,8 +190,9 @@ def random_capture(rng: random.Random) -> list[dict]:
                 rows.append(xoff(ts, q, prio=rng.choice((0, 3)), mac=mac))
         else:
             src, dst, qp = rng.choice(flows)
-            dscp = rng.choice((26, 26, 0, None))
-            rows.append(data(ts, i, to=mac, dscp=dscp, src=src, dst=dst, qp=qp, payload=rng.choice((0, 100, 1000))))
+            dscp, pcp = rng.choice((26, 26, 0, None)), rng.choice((None, None, None, 3, 0))
+            rows.append(data(ts, i, to=mac, dscp=dscp, pcp=pcp, src=src, dst=dst, qp=qp,
+                             payload=rng.choice((0, 100, 1000))))
     return rows
 
 
