@@ -109,9 +109,9 @@ class PauseWatch:
 
     def _paused(self, an, ch, key: np.ndarray) -> None:
         """The rows toward a pausing MAC inside one of its pauses: counted and logged."""
-        pk, prow, pts, pq, pbegin, pidx = (np.concatenate(c) for c in zip(*self._pauses))
-        held = pq > 0
-        macs = np.array(sorted({self.pfc.mac_list[m] for m in (pk[held] // SLOTS).tolist()}), np.uint64)
+        pauses = [np.concatenate(c) for c in zip(*self._pauses)]
+        pk, pq = pauses[0], pauses[3]
+        macs = np.array(sorted({self.pfc.mac_list[m] for m in (pk[pq > 0] // SLOTS).tolist()}), np.uint64)
         if not len(macs):
             return
         mac = key >> np.uint64(4)
@@ -120,36 +120,45 @@ class PauseWatch:
             return
         ids = np.array([self.pfc.macs[m] for m in macs.tolist()], np.int64)[np.searchsorted(macs, mac.take(r))]
         prio = (key.take(r) & np.uint64(15)).astype(np.int64)
-        width = ch.batch.n + 1
-        at = pk * width + prow + 1                     # (key, batch row); carried rows (-1) before every row
-        order = np.argsort(at, kind="stable")
-        sorted_at = at[order]
-        ts, at = ch.ts.take(r), ch.batch_rows(r) + 1
-        hits = []
-        for slot, ok in ((prio, prio != NO_PRIORITY), (np.full(len(r), ALL), True)):
-            want = ids * SLOTS + slot
-            before = np.searchsorted(sorted_at, want * width + at) - 1      # the last pause row before the frame
-            j = order.take(np.maximum(before, 0))
-            delay = ts - pts.take(j)
-            hit = ok & (before >= 0) & (pk.take(j) == want) & (pq.take(j) > 0) & (delay >= 0)
-            hit &= delay < pq.take(j) * self.pfc.ns_per_quantum
-            hits.append((hit, want, j))
-        wire = ch.values("wire_len").take(r).astype(np.int64)
-        for hit, want, _ in hits:
+        ts, wire = ch.ts.take(r), ch.values("wire_len").take(r).astype(np.int64)
+        own = self._inside(pauses, ch, r, ts, ids * SLOTS + prio, prio != NO_PRIORITY)
+        anyp = self._inside(pauses, ch, r, ts, ids * SLOTS + ALL, True)
+        for hit, want, _ in (own, anyp):
             for (flow, k), packets, size, _, _ in _groups(ch.fid.take(r[hit]), want[hit], wire[hit], ts[hit]):
                 row = self.paused.setdefault((flow, k), [0, 0])
                 row[0] += packets
                 row[1] += size
-        (own, own_key, own_j), (anyp, all_key, all_j) = hits
-        logged = np.flatnonzero(own | anyp)
-        if len(logged):
-            use = own.take(logged)
-            j = np.where(use, own_j.take(logged), all_j.take(logged))
-            rr = r.take(logged)
-            psn = np.where(ch.in_psn.take(rr), ch.psn_at(rr), -1)
-            an.events.add("sent_while_paused", ts.take(logged), ch.idx(rr), ch.fid.take(rr), psn,
-                          np.where(use, own_key.take(logged), all_key.take(logged)), ts.take(logged) - pbegin.take(j),
-                          rel=pidx.take(j))
+        self._log(an, ch, r, ts, pauses, own, anyp)
+
+    def _inside(self, pauses: list, ch, r: np.ndarray, ts: np.ndarray, want: np.ndarray, ok) -> tuple:
+        """(whether each row r is inside a pause of its key `want`, want, that pause's row): the
+        last pause row of the key before the row in capture order (carried ones before every
+        row), a pause (quanta > 0) stamped no later than the row and not run out at its stamp."""
+        pk, prow, pts, pq = pauses[:4]
+        width = ch.batch.n + 1
+        at = pk * width + prow + 1                     # (key, batch row); carried rows (-1) before every row
+        order = np.argsort(at, kind="stable")
+        before = np.searchsorted(at[order], want * width + ch.batch_rows(r) + 1) - 1
+        j = order.take(np.maximum(before, 0))
+        delay = ts - pts.take(j)
+        hit = ok & (before >= 0) & (pk.take(j) == want) & (pq.take(j) > 0) & (delay >= 0)
+        hit &= delay < pq.take(j) * self.pfc.ns_per_quantum
+        return hit, want, j
+
+    @staticmethod
+    def _log(an, ch, r, ts, pauses: list, own: tuple, anyp: tuple) -> None:
+        """An event per row held (its priority's pause, else the `all` one): the XOFF that began
+        the period is its related frame, the time since that XOFF its delay."""
+        logged = np.flatnonzero(own[0] | anyp[0])
+        if not len(logged):
+            return
+        use = own[0].take(logged)
+        j = np.where(use, own[2].take(logged), anyp[2].take(logged))
+        rr, at = r.take(logged), ts.take(logged)
+        psn = np.where(ch.in_psn.take(rr), ch.psn_at(rr), -1)
+        an.events.add("sent_while_paused", at, ch.idx(rr), ch.fid.take(rr), psn,
+                      np.where(use, own[1].take(logged), anyp[1].take(logged)), at - pauses[4].take(j),
+                      rel=pauses[5].take(j))
 
     # ---- the table ---------------------------------------------------------------------------------
     def table(self, an, names: list[str]):
