@@ -12,7 +12,7 @@ MAX_QP_ROWS = 25  # the report's default; render.report.MAX_QP_ROWS (not importe
 
 def add_arguments(parser) -> None:
     add_capture_arguments(parser)
-    parser.add_argument("--csv", metavar="DIR", help="write qps.csv, pfc.csv, findings.csv, events.csv, timeline.csv, ops.csv, connections.csv, priorities.csv, cc.csv")
+    parser.add_argument("--csv", metavar="DIR", help="write qps.csv, pfc.csv, findings.csv, events.csv, timeline.csv, ops.csv, connections.csv, priorities.csv, cc.csv, paused_flows.csv")
     parser.add_argument("--json", metavar="FILE", help="write all tables and the capture summary as one JSON document; "
                              "'-': to stdout, the report then goes to stderr")
     add_analysis_options(parser)

@@ -37,7 +37,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("-f", dest="filter", metavar="BPF", help="capture filter (tcpdump syntax; -i)")
     parser.add_argument("--duration", type=float, default=None, metavar="S", help="stop after S seconds")
     parser.add_argument("--count", type=_count, default=None, metavar="N", help="stop after N packets")
-    parser.add_argument("--csv", metavar="DIR", help="write qps.csv, pfc.csv, findings.csv, events.csv, timeline.csv, ops.csv, connections.csv, priorities.csv, cc.csv")
+    parser.add_argument("--csv", metavar="DIR", help="write qps.csv, pfc.csv, findings.csv, events.csv, timeline.csv, ops.csv, connections.csv, priorities.csv, cc.csv, paused_flows.csv")
     parser.add_argument("--json", metavar="FILE", help="write all tables and the capture summary as one JSON document")
     add_analysis_options(parser)
     parser.add_argument("--max-qps", type=_count, default=MAX_QP_ROWS, metavar="N",

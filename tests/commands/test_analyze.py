@@ -72,9 +72,9 @@ def test_csv_files_have_the_contract_columns_and_exact_numbers(capture, tmp_path
     events = (tmp_path / "out" / "events.csv").read_text().splitlines()
     assert events[:3] == ["ts,flow,kind,psn,detail,frame,related_frame,psn_count,first_missing_psn,"
                           "aeth_syndrome,rnr_timer,pfc_priority,pfc_quanta,resend_delay_ns,copy_delay_ns,early_ns,"
-                          "sent_beyond",
-                          "1700000000.000002000,10.0.0.1>10.0.0.2:0x0000d2,gap,3,1 PSN skipped from 2,3,,1,2,,,,,,,,",
-                          "1700000000.000003000,10.0.0.1>10.0.0.2:0x0000d2,ecn_ce,4,,4,,,,,,,,,,,"]
+                          "sent_beyond,pause_delay_ns",
+                          "1700000000.000002000,10.0.0.1>10.0.0.2:0x0000d2,gap,3,1 PSN skipped from 2,3,,1,2,,,,,,,,,",
+                          "1700000000.000003000,10.0.0.1>10.0.0.2:0x0000d2,ecn_ce,4,,4,,,,,,,,,,,,"]
     assert [e.split(",")[2] for e in events[4:]] == ["retransmit"] * 3 + ["pfc_pause"]
     timeline = (tmp_path / "out" / "timeline.csv").read_text().splitlines()
     assert timeline[0] == "bucket_start,flow,bytes,gbps,ecn_ce,cnp_packets,retransmitted_packets"

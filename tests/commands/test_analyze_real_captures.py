@@ -71,7 +71,7 @@ REAL = Path(__file__).resolve().parents[3] / "shared" / "captures" / "real"
 REAL_FILES = sorted(p for pattern in ("*.pcap", "*.pcapng", "*.pcap.gz", "*.pcapng.gz")
                     for p in REAL.glob(pattern)) if REAL.is_dir() else []
 CSV_NAMES = ("qps.csv", "pfc.csv", "findings.csv", "events.csv", "timeline.csv", "ops.csv", "connections.csv",
-             "priorities.csv", "cc.csv")
+             "priorities.csv", "cc.csv", "paused_flows.csv")
 NATIVE_IB = "magnate3_native-ib_ibdump-erf_rc-send.pcap"
 
 real_file = pytest.mark.parametrize(

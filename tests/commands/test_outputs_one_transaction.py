@@ -14,7 +14,7 @@ from helpers.cli import run
 REPO = Path(__file__).resolve().parents[2]
 CAPTURE = str(REPO / "captures" / "clean.pcap")
 CSV_NAMES = ("qps.csv", "pfc.csv", "findings.csv", "events.csv", "timeline.csv", "ops.csv", "connections.csv",
-             "priorities.csv", "cc.csv")
+             "priorities.csv", "cc.csv", "paused_flows.csv")
 full = pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
 
 

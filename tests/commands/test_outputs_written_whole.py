@@ -232,7 +232,7 @@ def test_csv_dir_names_the_files_it_wrote_on_one_stderr_line(tmp_path):
     assert proc.returncode == 0
     lines = proc.stderr.decode().splitlines()
     assert lines == [f"roceview: wrote qps.csv, pfc.csv, findings.csv, events.csv, timeline.csv, ops.csv, connections.csv, "
-                     f"priorities.csv, cc.csv in {tmp_path / 'out'}"]
+                     f"priorities.csv, cc.csv, paused_flows.csv in {tmp_path / 'out'}"]
 
 
 def test_stdout_by_its_proc_name_is_written_through_the_same_open_file():
