@@ -74,17 +74,29 @@ def _judge(ctx) -> list[tuple[dict, list[int]]]:
     standard, _, _ = response_bound_ns(gbps)
     in_flight = 2 * JUMBO_BYTES * 8 / gbps
     bound = standard + in_flight + ctx.config.pause_response_margin_us * 1000.0
-    late: dict[tuple, list] = defaultdict(list)      # (pauser, priority, sender) -> rows
+    late: dict[tuple, list] = defaultdict(list)      # (pauser, priority, sender) -> column parts
     for name in flows:
         ev = ctx.ev(EVENT, name)
-        pausers = [(_MAC.findall(str(d)) or ["?"])[0] for d in ev.detail]
+        pausers = _pausers(ev.detail)
         delay = _delays(ctx, ev, pausers)
-        for i in np.flatnonzero(delay > bound).tolist():
-            pauser = pausers[i]
-            key = (pauser, str(ev.col("pfc_priority")[i]), ctx.flow[name]["src_ip"] if name in ctx.flow else "?")
-            late[key].append((int(ev.ts[i]), int(delay[i]), name, int(ev.col("frame")[i]),
-                              int(ev.col("related_frame")[i])))
-    return [_finding(ctx, key, rows, (standard, in_flight, bound)) for key, rows in sorted(late.items())]
+        hit = np.flatnonzero(delay > bound)
+        if not len(hit):
+            continue
+        sender = ctx.flow[name]["src_ip"] if name in ctx.flow else "?"
+        prio = np.asarray(ev.col("pfc_priority")).astype(str)[hit]
+        cols = (np.asarray(ev.ts, np.int64)[hit], delay[hit], np.asarray(ev.col("frame"), np.int64)[hit],
+                np.asarray(ev.col("related_frame"), np.int64)[hit])
+        for pauser, p in sorted(set(zip(pausers[hit].tolist(), prio.tolist()))):
+            mine = (pausers[hit] == pauser) & (prio == p)
+            late[(pauser, p, sender)].append((name, *(c[mine] for c in cols)))
+    return [_finding(ctx, key, parts, (standard, in_flight, bound)) for key, parts in sorted(late.items())]
+
+
+def _pausers(details) -> np.ndarray:
+    """The pausing MAC each event's detail names, read once per distinct detail."""
+    uniq, inv = np.unique(np.asarray(details, dtype=str), return_inverse=True)
+    macs = np.array([(_MAC.findall(u) or ["?"])[0] for u in uniq.tolist()], dtype=object)
+    return macs[inv.reshape(-1)] if len(uniq) else np.zeros(0, dtype=object)
 
 
 def _delays(ctx, ev, pausers: list) -> np.ndarray:
@@ -109,22 +121,24 @@ def _delays(ctx, ev, pausers: list) -> np.ndarray:
     return out
 
 
-def _finding(ctx, key: tuple, rows: list, bounds: tuple) -> tuple[dict, list[int]]:
+def _finding(ctx, key: tuple, parts: list, bounds: tuple) -> tuple[dict, list[int]]:
+    """parts: (flow name, ts, delay, frame, related frame) of each flow's late frames."""
     pauser, prio, sender = key
-    rows.sort()
+    ts, delays, frame, related = (np.concatenate([p[i] for p in parts]) for i in range(1, 5))
+    order = np.lexsort((frame, ts))
+    ts, delays, frame, related = ts[order], delays[order], frame[order], related[order]
     standard, in_flight, bound = bounds
     _, speed, bits = response_bound_ns(link_speed(ctx))
-    delays = np.array([r[1] for r in rows])
-    flows = sorted({r[2] for r in rows})
+    flows = sorted({p[0] for p in parts})
     what = "all priorities (802.3x PAUSE)" if prio == "all" else f"priority {prio}"
-    summary = (f"{sender} kept sending on {what} while {pauser} paused it: {plural(len(rows), 'frame')} "
+    summary = (f"{sender} kept sending on {what} while {pauser} paused it: {plural(len(ts), 'frame')} "
                f"up to {duration(int(delays.max()))} after the XOFF, beyond the {duration(int(bound))} a PAUSE-"
                "conformant station takes to stop; frames past the pauser's headroom are dropped on a lossless "
                "priority.")
-    evidence = [f"{plural(len(rows), 'RoCE frame')} of {plural(len(flows), 'flow')} from {sender} toward {pauser} "
+    evidence = [f"{plural(len(ts), 'RoCE frame')} of {plural(len(flows), 'flow')} from {sender} toward {pauser} "
                 f"on {what} inside its paused periods, {duration(int(np.median(delays)))} median and "
                 f"{duration(int(delays.max()))} at most after the XOFF that began the period (first at "
-                f"{format_ts(rows[0][0])})",
+                f"{format_ts(int(ts[0]))})",
                 f"bound {duration(int(bound))}: {bits / 512:g} pause_quanta (IEEE 802.3 Annex 31B.3.7, the "
                 f"{speed:g} Gb/s row) = {duration(int(standard))}, two {JUMBO_BYTES:,}-byte frames in flight "
                 f"{duration(int(in_flight))}, margin {ctx.config.pause_response_margin_us:g} us "
@@ -141,6 +155,5 @@ def _finding(ctx, key: tuple, rows: list, bounds: tuple) -> tuple[dict, list[int
               "its priority map differs from the switch's). On the pausing side read the lossless priority "
               "group's headroom and its discards (`ethtool -S` rx_prio<p>_discards on a host; the switch's "
               "ingress drop counters), and the link's delay allowance (`dcb pfc set dev <if> delay <bits>`).")
-    record = finding("critical", KIND, summary, flows, rows[0][0], rows[-1][0], evidence, advice)
-    frames = sorted({r[3] for r in rows} | {r[4] for r in rows if r[4] > 0})
-    return record, frames
+    record = finding("critical", KIND, summary, flows, int(ts[0]), int(ts[-1]), evidence, advice)
+    return record, np.union1d(frame, related[related > 0]).tolist()
