@@ -7,11 +7,13 @@ its registry and flow ids (`CnpReactions(registry=an.registry)`, `feed(batch, an
 no second flow index, a mirror's second copy of a frame left out); alone, with an index of its
 own. Memory is bounded by flows (a few samples carried per flow, cc_rate.py) and by `max_rows`
 CNP rows (later CNPs are counted, their spacing too, but not judged). Chunks of single-packet
-messages only update each flow's last packet (no samples: no sort). The rate of a sender's data flow is read from the
-spacing of its packets (cc_rate.py). A CNP (BTH opcode 0x81) goes from the receiver to the
-sender's QP (its dest QP); the sender's data flow is the CNP flow's peer, which the pairing knows
-only at the end: each CNP is followed on every data flow from its destination to its source
-(usually one) and the peer is chosen by `table(peers)` (without peers: the only such flow).
+messages only update each flow's last packet (no samples: no sort). A chunk's CNPs, samples and
+cuts are worked in numpy, per flow, never per CNP or per cut (tests/analysis/test_cc_work.py).
+The rate of a sender's data flow is read from the spacing of its packets (cc_rate.py). A CNP
+(BTH opcode 0x81) goes from the receiver to the sender's QP (its dest QP); the sender's data
+flow is the CNP flow's peer, which the pairing knows only at the end: each CNP is followed on
+every data flow from its destination to its source that sent data before it (usually one) and
+the peer is chosen by `table(peers)` (without peers: the only such flow).
 
 Judging a CNP, in capture order per data flow (cc_match.py):
   - covered: it came less than `rate_reduce_period_ns` after a CNP that cut the rate (mlx5
@@ -33,7 +35,7 @@ import numpy as np
 
 from roceview.analysis import cc_rate as rate_mod
 from roceview.analysis.cc_ce import CeAnswers
-from roceview.analysis.cc_match import CnpRows, judge_all
+from roceview.analysis.cc_match import CnpRows, first_in_segments, groups, judge_all, pairs
 from roceview.analysis.flows import address_words, new_registry
 from roceview.analysis.opcode_classes import FIRST_OR_MIDDLE, OPCLASS, OPCODE_CNP, READ_RESPONSE, REQUEST
 from roceview.analysis.segments import group_bounds
@@ -75,6 +77,8 @@ class CnpReactions:
         self.endpoints: list[tuple] = []             # per flow: (src words, dst words)
         self.has_endpoints = np.zeros(0, dtype=bool)
         self.senders: dict[tuple, list[int]] = {}    # (src, dst) -> data flows from src to dst
+        self.first_data = np.zeros(0, dtype=np.int64)   # per sender: the capture row of its first data
+        self.seen = self._base = 0                   # rows fed, before this batch: capture rows
         self.carry = {k: np.zeros(0, dtype=np.float64 if k.startswith("rate") else bool if k == "decided"
                                    else np.int64) for k in _SAMPLE_COLS}
         self.cuts: list[tuple] = []                  # per chunk: flow, seq, ts, frame, before, after
@@ -94,6 +98,7 @@ class CnpReactions:
         """One batch of the capture, in order. flows: the Analyzer's flow id of each RoCE row
         with an opcode and a dest QP (Analyzer.flow_ids; -1: a second capture of a frame, left
         out), required with a shared registry; without, this class looks the flows up itself."""
+        self._base, self.seen = self.seen, self.seen + batch.n
         if batch.n == 0 or "dest_qp" not in batch.cols:
             return
         name = "opcode" if "opcode" in batch.cols else "_opcode"
@@ -101,21 +106,23 @@ class CnpReactions:
             return
         if self.shared and flows is None:
             raise ValueError("CnpReactions.feed: a shared registry needs the Analyzer's flow ids")
-        roce = _ROCE[batch.cols["_proto"]]
+        roce = _ROCE.take(batch.cols["_proto"])     # take: far cheaper than indexing by uint8
         for valid in (batch.valid.get(name), batch.valid.get("dest_qp")):
             if valid is not None:
                 roce &= valid
-        keep = roce & _KEEP[batch.cols[name]]
+        keep = roce & _KEEP.take(batch.cols[name])
         if flows is not None:                       # the Analyzer's ids are per RoCE row
-            flows = flows[keep[roce]]
-            keep[keep] = flows >= 0
-            flows = flows[flows >= 0]
+            flows = flows if len(flows) == batch.n and keep.all() else flows[keep[roce]]
+            known = flows >= 0
+            if not known.all():                     # a mirror's second copies: left out
+                keep[keep] = known
+                flows = flows[known]
         rows = None if keep.all() else np.flatnonzero(keep)
         if rows is not None and not len(rows):
             return
         opcode = batch.cols[name] if rows is None else batch.cols[name].take(rows)
         fid = self._flow_ids(batch, rows) if flows is None else self._known(batch, rows, flows)
-        data = _IS_DATA[opcode]
+        data = _IS_DATA.take(opcode)
         self._ce_answers(batch, rows, fid, data)
         if data.all():
             self._data(batch, rows, fid, opcode)
@@ -126,18 +133,16 @@ class CnpReactions:
         cnp = ~data
         self._cnps(batch, np.flatnonzero(cnp) if rows is None else rows[cnp], fid[cnp])
 
-    def _ce_answers(self, batch, rows, fid, data, final: bool = False) -> None:
+    def _ce_answers(self, batch, rows, fid, data) -> None:
         """CE-marked data packets and CNPs of the chunk to CeAnswers (cc_ce.py)."""
-        ts = batch.cols["ts_ns"] if rows is None else batch.cols["ts_ns"].take(rows)
         ecn = batch.cols.get("ecn")
-        ce = data.copy() if ecn is not None else np.zeros(len(fid), dtype=bool)
-        if ecn is not None:
-            ce &= (ecn if rows is None else ecn.take(rows)) == 3
-            if "ecn" in batch.valid:
-                ce &= batch.valid["ecn"] if rows is None else batch.valid["ecn"].take(rows)
+        ce = data & ((ecn if rows is None else ecn.take(rows)) == 3) if ecn is not None else np.zeros(len(fid), dtype=bool)
+        if ecn is not None and "ecn" in batch.valid:
+            ce &= batch.valid["ecn"] if rows is None else batch.valid["ecn"].take(rows)
         cnp = ~data
         if not (ce.any() or cnp.any() or len(self.ce.pending[0])):
-            return
+            return                                  # the timestamps only when something needs them
+        ts = batch.cols["ts_ns"] if rows is None else batch.cols["ts_ns"].take(rows)
         self.ce.grow(len(self.last_env))
         self.ce.feed(fid[ce], self.pair_data[fid[ce]], ts[ce].astype(np.int64), self.pair_cnp[fid[cnp]],
                      ts[cnp].astype(np.int64), int(ts.max()))
@@ -182,6 +187,7 @@ class CnpReactions:
         self.cnp_last = np.concatenate([self.cnp_last, np.full(add, -1, dtype=np.int64)])
         self.endpoints += [None] * add
         self.has_endpoints = np.concatenate([self.has_endpoints, np.zeros(add, dtype=bool)])
+        self.first_data = np.concatenate([self.first_data, np.full(add, -1, dtype=np.int64)])
         self.pair_data = np.concatenate([self.pair_data, np.zeros(add, dtype=np.int64)])
         self.pair_cnp = np.concatenate([self.pair_cnp, np.zeros(add, dtype=np.int64)])
 
@@ -193,7 +199,8 @@ class CnpReactions:
 
         cur = {"ts": col("ts_ns"), "bits": (col("wire_len") + rate_mod.WIRE_OVERHEAD) * 8, "frame": col("frame"),
                "op": opcode.astype(np.int64)}
-        if not _IN_MESSAGE[opcode].any():       # single-packet messages only: no sample, state only
+        self._new_senders(fid, rows)
+        if not _IN_MESSAGE.take(opcode).any():       # single-packet messages only: no sample, state only
             self._state_only(fid, cur)
             return
         order = np.argsort(fid.astype(np.int32) if len(self.last_env) < 1 << 31 else fid, kind="stable")
@@ -201,28 +208,33 @@ class CnpReactions:
         fid = cur["fid"] = fid.take(order)
         starts, _, _ = group_bounds(fid)
         st = self.flow_state
-        self._new_senders(fid[starts])
         prev = {k: _previous(cur[k], starts, st[k][fid[starts]]) for k in _PACKET}
         prev2 = {k: _previous(prev[k], starts, st["p" + k][fid[starts]]) for k in ("ts", "bits", "frame")}
         ends = np.append(starts[1:], len(fid)) - 1
         for k in _PACKET:
             st["p" + k][fid[ends]] = prev[k][ends]
             st[k][fid[ends]] = cur[k][ends]
-        take = _CONTINUES[cur["op"]] & (prev["ts"] >= 0) & (cur["ts"] > prev["ts"])
+        take = _CONTINUES.take(cur["op"]) & (prev["ts"] >= 0) & (cur["ts"] > prev["ts"])
         if take.any():
             gap = cur["ts"][take] - prev["ts"][take]
             # the gap before the previous packet, when it began a message: a cut may land there
-            boundary = ~_CONTINUES[prev["op"][take]] & (prev2["ts"][take] >= 0)
+            boundary = ~_CONTINUES.take(prev["op"][take]) & (prev2["ts"][take] >= 0)
             b_gap = np.where(boundary, prev["ts"][take] - prev2["ts"][take], 0)
             b_rate = np.where(boundary & (b_gap > 0), prev2["bits"][take] / np.maximum(b_gap, 1), np.nan)
             self._samples({"flow": fid[take], "ts_prev": prev["ts"][take], "ts": cur["ts"][take],
                            "frame_prev": prev["frame"][take], "rate": prev["bits"][take] / gap,
                            "ts_prev2": prev2["ts"][take], "frame_prev2": prev2["frame"][take], "rate_b": b_rate})
 
-    def _new_senders(self, flows: np.ndarray) -> None:
-        """Flows sending their first data packet are senders: listed by (source, destination)."""
-        for f in flows[self.flow_state["ts"][flows] < 0].tolist():
-            self.senders.setdefault(self.endpoints[f], []).append(f)
+    def _new_senders(self, fid: np.ndarray, rows) -> None:
+        """Flows sending their first data packet are senders: listed by (source, destination),
+        with the capture row of that packet (a CNP before it cannot be for it)."""
+        new = self.flow_state["ts"].take(fid) < 0
+        if new.any():
+            flows, first = np.unique(fid[new], return_index=True)
+            at = np.flatnonzero(new)[first]
+            self.first_data[flows] = self._base + (at if rows is None else rows[at])
+            for f in flows.tolist():
+                self.senders.setdefault(self.endpoints[f], []).append(f)
 
     def _state_only(self, fid: np.ndarray, cur: dict) -> None:
         """Each flow's last data packet and the one before it, from a chunk without samples."""
@@ -230,7 +242,6 @@ class CnpReactions:
         last = np.full(n, -1, dtype=np.int64)
         np.maximum.at(last, fid, np.arange(len(fid)))
         flows = np.flatnonzero(last >= 0)
-        self._new_senders(flows)
         rest = np.ones(len(fid), dtype=bool)
         rest[last[flows]] = False
         before = np.full(n, -1, dtype=np.int64)
@@ -287,54 +298,63 @@ class CnpReactions:
 
     def _recover(self, s, before, back, ready, at, cut_ts, starts, ends) -> None:
         """Recovery of each cut: the first envelope made only of samples after it at RECOVERED
-        of the rate before it, before the flow's next cut (which leaves it blank)."""
-        flows, heads, cut_flows = s["flow"], s["flow"][starts], s["flow"][at]
-        for f in list(self.open_cut):                 # cuts of earlier chunks: up to the first new one
-            g = int(np.searchsorted(heads, f))
-            if g < len(heads) and heads[g] == f:
-                k = int(np.searchsorted(cut_flows, f))
-                hi = int(at[k]) if k < len(at) and cut_flows[k] == f else int(ends[g])
-                self._seek(f, s, back, ready, int(starts[g]), hi)
-        for k, i in enumerate(at.tolist()):           # cuts are few: one per CNP at most
-            f = int(flows[i])
-            g = int(np.searchsorted(heads, f))
-            hi = int(at[k + 1]) if k + 1 < len(at) and cut_flows[k + 1] == f else int(ends[g])
-            self.open_cut[f] = (self.n_cuts + k, int(s["seq"][i]), int(cut_ts[k]),
-                                rate_mod.RECOVERED * float(before[i]))
-            self._seek(f, s, back, ready, i, hi)
-
-    def _seek(self, f, s, back, ready, lo, hi) -> None:
-        cut = self.open_cut.get(f)
-        if cut is None:
-            return
-        seg = slice(lo, hi)
-        ok = ready[seg] & (s["seq"][seg] >= cut[1] + rate_mod.K - 1) & (back[seg] >= cut[3])
-        if ok.any():
-            self.recovery[cut[0]] = float(s["ts"][lo + int(np.argmax(ok))] - cut[2])
+        of the rate before it, before the flow's next cut (which leaves it blank). Each open cut
+        looks at one segment of the samples (a carried cut: its flow's up to the first new cut; a
+        new one: up to its flow's next), all segments at once."""
+        heads, cut_flows = s["flow"][starts], s["flow"][at]
+        old = np.fromiter(self.open_cut, dtype=np.int64, count=len(self.open_cut))
+        old = old[np.isin(old, heads)]                      # carried cuts of the flows sampled now
+        g, k = np.searchsorted(heads, old), np.minimum(np.searchsorted(cut_flows, old), max(len(at) - 1, 0))
+        o_hi = np.where(cut_flows[k] == old, at[k], ends[g]) if len(at) else ends[g]
+        nxt = np.append(cut_flows[1:] == cut_flows[:-1], False) if len(at) else np.zeros(0, dtype=bool)
+        n_hi = np.where(nxt, np.append(at[1:], 0), ends[np.searchsorted(heads, cut_flows)])
+        carried = list(zip(*[self.open_cut[f] for f in old.tolist()])) or [()] * 4   # ts: int64, never float
+        number, seq, t0, target = (np.concatenate([np.array(c, dtype=x.dtype), x]) for c, x in zip(carried, (
+            self.n_cuts + np.arange(len(at)), s["seq"][at], cut_ts.astype(np.int64),
+            rate_mod.RECOVERED * before[at].astype(np.float64))))
+        j = first_in_segments(np.concatenate([starts[g], at]), np.concatenate([o_hi, n_hi]),
+                               lambda idx, seg: ready[idx] & (s["seq"][idx] >= seq[seg] + rate_mod.K - 1)
+                               & (back[idx] >= target[seg]))
+        done = j >= 0
+        self.recovery.update(zip(number[done].tolist(), (s["ts"][j[done]] - t0[done]).astype(np.float64).tolist()))
+        for f in old[done[: len(old)]].tolist():
             del self.open_cut[f]
+        for i in np.flatnonzero(~nxt).tolist():          # a flow's newest cut stays open until it recovers
+            self.open_cut.pop(int(cut_flows[i]), None)
+            if not done[len(old) + i]:
+                c = len(old) + i
+                self.open_cut[int(cut_flows[i])] = (int(number[c]), int(seq[c]), int(t0[c]), float(target[c]))
 
     # ---- CNPs --------------------------------------------------------------------------------
     def _cnps(self, batch, rows, fid) -> None:
+        """This chunk's CNPs: each one's spacing from the previous CNP to its QP, and per data
+        flow that may be its sender's the envelope before it (numpy per flow, not per CNP)."""
         ts = batch.cols["ts_ns"].take(rows).astype(np.int64)
         frame = batch.cols["frame"].take(rows).astype(np.int64)
-        first = len(self.cnp.rows)
-        for f, t, fr in zip(fid.tolist(), ts.tolist(), frame.tolist()):   # CNPs: one per QP per spacing
-            last = int(self.cnp_last[f])
-            self.cnp_last[f] = t
-            src, dst = self.endpoints[f]
-            data = self.senders.get((dst, src), [])[:MAX_CANDIDATES]
-            self.cnp.add(f, t, fr, t - last if last >= 0 else -1, data,
-                         [self._env_at(d, t) for d in data], t - last < self.min_cnp_ns if last >= 0 else False)
-        self.cnp.count(self._fresh, self.judge_ns, rows=range(first, len(self.cnp.rows)))
+        order = np.argsort(fid, kind="stable")
+        starts, lengths, _ = group_bounds(fid[order])
+        last = np.empty_like(ts)
+        last[order] = _previous(ts[order], starts, self.cnp_last[fid[order][starts]])
+        self.cnp_last[fid[order][starts + lengths - 1]] = ts[order][starts + lengths - 1]
+        flows, inv = np.unique(fid, return_inverse=True)
+        cands = [self.senders.get(self.endpoints[f][::-1], [])[:MAX_CANDIDATES] for f in flows.tolist()]
+        row, cand = pairs(inv, cands)
+        sent = self.first_data[cand] < self._base + rows[row]    # senders of this chunk: before the CNP only
+        row, cand = row[sent], cand[sent]
+        self.cnp.add_many(fid, ts, frame, np.where(last >= 0, ts - last, -1), (last >= 0) & (ts - last < self.min_cnp_ns),
+                          row, cand, self._envs_at(cand, ts[row]), self._fresh, self.judge_ns)
 
-    def _env_at(self, flow: int, t: int) -> float:
-        """The envelope of `flow` at its newest sample before t (NaN: none yet)."""
+    def _envs_at(self, cand: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """Per (data flow, time): the envelope of the flow at its newest sample before the time in
+        this chunk's samples (NaN: none), else the flow's newest envelope (NaN: none yet)."""
+        out = self.last_env[cand].astype(np.float64)
         flows, lo, hi, ts, back = self._slices
-        g = int(np.searchsorted(flows, flow))
-        if g < len(flows) and flows[g] == flow:
-            k = int(np.searchsorted(ts[lo[g]:hi[g]], t, side="right"))
-            return float(back[lo[g] + k - 1]) if k else np.nan
-        return float(self.last_env[flow])
+        for d, at in groups(cand):
+            g = int(np.searchsorted(flows, d))
+            if g < len(flows) and flows[g] == d:
+                k = np.searchsorted(ts[lo[g]:hi[g]], t[at], side="right")
+                out[at] = np.where(k > 0, back[lo[g] + np.maximum(k, 1) - 1], np.nan)
+        return out
 
     def finish(self) -> None:
         """Decide the samples still waiting for their forward window (call once, at the end)."""
