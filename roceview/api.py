@@ -54,7 +54,7 @@ def analyze(paths, *, pmtu: int | None = None, link_speed: float = 100.0, bucket
 
     display = _display_filter(display_filter)
     files = engines.get(engine if engine in engines.NAMES else "local").inputs(paths)
-    settings = load_settings(config) if diagnose else None
+    settings = load_settings(config)      # the analysis too reads it: trust / dscp_to_priority
     chosen = engines.get(engine)          # an unknown name is refused after bad inputs and config are
     connection = None
     timeout = {} if scheduler_timeout is None else {"scheduler_timeout": scheduler_timeout}
@@ -67,7 +67,8 @@ def analyze(paths, *, pmtu: int | None = None, link_speed: float = 100.0, bucket
             on_batch(Batch(0, {"cap_len": np.zeros(0, np.uint32)}))
         result, connection = chosen.analyzed(files, scheduler, on_warning, roce_ports=roce_ports,
                                              chunk_packets=chunk_packets, pmtu=pmtu, link_speed=link_speed,
-                                             bucket_ms=bucket_ms, facts=diagnose, **timeout)
+                                             bucket_ms=bucket_ms, facts=diagnose,
+                                             priority_table=_priority_table(settings), **timeout)
         if result is not None:
             if progress is not None:
                 progress(result.summary["packets"])
@@ -144,7 +145,8 @@ class Analysis:
         from roceview.analysis import Analyzer
 
         self.analyzer = Analyzer(pmtu=pmtu, link_speed_gbps=link_speed, bucket_ms=bucket_ms,
-                                 keep_packets=keep_packets, packet_flags=packet_flags)
+                                 keep_packets=keep_packets, packet_flags=packet_flags,
+                                 priority_table=_priority_table(settings))
         self.facts = _fact_collector() if diagnose else None
         self.settings, self.diagnose = settings, diagnose
 
@@ -185,6 +187,15 @@ def _projection(display) -> str | None:
     from roceview.packets.read import projection_for
 
     return "analysis" if display is None else projection_for("analysis", display.fields)
+
+
+def _priority_table(settings):
+    """The analysis's priority of each frame class from the settings' `trust` and
+    `dscp_to_priority` (Config.priority_table); None for no settings or the default map (the
+    analysis's own, faster path gives the same)."""
+    if settings is None or (settings.trust == "auto" and not settings.dscp_to_priority):
+        return None
+    return settings.priority_table()
 
 
 def _fact_collector():

@@ -63,8 +63,11 @@ def _opcode_name(batch: Batch) -> str:
 
 class Analyzer:
     def __init__(self, pmtu: int | None = None, link_speed_gbps: float = 100.0, bucket_ms: float = 1.0,
-                 keep_packets: bool = False, packet_flags: bool = False):
+                 keep_packets: bool = False, packet_flags: bool = False, priority_table=None):
+        """priority_table: a frame's priority per class (priorities.priority_table, from the
+        diagnoser's `trust` / `dscp_to_priority`: Config.priority_table); None: the default."""
         self.pmtu_given = pmtu
+        self.priority_table = priority_table
         self.path_mtu = PathMtu(pmtu)
         self.flow_paths = np.zeros(0, dtype=np.uint64)  # path key per flow (pmtu.py)
         self.link_speed_gbps = link_speed_gbps
@@ -83,7 +86,7 @@ class Analyzer:
         self.sends = FirstSends()
         self.unsent_found: list = []                   # unsent.py: decided at the end
         self.pfc = PfcAccounting(link_speed_gbps)
-        self.pause_watch = PauseWatch(self.pfc)        # frames sent while paused (pause_watch.py)
+        self.pause_watch = PauseWatch(self.pfc, priority_table)     # frames sent while paused (pause_watch.py)
         # pause frames logged as events and counted; False: a Dask partition fed copies of them
         # only for its own flows' pause state (the PFC partition logs them)
         self.pfc_owner = True

@@ -122,5 +122,5 @@ def build_result(an, files, warnings, packets, snapshot: bool = False) -> Analys
         timeline_table=an.timeline.table(names), summary=summary(an, files, warnings, flows),
         packets=packets, ops_table=ops_table(ops.rows(an, snapshot), names, src, dst, an.registry.qp),
         op_stats_table=ops.stats.table(names), read_depth_table=ops.stats.depth_table(names),
-        connections_table=connections, priorities_table=priorities_table(counted, pfc), cc_table=cc,
+        connections_table=connections, priorities_table=priorities_table(counted, pfc, an.priority_table), cc_table=cc,
         paused_flows_table=an.pause_watch.table(an, names))

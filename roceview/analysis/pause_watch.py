@@ -1,8 +1,9 @@
 """Frames sent while paused: the `sent_while_paused` events and the paused_flows table.
 
 A PFC frame from MAC M for priority p (an 802.3x PAUSE: priority `all`) pauses what M's link
-partner sends to M on p: the frames whose destination MAC is M and whose priority (VLAN PCP when
-tagged, else DSCP >> 3, as priorities.csv) is p. A RoCE frame (one with a flow) toward M is sent
+partner sends to M on p: the frames whose destination MAC is M and whose priority (as priorities.csv:
+the diagnoser's `trust` / `dscp_to_priority` when given, a priorities.priority_table; by default
+VLAN PCP when tagged, else DSCP >> 3) is p. A RoCE frame (one with a flow) toward M is sent
 while paused when it comes after a pause frame of (M, p) or (M, all), stamped no earlier, and
 before that pause ends: q x 512 bit times at the link speed after it, or the next frame of the
 same MAC and priority (pauses.py's periods: a refresh before expiry continues the period).
@@ -25,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from roceview.analysis.pauses import ALL, SLOTS
+from roceview.analysis.priorities import frame_classes
 from roceview.packets.names import mac_text
 
 UNSET = np.uint64(np.iinfo(np.uint64).max)     # a flow with no frame yet
@@ -36,8 +38,10 @@ EXACT = ("packets", "bytes", "first_ts", "last_ts")
 class PauseWatch:
     """Fed each chunk's pause rows (`pause_rows`, after `carry`) and its RoCE rows (`feed`)."""
 
-    def __init__(self, pfc):
+    def __init__(self, pfc, table: np.ndarray | None = None):
         self.pfc = pfc
+        # priority per frame class (priorities.frame_classes), NO_PRIORITY for none; None: the default
+        self.lookup = None if table is None else np.where(table < 0, NO_PRIORITY, table).astype(np.uint8).ravel()
         self.primary = np.zeros(0, np.uint64)      # per flow: (dst MAC << 4 | priority) of its frames
         self.mixed = np.zeros(0, bool)             # flows sending to more than one key: counted in `exact`
         self.any_mixed = False
@@ -69,7 +73,7 @@ class PauseWatch:
         """Count the chunk's RoCE rows per (flow, key); find those sent while paused. Call before
         the flow counters take the chunk (a flow found to send to a second key is credited its
         counts so far)."""
-        key = _keys(ch)
+        key = _keys(ch, self.lookup)
         self._grow(ch.n_flows)
         if ch.n_flows > ch.flows_before:
             # new flows: the key of one of their rows (any: a flow with rows of another key is
@@ -232,7 +236,7 @@ def _groups(flow: np.ndarray, key: np.ndarray, wire: np.ndarray, ts: np.ndarray)
                np.maximum.reduceat(ts, start).tolist())
 
 
-def _keys(ch) -> np.ndarray:
+def _keys(ch, lookup: np.ndarray | None) -> np.ndarray:
     """Per RoCE row of the chunk: destination MAC << 4 | priority (0-7, NO_PRIORITY)."""
     cols = ch.batch.cols
     mac = cols.get("_dst_mac")
@@ -244,7 +248,7 @@ def _keys(ch) -> np.ndarray:
         if ok is not None:
             key[~ok] = NO_MAC
         key <<= np.uint64(4)
-    key |= _priority(ch)
+    key |= _priority(ch) if lookup is None else lookup.take(ch.take(frame_classes(ch.batch)))
     return key
 
 

@@ -2,8 +2,8 @@
 
 One row per (source MAC, destination MAC, VLAN PCP, DSCP) seen in the capture, every frame
 counted (RoCE or not, second captures of a frame too: the rows add up to the capture). Its
-priority is the PCP when the frame is VLAN-tagged, else DSCP >> 3 (the diagnoser's default
-`trust auto`), else blank. A PFC frame from MAC M for priority p pauses what M's link partner
+priority is the diagnoser's (--config `trust`, `dscp_to_priority`: a `priority_table`); by
+default the PCP when the frame is VLAN-tagged, else DSCP >> 3 (`trust auto`), else blank. A PFC frame from MAC M for priority p pauses what M's link partner
 sends to M on p, so the pfc.csv row (M, p) is joined to every row whose destination is M and
 priority p; a (M, p) no row goes to (a switch port's MAC, hosts sending to a router MAC) gets a
 row of its own with the traffic counts 0, as does every 802.3x PAUSE (priority `all`, as in
@@ -35,6 +35,25 @@ _ROCE = np.zeros(len(PROTO_NAMES), dtype=bool)
 _ROCE[[PROTO_CODE["roce_v1"], PROTO_CODE["roce_v2"], PROTO_CODE["ib"]]] = True
 _MIX = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F), np.uint64(0x165667B19E3779F9))
 _TS_NONE = (np.iinfo(np.int64).max, np.iinfo(np.int64).min)
+PCPS = 9                     # VLAN PCP 0..7 and untagged
+
+
+def priority_table(trust: str = "auto", dscp_priorities=None) -> np.ndarray:
+    """The priority (-1: none) a switch gives a frame, per class: int8 [PCP + 1, DSCP + 1], 0
+    where untagged / without DSCP, so that `table.ravel()[class]` is a class's priority.
+    trust: "pcp", "dscp", or "auto" (PCP when tagged, else DSCP); dscp_priorities: the
+    priority of each DSCP 0..63 (default DSCP >> 3). diagnose.Config.priority_table builds it
+    from the settings, so that the analysis and the diagnoser's priority_of agree."""
+    dscp = np.arange(64) >> 3 if dscp_priorities is None else np.asarray(dscp_priorities)
+    table = np.full((PCPS, DSCPS), -1, np.int8)
+    if trust != "pcp":
+        table[:, 1:] = dscp
+    if trust != "dscp":
+        table[1:, :] = np.arange(8)[:, None]
+    return table
+
+
+DEFAULT_TABLE = priority_table()
 
 
 class KeySlots:
@@ -131,7 +150,7 @@ class PriorityCounts:
         ts = batch.cols["ts_ns"]
         if in_order is None:
             in_order = bool(len(ts) < 2 or (ts[1:] >= ts[:-1]).all())
-        src, dst, cls = _macs(batch, "_src_mac"), _macs(batch, "_dst_mac"), _classes(batch)
+        src, dst, cls = _macs(batch, "_src_mac"), _macs(batch, "_dst_mac"), frame_classes(batch)
         starts = _run_starts(src, dst, cls)
         heads = (lambda v: v) if len(starts) == batch.n else (lambda v: v.take(starts))
         slot = self.slots(heads(src), heads(dst), heads(cls).astype(np.uint64))
@@ -205,12 +224,12 @@ def merged(states: list[dict]) -> dict:
     return out
 
 
-def priorities_table(state: dict | None, pfc):
+def priorities_table(state: dict | None, pfc, table: np.ndarray | None = None):
     """priorities.csv from the counters (`state`) and pfc.csv (a Table), rows in (priority,
-    destination MAC, source MAC, PCP, DSCP) order."""
+    destination MAC, source MAC, PCP, DSCP) order; table: priority_table (None: the default)."""
     from roceview.analysis.tables import Table
 
-    rows = _traffic_rows(state) if state is not None else []
+    rows = _traffic_rows(state, DEFAULT_TABLE if table is None else table) if state is not None else []
     pauses = {(m, p): i for i, (m, p) in enumerate(zip(pfc.data["src_mac"], pfc.data["priority"]))}
     used = set()
     for r in rows:
@@ -230,10 +249,10 @@ def priorities_table(state: dict | None, pfc):
 _PRIORITY_RANK = {**{str(p): p for p in range(8)}, "all": 8}
 
 
-def _traffic_rows(state: dict) -> list[dict]:
+def _traffic_rows(state: dict, table: np.ndarray) -> list[dict]:
     cls = state["cls"].astype(np.int64)
     pcp, dscp = cls // DSCPS - 1, cls % DSCPS - 1
-    prio = np.where(pcp >= 0, pcp, np.where(dscp >= 0, dscp >> 3, -1))
+    prio = table.ravel().take(cls).tolist()
     names = {m: "" if m == NO_MAC else mac_text(m) for m in set(state["src"].tolist()) | set(state["dst"].tolist())}
     rows = []
     for k in range(len(cls)):
@@ -298,7 +317,7 @@ def _run_starts(src: np.ndarray, dst: np.ndarray, cls: np.ndarray) -> np.ndarray
     return np.flatnonzero(change)
 
 
-def _classes(batch: Batch) -> np.ndarray:
+def frame_classes(batch: Batch) -> np.ndarray:
     """Per row, (pcp + 1) * DSCPS + dscp + 1 with -1 for none (uint16: narrow, cheap to compare)."""
     out = np.zeros(batch.n, np.uint16)
     for name, scale in (("pcp", DSCPS), ("dscp", 1)):

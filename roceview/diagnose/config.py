@@ -88,6 +88,14 @@ class Config:
         mapped = self.dscp_to_priority.get(str(int(dscp)))
         return int(mapped) if mapped is not None else int(dscp) >> 3
 
+    def priority_table(self):
+        """The analysis's form of `trust` / `dscp_to_priority` (analysis.priorities.priority_table:
+        int8 [PCP + 1, DSCP + 1] -> priority, -1 none), so that sent_while_paused, paused_flows
+        and priorities.csv give a frame the priority priority.priority_of gives it."""
+        from roceview.analysis.priorities import priority_table
+
+        return priority_table(self.trust, [self.priority_of_dscp(d) for d in range(64)])
+
 
 DEFAULTS = Config()
 

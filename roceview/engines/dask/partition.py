@@ -335,27 +335,29 @@ class _FlowFirsts:
 
 
 def analyze_partition(parts: list[Packed], gidx: list, chunk_starts: np.ndarray, gates: np.ndarray, pmtu,
-            link_speed: float, bucket_ms: float, facts: bool, pfc_owner: bool = True) -> dict:
+            link_speed: float, bucket_ms: float, facts: bool, pfc_owner: bool = True, priority_table=None) -> dict:
     """A partition's rows (its part of every file) analyzed in the local engine's chunks; gidx:
     per file the frame index (from 0) of each row, or of its first when they follow each other;
     pfc_owner: the partition that logs and counts the PFC frames (the others get copies).
     The pieces stay packed until their chunk is fed (partition_run.chunks): unpacked, a
-    partition's rows took twice the memory they take packed."""
+    partition's rows took twice the memory they take packed. priority_table: the frames'
+    priorities (the Analyzer's; None: the default)."""
     from roceview.engines.dask.partition_run import run_partition
 
     _keep_freed_memory()
-    return run_partition(_pieces(parts, gidx), chunk_starts, gates, pmtu, link_speed, bucket_ms, facts, pfc_owner)
+    return run_partition(_pieces(parts, gidx), chunk_starts, gates, pmtu, link_speed, bucket_ms, facts, pfc_owner,
+                         priority_table)
 
 
 def step(run, file_parts: Packed, offset: int, starts: np.ndarray, gates: np.ndarray, end: int | None,
-         pmtu, link_speed: float, bucket_ms: float, facts: bool, pfc_owner: bool = True):
+         pmtu, link_speed: float, bucket_ms: float, facts: bool, pfc_owner: bool = True, priority_table=None):
     """The partition's run (partition_run.PartitionRun; None: a new one) fed its part of
     the next file (whose first row is frame index `offset`) and the chunks closed with it
     (plan_stream.StreamPlan.add); the same run is returned, kept on this worker for the next."""
     from roceview.engines.dask.partition_run import PartitionRun
 
     _keep_freed_memory()
-    run = PartitionRun(pmtu, link_speed, bucket_ms, facts, pfc_owner) if run is None else run
+    run = PartitionRun(pmtu, link_speed, bucket_ms, facts, pfc_owner, priority_table) if run is None else run
     run.add(_pieces([file_parts], [offset]), starts, gates, end)
     return run
 

@@ -134,7 +134,8 @@ def merge(parts: list[dict], names: list[str], stats: list[dict], settings: dict
                           summary=summary(an, list(files), list(warnings), flows),
                           ops_table=_ops(tables["ops"]), op_stats_table=_by_flow(tables["op_stats"], rank, "op"),
                           read_depth_table=_by_flow(tables["read_depth"], rank, "depth"),
-                          connections_table=connections, priorities_table=_priorities(stats, pfc),
+                          connections_table=connections,
+                          priorities_table=_priorities(stats, pfc, settings.get("priority_table")),
                           cc_table=_in_frame_order(tables["cc"], "cnp_frame"),
                           paused_flows_table=_paused_flows(tables["paused_flows"], pfc, rank))
 
@@ -151,11 +152,12 @@ def _paused_flows(tables: list[Table], pfc: Table, rank: dict) -> Table:
     return rows.take(np.lexsort((flow, pause)))
 
 
-def _priorities(stats: list[dict], pfc: Table) -> Table:
-    """priorities.csv: the files' counters summed (each read counted every row of its file)."""
+def _priorities(stats: list[dict], pfc: Table, table) -> Table:
+    """priorities.csv: the files' counters summed (each read counted every row of its file),
+    each class's priority from `table` (the Analyzer's priority_table; None: the default)."""
     from roceview.analysis.priorities import merged, priorities_table
 
-    return priorities_table(merged([s["priorities"] for s in stats]), pfc)
+    return priorities_table(merged([s["priorities"] for s in stats]), pfc, table)
 
 
 def _connections(parts: list[dict]):

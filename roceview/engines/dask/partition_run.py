@@ -218,8 +218,9 @@ def from_wire(wire: dict) -> Table:
 
 
 def run_partition(parts: list[tuple[dict, np.ndarray]], chunk_starts: np.ndarray, gates: np.ndarray, pmtu,
-                  link_speed: float, bucket_ms: float, facts: bool, pfc_owner: bool = True) -> dict:
-    run = PartitionRun(pmtu, link_speed, bucket_ms, facts, pfc_owner)
+                  link_speed: float, bucket_ms: float, facts: bool, pfc_owner: bool = True,
+                  priority_table=None) -> dict:
+    run = PartitionRun(pmtu, link_speed, bucket_ms, facts, pfc_owner, priority_table)
     run.add(parts, chunk_starts, gates, None)
     return run.result()
 
@@ -228,8 +229,10 @@ class PartitionRun:
     """A partition's analysis fed as the files come (plan_stream): each file's pieces with the
     chunks closed so far; the rows past the last closed chunk wait for the next file."""
 
-    def __init__(self, pmtu, link_speed: float, bucket_ms: float, facts: bool, pfc_owner: bool = True):
-        self.an = PartitionAnalyzer(pmtu=pmtu, link_speed_gbps=link_speed, bucket_ms=bucket_ms)
+    def __init__(self, pmtu, link_speed: float, bucket_ms: float, facts: bool, pfc_owner: bool = True,
+                 priority_table=None):
+        self.an = PartitionAnalyzer(pmtu=pmtu, link_speed_gbps=link_speed, bucket_ms=bucket_ms,
+                                    priority_table=priority_table)
         self.an.pfc_owner = pfc_owner       # the others' PFC frames are copies: pause state only
         self.an.timeline = self.timeline = RecordingTimeline(self.an.timeline)
         self.an.priorities = None           # priorities.csv: counted over every row by the reads (partition._Stats)

@@ -42,11 +42,12 @@ def _close(connection) -> None:
 
 
 def analyze(files: list[str], *, client, roce_ports=(), chunk_packets: int, pmtu, link_speed: float,
-            bucket_ms: float, facts: bool, stream: bool = True):
+            bucket_ms: float, facts: bool, stream: bool = True, priority_table=None):
     """(AnalysisResult with result.facts, the warnings to tell), or (None, why) when the
     partitions cannot give the local result. stream: each file's part analyzed as it comes
     where the files follow each other in time (_streamed); should that fail once parts were
-    fed and freed, the run starts again without."""
+    fed and freed, the run starts again without. priority_table: the frames' priorities
+    (api._priority_table: the settings' trust / dscp_to_priority; None: the default)."""
     from roceview.engines.dask.partition import (analyze_partition, analyzed_bits, arrived, meta, part, read, spans,
                                                  times)
     from roceview.engines.dask.plan import Plan, _walked, gates
@@ -70,7 +71,7 @@ def analyze(files: list[str], *, client, roce_ports=(), chunk_packets: int, pmtu
     # worker once they have arrived at their partitions' (kept, they were there twice until analyzed)
     read_at = None
     streamed = _streamed(client, order, starts, metas, held, workers, chunk_packets,
-                         (pmtu, link_speed, bucket_ms, facts)) if stream else None
+                         (pmtu, link_speed, bucket_ms, facts), priority_table) if stream else None
 
     def restart():                          # every file read again, every partition analyzed at once
         nonlocal metas, bits, held, streamed, results
@@ -78,7 +79,8 @@ def analyze(files: list[str], *, client, roce_ports=(), chunk_packets: int, pmtu
         # runs were held on the workers through the whole second run
         metas = bits = held = streamed = results = None
         return analyze(files, client=client, roce_ports=roce_ports, chunk_packets=chunk_packets, pmtu=pmtu,
-                       link_speed=link_speed, bucket_ms=bucket_ms, facts=facts, stream=False)
+                       link_speed=link_speed, bucket_ms=bucket_ms, facts=facts, stream=False,
+                       priority_table=priority_table)
     fed = any(h is None for h in held[0])   # parts fed to the runs and freed: at once needs them read again
     if streamed is None and fed:
         return restart()
@@ -103,7 +105,8 @@ def analyze(files: list[str], *, client, roce_ports=(), chunk_packets: int, pmtu
     else:                                   # files overlapping in time: every partition once all are read
         gidx = _scattered(client, plan.gidx)
         results = [submit(analyze_partition, held[p], gidx, plan.chunk_starts, gate, pmtu, link_speed, bucket_ms, facts,
-                          p == n_part, pure=False, retries=RETRIES, **_on(workers, p)) for p in range(n_part + 1)]
+                          p == n_part, priority_table, pure=False, retries=RETRIES, **_on(workers, p))
+                   for p in range(n_part + 1)]
     requested_ns = max(1, int(round(bucket_ms * 1_000_000)))          # as the local Timeline's
     _ready_for_merge(_timeline_rows(metas, len(names), sum(plan.n), requested_ns))
     doing = [f"analysing partition {p + 1} of {n_part + 1}" for p in range(n_part + 1)]
@@ -117,7 +120,8 @@ def analyze(files: list[str], *, client, roce_ports=(), chunk_packets: int, pmtu
     if len(order) > 1:
         told += _disagreements(order, [_spans(m["spans"], respans.get(k)) for k, m in enumerate(metas)])
     stats = [_in_frames(m["stats"], g) for m, g in zip(metas, plan.gidx)]
-    result = merge(done, names, stats, {"pmtu": pmtu, "link_speed": link_speed, "bucket_ms": bucket_ms},
+    result = merge(done, names, stats, {"pmtu": pmtu, "link_speed": link_speed, "bucket_ms": bucket_ms,
+                                        "priority_table": priority_table},
                    files, told, bucket_ns)
     if facts:
         from roceview.engines.dask.partition_merge import merge_facts
@@ -127,7 +131,7 @@ def analyze(files: list[str], *, client, roce_ports=(), chunk_packets: int, pmtu
 
 
 def _streamed(client, order: list[str], starts: list, metas: list, held: list[list], workers: list,
-              chunk_packets: int, options: tuple):
+              chunk_packets: int, options: tuple, priority_table=None):
     """(each partition's result future, the StreamPlan) with each file's part analyzed as soon
     as the file is read and its chunks are known (plan_stream), the partitions' runs kept on
     their workers between files; None once a file does not follow the one before in time (a
@@ -145,8 +149,9 @@ def _streamed(client, order: list[str], starts: list, metas: list, held: list[li
         offset = stream.rows
         closed = stream.add(meta)
         # before the files still to read: a part analyzed as it comes is a part not held
-        runs = [client.submit(step, runs[p], held[p][k], offset, *closed, *options, p == len(held) - 1, pure=False,
-                              priority=1, **_on(workers, p, pinned=True)) for p in range(len(held))]
+        runs = [client.submit(step, runs[p], held[p][k], offset, *closed, *options, p == len(held) - 1,
+                              priority_table, pure=False, priority=1, **_on(workers, p, pinned=True))
+                for p in range(len(held))]
         for p in range(len(held)):          # freed once fed: a partition's worker holds a few files' rows
             held[p][k] = None
     last = stream.finish()[:2]
