@@ -206,17 +206,21 @@ class Context:
     # ---- facts -------------------------------------------------------------------------------
     def host_macs(self) -> dict[int, set]:
         """MAC -> the RoCE endpoint addresses it sends from. A MAC that sends RoCE for exactly one
-        address is taken as that host's NIC (a router MAC carries many sources). Read-only: built
-        once (the incast rule asks per incast: 391 scans of 100 k queue pairs' classes took 12 s)."""
+        address, which no other MAC sends from, is taken as that host's NIC: a router MAC carries
+        many sources, and a routed capture of several links shows one remote host's replies coming
+        from each link's switch port (one address, several MACs: none of them its NIC). Read-only:
+        built once (the incast rule asks per incast: 391 scans of 100 k queue pairs' classes took 12 s)."""
         return self._host_macs
 
     @cached_property
     def _host_macs(self) -> dict[int, set]:
         seen: dict[int, set] = defaultdict(set)
+        senders: dict[str, set] = defaultdict(set)
         for c in (self.facts.classes if self.facts else []):
             if c.src_mac >= 0:
                 seen[c.src_mac].add(_addr(c.src))
-        return {m: a for m, a in seen.items() if len(a) == 1}
+                senders[_addr(c.src)].add(c.src_mac)
+        return {m: a for m, a in seen.items() if len(a) == 1 and len(senders[next(iter(a))]) == 1}
 
     def read_breaks(self) -> dict[str, list]:
         out: dict[str, list] = defaultdict(list)

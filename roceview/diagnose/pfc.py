@@ -66,6 +66,26 @@ def _periods(frames: np.ndarray, ns_per_quantum: float, end_ns: int) -> np.ndarr
     heads = np.flatnonzero(np.r_[True, start[1:] > stop[:-1]])  # a refresh before expiry continues
     return np.stack([start[heads], np.maximum.reduceat(stop, heads)], axis=1)
 
+def shared_pausers(ctx: Context) -> set[str]:
+    """Pausing MACs that are no RoCE host NIC and that frames from more than one host are addressed
+    to (paused_flows.csv): one MAC on several links (many switches put one router MAC on every
+    routed port), so which link one of its pauses held cannot be told from the capture. Built once."""
+    if "_shared_pausers" not in ctx.__dict__:
+        ctx.__dict__["_shared_pausers"] = _shared_pausers(ctx)
+    return ctx.__dict__["_shared_pausers"]
+
+def _shared_pausers(ctx: Context) -> set[str]:
+    table = ctx.paused_flows
+    if table is None or not len(table):
+        return set()
+    at = ctx.flow.rows(list(table.data["flow"]))
+    src = ctx.flow.column("src_ip")
+    hosts, senders = ctx.host_macs(), defaultdict(set)
+    for mac, row in zip(list(table.data["src_mac"]), at.tolist()):
+        if row >= 0 and mac_int(mac) not in hosts:
+            senders[mac].add(src[row])
+    return {mac for mac, ips in senders.items() if len(ips) > 1}
+
 def pfc_findings(ctx: Context) -> list[dict]:
     frames = pause_frames(ctx)
     periods = pause_periods(ctx, frames)

@@ -8,7 +8,9 @@ per (pausing MAC, priority, flow), the flow's frames addressed to the pauser on 
 (paused_flows.csv: a routed ToR's port MAC is the host's next hop and the source of its pauses).
 
 A flow is a victim of the pauses of (M, p) when
-* M is no RoCE host NIC (ctx.host_macs(): a switch port; a host pauses only what comes to it),
+* M is no RoCE host NIC (ctx.host_macs(): a switch port; a host pauses only what comes to it)
+  and only one host sends to it (pfc.shared_pausers: a MAC on several links, as a router MAC on
+  every routed port, leaves unknown which link a pause held),
 * its destination is not congested: it draws no CE mark, sends no CNP, is named by no `incast`
   finding and does not pause the fabric itself,
 * the same pauses held flows to a congested destination while they held this one (the pauses
@@ -16,6 +18,9 @@ A flow is a victim of the pauses of (M, p) when
 * the paused periods of (M, p) (pfc.pause_periods) inside the flow's active span (its first to
   last frame to M on p) add up to at least `victim_paused_us` and `victim_paused_share` of that
   span: a healthy fabric pauses briefly now and then, that makes no victim.
+
+Not judged on a capture of two capture points (psn_conformance.two_capture_points): each
+point's copy of an XOFF would begin a paused period of its own, doubling the time paused.
 
 The throughput lost is the flow's rate outside the pauses times the time paused, less what it
 still sent while paused (the frames a NIC may send in its response time).
@@ -28,7 +33,8 @@ import numpy as np
 
 from roceview.diagnose.finding import finding, frames_by_key, given_frames
 from roceview.diagnose.link_speed import speed_note
-from roceview.diagnose.pfc import pause_periods
+from roceview.diagnose.pfc import pause_periods, shared_pausers
+from roceview.diagnose.psn_conformance import two_capture_points
 from roceview.packets.names import mac_int
 from roceview.units import duration, gbps, plural
 
@@ -56,7 +62,7 @@ def _records(ctx) -> list[tuple[dict, list[int]]]:
 
 def _judge(ctx) -> list[tuple[dict, list[int]]]:
     rows = _switch_rows(ctx)
-    if rows is None:
+    if rows is None or two_capture_points(ctx):     # each point's copy of an XOFF pauses again
         return []
     periods = pause_periods(ctx)
     congested = Congestion(ctx)
@@ -79,8 +85,8 @@ def _switch_rows(ctx) -> dict | None:
         return None
     d = table.data
     macs = np.asarray(list(d["src_mac"]), object)
-    hosts = ctx.host_macs()
-    switch = np.fromiter((mac_int(m) not in hosts for m in macs.tolist()), bool, len(macs))
+    hosts, shared = ctx.host_macs(), shared_pausers(ctx)
+    switch = np.fromiter((mac_int(m) not in hosts and m not in shared for m in macs.tolist()), bool, len(macs))
     at = ctx.flow.rows(list(d["flow"]))
     keep = switch & (at >= 0)
     if not keep.any():

@@ -30,7 +30,9 @@ import numpy as np
 from roceview.analysis.tables import format_ts
 from roceview.diagnose.finding import finding, frames_by_key, given_frames
 from roceview.diagnose.link_speed import link_speed, link_speed_findings, speed_note
+from roceview.diagnose.pfc import shared_pausers
 from roceview.diagnose.psn_conformance import two_capture_points
+from roceview.packets.names import mac_int
 from roceview.units import duration, plural
 
 KIND = "pfc_violation"
@@ -75,6 +77,7 @@ def _judge(ctx) -> list[tuple[dict, list[int]]]:
     in_flight = 2 * JUMBO_BYTES * 8 / gbps
     bound = standard + in_flight + ctx.config.pause_response_margin_us * 1000.0
     late: dict[tuple, list] = defaultdict(list)      # (pauser, priority, sender) -> column parts
+    hosts, shared = ctx.host_macs(), shared_pausers(ctx)
     for name in flows:
         ev = ctx.ev(EVENT, name)
         pausers = _pausers(ev.detail)
@@ -82,14 +85,25 @@ def _judge(ctx) -> list[tuple[dict, list[int]]]:
         hit = np.flatnonzero(delay > bound)
         if not len(hit):
             continue
-        sender = ctx.flow[name]["src_ip"] if name in ctx.flow else "?"
         prio = np.asarray(ev.col("pfc_priority")).astype(str)[hit]
         cols = (np.asarray(ev.ts, np.int64)[hit], delay[hit], np.asarray(ev.col("frame"), np.int64)[hit],
                 np.asarray(ev.col("related_frame"), np.int64)[hit])
         for pauser, p in sorted(set(zip(pausers[hit].tolist(), prio.tolist()))):
+            if pauser in shared:
+                continue
             mine = (pausers[hit] == pauser) & (prio == p)
-            late[(pauser, p, sender)].append((name, *(c[mine] for c in cols)))
+            late[(pauser, p, _sender(ctx, name, pauser, hosts))].append((name, *(c[mine] for c in cols)))
     return [_finding(ctx, key, parts, (standard, in_flight, bound)) for key, parts in sorted(late.items())]
+
+
+def _sender(ctx, name: str, pauser: str, hosts: dict) -> str:
+    """Who sent the late frames on the paused link: the frames toward a host NIC come from the
+    switch port on its link (whoever their source host is); those toward a switch port from the
+    host on that link, the flow's source."""
+    ip = hosts.get(mac_int(pauser))
+    if ip:
+        return f"the switch port toward {next(iter(ip))}"
+    return ctx.flow[name]["src_ip"] if name in ctx.flow else "?"
 
 
 def _pausers(details) -> np.ndarray:
@@ -147,13 +161,26 @@ def _finding(ctx, key: tuple, parts: list, bounds: tuple) -> tuple[dict, list[in
     dropped = (ctx.summary.get("events_not_listed") or {}).get(EVENT)
     if dropped:
         evidence.append(f"{dropped:,} more frames sent while paused were past the event log's budget: not judged")
-    p = "<p>" if prio == "all" else prio
-    advice = (f"On {sender}'s NIC check that PFC is on for priority {p} and honoured: `dcb pfc show dev <if> "
-              "prio-pfc delay indications` (iproute2; indications: PFC frames received per priority) or "
-              f"`mlnx_qos -i <if>`, and `ethtool -S <if>` rx_prio{p}_pause / rx_prio{p}_pause_duration (mlx5: "
-              "pauses it received; flat while this capture shows pauses means its PFC is off for that priority or "
-              "its priority map differs from the switch's). On the pausing side read the lossless priority "
-              "group's headroom and its discards (`ethtool -S` rx_prio<p>_discards on a host; the switch's "
-              "ingress drop counters), and the link's delay allowance (`dcb pfc set dev <if> delay <bits>`).")
+    advice = _advice(sender, "<p>" if prio == "all" else prio)
     record = finding("critical", KIND, summary, flows, int(ts[0]), int(ts[-1]), evidence, advice)
     return record, np.union1d(frame, related[related > 0]).tolist()
+
+
+def _advice(sender: str, p: str) -> str:
+    """What to check where the late frames came from: the switch port toward a host NIC that
+    paused, or the NIC of a host a switch port paused."""
+    if sender.startswith("the switch port"):
+        return (f"On {sender}: check that PFC is enabled for priority {p} on that port and that its priority map "
+                "(trust, DSCP to priority) is the host's, and read the port's per-priority PFC counters (pause "
+                "frames received on that priority; none while this capture shows them means the port ignores "
+                f"them). On the host, `ethtool -S <if>` tx_prio{p}_pause / tx_prio{p}_pause_duration (mlx5: pauses "
+                f"its NIC sent) and rx_prio{p}_discards (what it dropped once its headroom was full); "
+                "`dcb pfc show dev <if> prio-pfc delay requests` (iproute2: requests, the PFC frames sent per "
+                "priority).")
+    return (f"On {sender}'s NIC check that PFC is on for priority {p} and honoured: `dcb pfc show dev <if> "
+            "prio-pfc delay indications` (iproute2; indications: PFC frames received per priority) or "
+            f"`mlnx_qos -i <if>`, and `ethtool -S <if>` rx_prio{p}_pause / rx_prio{p}_pause_duration (mlx5: "
+            "pauses it received; flat while this capture shows pauses means its PFC is off for that priority or "
+            "its priority map differs from the switch's). On the pausing side read the lossless priority "
+            "group's headroom and its discards (`ethtool -S` rx_prio<p>_discards on a host; the switch's "
+            "ingress drop counters), and the link's delay allowance (`dcb pfc set dev <if> delay <bits>`).")

@@ -127,6 +127,8 @@ FIRST_REQUEST = ("the copy of a host pair's first request, more than 2 us later 
                  "numbers its datagrams")
 PAUSES_TWICE = ("two capture points: pfc_violation is not judged (the copies of the pause frames are not told from "
                 "refreshes), so the violator's finding is lost")
+VICTIMS_TWICE = ("two capture points: hol_victim is not judged (each point's copy of an XOFF would pause again, "
+                 "doubling the time paused), so the victim's finding is lost")
 SECOND_POINT_WRONG = {("sample/tail-timeout", 3_700): FIRST_REQUEST, ("fresh/tail-timeout", 3_700): FIRST_REQUEST,
                       ("fresh/tail-timeout", 50_000): FIRST_REQUEST, ("fresh/pmtu-4096-cm", 3_700): FIRST_REQUEST,
                       ("fresh/read-depth-limit", 3_700): FIRST_REQUEST, ("sample/read-depth-limit", 3_700): FIRST_REQUEST,
@@ -137,7 +139,8 @@ SECOND_POINT_WRONG = {("sample/tail-timeout", 3_700): FIRST_REQUEST, ("fresh/tai
                       ("fresh/cm-slow-setup", 3_700): FIRST_REQUEST,
                       # each point's copy of an XOFF starts a paused period of its own, into which the other
                       # point's frames fall: pfc_violation is not judged on a capture of two points
-                      ("fresh/pfc-violator", 3_700): PAUSES_TWICE, ("fresh/pfc-violator", 50_000): PAUSES_TWICE}
+                      ("fresh/pfc-violator", 3_700): PAUSES_TWICE, ("fresh/pfc-violator", 50_000): PAUSES_TWICE,
+                      ("fresh/hol-victim", 3_700): VICTIMS_TWICE, ("fresh/hol-victim", 50_000): VICTIMS_TWICE}
 
 
 @pytest.mark.parametrize("name,offset_ns", [

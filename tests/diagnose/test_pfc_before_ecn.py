@@ -27,11 +27,12 @@ PAUSING_SCENARIOS = ("incast", "pfc-storm", "pfc-pause-train", "slow-receiver", 
                      "priority-mismatch", "pfc-other-priority", "healthy-dcqcn", "dcqcn-reaction", "dcqcn-ignored")
 
 
-def _incast(sw: SwitchSettings, seed: int, senders: int = 6, mirror: str = "sender") -> Capture:
+def _incast(sw: SwitchSettings, seed: int, senders: int = 6, mirror: str = "sender", routed: bool = False) -> Capture:
     """`senders` hosts write 8 x 16 KB each to one receiver through a switch with `sw`; the
     mirror on the senders' links sees the switch's pauses and the CNPs coming back, no CE."""
     truth = Truth(scenario="incast-thresholds", seed=seed)
-    net = Network(NetworkSettings(hosts=senders + 1, until_ms=50, switch=sw), np.random.default_rng(seed), truth)
+    settings = NetworkSettings(hosts=senders + 1, until_ms=50, switch=sw, routed=routed)
+    net = Network(settings, np.random.default_rng(seed), truth)
     for s in range(senders):
         net.connect(s, senders, Workload([("WRITE", 16_000)] * 8, qd=4, start_ns=int(net.rng.integers(0, 300))))
     net.mirror_links(range(senders) if mirror == "sender" else [senders])
@@ -76,6 +77,16 @@ def test_a_switch_pausing_before_it_marks_is_reported_with_its_xoffs_and_first_c
     assert frames[0] == int(xoff_frames[np.argmin(xoff_ts)])   # the first XOFF
     assert int(frame[cnp_at]) in frames                        # the first CE evidence
     assert f["frame_count"] == int((xoff_ts < ts[cnp_at]).sum()) + 1   # every XOFF before it, and it
+
+
+def test_a_routed_switch_whose_ports_each_send_one_receivers_replies_is_still_a_switch(tmp_path):
+    """Routed, the mirror of each sender's link sees the receiver's ACKs and CNPs come from that
+    link's switch port: one address from several MACs, none of them the receiver's NIC."""
+    path = tmp_path / "routed.pcap"
+    write_capture(_incast(INVERTED, 0, routed=True), path)
+    found = findings_of(path)
+    assert "paused priority 3 before ECN marked" in one(found, KIND)["summary"]
+    assert not [f for f in found if f["kind"] == "pfc_pause" and "host NIC" in f["summary"]], show(found)
 
 
 @pytest.mark.parametrize("mirror", ["sender", "receiver"])

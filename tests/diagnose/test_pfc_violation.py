@@ -87,3 +87,64 @@ def test_its_display_filter_is_the_kind_alone_so_the_xoffs_show_with_the_late_fr
 
     f = one(findings_of(_path("pfc-violator", 0)), KIND)
     assert finding_filter(f) == 'roceview.finding == "pfc_violation"'
+
+
+def _rewritten(name: str, tmp_path, change) -> str:
+    """The scenario's capture with its records changed by `change` (records -> records)."""
+    from helpers import transforms as tf
+
+    link, records = tf.read_pcap(_path(name, 0))
+    out = str(tmp_path / f"{name}-changed.pcap")
+    tf.write_pcap(out, link, change(records))
+    return out
+
+
+def test_frames_a_host_nic_paused_are_the_switch_ports_not_their_source_hosts(tmp_path):
+    """A host's NIC pauses its link: what still comes down that link is sent by the switch port,
+    whichever host the frames are from."""
+    from helpers import transforms as tf
+    from roceview.generate.frames import PfcFrame, pfc_frame
+
+    xoff = pfc_frame(PfcFrame(bytes.fromhex("0ec0de000010"), 1 << 3, (0, 0, 0, 65535, 0, 0, 0, 0)))
+    path = _rewritten("hol-victim", tmp_path, lambda r: sorted(r + [tf.Record(r[0].ts + 3000, xoff)],
+                                                                key=lambda x: x.ts))
+    f = one(findings_of(path), KIND)
+    assert f["summary"].startswith("the switch port toward 10.0.0.1 kept sending on priority 3 while "
+                                   "0e:c0:de:00:00:10 paused it"), f["summary"]
+    assert f["advice"].startswith("On the switch port toward 10.0.0.1: check that PFC is enabled for priority 3")
+    assert "tx_prio3_pause" in f["advice"]
+
+
+def test_a_pausing_mac_that_several_hosts_send_to_is_not_judged(tmp_path, monkeypatch):
+    """One router MAC on every port: a pause the switch sent one host looks like a pause of every
+    link, and the other hosts' frames, which nothing paused, would look late."""
+    from helpers import transforms as tf
+    from roceview.generate.frames import PfcFrame, pfc_frame
+    from roceview.generate.network import Network
+
+    monkeypatch.setattr(Network, "pause_lag", lambda self, *a, **k: None)     # every NIC obeys
+    path = str(tmp_path / "obeying.pcap")
+    write_capture(generate("pfc-violator", seed=0), path)
+    link, records = tf.read_pcap(path)
+    records = [r for r in records if r.frame[12:14] != b"\x88\x08"]          # its own pauses dropped
+
+    def port(quanta: int) -> bytes:
+        return pfc_frame(PfcFrame(bytes.fromhex("0e5c0000ff10"), 1 << 3, (0, 0, 0, quanta, 0, 0, 0, 0)))
+
+    t0 = records[0].ts       # one pause of 10.0.0.1's link only, 22 us long
+    records = sorted(records + [tf.Record(t0 + 8000, port(65535)), tf.Record(t0 + 30000, port(0))],
+                     key=lambda r: r.ts)
+    records = [tf.Record(r.ts, _one_router_mac(r.frame)) for r in records]     # every port's MAC the same
+    path = str(tmp_path / "one-router-mac.pcap")
+    tf.write_pcap(path, link, records)
+    found = findings_of(path)
+    assert KIND not in kinds(found) and "hol_victim" not in kinds(found), show(found)
+    assert "pfc_pause" in kinds(found)
+
+
+def _one_router_mac(frame: bytes) -> bytes:
+    out = bytearray(frame)
+    for at in (0, 6):
+        if out[at:at + 5] == bytes.fromhex("0e5c0000ff"):
+            out[at + 5] = 0x10
+    return bytes(out)
