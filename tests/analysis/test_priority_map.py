@@ -15,15 +15,15 @@ from roceview.diagnose.config import Config, load_config
 
 from test_paused_flows import batch, held, oracle, paused_rows, random_capture
 
-VLAN = 0x8100
+TPID = bytes.fromhex("8100")     # an 802.1Q tag's EtherType
 
 
 def with_pcp(frame: bytes, pcp: int | None) -> bytes:
     """The frame with its 802.1Q tag's PCP set to `pcp` (tagged if it was not), or its tag
     removed (None); the ICRC covers neither."""
-    inner = frame[16:] if frame[12:14] == VLAN.to_bytes(2, "big") else frame[12:]
-    tci = int.from_bytes(frame[14:16], "big") & 0x1FFF if frame[12:14] == VLAN.to_bytes(2, "big") else 100
-    return frame[:12] + (b"" if pcp is None else VLAN.to_bytes(2, "big") + ((pcp << 13) | tci).to_bytes(2, "big")) + inner
+    tagged = frame[12:14] == TPID
+    inner, tci = (frame[16:], int.from_bytes(frame[14:16], "big") & 0x1FFF) if tagged else (frame[12:], 100)
+    return frame[:12] + (b"" if pcp is None else TPID + ((pcp << 13) | tci).to_bytes(2, "big")) + inner
 
 
 def violator_captures(d: Path) -> dict[str, Path]:

@@ -5,30 +5,13 @@ import numpy as np
 import pytest
 
 pytest.importorskip("dask")
-distributed = pytest.importorskip("dask.distributed")
 
 import roceview  # noqa: E402
 from roceview.diagnose.config import load_config  # noqa: E402
 from roceview.generate import generate  # noqa: E402
 
-from test_dask_equals_local import CSVS, csv_bytes, cut  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=":0") as c:
-        yield c
-
-
-@pytest.fixture
-def partitioned(monkeypatch):
-    """The run must take the partitioned path, not the driver-side fallback."""
-    import roceview.engines.dask.client as engine
-
-    def fallback(*args, **kwargs):
-        raise AssertionError("the partitioned run fell back to the driver-side analysis")
-    monkeypatch.setattr(engine, "DaskBatches", fallback)
+# its fixtures too: a LocalCluster of 2 worker processes, the partitioned path required
+from test_dask_equals_local import CSVS, cluster, csv_bytes, cut, partitioned  # noqa: E402, F401
 
 
 def pcp_zero(cap):
@@ -41,7 +24,7 @@ def pcp_zero(cap):
 
 
 @pytest.mark.parametrize("scenarios", [("pfc-violator",), ("pfc-violator", "hol-victim")])
-def test_a_dscp_trusting_map_gives_the_local_engines_csvs(cluster, tmp_path, partitioned, scenarios):
+def test_a_dscp_trusting_map_gives_the_local_engines_csvs(cluster, tmp_path, partitioned, scenarios):  # noqa: F811
     """pfc-violator's RoCE frames retagged PCP 0 (DSCP 26), trusted by DSCP: the NIC's frames
     inside the switch's priority-3 pauses are found on the workers, and priorities.csv puts DSCP
     26 on priority 3; a map (46 -> 6) given as well. Each scenario cut into three files: one
