@@ -204,6 +204,13 @@ class Context:
         return max(self.end_ns - self.start_ns, 1)
 
     # ---- facts -------------------------------------------------------------------------------
+    def once(self, name: str, build):
+        """build(self), computed once per Context and kept under `name` (a rule's records that both
+        its findings and `roceview.finding`'s frames read)."""
+        if name not in self.__dict__:
+            self.__dict__[name] = build(self)
+        return self.__dict__[name]
+
     def host_macs(self) -> dict[int, set]:
         """MAC -> the RoCE endpoint addresses it sends from. A MAC that sends RoCE for exactly one
         address, which no other MAC sends from, is taken as that host's NIC: a router MAC carries

@@ -70,9 +70,7 @@ def shared_pausers(ctx: Context) -> set[str]:
     """Pausing MACs that are no RoCE host NIC and that frames from more than one host are addressed
     to (paused_flows.csv): one MAC on several links (many switches put one router MAC on every
     routed port), so which link one of its pauses held cannot be told from the capture. Built once."""
-    if "_shared_pausers" not in ctx.__dict__:
-        ctx.__dict__["_shared_pausers"] = _shared_pausers(ctx)
-    return ctx.__dict__["_shared_pausers"]
+    return ctx.once("_shared_pausers", _shared_pausers)
 
 def _shared_pausers(ctx: Context) -> set[str]:
     table = ctx.paused_flows

@@ -70,9 +70,7 @@ def frames_by_finding(ctx) -> dict[tuple, list[int]]:
 
 
 def _records(ctx) -> list[tuple[dict, list[int]]]:
-    if "_pfc_order" not in ctx.__dict__:
-        ctx.__dict__["_pfc_order"] = _judge_all(ctx)
-    return ctx.__dict__["_pfc_order"]
+    return ctx.once("_pfc_order", _judge_all)
 
 
 def _judge_all(ctx) -> list[tuple[dict, list[int]]]:

@@ -55,9 +55,7 @@ def frames_by_finding(ctx) -> dict[tuple, list[int]]:
 
 
 def _records(ctx) -> list[tuple[dict, list[int]]]:
-    if "_pfc_victims" not in ctx.__dict__:
-        ctx.__dict__["_pfc_victims"] = _judge(ctx)
-    return ctx.__dict__["_pfc_victims"]
+    return ctx.once("_pfc_victims", _judge)
 
 
 def _judge(ctx) -> list[tuple[dict, list[int]]]:

@@ -63,9 +63,7 @@ def frames_by_finding(ctx) -> dict[tuple, list[int]]:
 
 
 def _records(ctx) -> list[tuple[dict, list[int]]]:
-    if "_pfc_violation" not in ctx.__dict__:
-        ctx.__dict__["_pfc_violation"] = _judge(ctx)
-    return ctx.__dict__["_pfc_violation"]
+    return ctx.once("_pfc_violation", _judge)
 
 
 def _judge(ctx) -> list[tuple[dict, list[int]]]:
