@@ -241,7 +241,16 @@ def test_scheduler_without_dask_engine_is_bad_input(ring):
         roceview.analyze(ring, scheduler="tcp://127.0.0.1:1")
 
 
-def test_a_lost_worker_whose_retries_ran_out_fails_the_run(cluster, ring, tmp_path, monkeypatch):
+@pytest.fixture
+def dying_cluster():
+    """A cluster of its own for a test that kills its workers: the module's cluster, its workers
+    still being restarted, hung the next test that ran on it (seen with two test processes)."""
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=":0") as c:
+        yield c
+
+
+def test_a_lost_worker_whose_retries_ran_out_fails_the_run(dying_cluster, ring, tmp_path, monkeypatch):
     """A task whose workers keep dying (KilledWorker after Dask's retries): one line, exit 2,
     no CSV written."""
     import roceview.engines.dask.client as engine
@@ -249,13 +258,17 @@ def test_a_lost_worker_whose_retries_ran_out_fails_the_run(cluster, ring, tmp_pa
 
     monkeypatch.setattr(engine, "decode_file", _dies)
     monkeypatch.setattr(partition, "read", _dies_partitioned)
-    assert "the Dask run could not complete" in _failed_in_one_line(cluster, ring, tmp_path)
+    assert "the Dask run could not complete" in _failed_in_one_line(dying_cluster, ring, tmp_path)
 
 
 def _failed_in_one_line(cluster, ring, tmp_path) -> str:
-    """stderr of a run on `cluster` that must fail: exit 2, one line, no CSV written."""
-    code, _, err = run([str(ring), "--engine", "dask", "--scheduler", cluster.scheduler_address,
-                        "--csv", str(tmp_path / "out")])
+    """stderr of a run on `cluster` that must fail: exit 2, one line, no CSV written (a run that
+    hangs fails the test after 240 s)."""
+    from helpers.deadline import deadline
+
+    with deadline(240, "a Dask run whose workers die"):
+        code, _, err = run([str(ring), "--engine", "dask", "--scheduler", cluster.scheduler_address,
+                            "--csv", str(tmp_path / "out")])
     assert code == 2
     assert err.count("\n") == 1, err
     assert not (tmp_path / "out").exists()
@@ -282,14 +295,14 @@ def _dies_partitioned(path, *args):
     return read(path, *args)
 
 
-def test_a_lost_partition_task_names_the_partition(cluster, ring, tmp_path, monkeypatch):
+def test_a_lost_partition_task_names_the_partition(dying_cluster, ring, tmp_path, monkeypatch):
     """A partition's analysis whose workers keep dying: one line, exit 2, no CSV, and the line
     says what failed (not a file the partition task never read)."""
     import roceview.engines.dask.partition as partition
 
     monkeypatch.setattr(partition, "step", _dies_analyzing)        # a file's part as it comes
     monkeypatch.setattr(partition, "analyze_partition", _dies_analyzing)     # every part, after a worker lost
-    err = _failed_in_one_line(cluster, ring, tmp_path)
+    err = _failed_in_one_line(dying_cluster, ring, tmp_path)
     assert "the Dask run could not complete (analysing partition 1 of " in err
 
 
