@@ -11,13 +11,13 @@ from collections import defaultdict
 
 import numpy as np
 
-from roceview.diagnose.context import Context
+from roceview.diagnose.context import Context, address_text
 from roceview.diagnose.finding import finding
 from roceview.diagnose.link_speed import link_speed, link_speed_findings, speed_note
 from roceview.diagnose.pfc_storm import storm_finding
 from roceview.diagnose.priority import (dcb_map, flows_on, keep_on, pfc_vector, priority_rows,
                                        protected_priorities)
-from roceview.packets.names import mac_int
+from roceview.packets.names import flow_name, mac_int, mac_text
 from roceview.units import duration, plural
 
 def pause_frames(ctx: Context) -> dict[tuple[str, str], np.ndarray]:
@@ -67,22 +67,32 @@ def _periods(frames: np.ndarray, ns_per_quantum: float, end_ns: int) -> np.ndarr
     return np.stack([start[heads], np.maximum.reduceat(stop, heads)], axis=1)
 
 def shared_pausers(ctx: Context) -> set[str]:
-    """Pausing MACs that are no RoCE host NIC and that frames from more than one host are addressed
-    to (paused_flows.csv): one MAC on several links (many switches put one router MAC on every
-    routed port), so which link one of its pauses held cannot be told from the capture. Built once."""
+    """Pausing MACs that are no RoCE host NIC and that RoCE frames from more than one MAC are
+    addressed to: one MAC on several links (many switches put one router MAC on every routed
+    port), so which link one of its pauses held cannot be told from the capture. Counted by the
+    frames' source MACs, not addresses: a host with two addresses (VLAN subinterfaces, IPv4 and
+    IPv6) is one NIC on one link."""
     return ctx.once("_shared_pausers", _shared_pausers)
 
 def _shared_pausers(ctx: Context) -> set[str]:
-    table = ctx.paused_flows
-    if table is None or not len(table):
-        return set()
-    at = ctx.flow.rows(list(table.data["flow"]))
-    src = ctx.flow.column("src_ip")
     hosts, senders = ctx.host_macs(), defaultdict(set)
-    for mac, row in zip(list(table.data["src_mac"]), at.tolist()):
-        if row >= 0 and mac_int(mac) not in hosts:
-            senders[mac].add(src[row])
-    return {mac for mac, ips in senders.items() if len(ips) > 1}
+    for (dst, _), macs in link_senders(ctx).items():
+        if dst not in hosts:
+            senders[dst] |= macs
+    return {mac_text(m) for m, macs in senders.items() if len(macs) > 1}
+
+def link_senders(ctx: Context) -> dict[tuple[int, str], set[int]]:
+    """(pausing MAC, flow name) -> the source MACs of the flow's RoCE frames addressed to that MAC
+    (the packet classes): who transmitted them on the paused link. Built once."""
+    return ctx.once("_link_senders", _link_senders)
+
+def _link_senders(ctx: Context) -> dict[tuple[int, str], set[int]]:
+    pausers = {mac_int(r["src_mac"]) for r in ctx.pfc if r["pause_frames"]}
+    out: dict[tuple[int, str], set[int]] = defaultdict(set)
+    for c in (ctx.facts.classes if ctx.facts and pausers else []):
+        if c.dst_mac in pausers and c.src_mac >= 0:
+            out[(c.dst_mac, flow_name(address_text(c.src), address_text(c.dst), c.qp))].add(c.src_mac)
+    return out
 
 def pfc_findings(ctx: Context) -> list[dict]:
     frames = pause_frames(ctx)

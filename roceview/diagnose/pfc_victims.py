@@ -9,8 +9,8 @@ per (pausing MAC, priority, flow), the flow's frames addressed to the pauser on 
 
 A flow is a victim of the pauses of (M, p) when
 * M is no RoCE host NIC (ctx.host_macs(): a switch port; a host pauses only what comes to it)
-  and only one host sends to it (pfc.shared_pausers: a MAC on several links, as a router MAC on
-  every routed port, leaves unknown which link a pause held),
+  and RoCE frames from only one source MAC go to it (pfc.shared_pausers: a MAC on several links,
+  as a router MAC on every routed port, leaves unknown which link a pause held),
 * its destination is not congested: it draws no CE mark, sends no CNP, is named by no `incast`
   finding and does not pause the fabric itself,
 * the same pauses held flows to a congested destination while they held this one (the pauses

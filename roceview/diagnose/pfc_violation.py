@@ -30,7 +30,7 @@ import numpy as np
 from roceview.analysis.tables import format_ts
 from roceview.diagnose.finding import finding, frames_by_key, given_frames
 from roceview.diagnose.link_speed import link_speed, link_speed_findings, speed_note
-from roceview.diagnose.pfc import shared_pausers
+from roceview.diagnose.pfc import link_senders, shared_pausers
 from roceview.diagnose.psn_conformance import two_capture_points
 from roceview.packets.names import mac_int
 from roceview.units import duration, plural
@@ -95,11 +95,15 @@ def _judge(ctx) -> list[tuple[dict, list[int]]]:
 
 
 def _sender(ctx, name: str, pauser: str, hosts: dict) -> str:
-    """Who sent the late frames on the paused link: the frames toward a host NIC come from the
-    switch port on its link (whoever their source host is); those toward a switch port from the
-    host on that link, the flow's source."""
+    """Who sent the late frames on the paused link, by their source MACs: a host NIC is named by
+    its address; another MAC sending toward a host NIC is the switch port on that host's link;
+    without either, the flow's source."""
+    macs = link_senders(ctx).get((mac_int(pauser), name), set())
+    nics = sorted({ip for m in macs for ip in hosts.get(m, ())})
+    if nics:
+        return ", ".join(nics)
     ip = hosts.get(mac_int(pauser))
-    if ip:
+    if ip and macs:
         return f"the switch port toward {next(iter(ip))}"
     return ctx.flow[name]["src_ip"] if name in ctx.flow else "?"
 

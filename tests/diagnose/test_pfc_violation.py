@@ -148,3 +148,55 @@ def _one_router_mac(frame: bytes) -> bytes:
         if out[at:at + 5] == bytes.fromhex("0e5c0000ff"):
             out[at + 5] = 0x10
     return bytes(out)
+
+
+def _ip_of(frame: bytes) -> tuple[bytes, bytes] | None:
+    """(source, destination) IPv4 address of an Ethernet frame (VLAN-tagged or not), else None."""
+    at = 18 if frame[12:14] == b"\x81\x00" else 14
+    if frame[at - 2:at] != b"\x08\x00":
+        return None
+    return frame[at + 12:at + 16], frame[at + 16:at + 20]
+
+
+def _ip(text: str) -> bytes:
+    return bytes(int(x) for x in text.split("."))
+
+
+def test_a_single_pair_across_a_routed_switch_blames_the_nic_that_sent_the_late_frames(tmp_path):
+    """One host pair mirrored on one link: the switch port sends only the peer's replies, one
+    address from one MAC, as a NIC would; the late frames' source MAC is the sender's NIC."""
+    pair = {_ip("10.0.0.1"), _ip("10.0.0.4")}
+    pauser = bytes.fromhex("0e5c0000ff10")
+
+    def keep(records):
+        return [r for r in records if (r.frame[6:12] == pauser and r.frame[12:14] == b"\x88\x08")
+                or (_ip_of(r.frame) is not None and set(_ip_of(r.frame)) == pair)]
+
+    f = one(findings_of(_rewritten("pfc-violator", tmp_path, keep)), KIND)
+    assert f["summary"].startswith("10.0.0.1 kept sending on priority 3 while 0e:5c:00:00:ff:10 paused it"), f["summary"]
+    assert f["advice"].startswith("On 10.0.0.1's NIC")
+
+
+def test_a_host_with_two_addresses_on_one_nic_is_still_one_link(tmp_path):
+    """10.0.0.1's link alone, its flows with 10.0.0.5 from a second address on the same NIC: the
+    frames to the switch port come from one MAC, so its pauses are judged."""
+    nic, pauser = bytes.fromhex("0ec0de000010"), bytes.fromhex("0e5c0000ff10")
+    old, new, peer = _ip("10.0.0.1"), _ip("10.0.1.1"), _ip("10.0.0.5")
+
+    def second_address(frame: bytes) -> bytes:
+        ips = _ip_of(frame)
+        if ips is None or set(ips) != {old, peer}:
+            return frame
+        at = (18 if frame[12:14] == b"\x81\x00" else 14) + (12 if ips[0] == old else 16)
+        return frame[:at] + new + frame[at + 4:]
+
+    def link(records):
+        from helpers import transforms as tf
+
+        mine = [r for r in records if nic in (r.frame[0:6], r.frame[6:12])
+                or (r.frame[6:12] == pauser and r.frame[12:14] == b"\x88\x08")]
+        return [tf.Record(r.ts, second_address(r.frame)) for r in mine]
+
+    found = findings_of(_rewritten("pfc-violator", tmp_path, link))
+    late = [f for f in found if f["kind"] == KIND]
+    assert {f["summary"].split(" kept")[0] for f in late} == {"10.0.0.1", "10.0.1.1"}, show(found)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import roceview
 from roceview.diagnose import DEFAULTS
-from roceview.diagnose.context import Context, _addr
+from roceview.diagnose.context import Context, address_text
 from roceview.diagnose.flow_arrays import distinct_codes, groups, sums
 from roceview.diagnose.flow_facts import FlowFacts, add_class
 from roceview.diagnose.priority import flow_priorities, flows_on, priority_rows
@@ -65,7 +65,7 @@ def test_folded_facts_and_flow_arrays_as_the_loops_over_classes_and_flows(path):
     table = ctx.flow_facts
     want: dict[str, FlowFacts] = defaultdict(FlowFacts)      # the fold it replaced, class by class
     for c in result.facts.classes:
-        add_class(want[f"{_addr(c.src)}>{_addr(c.dst)}:0x{c.qp:06x}"], c)
+        add_class(want[f"{address_text(c.src)}>{address_text(c.dst)}:0x{c.qp:06x}"], c)
     assert list(table) == list(want)
     for name, ff in want.items():
         assert repr(table[name]) == repr(ff)
