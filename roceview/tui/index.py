@@ -282,8 +282,9 @@ class PacketIndex:
                 digits = None if chunk.digits is None else chunk.digits[at]
                 part = decode_chunk(RecordChunk(chunk.buf, chunk.off[at], chunk.cap[at], chunk.wire[at],
                                                 chunk.ts[at], chunk.iface[at], chunk.linktype[at], digits), self.ports, 1)
-            else:
-                part = batch.select(at)
+            else:   # the loader thread may add columns to the kept batch meanwhile (_onto_ring):
+                # select from copies of its dicts (a dict copy is atomic), not the dicts it grows
+                part = Batch(batch.n, dict(batch.cols), dict(batch.valid)).select(at)
             part.cols["frame"] = mine + 1
             # each column read once: the loader thread may be writing them (FlagSink.attach)
             got = [batch.cols.get(c) for c in ("flags", "missing_psns", "rel_frame", "rtt_ns")]
