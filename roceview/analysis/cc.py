@@ -59,7 +59,8 @@ _ROCE[[PROTO_CODE["roce_v1"], PROTO_CODE["roce_v2"], PROTO_CODE["ib"]]] = True
 _KEEP = _IS_DATA.copy()                  # the rows this collector reads: data and CNPs
 _KEEP[OPCODE_CNP] = True
 _IN_MESSAGE = _CONTINUES | FIRST_OR_MIDDLE   # opcodes of multi-packet messages
-_SAMPLE_COLS = ("flow", "seq", "ts_prev", "ts", "frame_prev", "rate", "ts_prev2", "frame_prev2", "rate_b", "decided")
+_SAMPLE_COLS = ("flow", "seq", "ts_prev", "ts", "frame_prev", "rate", "ts_prev2", "frame_prev2", "rate_b", "decided",
+                "frame", "ts_prev3")
 _PACKET = ("ts", "bits", "frame", "op")   # per flow: its last data packet ("p" + : the one before)
 
 
@@ -72,7 +73,7 @@ class CnpReactions:
         self.min_cnp_ns, self.period_ns, self.judge_ns = min_time_between_cnps_ns, rate_reduce_period_ns, judge_ns
         self.shared = registry is not None
         self.registry = registry if registry is not None else new_registry()
-        self.flow_state = {k: np.zeros(0, dtype=np.int64) for k in _PACKET + tuple("p" + k for k in _PACKET) + ("seq",)}
+        self.flow_state = {k: np.zeros(0, dtype=np.int64) for k in _PACKET + tuple("p" + k for k in _PACKET) + ("seq", "ppts")}
         self.last_env = np.zeros(0)                  # envelope at each flow's newest sample (NaN: none)
         self.endpoints: list[tuple] = []             # per flow: (src words, dst words)
         self.has_endpoints = np.zeros(0, dtype=bool)
@@ -81,7 +82,7 @@ class CnpReactions:
         self.seen = self._base = 0                   # rows fed, before this batch: capture rows
         self.carry = {k: np.zeros(0, dtype=np.float64 if k.startswith("rate") else bool if k == "decided"
                                    else np.int64) for k in _SAMPLE_COLS}
-        self.cuts: list[tuple] = []                  # per chunk: flow, seq, ts, frame, before, after
+        self.cuts: list[tuple] = []                  # per chunk: flow, seq, ts, frame, before, after, lowest
         self.recovery: dict[int, float] = {}         # cut number -> recovery ns
         self.open_cut: dict = {}                     # flow -> its newest cut: (number, seq, ts, target)
         self.cnp = CnpRows(max_rows)
@@ -210,7 +211,9 @@ class CnpReactions:
         st = self.flow_state
         prev = {k: _previous(cur[k], starts, st[k][fid[starts]]) for k in _PACKET}
         prev2 = {k: _previous(prev[k], starts, st["p" + k][fid[starts]]) for k in ("ts", "bits", "frame")}
+        prev3_ts = _previous(prev2["ts"], starts, st["ppts"][fid[starts]])
         ends = np.append(starts[1:], len(fid)) - 1
+        st["ppts"][fid[ends]] = prev2["ts"][ends]
         for k in _PACKET:
             st["p" + k][fid[ends]] = prev[k][ends]
             st[k][fid[ends]] = cur[k][ends]
@@ -223,7 +226,8 @@ class CnpReactions:
             b_rate = np.where(boundary & (b_gap > 0), prev2["bits"][take] / np.maximum(b_gap, 1), np.nan)
             self._samples({"flow": fid[take], "ts_prev": prev["ts"][take], "ts": cur["ts"][take],
                            "frame_prev": prev["frame"][take], "rate": prev["bits"][take] / gap,
-                           "ts_prev2": prev2["ts"][take], "frame_prev2": prev2["frame"][take], "rate_b": b_rate})
+                           "ts_prev2": prev2["ts"][take], "frame_prev2": prev2["frame"][take], "rate_b": b_rate,
+                           "frame": cur["frame"][take], "ts_prev3": prev3_ts[take]})
 
     def _new_senders(self, fid: np.ndarray, rows) -> None:
         """Flows sending their first data packet are senders: listed by (source, destination),
@@ -237,7 +241,7 @@ class CnpReactions:
                 self.senders.setdefault(self.endpoints[f], []).append(f)
 
     def _state_only(self, fid: np.ndarray, cur: dict) -> None:
-        """Each flow's last data packet and the one before it, from a chunk without samples."""
+        """Each flow's last data packet and the one before it (and that one's ts), from a chunk without samples."""
         n = len(self.last_env)
         last = np.full(n, -1, dtype=np.int64)
         np.maximum.at(last, fid, np.arange(len(fid)))
@@ -247,6 +251,12 @@ class CnpReactions:
         before = np.full(n, -1, dtype=np.int64)
         np.maximum.at(before, fid[rest], np.flatnonzero(rest))
         st, p = self.flow_state, before[flows]
+        rest[p[p >= 0]] = False
+        third = np.full(n, -1, dtype=np.int64)
+        np.maximum.at(third, fid[rest], np.flatnonzero(rest))
+        t3 = third[flows]
+        st["ppts"][flows] = np.where(p < 0, st["pts"][flows],
+                                     np.where(t3 >= 0, cur["ts"][np.maximum(t3, 0)], st["ts"][flows]))
         for k in _PACKET:
             st["p" + k][flows] = np.where(p >= 0, cur[k][np.maximum(p, 0)], st[k][flows])
             st[k][flows] = cur[k][last[flows]]
@@ -280,15 +290,16 @@ class CnpReactions:
         ready = (full | final) & ~s["decided"]
         first, before, after = rate_mod.cut_marks(s["rate"], same, back, fwd)
         at = np.flatnonzero(first & ready)
-        # the cut landed in the message boundary before the first slow gap when that was slow too
-        early = s["rate_b"][at] < (1 - rate_mod.MIN_CUT) * before[at]
-        cut_ts = np.where(early, s["ts_prev2"][at], s["ts_prev"][at])
+        # which packet times the cut and which is the last the old rate paced (cc_rate.cut_kinds)
+        early, stall, late = rate_mod.cut_kinds(s["rate"], same, s["rate_b"], before, after, at)
+        cut_ts = np.select([early, late], [s["ts_prev2"][at], s["ts"][at]], s["ts_prev"][at])
+        frame = np.select([early, late], [s["frame_prev2"][at], s["frame"][at]], s["frame_prev"][at])
+        lowest = np.select([early, late & ~stall], [s["ts_prev3"][at], s["ts_prev"][at]], s["ts_prev2"][at])
         starts, lengths, _ = group_bounds(s["flow"])
         self._recover(s, before, back, ready, at, cut_ts, starts, starts + lengths)
         if len(at):
-            self.cuts.append((s["flow"][at], s["seq"][at], cut_ts,
-                              np.where(early, s["frame_prev2"][at], s["frame_prev"][at]), before[at],
-                              np.where(early, np.fmin(s["rate_b"][at], after[at]), after[at])))
+            self.cuts.append((s["flow"][at], s["seq"][at], cut_ts, frame, before[at],
+                              np.where(early, np.fmin(s["rate_b"][at], after[at]), after[at]), lowest))
             self.n_cuts += len(at)
         s["decided"] = s["decided"] | ready
         self.last_env[s["flow"][starts + lengths - 1]] = back[starts + lengths - 1]

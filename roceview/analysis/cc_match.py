@@ -14,7 +14,7 @@ from roceview.analysis.tables import Table
 from roceview.packets.names import flow_name
 
 CC_COLUMNS = ("flow", "cnp_frame", "cnp_ts", "rate_before_gbps", "rate_after_gbps", "cut_pct", "reaction_us",
-              "recovery_us", "ignored", "spacing_us")
+              "recovery_us", "ignored", "spacing_us", "reaction_us_min")
 FLOW_CC_COLUMNS = ("cnps_received", "cnps_judged", "cnps_ignored", "cnps_excess", "cnp_reaction_us_p50",
                    "rate_cut_pct_p50", "recovery_us_p50", "ce_without_cnp")
 MIN_AFTER = 8               # samples the sender must send in the window to be judged
@@ -150,7 +150,8 @@ def judge_all(cc, peers: dict | None) -> Table:
     probes = {c: v.view() for c, v in cc.cnp.probes.items()}
     chosen = _chosen(rows["flow"], probes, names, peers)
     n = len(chosen)
-    out = {c: np.full(n, np.nan) for c in ("rate_before_gbps", "rate_after_gbps", "cut_pct", "reaction_us", "recovery_us")}
+    out = {c: np.full(n, np.nan) for c in ("rate_before_gbps", "rate_after_gbps", "cut_pct", "reaction_us", "recovery_us",
+                                           "reaction_us_min")}
     out["ignored"] = [""] * n
     picked = np.flatnonzero(chosen >= 0)
     data_flow = probes["flow"][chosen[picked]]
@@ -196,7 +197,7 @@ def _chosen(cnp_flow: np.ndarray, probes: dict, names, peers) -> np.ndarray:
 
 
 def _cut_arrays(cc) -> dict:
-    cols = ("flow", "seq", "ts", "frame", "before", "after")
+    cols = ("flow", "seq", "ts", "frame", "before", "after", "lowest")
     if not cc.cuts:
         return {c: np.zeros(0, dtype=np.int64 if c == "flow" else np.float64) for c in cols} | {"number": np.zeros(0, dtype=np.int64)}
     out = {c: np.concatenate([part[i] for part in cc.cuts]) for i, c in enumerate(cols)}
@@ -234,6 +235,7 @@ def _reaction(cc, cuts: dict, i: int, t: int) -> dict:
     rec = cc.recovery.get(int(cuts["number"][i]))
     return {"ignored": "false", "rate_before_gbps": before, "rate_after_gbps": after,
             "cut_pct": 100 * (1 - after / before), "reaction_us": (int(cuts["ts"][i]) - t) / 1000,
+            "reaction_us_min": np.nan if cuts["lowest"][i] < 0 else max(int(cuts["lowest"][i]) - t, 0) / 1000,
             "recovery_us": np.nan if rec is None else rec / 1000}
 
 

@@ -13,8 +13,9 @@ limiter, and a sender whose every message is one packet shows no limiter at all.
 
 A cut is the first sample of a run where the rate falls at least MIN_CUT below the envelope just
 before it, and stays there: the envelope of the K samples from it on is below too (a window
-stall is one slow gap and the next ones are back at the old rate). It took effect when the
-packet before the slow gap left (within one packet: the limiter set that gap from its new rate).
+stall is one slow gap and the next ones are back at the old rate). It took effect between two
+packets' departures (cut_kinds): usually after the one before the last packet ahead of the slow
+gap and by the time that last one left (the limiter set the slow gap from its new rate).
 Two cuts less than K samples apart are one. Recovery after a cut: the first envelope made only
 of samples after it at RECOVERED of the rate before the cut.
 """
@@ -90,7 +91,7 @@ def cut_marks(rate: np.ndarray, same: np.ndarray, back: np.ndarray, fwd: np.ndar
     prev_env = _shift(back, same)
     prev_rate = _shift(rate, same)
     limit = (1 - MIN_CUT) * prev_env
-    nxt = _next(rate, same)
+    nxt = next_sample(rate, same)
     # slow, slow ahead, and the next sample slow too (or none): a stall just before a cut paced
     # at the old rate is followed by a fast gap, and the cut starts after it
     cand = (rate < limit) & (fwd < limit) & ~(nxt >= limit)   # NaN compares false
@@ -100,17 +101,39 @@ def cut_marks(rate: np.ndarray, same: np.ndarray, back: np.ndarray, fwd: np.ndar
     return first, before, _after(rate, same)
 
 
+def cut_kinds(rate: np.ndarray, same: np.ndarray, rate_b: np.ndarray, before: np.ndarray, after: np.ndarray,
+              at: np.ndarray) -> tuple:
+    """Per cut starting at sample row `at`, where it landed (masks over `at`). A limiter sets the
+    gap after a packet when the packet leaves, from its rate then, and no gap is shorter than
+    its pacing. Usually the cut came after the packet before the previous one left (that gap was
+    the old rate's) and by the time the previous one left (the first slow gap is the new
+    rate's): it is timed at the previous packet. Otherwise:
+      early: the gap before the previous packet, a message boundary, was slow too: the cut
+             landed one packet sooner;
+      stall: the first slow gap is far slower than the next (a window stall, a pause): not the
+             limiter's, so the cut came at the latest when the packet after it left;
+      late:  a stall, or the first slow gap is shorter than the new pacing (`after`, from
+             cut_marks) by more than MIN_CUT: it was the old rate's, stretched by the port
+             sending something else, so the cut came after the previous packet left and by
+             the time the next one did."""
+    r, nxt = rate[at], next_sample(rate, same)[at]
+    early = rate_b[at] < (1 - MIN_CUT) * before[at]
+    stall = ~early & (r < STALL * nxt)                 # NaN (no next sample) compares false
+    late = stall | (~early & (r * (1 - MIN_CUT) > after[at]))
+    return early, stall, late
+
+
 def _after(rate: np.ndarray, same: np.ndarray) -> np.ndarray:
     """The rate right after a cut at each sample: the lower of its sample and the next one (the
     first slow gap may be partly paced at the old rate), leaving out either when it is a stall
     against the other (a limiter recovering at low rates climbs a lot from one gap to the next,
     so the next sample is the only fair reference)."""
-    nxt = _next(rate, same)
+    nxt = next_sample(rate, same)
     low = np.where(rate < STALL * nxt, nxt, np.where(nxt < STALL * rate, rate, np.fmin(rate, nxt)))
     return np.where(np.isfinite(nxt), low, rate)
 
 
-def _next(values: np.ndarray, same: np.ndarray) -> np.ndarray:
+def next_sample(values: np.ndarray, same: np.ndarray) -> np.ndarray:
     """Row i: the value of row i+1 of its group (NaN at a group's last row)."""
     out = np.full(len(values), np.nan)
     out[:-1] = np.where(same[1:], values[1:], np.nan)

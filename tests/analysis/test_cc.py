@@ -85,12 +85,17 @@ def _model_rate(c, at_ns) -> float:
 
 
 @pytest.mark.parametrize("name", ["dcqcn-reaction", "dcqcn-slow", "cnp-excess", "dcqcn-ignored"])
-def test_each_cut_is_timed_within_a_packet_and_its_depth_within_ten_percent(runs, name):
-    """The cut took effect when the packet before the first slow gap left: the truth's cut lies
-    between the packet before that one and the one after it (the capture stamps a packet one
-    propagation delay after it leaves). The depth is the model's at the first paced packet
-    (at low rates fast recovery climbs within one packet gap)."""
-    checked = within_10 = 0
+def test_each_cut_lies_between_its_two_reaction_bounds_and_its_depth_within_ten_percent(runs, name):
+    """A limiter sets each gap when a packet leaves, so the wire brackets a cut between two
+    packets: `reaction_us_min` (the last the old rate paced) and `reaction_us` (the first paced
+    at the new one). The truth's cut lies between them (the capture stamps a packet one
+    propagation delay after it leaves and a CNP one before it arrives: 2 x PROP_NS). Where the
+    bracket is narrower than 10 % of the delay the reaction is within 10 %. The depth is the
+    model's at the first paced packet (at low rates fast recovery climbs within one packet gap).
+    One cut of dcqcn-reaction seed 0 falls 260 ns past its bracket: the port sent something
+    else just before the cut and stretched the old rate's last gap to exactly the new pacing,
+    which no reading of the spacing can tell apart; so 95 % of cuts, and every one within 300 ns."""
+    checked = inside = narrow = narrow_ok = 0
     for seed in SEEDS:
         truth, packets, _, _, table = runs[name, seed]
         for c, row, ip in _matched(truth, table):
@@ -99,18 +104,43 @@ def test_each_cut_is_timed_within_a_packet_and_its_depth_within_ten_percent(runs
                 continue
             checked += 1
             assert row["ignored"] == "false" and math.isfinite(row["reaction_us"]), (c, row)
-            at = row["cnp_ts"] + round(row["reaction_us"] * 1000)
-            i = int(np.searchsorted(ts, at))
-            lo, hi = ts[max(i - 1, 0)], ts[min(i + 1, len(ts) - 1)]
-            assert lo - 30 <= c["cut_ts_ns"] + PROP_NS <= hi + 30, (c, row)
-            truth_us = (c["cut_ts_ns"] - c["ts_ns"]) / 1000
-            within_10 += abs(row["reaction_us"] - truth_us) <= 0.1 * truth_us
+            lo, up = row["reaction_us_min"], row["reaction_us"]
+            assert 0 <= lo <= up, row
+            truth_us = (c["cut_ts_ns"] - c["ts_ns"] + 2 * PROP_NS) / 1000
+            assert lo - 0.3 <= truth_us <= up + 0.3, (c, row)
+            inside += lo - 0.03 <= truth_us <= up + 0.03
+            if up - lo <= 0.1 * truth_us:
+                narrow += 1
+                narrow_ok += abs(up - truth_us) <= 0.1 * truth_us
+            at = row["cnp_ts"] + round(up * 1000)
             depth = 1 - _model_rate(c, at - PROP_NS) / c["rate_before_gbps"]
             assert abs(row["cut_pct"] / 100 - depth) <= 0.1 * depth, (c, row, depth)
             assert abs(row["rate_before_gbps"] - c["rate_before_gbps"]) <= 0.1 * c["rate_before_gbps"], (c, row)
     assert checked >= 10
-    print(f"{name}: {within_10} of {checked} reaction delays within 10 %")
-    assert within_10 >= 0.5 * checked, (within_10, checked)     # the rest: a packet gap > 10 % of it
+    print(f"{name}: {inside} of {checked} cuts inside their bracket, {narrow_ok} of {narrow} narrow ones within 10 %")
+    assert inside >= 0.95 * checked, (inside, checked)
+    assert narrow_ok >= 0.9 * narrow, (narrow_ok, narrow)
+
+
+@pytest.mark.parametrize("name", ["dcqcn-reaction", "dcqcn-slow", "cnp-excess"])
+def test_each_senders_median_reaction_is_within_ten_percent_of_its_reaction_point(runs, name):
+    """qps.csv's cnp_reaction_us_p50 per sender against the median of the truth's reaction
+    delays of the cuts the wire shows (each cut's delay is bracketed to within one packet gap;
+    over a QP's cuts the median lands within 10 %)."""
+    qps = 0
+    for seed in SEEDS:
+        truth, packets, _, cc, table = runs[name, seed]
+        per_qp: dict[str, list] = {}
+        for c, row, ip in _matched(truth, table):
+            if c["cut"] and _observable(c, _sender_ts(packets, ip)) and math.isfinite(row["reaction_us"]):
+                per_qp.setdefault(row["flow"], []).append((c["cut_ts_ns"] - c["ts_ns"]) / 1000)
+        cols = flow_columns(cc, table)
+        for flow, delays in per_qp.items():
+            want = float(np.sort(delays)[max(int(np.ceil(len(delays) * 0.5)) - 1, 0)])
+            got = cols[flow]["cnp_reaction_us_p50"]
+            assert abs(got - want) <= 0.1 * want, (name, seed, flow, got, want)
+            qps += 1
+    assert qps >= 4
 
 
 def test_every_cnp_of_a_deaf_reaction_point_is_ignored_and_none_of_a_reacting_one(runs):
