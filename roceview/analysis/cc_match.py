@@ -14,7 +14,7 @@ from roceview.analysis.tables import Table
 from roceview.packets.names import flow_name
 
 CC_COLUMNS = ("flow", "cnp_frame", "cnp_ts", "rate_before_gbps", "rate_after_gbps", "cut_pct", "reaction_us",
-              "recovery_us", "ignored", "spacing_us", "reaction_us_min")
+              "recovery_us", "ignored", "spacing_us", "reaction_us_min", "reaction_us_max")
 FLOW_CC_COLUMNS = ("cnps_received", "cnps_judged", "cnps_ignored", "cnps_excess", "cnp_reaction_us_p50",
                    "rate_cut_pct_p50", "recovery_us_p50", "ce_without_cnp")
 MIN_AFTER = 8               # samples the sender must send in the window to be judged
@@ -151,7 +151,7 @@ def judge_all(cc, peers: dict | None) -> Table:
     chosen = _chosen(rows["flow"], probes, names, peers)
     n = len(chosen)
     out = {c: np.full(n, np.nan) for c in ("rate_before_gbps", "rate_after_gbps", "cut_pct", "reaction_us", "recovery_us",
-                                           "reaction_us_min")}
+                                           "reaction_us_min", "reaction_us_max")}
     out["ignored"] = [""] * n
     picked = np.flatnonzero(chosen >= 0)
     data_flow = probes["flow"][chosen[picked]]
@@ -231,11 +231,16 @@ def _judge_flow(cc, rows: np.ndarray, chosen, cnp_ts, probes, cuts: dict, mine: 
 
 
 def _reaction(cc, cuts: dict, i: int, t: int) -> dict:
+    """A CNP's cut: rates, depth, recovery, and its reaction, bracketed between the last packet
+    the old rate paced (not before the CNP) and the packet whose next gap the new rate set; the
+    reaction is the bracket's middle (either end is up to a packet gap off)."""
     before, after = float(cuts["before"][i]), float(cuts["after"][i])
     rec = cc.recovery.get(int(cuts["number"][i]))
+    latest = (int(cuts["ts"][i]) - t) / 1000
+    earliest = latest if cuts["lowest"][i] < 0 else min(max(int(cuts["lowest"][i]) - t, 0) / 1000, latest)
     return {"ignored": "false", "rate_before_gbps": before, "rate_after_gbps": after,
-            "cut_pct": 100 * (1 - after / before), "reaction_us": (int(cuts["ts"][i]) - t) / 1000,
-            "reaction_us_min": np.nan if cuts["lowest"][i] < 0 else max(int(cuts["lowest"][i]) - t, 0) / 1000,
+            "cut_pct": 100 * (1 - after / before), "reaction_us": (earliest + latest) / 2,
+            "reaction_us_min": earliest, "reaction_us_max": latest,
             "recovery_us": np.nan if rec is None else rec / 1000}
 
 

@@ -66,7 +66,7 @@ KINDS = {
     "dst_mac": "str", "pcp": "nint", "dscp": "nint", "roce_share": "float", "ce_share": "float",   # priorities.csv
     # cc.csv and qps.csv's DCQCN columns (cc_match.py)
     "cnp_ts": "ts", "cnp_frame": "int", "rate_before_gbps": "float", "rate_after_gbps": "float", "cut_pct": "float",
-    "reaction_us": "float", "reaction_us_min": "float", "recovery_us": "float", "spacing_us": "float", "ignored": "str",
+    "reaction_us": "float", "reaction_us_min": "float", "reaction_us_max": "float", "recovery_us": "float", "spacing_us": "float", "ignored": "str",
     "cnps_received": "int", "cnps_judged": "int", "cnps_ignored": "int", "cnps_excess": "int", "ce_without_cnp": "int",
     "cnp_reaction_us_p50": "float", "rate_cut_pct_p50": "float", "recovery_us_p50": "float",
 }

@@ -87,15 +87,16 @@ def _model_rate(c, at_ns) -> float:
 @pytest.mark.parametrize("name", ["dcqcn-reaction", "dcqcn-slow", "cnp-excess", "dcqcn-ignored"])
 def test_each_cut_lies_between_its_two_reaction_bounds_and_its_depth_within_ten_percent(runs, name):
     """A limiter sets each gap when a packet leaves, so the wire brackets a cut between two
-    packets: `reaction_us_min` (the last the old rate paced) and `reaction_us` (the first paced
-    at the new one). The truth's cut lies between them (the capture stamps a packet one
-    propagation delay after it leaves and a CNP one before it arrives: 2 x PROP_NS). Where the
-    bracket is narrower than 10 % of the delay the reaction is within 10 %. The depth is the
-    model's at the first paced packet (at low rates fast recovery climbs within one packet gap).
-    One cut of dcqcn-reaction seed 0 falls 260 ns past its bracket: the port sent something
-    else just before the cut and stretched the old rate's last gap to exactly the new pacing,
-    which no reading of the spacing can tell apart; so 95 % of cuts, and every one within 300 ns."""
-    checked = inside = narrow = narrow_ok = 0
+    packets: `reaction_us_min` (the last the old rate paced) and `reaction_us_max` (the one whose
+    next gap the new rate set); `reaction_us` is the middle. The truth's cut lies between them
+    (the capture stamps a packet one propagation delay after it leaves and a CNP one before it
+    arrives: 2 x PROP_NS). Where the bracket is narrower than 10 % of the delay the reaction is
+    within 10 %. The depth is the model's at the first paced packet (at low rates fast recovery
+    climbs within one packet gap). One cut of dcqcn-reaction seed 0 falls 260 ns past its
+    bracket: the port sent something else just before the cut and stretched the old rate's last
+    gap to exactly the new pacing, which no reading of the spacing can tell apart; so 95 % of
+    cuts, and every one within 300 ns."""
+    checked = inside = narrow = narrow_ok = mid_ok = 0
     for seed in SEEDS:
         truth, packets, _, _, table = runs[name, seed]
         for c, row, ip in _matched(truth, table):
@@ -104,20 +105,22 @@ def test_each_cut_lies_between_its_two_reaction_bounds_and_its_depth_within_ten_
                 continue
             checked += 1
             assert row["ignored"] == "false" and math.isfinite(row["reaction_us"]), (c, row)
-            lo, up = row["reaction_us_min"], row["reaction_us"]
-            assert 0 <= lo <= up, row
+            lo, up = row["reaction_us_min"], row["reaction_us_max"]
+            assert 0 <= lo <= row["reaction_us"] <= up and row["reaction_us"] == (lo + up) / 2, row
             truth_us = (c["cut_ts_ns"] - c["ts_ns"] + 2 * PROP_NS) / 1000
             assert lo - 0.3 <= truth_us <= up + 0.3, (c, row)
             inside += lo - 0.03 <= truth_us <= up + 0.03
+            mid_ok += abs(row["reaction_us"] - truth_us) <= 0.1 * truth_us
             if up - lo <= 0.1 * truth_us:
                 narrow += 1
-                narrow_ok += abs(up - truth_us) <= 0.1 * truth_us
+                narrow_ok += abs(row["reaction_us"] - truth_us) <= 0.1 * truth_us
             at = row["cnp_ts"] + round(up * 1000)
             depth = 1 - _model_rate(c, at - PROP_NS) / c["rate_before_gbps"]
             assert abs(row["cut_pct"] / 100 - depth) <= 0.1 * depth, (c, row, depth)
             assert abs(row["rate_before_gbps"] - c["rate_before_gbps"]) <= 0.1 * c["rate_before_gbps"], (c, row)
     assert checked >= 10
-    print(f"{name}: {inside} of {checked} cuts inside their bracket, {narrow_ok} of {narrow} narrow ones within 10 %")
+    print(f"{name}: {inside} of {checked} cuts inside their bracket, {narrow_ok} of {narrow} narrow ones within 10 %, "
+          f"{mid_ok} of {checked} within 10 %")
     assert inside >= 0.95 * checked, (inside, checked)
     assert narrow_ok >= 0.9 * narrow, (narrow_ok, narrow)
 
