@@ -18,6 +18,7 @@ from roceview.generate import scenarios_cc as cc_scen, write_capture
 from roceview.packets.read import iter_batches
 
 SEEDS = (0, 1)
+MEDIAN_SEEDS = {"dcqcn-reaction": (5,)}   # a seed whose median the later end alone misses
 SCALE = {"dcqcn-ignored": 1.5}   # the deaf sender 36 messages (scenarios_cc: twice the other's), past the judging window
 PROP_NS = cc_scen.PROP_NS
 LINE_GBPS, RECOVERY_US = 100.0, 55.0     # dcqcn.py: line rate, fast recovery halves the distance each 55 us
@@ -38,18 +39,19 @@ def _analyze(path, chunk=None):
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
+    return {(name, seed): _run(name, seed, tmp_path_factory.mktemp("cc"))
+            for name in ("dcqcn-reaction", "dcqcn-ignored", "dcqcn-slow", "cnp-excess") for seed in SEEDS}
+
+
+def _run(name, seed, folder):
+    """(truth, packets, path, CnpReactions, cc table) of a fresh capture of the scenario."""
     import roceview
     from roceview.generate import generate
 
-    out = {}
-    for name in ("dcqcn-reaction", "dcqcn-ignored", "dcqcn-slow", "cnp-excess"):
-        for seed in SEEDS:
-            cap = generate(name, seed=seed, scale=SCALE.get(name, 1.5))
-            path = tmp_path_factory.mktemp("cc") / f"{name}-{seed}.pcap"
-            write_capture(cap, path)
-            packets = roceview.read_packets(str(path))
-            out[name, seed] = (cap.truth, packets, path) + _analyze(path)
-    return out
+    cap = generate(name, seed=seed, scale=SCALE.get(name, 1.5))
+    path = folder / f"{name}-{seed}.pcap"
+    write_capture(cap, path)
+    return (cap.truth, roceview.read_packets(str(path)), path) + _analyze(path)
 
 
 def _rows(table) -> list[dict]:
@@ -126,13 +128,14 @@ def test_each_cut_lies_between_its_two_reaction_bounds_and_its_depth_within_ten_
 
 
 @pytest.mark.parametrize("name", ["dcqcn-reaction", "dcqcn-slow", "cnp-excess"])
-def test_each_senders_median_reaction_is_within_ten_percent_of_its_reaction_point(runs, name):
+def test_each_senders_median_reaction_is_within_ten_percent_of_its_reaction_point(runs, name, tmp_path):
     """qps.csv's cnp_reaction_us_p50 per sender against the median of the truth's reaction
     delays of the cuts the wire shows (each cut's delay is bracketed to within one packet gap;
-    over a QP's cuts the median lands within 10 %)."""
+    over a QP's cuts the median of the brackets' middles lands within 10 %). dcqcn-reaction
+    seed 5 has a sender whose median of the brackets' later ends is 11 % off."""
     qps = 0
-    for seed in SEEDS:
-        truth, packets, _, cc, table = runs[name, seed]
+    for seed in SEEDS + MEDIAN_SEEDS.get(name, ()):
+        truth, packets, _, cc, table = runs[name, seed] if seed in SEEDS else _run(name, seed, tmp_path)
         per_qp: dict[str, list] = {}
         for c, row, ip in _matched(truth, table):
             if c["cut"] and _observable(c, _sender_ts(packets, ip)) and math.isfinite(row["reaction_us"]):
