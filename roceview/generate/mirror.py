@@ -13,6 +13,12 @@ Two faults of the capture path only, which the endpoints never see either:
 * `corrupt_prob`: the mirror / capture NIC flips one payload bit of a data packet's copy; the
   ICRC of that copy no longer matches while the endpoints received (and ACKed) a good frame.
 
+`zero_ids` renders frames as senders that leave the IPv4 identification 0 send them (DF set;
+some NICs for their CNPs, some soft-RoCE set-ups for everything): "cnp" the CNPs, "all" every
+RoCE frame, "" (the default) as the hosts numbered them. Without an identification a CNP's
+copies are byte-identical to a second CNP to the same QP (PSN 0), which the analysis must tell
+apart by time alone (analysis/copies.py).
+
 Each mirrored link can have its own `Addressing` (`attach(..., addr=)`): on a routed ToR
 (NetworkSettings.routed) a frame carries the MACs of the link it crosses, host NIC and switch
 port, not the two hosts' (and one TTL less once routed): each copy is rendered as it was on the
@@ -23,8 +29,11 @@ recorded: a second mirror on another leaf, or a TAP whose directions' clocks dis
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
+from roceview.generate import ibta as ib
 from roceview.generate.simulator import serialisation_ps
 from roceview.generate.frames import Addressing, LldpFrame, PfcFrame, RocePacket, lldp_frame, pfc_frame, roce_frame
 
@@ -41,6 +50,7 @@ class Mirror:
         self.records: list[tuple[int, int, bytes]] = []
         self.sources: list = []          # the frame object of each record (the operations' truth)
         self.points = None      # capture_points.TwoPoints / SkewedTap; None: recorded here and now
+        self.zero_ids = ""      # "cnp" / "all": frames rendered with IPv4 identification 0
         self._free_at = 0
         self._payload = rng.integers(0, 256, 8192, dtype=np.uint8).tobytes()
 
@@ -90,6 +100,8 @@ class Mirror:
             return pfc_frame(frame)
         if isinstance(frame, LldpFrame):
             return lldp_frame(frame)
+        if self.zero_ids == "all" or (self.zero_ids == "cnp" and frame.opcode == ib.CNP):
+            frame = dataclasses.replace(frame, ip_id=0)
         if frame.data is not None:
             return roce_frame(frame, addr, frame.data)
         start = (frame.psn * 61) % 4096
