@@ -34,7 +34,14 @@ def _data_flows(ctx: Context):
 
 
 def ecn_findings(ctx: Context) -> list[dict]:
-    return _congestion(ctx) + _not_enabled(ctx) + _cnp_missing(ctx) + _incast(ctx)
+    # copies: the incast records stay as built for hol_victim, whatever later stages do to these
+    return _congestion(ctx) + _not_enabled(ctx) + _cnp_missing(ctx) + [dict(r) for r in incast_findings(ctx)]
+
+
+def incast_findings(ctx: Context) -> list[dict]:
+    """The `incast` findings, computed once per Context: this module reports them and hol_victim
+    (pfc_victims) reads their receivers as congested ones; the windows read the whole timeline."""
+    return ctx.once("_incast_findings", _incast)
 
 
 def _congestion(ctx: Context) -> list[dict]:

@@ -44,19 +44,29 @@ EVENT_KINDS = ("ecn_ce", "cnp", "pfc_pause", "pfc_resume")
 
 @dataclass
 class Marks:
-    """CE evidence, one row per CE-marked packet or CNP: its time, the earliest time its mark
-    can have been made (time - allowed lag), the priority of the data flow (-1: unknown), the
-    data flow's name and whether it is a CNP."""
+    """CE evidence, one row per CE-marked packet or CNP, in time order (ties as gathered: CE marks
+    before CNPs, each kind in its groups' order): its time, the earliest time its mark can have
+    been made (time - allowed lag), the priority of the data flow (-1: unknown), the data flow
+    as a code and whether it is a CNP. A code is the flow's row in `names` (ctx.flow_names), or -1 - i for
+    `unknown[i]` (an event's own flow when no known data flow stands for it): names are looked
+    up only for the rows a finding shows, not for each of up to 2 x MAX_PER_KIND events."""
     ts: np.ndarray
     earliest: np.ndarray
     prio: np.ndarray
-    flow: list
+    flow: np.ndarray
     cnp: np.ndarray
+    names: list
+    unknown: list
 
     def take(self, m: np.ndarray) -> "Marks":
         idx = np.flatnonzero(m)
-        return Marks(self.ts[idx], self.earliest[idx], self.prio[idx], [self.flow[i] for i in idx.tolist()],
-                     self.cnp[idx])
+        return Marks(self.ts[idx], self.earliest[idx], self.prio[idx], self.flow[idx], self.cnp[idx], self.names,
+                     self.unknown)
+
+    def name(self, k: int) -> str:
+        """The data flow's name of row k."""
+        code = int(self.flow[k])
+        return self.names[code] if code >= 0 else self.unknown[-1 - code]
 
 
 def pfc_order_findings(ctx) -> list[dict]:
@@ -102,26 +112,27 @@ def _covered_until(ctx) -> int:
 
 
 def _marks(ctx) -> Marks:
-    """Every CE-marked packet and CNP of the event log as CE evidence."""
-    names = ctx.flow_names
+    """Every CE-marked packet and CNP of the event log as CE evidence, in time order."""
     prio_of, rtt = _dominant_priority(ctx), np.nan_to_num(np.asarray(ctx.flow.column("rtt_p99_us"), float))
     lag = ctx.config.ce_evidence_lag_us * 1000.0
-    parts = []
+    parts, unknown = [], []
     for kind, spacing in (("ecn_ce", 0.0), ("cnp", ctx.config.min_time_between_cnps_us * 1000.0)):
         flows, starts, ends, ts = ctx.kind_groups(kind)
         rows = ctx.flow.rows(flows) if kind == "ecn_ce" else np.fromiter(
             (_answered(ctx, f) for f in flows), np.int64, len(flows))
+        # a group with no data flow row stands for itself: its own flow name, kept per group
+        code = np.where(rows >= 0, rows, -1 - len(unknown) - np.arange(len(flows), dtype=np.int64))
+        unknown += flows
         lengths = ends - starts
         at = _ranges(starts, lengths)
         row = np.repeat(rows, lengths)
         known = row >= 0
         lead = lag + spacing + np.where(known, rtt[np.maximum(row, 0)] * 1000.0, 0.0)
         parts.append((ts[at], ts[at] - lead.astype(np.int64), np.where(known, prio_of[np.maximum(row, 0)], -1),
-                      [names[r] if r >= 0 else f for r, f in zip(row.tolist(), np.repeat(np.asarray(flows, object),
-                                                                                        lengths).tolist())],
-                      np.full(len(at), kind == "cnp")))
-    return Marks(*(np.concatenate([p[i] for p in parts]) for i in (0, 1, 2)),
-                 [f for p in parts for f in p[3]], np.concatenate([p[4] for p in parts]))
+                      np.repeat(code, lengths), np.full(len(at), kind == "cnp")))
+    columns = [np.concatenate([p[i] for p in parts]) for i in range(5)]
+    order = np.argsort(columns[0], kind="stable")       # _episode's binary search; ties keep their order
+    return Marks(*(c[order] for c in columns), ctx.flow_names, unknown)
 
 
 def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -185,12 +196,12 @@ def _episode(ctx, prio: str, start: int, end: int, xoffs, marks: Marks) -> dict 
     if hi <= lo:
         return None               # paused before the episode (a pause still running): not its first
     first = int(ts[lo])
-    inside = np.flatnonzero((marks.ts >= start) & (marks.ts <= end))
-    if len(inside):
-        earliest = int(marks.earliest[inside].min())
+    k, stop = np.searchsorted(marks.ts, start), np.searchsorted(marks.ts, end, "right")   # marks in time order
+    if stop > k:
+        earliest = int(marks.earliest[k:stop].min())
         if first >= earliest:
             return None
-        k = int(inside[np.argmin(marks.ts[inside])])
+        k = int(k)                # the episode's first mark (of a tie, the first listed)
         before = frames[lo:hi][ts[lo:hi] < int(marks.ts[k])]
         return {"start": start, "end": end, "xoff": first, "mac": macs[lo], "xoff_frames": before.tolist(),
                 "mark": k, "earliest": earliest}
@@ -216,7 +227,7 @@ def _finding(ctx, prio: str, fired: list, marks: Marks) -> tuple[dict, list[int]
     what = "all priorities (802.3x PAUSE)" if prio == "all" else f"priority {prio}"
     first = fired[0]
     macs = sorted({e["mac"] for e in fired})
-    flows = sorted({marks.flow[e["mark"]] for e in fired if e["mark"] is not None})
+    flows = sorted({marks.name(e["mark"]) for e in fired if e["mark"] is not None})
     late = [e for e in fired if e["mark"] is not None]
     summary = (f"The switch ({', '.join(macs)}) paused {what} before ECN marked its traffic in "
                f"{plural(len(fired), 'congestion episode')}: first at {format_ts(first['xoff'])}, "
@@ -245,7 +256,7 @@ def _episode_text(e: dict, marks: Marks) -> str:
     k = e["mark"]
     what = "CNP" if marks.cnp[k] else "CE-marked packet"
     return (f"episode from {format_ts(e['start'])}: first XOFF from {e['mac']} at {format_ts(e['xoff'])}, first "
-            f"{what} ({marks.flow[k]}) {duration(int(marks.ts[k]) - e['xoff'])} later, its mark no earlier than "
+            f"{what} ({marks.name(k)}) {duration(int(marks.ts[k]) - e['xoff'])} later, its mark no earlier than "
             f"{duration(e['earliest'] - e['xoff'])} after the XOFF")
 
 
@@ -253,7 +264,7 @@ def _mark_frames(ctx, marks: Marks, k: int) -> list[int]:
     """The frame of CE evidence row k (the event at its time on its flow)."""
     t = int(marks.ts[k])
     kind = "cnp" if marks.cnp[k] else "ecn_ce"
-    flows = None if marks.cnp[k] else [marks.flow[k]]
+    flows = None if marks.cnp[k] else [marks.name(k)]
     return ctx.event_frames(kind, flows, (t, t)).tolist()[:1]
 
 

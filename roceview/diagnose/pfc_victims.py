@@ -120,10 +120,10 @@ class Congestion:
         return self.why.get(host, [])
 
     def _add_incasts(self) -> None:
-        from roceview.diagnose.ecn import _incast      # the incast rule's own windows and signals
+        from roceview.diagnose.ecn import incast_findings      # the incast rule's own findings
 
         self._incast_asked = True
-        for record in _incast(self.ctx):
+        for record in incast_findings(self.ctx):
             for name in {f for f in record["flows"].split(";") if f in self.ctx.flow}:
                 dst = self.ctx.flow[name]["dst_ip"]
                 if "incast receiver" not in self.why[dst]:
