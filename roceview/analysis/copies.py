@@ -16,8 +16,12 @@ length, AETH syndrome and IPv4 identification when
   another's), so the same one, within a window far shorter than the 16-bit counter takes to
   wrap, is the same datagram captured again. A source numbers its datagrams to a destination
   once two identifications were seen from it (mlx5 NICs and the generator count per host); a
-  datagram with identification 0 is not numbered even then (NICs that number their data may
-  send their CNPs with 0, and two CNPs to one QP are then the same bytes). Before that, an ACK, NAK or CNP with a non-zero identification is taken as numbered (it is
+  CNP with identification 0 is not numbered even then (NICs that number their data may send
+  their CNPs with 0, and two genuine CNPs to one QP are then the same bytes: taken for copies,
+  every CNP within COPY_WINDOW_NS of the one before was lost). A mirror's copy of such a CNP is
+  counted as a CNP of its own: without an identification nothing on the wire tells it from a
+  genuine CNP sent as soon after (an NP with no minimum spacing sends one per CE mark).
+  Before that, an ACK, NAK or CNP with a non-zero identification is taken as numbered (it is
   never resent: a duplicate request gets a new ACK); a request or READ response is not (a
   sender with one constant identification, as some soft-RoCE setups use, resends the same
   bytes);
@@ -26,16 +30,7 @@ length, AETH syndrome and IPv4 identification when
   ACK timeout is 4.096 us x 2^timeout, milliseconds in practice). Not ACKs: soft-RoCE answers
   each duplicate request of a go-back-N burst with the same ACK, microseconds apart. This is
   all that tells copies of senders that do not number their datagrams (soft-RoCE often sends
-  identification 0; RoCE v1, IPv6 and native IB have none);
-* or it is a CNP its sender did not number that came at most the largest copy offset proven
-  between its two hosts (by the two rules above, before it) plus CNP_SLACK_NS after the CNP
-  before it, that CNP being no copy itself. A CNP's PSN is 0 on many NICs: without an
-  identification two genuine CNPs to one QP are byte-identical, and only a mirror seen to
-  duplicate this host pair's frames says a repeat is a copy; a capture that duplicates nothing
-  keeps every CNP, however close (an NP with no minimum spacing sends one per CE mark). Along a
-  run of such repeats each copy is paired with the original before it (original, copy,
-  original, ...): a mirror copies each frame once, so the count stays the NP's even when
-  genuine CNPs come closer together than the mirror's copy offset.
+  identification 0; RoCE v1, IPv6 and native IB have none).
 
 The decision for a row depends only on rows between its two hosts at or before it, so it does not
 depend on how the capture is cut into chunks, or on which other hosts a partition holds (the
@@ -53,31 +48,7 @@ DUPLICATE_WINDOW_NS = 2_000
 # copies microseconds apart; a millisecond leaves room for queueing between the points, and is
 # far shorter than a host's 16-bit identification counter takes to wrap (65,536 datagrams).
 COPY_WINDOW_NS = 1_000_000
-_OFFSET_BITS = COPY_WINDOW_NS.bit_length()
-# A CNP (a 78-byte frame) is copied no later than the larger frames whose copy offsets were
-# measured (a replica is clocked out after the frame, a switch forwards it after receiving it);
-# 1 us more allows for the mirror's own queue between two copies
-CNP_SLACK_NS = 1_000
 _MUL = np.uint64(0x9E3779B97F4A7C15)
-
-
-def _alternate(rows, dropped, n_old: int, sel, proven, cnp, dt, hi) -> np.ndarray:
-    """Which of the CNP repeats `cnp` (indexes into `sel`, the chunk's rows repeating the row
-    before them in key order `rows`) are copies. A repeat at most the host pair's proven copy
-    offset (`hi`) plus CNP_SLACK_NS after the row before links to it; along a run of links the
-    rows alternate original, copy, original...: each copy repeats an original, never a copy.
-    The run's first row is an original unless it was dropped (a carried row) or proven a copy."""
-    linked = (hi >= 0) & (dt >= 0) & (dt <= np.minimum(hi + CNP_SLACK_NS, COPY_WINDOW_NS))
-    out = np.zeros(len(cnp), dtype=bool)
-    link = sel[cnp[linked]]                                 # row link + 1 repeats row link (key order)
-    if len(link) == 0:
-        return out
-    run = np.flatnonzero(np.r_[True, link[1:] != link[:-1] + 1])
-    first = link[run[np.searchsorted(run, np.arange(len(link)), side="right") - 1]]
-    k = np.minimum(np.searchsorted(sel, first - 1), len(sel) - 1)
-    copy_first = np.where(rows[first] < n_old, dropped[rows[first]], (sel[k] == first - 1) & proven[k])
-    out[linked] = copy_first ^ ((link + 1 - first) % 2 == 1)
-    return out
 
 
 def _mix(h: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -88,23 +59,18 @@ def _mix(h: np.ndarray, v: np.ndarray) -> np.ndarray:
 
 
 class Copies:
-    """The rows of the last COPY_WINDOW_NS already seen (key, time, row index, found a copy),
-    per (source, destination) pair what its identifications showed, and per two hosts (either
-    direction) the largest copy offset proven (for CNPs without an identification)."""
+    """The rows of the last COPY_WINDOW_NS already seen (key, time, row index), and per
+    (source, destination) pair what its identifications showed."""
 
     def __init__(self):
         self.key = np.zeros(0, dtype=np.uint64)
         self.ts = self.idx = np.zeros(0, dtype=np.int64)
-        self.dropped = np.zeros(0, dtype=bool)             # ... and whether it was found a copy
         self.pairs = new_registry()                        # (source, destination) -> pair id
         self.pair_of = np.zeros(0, dtype=np.int64)         # per flow: its pair
         self.first_id = np.zeros(0, dtype=np.int64)        # per pair: its first identification, -1
         self.first_key = np.zeros(0, dtype=np.uint64)      # ... and that row's key
         self.numbered = np.zeros(0, dtype=bool)           # per pair: a second identification seen
         self.constant = np.zeros(0, dtype=bool)           # per pair: a second datagram, same identification
-        self.links = new_registry()                        # two hosts, either direction -> link id
-        self.link_of = np.zeros(0, dtype=np.int64)         # per flow: its link
-        self.link_hi = np.zeros(0, dtype=np.int64)         # per link: the largest copy offset proven, -1
 
     def find(self, ch, registry) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The copies among chunk `ch`'s RoCE rows: (their capture-order positions, how much
@@ -112,16 +78,9 @@ class Copies:
         pair, key = self._pairs(ch, registry), self._keys(ch)
         numbered = self._numbering(ch, pair, key)
         n_old = len(self.key)
-        keys, ts, idx, dropped = (np.concatenate([old, new]) if n_old else new for old, new in
-                                  zip((self.key, self.ts, self.idx, self.dropped),
-                                      (key, ch.ts, ch.idx(np.arange(ch.n)), np.zeros(ch.n, bool))))
-        found = self._repeats(ch, keys, ts, idx, dropped, n_old, numbered)
-        dropped[n_old + found[0]] = True
-        self._carry(keys, ts, idx, dropped)
-        return found
-
-    def _repeats(self, ch, keys, ts, idx, dropped, n_old: int, numbered):
-        """find() over the carried rows and the chunk's (those at n_old and after)."""
+        keys, ts, idx = (np.concatenate([old, new]) if n_old else new for old, new in
+                         zip((self.key, self.ts, self.idx), (key, ch.ts, ch.idx(np.arange(ch.n)))))
+        self._carry(keys, ts, idx)
         none = np.zeros(0, dtype=np.int64)
         s = np.sort(keys)
         repeated = s[1:][s[1:] == s[:-1]]
@@ -132,40 +91,17 @@ class Copies:
             rows = rows[np.argsort(keys[rows], kind="stable")]
         else:                                                   # many (a capture of two points): sort all
             rows = np.argsort(keys, kind="stable")              # carried rows first, then the chunk's
-        sel = np.flatnonzero((keys[rows[1:]] == keys[rows[:-1]]) & (rows[1:] >= n_old))
-        cur, prev = rows[1:][sel], rows[:-1][sel]               # (decided with an earlier chunk otherwise)
+        same = keys[rows[1:]] == keys[rows[:-1]]
+        cur, prev = rows[1:][same], rows[:-1][same]
+        new = cur >= n_old                                      # decided with an earlier chunk otherwise
+        cur, prev = cur[new], prev[new]
         dt = ts[cur] - ts[prev]
         at = cur - n_old
         data = (ch.flags[at] & op.F_DATA) != 0                  # (soft-RoCE repeats an ACK within 2 us)
-        num = numbered(at)
-        copy = (dt >= 0) & (((dt <= DUPLICATE_WINDOW_NS) & data) | ((dt <= COPY_WINDOW_NS) & num))
-        proven_at, proven_dt = at[copy], dt[copy]
-        cnp = np.flatnonzero(((ch.flags[at] & op.F_CNP) != 0) & ~num)
-        if len(cnp):
-            hi = self._offset_before(ch, at[cnp], proven_at, proven_dt)
-            copy[cnp] = _alternate(rows, dropped, n_old, sel, copy, cnp, dt[cnp], hi)
-        if len(proven_at):
-            np.maximum.at(self.link_hi, self.link_of[ch.fid[proven_at]], proven_dt)
+        copy = (dt >= 0) & (((dt <= DUPLICATE_WINDOW_NS) & data) | ((dt <= COPY_WINDOW_NS) & numbered(at)))
         at, dt, rel = at[copy], dt[copy], idx[prev[copy]]
         order = np.argsort(at)
         return at[order], dt[order], rel[order]
-
-    def _offset_before(self, ch, at: np.ndarray, proven_at: np.ndarray, proven_dt: np.ndarray) -> np.ndarray:
-        """For chunk rows `at`: the largest copy offset proven between their two hosts before
-        them (earlier chunks, then this chunk's copies `proven_at` before each), -1 for none."""
-        link = self.link_of[ch.fid[at]]
-        hi = self.link_hi[link]
-        if len(proven_at) == 0:
-            return hi
-        lp = self.link_of[ch.fid[proven_at]]
-        order = np.lexsort((proven_at, lp))
-        lp, ap = lp[order], proven_at[order]
-        base = lp << _OFFSET_BITS                               # a running maximum per host pair
-        run = np.maximum.accumulate(base + proven_dt[order]) - base
-        k = np.searchsorted(lp * (ch.n + 1) + ap, link * (ch.n + 1) + at) - 1
-        ok = k >= 0
-        k = np.maximum(k, 0)
-        return np.maximum(hi, np.where(ok & (lp[k] == link), run[k], -1))
 
     def _keys(self, ch) -> np.ndarray:
         """What two captures of one frame share wherever they were taken (not the MACs, TTL,
@@ -186,16 +122,7 @@ class Copies:
             self.first_key = np.concatenate([self.first_key, np.zeros(grow, np.uint64)])
             self.numbered = np.concatenate([self.numbered, np.zeros(grow, bool)])
             self.constant = np.concatenate([self.constant, np.zeros(grow, bool)])
-            self._link(registry.src[have:n], registry.dst[have:n])
         return self.pair_of[ch.fid]
-
-    def _link(self, src: np.ndarray, dst: np.ndarray) -> None:
-        """Register new flows' host pairs in either direction: the lower address first."""
-        low = (src[:, 0] < dst[:, 0]) | ((src[:, 0] == dst[:, 0]) & (src[:, 1] <= dst[:, 1]))
-        a, b = np.where(low[:, None], src, dst), np.where(low[:, None], dst, src)
-        ids, _ = self.links.lookup(a, b, np.zeros(len(a), np.uint32))
-        self.link_of = np.concatenate([self.link_of, ids.astype(np.int64)])
-        self.link_hi = np.concatenate([self.link_hi, np.full(self.links.n - len(self.link_hi), -1, np.int64)])
 
     def _numbering(self, ch, pair: np.ndarray, key: np.ndarray):
         """Learn from the chunk's identifications; return numbered(at): whether the senders of
@@ -221,10 +148,13 @@ class Copies:
         def numbered(at: np.ndarray) -> np.ndarray:
             p = pair[at]
             first = (constant_from[p] > at) & (ident[at] != 0) & ((ch.flags[at] & op.F_DATA) == 0)
-            return ((numbered_from[p] <= at) & (ident[at] != 0)) | first   # 0: not numbered
+            # a CNP with identification 0 is not numbered; other datagrams are (a numbering
+            # sender passes 0 once every 65,536 datagrams, and its copy is still a copy)
+            zero_cnp = (ident[at] == 0) & ((ch.flags[at] & op.F_CNP) != 0)
+            return ((numbered_from[p] <= at) & ~zero_cnp) | first
         return numbered
 
-    def _carry(self, keys, ts, idx, dropped) -> None:
+    def _carry(self, keys, ts, idx) -> None:
         """Keep the rows within COPY_WINDOW_NS of the newest for the next chunk."""
         keep = ts >= ts.max(initial=0) - COPY_WINDOW_NS
-        self.key, self.ts, self.idx, self.dropped = keys[keep], ts[keep], idx[keep], dropped[keep]
+        self.key, self.ts, self.idx = keys[keep], ts[keep], idx[keep]

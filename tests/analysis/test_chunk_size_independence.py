@@ -45,15 +45,9 @@ def same_at_every_size(path) -> None:
             assert not differences(whole, tables(path, size)), size
 
 
-# related.py names a CNP's marked packet (and a NAK's gap) through the pairing as it stands at the
-# chunk's end, not as of the CNP's row (pairing.peer_at): a CNP before its QP's first evidence row
-# gets a related frame in one chunk only
-NEEDS_RELATED_AS_OF_ROW = {"incast.pcap"}
-
-
-def test_every_table_of_a_sample_is_the_same_in_small_chunks(sample_capture, request):
-    if sample_capture.name in NEEDS_RELATED_AS_OF_ROW:
-        request.applymarker(pytest.mark.xfail(strict=True, reason="related.py: peer as of the row"))
+def test_every_table_of_a_sample_is_the_same_in_small_chunks(sample_capture):
+    """incast.pcap included: related.py names a CNP's marked packet (and a NAK's gap) through the
+    pairing as of the CNP's row (pairing.peer_at), not as it stands at the chunk's end."""
     same_at_every_size(sample_capture)
 
 

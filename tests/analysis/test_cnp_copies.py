@@ -1,5 +1,8 @@
-"""A CNP without an IPv4 identification (0, IPv6, RoCEv1) seen twice by a duplicating mirror is
-counted once; genuine CNPs, however close, are kept (roceview/analysis/copies.py)."""
+"""CNPs without an IPv4 identification (0, IPv6, RoCEv1; roceview/analysis/copies.py): genuine
+CNPs, however close, are never taken for copies, also when the sender numbers its other
+datagrams and when a mirror duplicates the frames around them. A duplicating mirror's copy of
+such a CNP is counted as a CNP of its own (strict xfails): nothing on the wire tells it from a
+genuine CNP sent as soon after, and a rule that guessed by timing lost genuine CNPs."""
 from __future__ import annotations
 
 import os
@@ -65,6 +68,11 @@ def excess_findings(result) -> list:
     return [f for f in find(result, load_config(min_time_between_cnps_us=4.0)) if f["kind"] == "cnp_excess"]
 
 
+COUNTED_TWICE = pytest.mark.xfail(strict=True, reason="a mirror's copy of a CNP without identification "
+                                   "is a CNP of its own (copies.py)")
+
+
+@COUNTED_TWICE
 @pytest.mark.parametrize("style", STYLES)
 def test_a_duplicating_mirror_counts_each_cnp_without_identification_once(style):
     times = [10 * US + 5 * US * k for k in range(15)]           # 5 us apart: mlx5's 4 us respected
@@ -88,6 +96,17 @@ def test_duplication_between_two_other_hosts_does_not_merge_a_pairs_genuine_cnps
     assert cnps_counted(analyze_rows(rows), "all 0")[:2] == (8, 8)
 
 
+@pytest.mark.parametrize("style", STYLES)
+def test_a_mirror_that_copies_the_data_but_not_the_cnps_loses_no_cnp(style):
+    # mirror sessions on port A's receive side and port B's both sides: the data A -> B is
+    # seen twice, the CNPs B -> A once; so is a second capture file of the data alone
+    rows = traffic(style, [10 * US + 500 * k for k in range(12)])
+    cnps = [r for r in rows if r["opcode"] == CNP]
+    rows = sorted(mirrored([r for r in rows if r["opcode"] != CNP], data_ns=1500) + cnps, key=lambda r: r["ts"])
+    assert cnps_counted(analyze_rows(rows), style)[:2] == (12, 12)
+
+
+@COUNTED_TWICE
 def test_genuine_cnps_closer_than_the_mirrors_copy_offset_are_all_counted():
     # the mirror's copies 900 ns later (data) and 600 ns (CNPs); the NP sends CNPs 300 ns apart:
     # copies and genuine CNPs interleave, and the count is still the NP's
@@ -113,24 +132,50 @@ def random_mirrored(seed: int) -> tuple[list, int]:
     return rows, len(times)
 
 
+def counted_right(rows, genuine: int, style: str) -> bool:
+    """Every genuine CNP counted; no more unless the mirror copied them (then each twice)."""
+    got = cnps_counted(analyze_rows(rows), style)[1]
+    copied = sum(r["opcode"] == CNP for r in rows) - genuine
+    return got == genuine + copied
+
+
 @pytest.mark.parametrize("seed", range(16))
-def test_a_duplicated_cnp_stream_counts_the_genuine_cnps_in_any_chunking(seed):
+def test_a_duplicated_cnp_stream_loses_no_genuine_cnp_in_any_chunking(seed):
     rows, genuine = random_mirrored(seed)
     whole = analyze_rows(rows)
     style = "IPv6" if ":" in rows[0]["src"] else "all 0"
-    assert cnps_counted(whole, style)[1] == genuine
+    assert counted_right(rows, genuine, style)
     for chunk in (5, 16):
         assert cnps_counted(analyze_rows(rows, chunk=chunk), style) == cnps_counted(whole, style), chunk
 
 
 @pytest.mark.skipif(not os.environ.get("ROCEVIEW_FUZZ_EXAMPLES"), reason="a longer run: ROCEVIEW_FUZZ_EXAMPLES=n")
-def test_a_duplicated_cnp_stream_counts_the_genuine_cnps_longer_run():
+def test_a_duplicated_cnp_stream_loses_no_genuine_cnp_longer_run():
     n = int(os.environ["ROCEVIEW_FUZZ_EXAMPLES"])
     failed = []
     for seed in range(1000, 1000 + n):
         rows, genuine = random_mirrored(seed)
         style = "IPv6" if ":" in rows[0]["src"] else "all 0"
-        if cnps_counted(analyze_rows(rows), style)[1] != genuine:
+        if not counted_right(rows, genuine, style):
             failed.append(seed)
     print(f"{n} tries, {len(failed)} failures")
     assert not failed
+
+
+def test_a_numbering_senders_datagram_with_identification_0_is_still_known_as_a_copy():
+    """A numbering host passes identification 0 once every 65,536 datagrams: captured at two
+    points (the far copy 10 us later, past the 2 us any data copy gets), its copy is still a
+    copy, not a resend (only a CNP with 0 is taken as not numbered)."""
+    from helpers.analysis import ACKNOWLEDGE, SYN_ACK, WRITE_ONLY
+
+    rows, t, ids = [], T0, [65530, 65533]
+    for psn in range(20):
+        for off in (0, 10_000):
+            rows.append(dict(ts=t + off, psn=psn, opcode=WRITE_ONLY, src=A, dst=B, qp=0xD2, payload=1024, ip_id=ids[0]))
+            rows.append(dict(ts=t + 3_000 + off, psn=psn, opcode=ACKNOWLEDGE, src=B, dst=A, qp=0xC1, syndrome=SYN_ACK,
+                             ip_id=ids[1]))
+        ids = [(i + 1) & 0xFFFF for i in ids]
+        t += 20_000
+    kinds = analyze_rows(sorted(rows, key=lambda r: r["ts"])).events_table.text_column("kind")
+    resent = [k for k in kinds if k in ("retransmit", "timeout_retransmit")]
+    assert len(resent) <= 2, resent          # PSN 0's copy, before the numbering is learnt (as before)
