@@ -252,7 +252,7 @@ def test_capture_options_reach_tcpdump(tmp_path):
     env = fake_tool_env(tmp_path, f'echo "$@" > "{args}"\ncat "{LOSS}"\n')
     code, _, err = live("-i", "lo", "--no-tui", "--snaplen", "128", "--count", "1000", "-f", "udp port 4791", env=env)
     assert code == 0, err
-    assert args.read_text().split() == ["-i", "lo", "-w", "-", "-U", "-n", "-s", "128", "-c", "1000",
+    assert args.read_text().split() == ["-i", "lo", "-w", "-", "-U", "-n", "-s", "128", "-B", "65536", "-c", "1000",
                                         "udp", "port", "4791"]
 
 
@@ -318,7 +318,7 @@ def test_dumpcap_when_tcpdump_is_missing(tmp_path):
     code, out, err = live("-i", "lo", "--no-tui", "-f", "udp", "--json", str(tmp_path / "l.json"),
                           "--csv", str(tmp_path / "live"), env=env)
     assert code == 0, err
-    assert args.read_text().split() == ["-i", "lo", "-w", "-", "-q", "-f", "udp"]
+    assert args.read_text().split() == ["-i", "lo", "-w", "-", "-q", "-B", "64", "-f", "udp"]
     s = json.loads((tmp_path / "l.json").read_text())["summary"]["live"]
     assert (s["tool"], s["captured"], s["received_by_filter"], s["kernel_drops"]) == ("dumpcap", n, n + 4, 4)
     same_csvs(tmp_path / "live", reference_csv(ng, tmp_path / "ref"))

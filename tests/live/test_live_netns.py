@@ -210,5 +210,55 @@ def test_a_signal_mid_capture_leaves_whole_records_and_no_tcpdump(veth_pair, tmp
     assert _tcpdumps_on(if_b) == []
 
 
+def _steady_capture(tmp_path: Path, frames: int, every_ns: int) -> Path:
+    """`frames` frames of a generated scenario (1 KiB WRITEs and their ACKs, cycled), `every_ns` apart."""
+    import numpy as np
+
+    from roceview.capture.readers import read_records
+    from roceview.capture.writer import write_pcap
+
+    src = tmp_path / "src.pcap"
+    subprocess.run([sys.executable, "-m", "roceview", "generate", "incast", "-o", str(src)], cwd=REPO, check=True,
+                   capture_output=True)
+    one = [chunk.frame(i) for chunk in read_records(str(src), 1 << 16, lambda m: None) for i in range(chunk.n)]
+    picked = [one[k % len(one)] for k in range(frames)]
+    sent = tmp_path / "steady.pcap"
+    write_pcap(sent, np.frombuffer(b"".join(picked), np.uint8), np.array([len(f) for f in picked], np.int64),
+               1_700_000_000 * 10**9 + every_ns * np.arange(frames, dtype=np.int64))
+    return sent
+
+
+def test_frames_that_arrive_while_roceview_is_held_up_wait_in_the_kernel_buffer(veth_pair, tmp_path):
+    """What arrives while roceview does not read (the TUI's loader building a snapshot with the
+    findings of a long capture) waits in the kernel's capture buffer: roceview stopped while
+    16,000 frames (about 17 MB) arrive at 10,000/s, then let go, has every one and no kernel
+    drop. tcpdump's default 2 MiB buffer held a fifth of a second of them."""
+    ns_a, if_a, ns_b, if_b = veth_pair
+    frames = 16_000
+    sent = _steady_capture(tmp_path, frames, 100_000)
+    live = subprocess.Popen(["ip", "netns", "exec", ns_b, sys.executable, "-m", "roceview", "live", "-i", if_b,
+                             "--count", str(frames), "--duration", "40", "--no-tui",
+                             "--json", str(tmp_path / "live.json")],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        status = live.stderr.readline()
+        while status.startswith("live ") and "capture tool is starting" in status:
+            status = live.stderr.readline()
+        assert status.startswith("live "), status + live.stderr.read()
+        live.send_signal(signal.SIGSTOP)                # `ip netns exec` became roceview's python
+        try:
+            subprocess.run(["ip", "netns", "exec", ns_a, sys.executable, __file__, if_a, str(sent)], cwd=REPO,
+                           check=True, capture_output=True, timeout=60)
+        finally:
+            live.send_signal(signal.SIGCONT)
+        out, err = live.communicate(timeout=90)
+    finally:
+        if live.poll() is None:
+            live.kill()
+    assert live.returncode == 0, err
+    s = json.loads((tmp_path / "live.json").read_text())["summary"]
+    assert (s["live"]["kernel_drops"], s["packets"]) == (0, frames), out
+
+
 if __name__ == "__main__":
     send(sys.argv[1], sys.argv[2])
