@@ -29,7 +29,7 @@ CONNECTION_COLUMNS = (
     "retry_count", "rnr_retry_count", "client_rnr_retry_count", "responder_resources", "initiator_depth",
     "req_ts", "rep_ts", "rtu_ts", "setup_us", "req_retries", "rep_retries", "mra_count", "state", "reject_reason",
     "disconnect_ts", "req_frame", "rep_frame", "rtu_frame", "reject_frame", "disconnect_frame", "retry_frames",
-    "target_ack_delay")
+    "target_ack_delay", "client_mra_count")
 # the text form of each column (analysis/tables.py KINDS: the CSV, JSON and pandas forms)
 CONNECTION_KINDS = {
     "connection": "str", "client_ip": "str", "server_ip": "str", "client_comm_id": "str", "server_comm_id": "str", "service_id": "str",
@@ -39,11 +39,12 @@ CONNECTION_KINDS = {
     "responder_resources": "nint", "initiator_depth": "nint", "req_ts": "nts", "rep_ts": "nts", "rtu_ts": "nts",
     "setup_us": "float", "state": "str", "reject_reason": "str", "disconnect_ts": "nts", "req_frame": "nint",
     "rep_frame": "nint", "rtu_frame": "nint", "reject_frame": "nint", "disconnect_frame": "nint",
-    "retry_frames": "str", "target_ack_delay": "nint"}
+    "retry_frames": "str", "target_ack_delay": "nint", "client_mra_count": "int"}
 CONNECTION_DECIMALS = {"local_ack_timeout_us": 3, "client_local_ack_timeout_us": 3, "setup_us": 3}
 KINDS.update(CONNECTION_KINDS)       # where the tables' writers look a column's text form up
 DECIMALS.update(CONNECTION_DECIMALS)
 REJECTED_REQ = 0              # the REJ's "message REJected": 0 the REQ (IBTA 12.6.7)
+MRAED_REP = 1                 # the MRA's "message MRAed": 1 the REP, sent by the client (IBTA 12.6.6)
 MAX_MESSAGES = 1_000_000      # CM messages kept for replay(): a handshake is 3-5 of them
 STATES = ("established", "rejected", "timed_out", "disconnected", "incomplete")
 MAX_CONNECTIONS = 100_000      # a CM storm (a client retrying many servers) must not outgrow memory
@@ -52,7 +53,8 @@ MAX_RETRY_FRAMES = 64          # frames of resent REQs / REPs and MRAs listed pe
 _READ = ("mad_attr_id", "mad_tid", "cm_local_comm_id", "cm_remote_comm_id", "cm_local_qpn", "cm_start_psn",
          "cm_service_id", "cm_path_mtu", "cm_local_ack_timeout", "cm_target_ack_delay", "cm_retry_count",
          "cm_rnr_retry_count", "cm_responder_resources", "cm_initiator_depth", "cm_remote_cm_response_timeout",
-         "cm_local_cm_response_timeout", "cm_reject_reason", "cm_rejected_message", "frame", "ts_ns")
+         "cm_local_cm_response_timeout", "cm_reject_reason", "cm_rejected_message", "cm_mraed_message", "frame",
+         "ts_ns")
 
 
 @dataclass
@@ -70,6 +72,7 @@ class Connection:
     req_retries: int = 0
     rep_retries: int = 0
     mras: int = 0
+    client_mras: int = 0          # of them, the client's MRAs of the REP (MsgMRAed 1, IBTA 12.6.6)
     first_ts: int = 0
     retry_frames: list = field(default_factory=list)    # the resent REQs / REPs and the MRAs
     last: dict = field(default_factory=dict)            # REQ / REP / MRA -> the last one's (tid, ts)
@@ -140,6 +143,7 @@ class ConnectionLog:
             conn.rej = conn.rej or v
         elif short == "MRA" and not _copy(conn, "MRA", v, _get(conn.req, "cm_remote_cm_response_timeout")):
             conn.mras += 1
+            conn.client_mras += v.get("cm_mraed_message") == MRAED_REP
             _retried(conn, v, True)
         elif short in ("DREQ", "DREP"):
             conn.end = conn.end or v
@@ -310,7 +314,7 @@ def _row(c: Connection, last_ts: int | None) -> dict:
         "rtu_frame": _n(_get(c.rtu, "frame")), "reject_frame": _n(_get(c.rej, "frame")),
         "disconnect_frame": _n(_get(c.end, "frame")),
         "retry_frames": ";".join(str(f) for f in sorted(c.retry_frames)),
-        "target_ack_delay": _n(tad),
+        "target_ack_delay": _n(tad), "client_mra_count": c.client_mras,
     }
 
 

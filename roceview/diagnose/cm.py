@@ -178,6 +178,12 @@ _WHAT = {
             "application was slow to accept (rdma_accept), e.g. busy or setting up memory first. Harmless when the "
             "REP follows; if set-up time matters, look at the server's accept path "
             f"({_COUNTERS}/cm_tx_msgs/mra counts the MRAs it sent)."),
+    "mra_rep": ("{client} answered the REP of {server} ({service}) with an MRA: it asked for more time before "
+                "its RTU.", "info",
+                "An MRA of the REP tells the server to wait longer for the RTU (IBTA 12.6.6): the client's side was "
+                "slow to take the REP in (its CM consumer busy, its QP's move to RTR/RTS late). Harmless when the "
+                f"RTU follows; if set-up time matters, look at the client's connect path ({_COUNTERS}/cm_tx_msgs/mra "
+                "on the client counts the MRAs it sent)."),
 }
 
 
@@ -190,7 +196,10 @@ def _retry_kind(r: dict) -> str | None:
         return "req"
     if int(r["rep_retries"]) > 0:
         return "rep"
-    return "mra" if int(r["mra_count"]) > 0 else None
+    if int(r["mra_count"]) == 0:
+        return None
+    # MsgMRAed says whose: the client MRAs the REP, the server the REQ (IBTA 12.6.6)
+    return "mra_rep" if int(r.get("client_mra_count", 0)) == int(r["mra_count"]) else "mra"
 
 
 def _retry_key(r: dict) -> tuple | None:

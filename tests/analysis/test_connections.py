@@ -103,6 +103,16 @@ def test_an_mra_then_the_answer(tmp_path):
     assert rows[0]["mra_count"] == 1 and rows[0]["state"] == "established"
 
 
+def test_an_mra_of_the_rep_is_counted_as_the_clients(tmp_path):
+    """MsgMRAed 1: the client asks the server to wait longer for its RTU (IBTA 12.6.6)."""
+    rows = _rows(tmp_path, [(0, _req()), (1, _rep()), (2, _from_client("MRA", msgmraed=1, svctimeout=20)),
+                            (40, _from_client("RTU")), (41, _other(1))])
+    assert (rows[0]["mra_count"], rows[0]["client_mra_count"], rows[0]["state"]) == (1, 1, "established")
+    rows = _rows(tmp_path, [(0, _req()), (1, _from_server("MRA", msgmraed=0, svctimeout=20)), (30, _rep()),
+                            (31, _from_client("RTU"))])
+    assert (rows[0]["mra_count"], rows[0]["client_mra_count"]) == (1, 0)
+
+
 def test_a_rejected_req_names_its_reason(tmp_path):
     rows = _rows(tmp_path, [(0, _req()), (0.2, _from_server("REJ", comm=0, remote=0x11, msgrej=0, reason=8))])
     r = rows[0]

@@ -165,3 +165,29 @@ def test_a_connection_whose_rep_the_capture_missed_was_answered(tmp_path):
     text = [f["summary"] for f in of_kind(find(roceview.analyze(out)), "cm_retry")]
     assert sum("got no answer" in s for s in text) == 1 and "3 times and got no answer" in " ".join(text), text
     assert any("again: no answer came" in s for s in text), text
+
+
+def test_an_mra_of_the_rep_is_worded_as_the_clients_asking_before_its_rtu(tmp_path):
+    """MsgMRAed 1 (IBTA 12.6.6): the client, not the server, asked for more time."""
+    from scapy.layers.inet import IP, UDP
+    from scapy.layers.l2 import Ether
+
+    from dissectors import scapy_layers as S
+
+    client, server = "10.0.0.1", "10.0.0.2"
+
+    def mad(short, src, dst, tid, **fields):
+        pkt = Ether() / IP(src=src, dst=dst) / UDP(sport=49152, dport=4791) / S.BTH(opcode=0x64, destqp=1) / \
+            S.DETH(qkey=0x80010000, srcqp=1) / S.MAD(attributeid=cm.ATTR[short], transactionid=tid) / \
+            S.CM_CLASSES[short](**fields)
+        return bytes(S.with_icrc(pkt))
+
+    frames = [mad("REQ", client, server, 1, localcommid=0x11, serviceid=0x106000000001388, localqpn=0x101,
+                  startpsn=500, remoteresptout=16, localresptout=14, maxcmretr=15),
+              mad("REP", server, client, 1, localcommid=0x22, remotecommid=0x11, localqpn=0x202, startpsn=900),
+              mad("MRA", client, server, 2, localcommid=0x11, remotecommid=0x22, msgmraed=1, svctimeout=20),
+              mad("RTU", client, server, 2, localcommid=0x11, remotecommid=0x22)]
+    path = write_frames(tmp_path / "mra-rep.pcap", frames, [10**18 + k * 10**6 for k in range(4)])
+    (found,) = of_kind(find(roceview.analyze(path)), "cm_retry")
+    assert found["summary"].startswith(f"{client} answered the REP of {server}") and "RTU" in found["summary"]
+    assert found["severity"] == "info" and "client" in found["advice"]
