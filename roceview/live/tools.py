@@ -13,8 +13,8 @@ from roceview.errors import BadInput
 
 # The kernel's capture buffer: what arrives while roceview is busy waits there. Both tools ask
 # for 2 MiB by default, 0.2 s of 1 KiB frames at 10 k packets/s: the TUI's loader, building a
-# snapshot with findings of a long capture, held its reader up longer, and the kernel dropped
-# (18,574 of 150,000 frames at 10 k/s over a veth; 0 with 64 MiB, and 0 of 400,000).
+# snapshot with the findings of a long capture, holds its reader up longer than that, and the
+# kernel dropped frames (docs/performance.md, "live -i: the kernel's capture buffer").
 BUFFER_MIB = 64
 MISSING = ("live -i needs tcpdump (or dumpcap), and neither is installed (Debian: apt-get install tcpdump); "
            "or pipe a capture in: tcpdump -w - ... | roceview live -r -")
