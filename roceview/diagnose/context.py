@@ -19,6 +19,7 @@ from dissectors import cm
 from roceview.packets.names import flow_name, format_address, mac_text  # noqa: F401  (mac_text: this module's own name too)
 from roceview.diagnose.flow_arrays import FlowArrays, run_starts
 from roceview.diagnose.flow_facts import FlowFactsTable
+from roceview.diagnose.host_nics import host_macs
 from roceview.units import duration
 
 PSN_MOD = 1 << 24
@@ -211,20 +212,14 @@ class Context:
         return self.__dict__[name]
 
     def host_macs(self) -> dict[int, set]:
-        """MAC -> the RoCE addresses it sends from; a MAC sending for exactly one address that no other
-        MAC sends from is that host's NIC (a router MAC carries many; a routed capture of several links
-        shows a remote host's replies from each link's switch port). Read-only, built once."""
+        """MAC -> {its address} of each MAC that is a RoCE host's NIC: the one MAC that sends for
+        that address and for no other, and forwards nothing (its frames' TTL is its host's own; see
+        host_nics). Read-only, built once."""
         return self._host_macs
 
     @cached_property
     def _host_macs(self) -> dict[int, set]:
-        seen: dict[int, set] = defaultdict(set)
-        senders: dict[str, set] = defaultdict(set)
-        for c in (self.facts.classes if self.facts else []):
-            if c.src_mac >= 0:
-                seen[c.src_mac].add(address_text(c.src))
-                senders[address_text(c.src)].add(c.src_mac)
-        return {m: a for m, a in seen.items() if len(a) == 1 and len(senders[next(iter(a))]) == 1}
+        return host_macs(self.facts.classes if self.facts else [], address_text)
 
     def read_breaks(self) -> dict[str, list]:
         out: dict[str, list] = defaultdict(list)

@@ -11,9 +11,10 @@ LLDP DCBX PFC configuration, and READ responses whose PSN sequence breaks.
     result.facts = facts.finish()
 
 Per chunk, RoCE rows are reduced to distinct "classes" (flow x PCP x DSCP x ECN x opcode class x
-MACs x proto): rows are grouped by an exact key packed from the class columns (facts_kernels), and
-only the groups, hundreds rather than 65 k rows, are hashed to the 64-bit class keys; only the
-classes cross chunks, so memory is bounded by flows.
+MACs x proto), each with its counts and the highest TTL of its frames: rows are grouped by an exact
+key packed from the class columns and the TTL (facts_kernels), and only the groups, hundreds
+rather than 65 k rows, are hashed to the 64-bit class keys; only the classes cross chunks, so
+memory is bounded by flows.
 """
 from __future__ import annotations
 
@@ -23,15 +24,15 @@ import numpy as np
 
 from roceview.analysis.opcode_classes import CONTINUES_RESPONSE, OPCLASS, READ_RESPONSE
 from roceview.packets.batch import PROTO_CODE, PROTO_NAMES
-from roceview.diagnose.facts_kernels import (Groups, SortedMap, distinct, distinct_rank, hash_parts,
-                                             mixed_radix)
+from roceview.diagnose.facts_kernels import (Groups, SortedMap, distinct, distinct_rank, group_max,
+                                             hash_parts, mixed_radix)
 
 PSN_MASK = (1 << 24) - 1
 _ROCE = [PROTO_CODE["roce_v1"], PROTO_CODE["roce_v2"], PROTO_CODE["ib"]]
 _ROCE_LOW = min(_ROCE)                          # the RoCE codes are consecutive: one compare
 assert sorted(_ROCE) == list(range(_ROCE_LOW, _ROCE_LOW + len(_ROCE)))
 _SMALL = (("pcp", 4), ("dscp", 7), ("ecn", 3))  # packed below proto, above the opcode class
-_COUNTERS = ("packets", "bad_icrc", "truncated", "last_ts", "last_psn")
+_COUNTERS = ("packets", "bad_icrc", "truncated", "last_ts", "last_psn", "ttl_max")   # ttl_max + 1: 0 none
 _STARTS_RESPONSE = np.zeros(256, dtype=bool)   # READ response FIRST / ONLY start a response
 for _b in (0x00, 0x40, 0xA0):
     _STARTS_RESPONSE[_b | 0x0D] = _STARTS_RESPONSE[_b | 0x10] = True
@@ -57,6 +58,7 @@ class Klass:
     last_ts: int = 0
     first_psn: int = 0
     last_psn: int = 0
+    ttl_max: int = -1  # its frames' highest IPv4 TTL / IPv6, GRH hop limit (-1: none; diagnose.host_nics)
 
 
 @dataclass
@@ -105,9 +107,9 @@ class _Rows:
             np.copyto(lanes[2:], self.dst.view(">u8").reshape(n, 2).T)   # a small range
             fields = {"addr": lanes, "dest_qp": _unsigned(cols["dest_qp"][sel])}
         fields.update({"_proto": _unsigned(cols["_proto"][sel]), "opcode": _unsigned(self.opcode)})
-        if "truncated" in cols:                    # not a class field: counted per class
+        if "truncated" in cols:                    # not a class field (nor is the TTL): counted per class
             fields["truncated"] = _unsigned(cols["truncated"][sel])
-        for name in [name for name, _ in _SMALL] + ["_src_mac", "_dst_mac"]:
+        for name in [name for name, _ in _SMALL] + ["_src_mac", "_dst_mac", "ttl"]:
             if name not in cols:
                 continue                           # the fill on every row
             valid = self.batch.valid.get(name)
@@ -210,8 +212,8 @@ class FactCollector:
 
     def finish(self) -> CaptureFacts:
         counters = self._counters[:, :len(self._classes)].tolist()   # rows in _COUNTERS order
-        for c, packets, bad, cut, ts, psn in zip(self._classes, *counters):
-            c.packets, c.bad_icrc, c.truncated, c.last_ts, c.last_psn = packets, bad, cut, ts, psn
+        for c, packets, bad, cut, ts, psn, ttl in zip(self._classes, *counters):
+            c.packets, c.bad_icrc, c.truncated, c.last_ts, c.last_psn, c.ttl_max = packets, bad, cut, ts, psn, ttl - 1
         self.facts.classes = list(self._classes)
         return self.facts
 
@@ -287,14 +289,14 @@ class FactCollector:
         apart, classes only opcode classes) are one class."""
         last, counts, first = groups.last, groups.counts, None
         bad, cut = self._bad_icrc(v, groups), self._truncated(v, groups)
+        ttl = v.col("ttl", last) if groups.exact else groups.max(v.col("ttl", np.arange(v.n)))
         distinct_h, cls = np.unique(h, return_inverse=True)
         if len(distinct_h) < len(h):
             h, k = distinct_h, len(distinct_h)
             first = np.full(k, v.n, dtype=np.int64)
             np.minimum.at(first, cls, groups.first())
-            top = np.full(k, -1, dtype=np.int64)
-            np.maximum.at(top, cls, last)
-            last, counts = top, np.bincount(cls, counts, minlength=k).astype(np.int64)
+            last, ttl = group_max(cls, last, k), group_max(cls, ttl, k)
+            counts = np.bincount(cls, counts, minlength=k).astype(np.int64)
             bad, cut = (np.bincount(cls, x, minlength=k).astype(np.int64) for x in (bad, cut))
         index, found = self._index.get(h)
         if not found.all():
@@ -309,6 +311,7 @@ class FactCollector:
             c[2, index] += cut
         c[3, index] = v.batch.cols["ts_ns"][v.at(last)]
         c[4, index] = v.col("psn", last, 0)
+        c[5, index] = np.maximum(c[5, index], ttl + 1)
 
     def new_classes(self, v: _Rows, h, last, new, first) -> None:
         """Classes first seen in this chunk, numbered in the order the row-hash table numbers them."""

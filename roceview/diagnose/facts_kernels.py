@@ -95,6 +95,13 @@ def mixed_radix(fields) -> tuple[np.ndarray | None, int, tuple]:
     return key, size, tuple(bounds)
 
 
+def group_max(labels: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
+    """Per label 0 .. size - 1, the largest of the `values` (int64, -1 or more) it labels; -1 for none."""
+    top = np.full(size, -1, dtype=np.int64)
+    np.maximum.at(top, labels, values)
+    return top
+
+
 class Groups:
     """Rows grouped by key: `labels` per row (< `size`), `used` the labels present, and per used
     label its row count and last row. `exact`: the key is the fields themselves (mixed_radix), not
@@ -116,6 +123,10 @@ class Groups:
 
     def sum(self, weights) -> np.ndarray:
         return np.bincount(self.labels, weights, minlength=self.size)[self.used]
+
+    def max(self, values) -> np.ndarray:
+        """Per used label, the largest of `values` (int64, -1 or more)."""
+        return group_max(self.labels, values, self.size)[self.used]
 
     def first(self) -> np.ndarray:
         return self._edge(self.labels)

@@ -5,7 +5,7 @@ import numpy as np
 
 from roceview.kernels.consts import PROTO_CODE
 
-DIGEST = "bee9d6fe738e96f2"
+DIGEST = "49d7baa104c291f1"
 PROTO_PFC = PROTO_CODE["pfc"]
 PROTO_PAUSE = PROTO_CODE["pause"]
 # column -> (matrix, row, validity row)
@@ -359,6 +359,9 @@ def extract_analysis(buf, i, o, meta, ce, ext, u8, u16, u32, u64, ok):
         if room >= 6:
             u16[2, i] = (np.int64(buf[p + 4]) << 8) | np.int64(buf[p + 5])
             ok[7, i] = True
+        if room >= 9:
+            u8[3, i] = np.int64(buf[p + 8])
+            ok[8, i] = True
     # IPv6 (RFC 8200)
     p = o[i, 5] if meta[i, 1] == 6 else -1
     if p >= 0:
@@ -369,6 +372,9 @@ def extract_analysis(buf, i, o, meta, ce, ext, u8, u16, u32, u64, ok):
         if room >= 2:
             u8[2, i] = ((np.int64(buf[p + 1])) >> 4) & 0x3
             ok[6, i] = True
+        if room >= 8:
+            u8[3, i] = np.int64(buf[p + 7])
+            ok[8, i] = True
     # GRH (IBTA 8.3)
     p = o[i, 5] if meta[i, 1] == 1 else -1
     if p >= 0:
@@ -379,25 +385,28 @@ def extract_analysis(buf, i, o, meta, ce, ext, u8, u16, u32, u64, ok):
         if room >= 2:
             u8[2, i] = ((np.int64(buf[p + 1])) >> 4) & 0x3
             ok[6, i] = True
+        if room >= 8:
+            u8[3, i] = np.int64(buf[p + 7])
+            ok[8, i] = True
     # BTH (IBTA 9.2)
     p = o[i, 8]
     if p >= 0:
         room = ce - p
         if room >= 1:
-            u8[3, i] = np.int64(buf[p + 0])
-            ok[8, i] = True
-        if room >= 2:
-            u8[4, i] = ((np.int64(buf[p + 1])) >> 4) & 0x3
+            u8[4, i] = np.int64(buf[p + 0])
             ok[9, i] = True
+        if room >= 2:
+            u8[5, i] = ((np.int64(buf[p + 1])) >> 4) & 0x3
+            ok[10, i] = True
         if room >= 8:
             u32[0, i] = (np.int64(buf[p + 5]) << 16) | (np.int64(buf[p + 6]) << 8) | np.int64(buf[p + 7])
-            ok[10, i] = True
-        if room >= 9:
-            u8[5, i] = ((np.int64(buf[p + 8])) >> 7) & 0x1
             ok[11, i] = True
+        if room >= 9:
+            u8[6, i] = ((np.int64(buf[p + 8])) >> 7) & 0x1
+            ok[12, i] = True
         if room >= 12:
             u32[1, i] = (np.int64(buf[p + 9]) << 16) | (np.int64(buf[p + 10]) << 8) | np.int64(buf[p + 11])
-            ok[12, i] = True
+            ok[13, i] = True
         opc = np.int64(buf[p]) if room >= 1 else -1
     # RETH (IBTA 9.3.3)
     p = (o[i, 8] + 12 + ext[3, opc]) if (opc >= 0 and ext[3, opc] >= 0) else -1
@@ -405,49 +414,49 @@ def extract_analysis(buf, i, o, meta, ce, ext, u8, u16, u32, u64, ok):
         room = ce - p
         if room >= 16:
             u32[2, i] = (np.int64(buf[p + 12]) << 24) | (np.int64(buf[p + 13]) << 16) | (np.int64(buf[p + 14]) << 8) | np.int64(buf[p + 15])
-            ok[13, i] = True
+            ok[14, i] = True
     # AETH (IBTA 9.3.5)
     p = (o[i, 8] + 12 + ext[5, opc]) if (opc >= 0 and ext[5, opc] >= 0) else -1
     if p >= 0:
         room = ce - p
         if room >= 1:
-            u8[6, i] = np.int64(buf[p + 0])
-            ok[14, i] = True
+            u8[7, i] = np.int64(buf[p + 0])
+            ok[15, i] = True
     # PFC (IEEE 802.1Qbb 36.1.3)
     p = o[i, 9] if meta[i, 0] == PROTO_PFC else -1
     if p >= 0:
         room = ce - p
         if room >= 4:
-            u8[7, i] = np.int64(buf[p + 3])
-            ok[15, i] = True
+            u8[8, i] = np.int64(buf[p + 3])
+            ok[16, i] = True
         if room >= 6:
             u16[3, i] = (np.int64(buf[p + 4]) << 8) | np.int64(buf[p + 5])
-            ok[16, i] = True
+            ok[17, i] = True
         if room >= 8:
             u16[4, i] = (np.int64(buf[p + 6]) << 8) | np.int64(buf[p + 7])
-            ok[17, i] = True
+            ok[18, i] = True
         if room >= 10:
             u16[5, i] = (np.int64(buf[p + 8]) << 8) | np.int64(buf[p + 9])
-            ok[18, i] = True
+            ok[19, i] = True
         if room >= 12:
             u16[6, i] = (np.int64(buf[p + 10]) << 8) | np.int64(buf[p + 11])
-            ok[19, i] = True
+            ok[20, i] = True
         if room >= 14:
             u16[7, i] = (np.int64(buf[p + 12]) << 8) | np.int64(buf[p + 13])
-            ok[20, i] = True
+            ok[21, i] = True
         if room >= 16:
             u16[8, i] = (np.int64(buf[p + 14]) << 8) | np.int64(buf[p + 15])
-            ok[21, i] = True
+            ok[22, i] = True
         if room >= 18:
             u16[9, i] = (np.int64(buf[p + 16]) << 8) | np.int64(buf[p + 17])
-            ok[22, i] = True
+            ok[23, i] = True
         if room >= 20:
             u16[10, i] = (np.int64(buf[p + 18]) << 8) | np.int64(buf[p + 19])
-            ok[23, i] = True
+            ok[24, i] = True
     # PAUSE (IEEE 802.3 Annex 31B)
     p = o[i, 9] if meta[i, 0] == PROTO_PAUSE else -1
     if p >= 0:
         room = ce - p
         if room >= 4:
             u16[11, i] = (np.int64(buf[p + 2]) << 8) | np.int64(buf[p + 3])
-            ok[24, i] = True
+            ok[25, i] = True

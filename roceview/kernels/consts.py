@@ -50,8 +50,8 @@ BAD_BLOCK = 4        # pcapng: a block length that cannot be right
 KERNEL_COLUMNS = ("opcode", "pad", "slid", "dlid")
 PROJECTIONS = {
     "analysis": KERNEL_COLUMNS + (
-        "dest_qp", "psn", "ackreq", "ip_id", "aeth_syndrome", "reth_dmalen", "ecn", "dscp", "pcp", "src_mac", "dst_mac",
-        "pfc_enable", "pause_quanta") + tuple(f"pfc_quanta{p}" for p in range(8)),
+        "dest_qp", "psn", "ackreq", "ip_id", "ttl", "aeth_syndrome", "reth_dmalen", "ecn", "dscp", "pcp", "src_mac",
+        "dst_mac", "pfc_enable", "pause_quanta") + tuple(f"pfc_quanta{p}" for p in range(8)),
 }
 PROJECTION_CODE = {None: 0, "analysis": 1}   # the kernels' `projection` argument
 

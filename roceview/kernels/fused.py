@@ -110,4 +110,4 @@ def decode_records(lo, hi, buf, rec_off, cap, wire, linktype, ports, ext, ext_to
         computed = icrc_one(buf, o[i, 5], meta[i, 1], o[i, 6], o[i, 7], bth, at, crc_table, crc_fn, scratch)
         flags[i, 3] = computed == icrc[i]
         flags[i, 4] = True
-# numba dependency digest: fa1101281b0bcacb
+# numba dependency digest: 76948d6741da3b96
