@@ -52,8 +52,7 @@ FLOW_STATE = {
     "transport": (np.int8, -1), "last_nak_idx": (np.int64, -1), "first_idx": (np.int64, -1),
     "last_gap_idx": (np.int64, -1),     # the last request-space gap (RTT: no sample across it)
     "last_gap_first": (np.int64, -1),   # ... its first missing PSN (related.py: the NAK it causes)
-    "last_ce_idx": (np.int64, -1),      # the last CE-marked packet (related.py: the CNP answering it)
-    "first_row": (np.int64, -1)}        # the first row in capture order (first_idx: in (flow, space) order)
+    "last_ce_idx": (np.int64, -1)}      # the last CE-marked packet (related.py: the CNP answering it)
 SPACE_STATE = {"last_retrans": (bool, False), "last_run_idx": (np.int64, -1),
                "read_lo": (np.int64, NONE_LO), "read_hi": (np.int64, NONE_HI)}
 
@@ -141,8 +140,8 @@ class Analyzer:
             self._release()
         self.pfc.finish()
         self.cc.finish()
-        self.forget(self.cm.apply(self.registry, self.pairing, self.flow.first_row))
-        self.pairing.lone_at_end(self.registry, self.flow.transport)
+        self.forget(self.pairing.unconfirmed_lone(self.registry, self.flow.transport))
+        self.forget(self.cm.apply(self.registry, self.pairing))
         unsent.finish(self)
         self.ops.finish(self)
         packets = None
@@ -161,12 +160,7 @@ class Analyzer:
         finish()'s but changing no state, so feeding can go on. Pauses still open, lone
         pairings and CM handshakes are settled only by finish(); operations still open are
         listed as they stand."""
-        pairing = self.pairing
-        self.pairing = pairing.with_lone(self.registry, self.flow.transport)      # peer_qp as finish() would
-        try:
-            return build_result(self, list(files), list(warnings), None, snapshot=True)
-        finally:
-            self.pairing = pairing
+        return build_result(self, list(files), list(warnings), None, snapshot=True)
 
     def forget(self, flows: np.ndarray) -> None:
         """Withdrawn pairings: the RTT samples and operation completions taken through them go."""
@@ -225,7 +219,7 @@ class Analyzer:
         self.pause_watch.carry(lo)
         if counts[PROTO_CODE["pfc"]] or counts[PROTO_CODE["pause"]]:
             self._pfc_rows(batch, proto, idx0)
-        self.cm.feed(batch, idx0)
+        self.cm.feed(batch)
         name = _opcode_name(batch)
         if name in batch.cols:
             rows = self._roce_rows(batch, name, int(counts[_ROCE].sum()))
@@ -302,25 +296,15 @@ class ChunkAnalysis:
         an.sends.grow(ch.n_flows)
         an.ops.grow(ch.n_flows)
 
-    def first_rows(self) -> None:
-        """The new flows' first row in capture order: where a pairing through them may start
-        (pairing.py), and what their age is counted from, whatever the chunk size."""
-        ch = self.ch
-        if ch.n_flows > ch.flows_before:
-            flows, first = np.unique(ch.fid, return_index=True)
-            new = flows >= ch.flows_before
-            self.an.flow.first_row[flows[new]] = ch.idx(first[new])
-
     def run(self) -> None:
         an, ch = self.an, self.ch
         last_idx = int(ch.idx(np.array([ch.n - 1]))[0])
         chunk_counts.transport(an, ch)
-        self.first_rows()
         counted = chunk_counts.counters(an, ch)
         part = chunk_psn.spaces(an, ch, chunk_psn.spans(an, ch, counted.nak))
-        an.forget(an.cm.apply(an.registry, an.pairing, an.flow.first_row))
+        an.forget(an.cm.apply(an.registry, an.pairing))
         if an.pairing_open(last_idx):
-            an.pairing.update(an.registry, an.flow.transport, chunk_psn.pairing_evidence(an, ch, part))
+            an.forget(an.pairing.update(*chunk_psn.pairing_evidence(an, ch, part)))
         gaps = related.request_gaps(ch, part)
         related.nak_events(an, ch, counted, gaps)
         related.cnp_events(an, ch, counted)

@@ -14,7 +14,7 @@ from roceview.analysis.pmtu import MIN_PMTU, ONLY_OR_LAST, PathMtu
 from roceview.analysis.sends import WINDOW as SEND_WINDOW
 from roceview.analysis.reuse import psn_reuse
 from roceview.analysis.segments import PSN_MOD, last_before, psn_delta, seg_running_max_grouped
-from roceview.analysis.unsent import check as unsent_check, high_at as unsent_high_at, high_before_chunk
+from roceview.analysis.unsent import check as unsent_check
 
 
 def last_per_flow(flow: np.ndarray, idx: np.ndarray) -> np.ndarray:
@@ -193,29 +193,18 @@ def _gaps(an, ch, part: PsnPart) -> None:
     an.events.add("gap", ch.ts.take(r), ch.idx(r), f, part.psn[s], res.gap_psns, first_missing)
 
 
-class Evidence:
-    """What pairing.Pairing.update reads of a chunk: the response-space rows `resp` (grouped
-    positions) of unpaired flows as (flow, PSN, row index), and any flow's request PSNs sent
-    before a row (range_at)."""
-
-    def __init__(self, an, ch, part: PsnPart, resp: np.ndarray):
-        self.ch, self.part, self.state = ch, part, an.spaces.state
-        self.responses = (ch.sid_rows()[resp] >> 1, part.psn[resp], ch.idx(ch.sorted_r(resp)))
-
-    def range_at(self, flow: np.ndarray, idx: np.ndarray):
-        """(seen, first, highest) of each flow's request PSNs sent before row `idx` (unwrapped)."""
-        ch, part, st = self.ch, self.part, self.state
-        high, seen = unsent_high_at(ch, part, st, flow, idx, high_before_chunk(ch, part, st, flow))
-        return seen & st.seen[2 * flow], st.first_u[2 * flow], high
-
-
-def pairing_evidence(an, ch, part: PsnPart) -> Evidence | None:
-    """The chunk's PSN evidence for pairing (pairing.py): None when no unpaired flow has a
-    response-space row here."""
-    unpaired = an.pairing.open()[ch.sids >> 1] & ~part.is_request_group
-    if not unpaired.any():
-        return None
-    return Evidence(an, ch, part, np.flatnonzero(np.repeat(unpaired, ch.lengths)))
+def pairing_evidence(an, ch, part: PsnPart):
+    """Request and response PSNs of the flows still open to pairing evidence (pairing.py)."""
+    unpaired = an.pairing.open()[ch.sids >> 1]
+    req = np.repeat(unpaired & part.is_request_group, ch.lengths)
+    resp = np.repeat(unpaired & ~part.is_request_group, ch.lengths)
+    if not (req.any() and resp.any()):
+        return an.registry, an.flow.transport, _EMPTY, _EMPTY, _EMPTY, _EMPTY
+    sid = ch.sid_rows()
+    req, resp = np.flatnonzero(req), np.flatnonzero(resp)
+    st = an.spaces.state                                  # each flow's request PSNs sent so far
+    sent = (st.seen[0::2], st.first_u[0::2], st.high[0::2])
+    return (an.registry, an.flow.transport, sid[req] >> 1, part.psn[req], sid[resp] >> 1, part.psn[resp], sent)
 
 
 def request_rows(ch, part: PsnPart, rows_s: np.ndarray):
@@ -244,7 +233,7 @@ def _rtt_requests(an, ch, part: PsnPart, ackreq: np.ndarray):
     """Data packets with AckReq, not retransmitted, of acknowledged transports; from a flow
     without a peer only within PAIRING_HORIZON rows of its first packet."""
     f = ch.sids >> 1
-    peer, first_idx = an.pairing.peer, an.flow.first_row
+    peer, first_idx = an.pairing.peer, an.flow.first_idx
     young = ch.idx(ch.sorted_r(ch.starts)) - first_idx[f] < PAIRING_HORIZON    # at the group's first row
     ok = part.is_request_group & _ACKED_TRANSPORT[an.flow.transport[f]] & ((peer[f] >= 0) | young)
     if not ok.any():
@@ -254,7 +243,7 @@ def _rtt_requests(an, ch, part: PsnPart, ackreq: np.ndarray):
     cand[part.retrans] = False
     s = np.flatnonzero(cand)
     flow, u, ts, idx = request_rows(ch, part, s)
-    keep = (an.pairing.peer_at(flow, idx) >= 0) | (idx - first_idx[flow] < PAIRING_HORIZON)
+    keep = (peer[flow] >= 0) | (idx - first_idx[flow] < PAIRING_HORIZON)
     return flow[keep], u[keep], ts[keep], idx[keep]
 
 
@@ -269,11 +258,6 @@ def responses(an, ch, part: PsnPart, nak_seq: np.ndarray):
         return (_EMPTY,) * 5
     s = np.flatnonzero(np.repeat(ok, ch.lengths))
     peer_f = np.repeat(peer[ok], ch.lengths[ok])
-    since = an.pairing.since[ch.sids >> 1]
-    if (since[ok] > ch.idx(ch.sorted_r(ch.starts[ok]))).any():     # paired within this chunk
-        r = ch.sorted_r(s)
-        held = np.repeat(since[ok], ch.lengths[ok]) <= ch.idx(r)
-        s, peer_f = s[held], peer_f[held]
     high = an.spaces.request_high(peer_f)
     u = high + psn_delta(part.psn[s], high & (PSN_MOD - 1))
     if len(nak_seq):
@@ -330,8 +314,13 @@ def _timeout_runs(an, ch, part: PsnPart, rt: np.ndarray, nak: np.ndarray) -> Non
     r = ch.sorted_r(s)
     idx, f = ch.idx(r), ch.fid.take(r)
     prev_run = _previous_run_idx(sp, sids[g], idx, g)
-    peer = an.pairing.peer_at(f, idx)             # as of the run: in one chunk as in many
+    peer = an.pairing.peer[f]
     last_nak = _last_nak_before(an, ch, nak, peer, idx)
+    # a lone pair is provisional (pairing.py): its peer may be another QP of the same two hosts
+    # until evidence comes, so a NAK from any flow coming back between them counts
+    lone = (peer >= 0) & an.pairing.lone[f]
+    if lone.any():
+        last_nak[lone] = np.maximum(last_nak[lone], _last_nak_coming_back(an, ch, nak, f[lone], idx[lone]))
     t = (peer >= 0) & (last_nak <= prev_run)
     s, r, f = s[t], r[t], f[t]
     ts = ch.ts.take(r)
@@ -364,6 +353,20 @@ def _previous_run_idx(sp, sid, idx, g) -> np.ndarray:
     last[:-1] = g[1:] != g[:-1]
     sp.last_run_idx[sid[last]] = idx[last]
     return prev_run
+
+
+def _last_nak_coming_back(an, ch, nak: np.ndarray, flow: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Per run start (its flow, its row index): the last NAK before it of any flow from the flow's
+    destination to its source (timeout runs are few: a loop over them, not over packets)."""
+    reg = an.registry
+    src, dst = reg.src[: reg.n], reg.dst[: reg.n]
+    n_idx, n_fid = (ch.idx(nak), ch.fid.take(nak)) if len(nak) else (np.zeros(0, np.int64),) * 2
+    out = np.full(len(flow), -1, dtype=np.int64)
+    for k, (f, i) in enumerate(zip(flow.tolist(), idx.tolist())):
+        back = np.flatnonzero((src == dst[f]).all(axis=1) & (dst == src[f]).all(axis=1))
+        here = n_idx[np.isin(n_fid, back) & (n_idx < i)]
+        out[k] = max(int(an.flow.last_nak_idx[back].max(initial=-1)), int(here.max(initial=-1)))
+    return out
 
 
 def _last_nak_before(an, ch, nak: np.ndarray, flow: np.ndarray, idx: np.ndarray) -> np.ndarray:

@@ -146,7 +146,7 @@ def completes_by(an, flow: np.ndarray, idx: np.ndarray, kind: np.ndarray) -> np.
     by = oc.COMPLETES_BY.take(kind)
     transport = an.flow.transport.take(flow)
     never = transport == 1                                        # UC (opcode_classes.TRANSPORT_NAMES)
-    never |= (an.pairing.peer_at(flow, idx) < 0) & (idx - an.flow.first_row.take(flow) >= PAIRING_HORIZON)
+    never |= (an.pairing.peer.take(flow) < 0) & (idx - an.flow.first_idx.take(flow) >= PAIRING_HORIZON)
     return np.where(never, NEVER, by).astype(np.int8)
 
 

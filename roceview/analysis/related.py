@@ -27,7 +27,7 @@ def nak_events(an, ch, counted, gaps) -> None:
         f, idx, psn = ch.fid.take(r), ch.idx(r), ch.psn_at(r)
         rel = np.full(len(r), -1, dtype=np.int64)
         if name == "nak_seq":
-            peer = an.pairing.peer_at(f, idx)
+            peer = an.pairing.peer[f]
             pos, carried = last_before(gaps[0], gaps[1], an.flow.last_gap_idx, peer, idx)
             first = np.where(peer >= 0, an.flow.last_gap_first[np.maximum(peer, 0)], -1)
             if len(gaps[0]):
@@ -42,7 +42,7 @@ def cnp_events(an, ch, counted) -> None:
     cnp, ce = counted.cnp, counted.ce
     if len(cnp):
         f, idx = ch.fid.take(cnp), ch.idx(cnp)
-        peer = an.pairing.peer_at(f, idx)
+        peer = an.pairing.peer[f]
         ce_f, ce_idx = ch.fid.take(ce), ch.idx(ce)
         pos, carried = last_before(ce_f, ce_idx, an.flow.last_ce_idx, peer, idx)
         rel = np.where(pos >= 0, ce_idx[np.maximum(pos, 0)] if len(ce) else -1, carried)
