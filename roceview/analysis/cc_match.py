@@ -208,26 +208,64 @@ def _cut_arrays(cc) -> dict:
 def _judge_flow(cc, rows: np.ndarray, chosen, cnp_ts, probes, cuts: dict, mine: np.ndarray, out: dict) -> None:
     """The CNPs of one data flow (rows, in capture order) against its cuts (mine, in order), as
     cc.py says; the verdicts go to out's columns."""
-    cut_ts = cuts["ts"][mine]
-    ptr, last_cutting = 0, None
+    cut_ts = cuts["ts"][mine].tolist()
+    ts = cnp_ts[rows].tolist()
+    plan = _plan(cc, ts, cut_ts, _typical_delay(_plan(cc, ts, cut_ts, None), ts, cut_ts))
     at = chosen[rows]
-    for r, t, env, count, newest in zip(rows.tolist(), cnp_ts[rows].tolist(), probes["env"][at].tolist(),
-                                        probes["count"][at].tolist(), probes["newest"][at].tolist()):
-        if last_cutting is not None and t - last_cutting < cc.period_ns - COVER_SLACK_NS:
+    for r, t, got, env, count, newest in zip(rows.tolist(), ts, plan, probes["env"][at].tolist(),
+                                             probes["count"][at].tolist(), probes["newest"][at].tolist()):
+        if got == _COVERED:
             v = {"ignored": "false", "rate_before_gbps": env}
+        elif got == _HIDDEN:
+            v = {"ignored": "", "rate_before_gbps": env}
+        elif got >= 0:
+            v = _reaction(cc, cuts, mine[got], t)
         else:
-            while ptr < len(mine) and cut_ts[ptr] <= t:
-                ptr += 1
-            if ptr < len(mine) and cut_ts[ptr] <= t + cc.judge_ns:
-                v = _reaction(cc, cuts, mine[ptr], t)
-                ptr, last_cutting = ptr + 1, t
-            else:
-                sent = count >= MIN_AFTER and newest >= t + SPAN_AFTER * cc.judge_ns
-                v = {"ignored": "true" if sent and np.isfinite(env) else "", "rate_before_gbps": env,
-                     "rate_after_gbps": env if sent and np.isfinite(env) else np.nan}
+            sent = count >= MIN_AFTER and newest >= t + SPAN_AFTER * cc.judge_ns
+            v = {"ignored": "true" if sent and np.isfinite(env) else "", "rate_before_gbps": env,
+                 "rate_after_gbps": env if sent and np.isfinite(env) else np.nan}
         out["ignored"][r] = v.pop("ignored")
         for c, x in v.items():
             out[c][r] = x
+
+
+_NONE, _COVERED, _HIDDEN = -1, -2, -3
+
+
+def _plan(cc, ts: list, cut_ts: list, typical) -> list[int]:
+    """Per CNP (times `ts`, in order): the cut it got (an index of cut_ts), _COVERED (less than
+    the rate-reduce period after a CNP that cut), _NONE, or _HIDDEN. Each CNP takes the first
+    cut after it not yet taken, within judge_ns. With the sender's `typical` reaction delay
+    known: a CNP whose first cut comes after the next CNP (at least a period later, so not
+    covered by it), and lies nearer that CNP's typical reaction than its own, leaves the cut to
+    it and is not judged (a cut the spacing could not show, as a sender at a few Gb/s climbing
+    back within 4 packets: taking the next CNP's cut, every later CNP took the one after its own)."""
+    out, ptr, last_cutting = [], 0, None
+    for k, t in enumerate(ts):
+        if last_cutting is not None and t - last_cutting < cc.period_ns - COVER_SLACK_NS:
+            out.append(_COVERED)
+            continue
+        while ptr < len(cut_ts) and cut_ts[ptr] <= t:
+            ptr += 1
+        if ptr >= len(cut_ts) or cut_ts[ptr] > t + cc.judge_ns:
+            out.append(_NONE)
+            continue
+        nxt = ts[k + 1] if k + 1 < len(ts) else None
+        if typical is not None and nxt is not None and nxt - t >= cc.period_ns and nxt < cut_ts[ptr] \
+                and abs(cut_ts[ptr] - nxt - typical) < abs(cut_ts[ptr] - t - typical):
+            out.append(_HIDDEN)
+            continue
+        out.append(ptr)
+        ptr, last_cutting = ptr + 1, t
+    return out
+
+
+def _typical_delay(plan: list[int], ts: list, cut_ts: list):
+    """The median delay of the cuts that came before the next CNP (no other CNP could have
+    caused them); None with fewer than 3."""
+    clear = [cut_ts[g] - t for k, (g, t) in enumerate(zip(plan, ts))
+             if g >= 0 and (k + 1 == len(ts) or cut_ts[g] < ts[k + 1])]
+    return float(np.median(clear)) if len(clear) >= 3 else None
 
 
 def _reaction(cc, cuts: dict, i: int, t: int) -> dict:
