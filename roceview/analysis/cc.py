@@ -20,7 +20,8 @@ Judging a CNP, in capture order per data flow (cc_match.py):
     roce_rp `rate_reduce_monitor_period`, 4 us by default: one cut per period): no cut of its own
     is expected, it is not ignored;
   - else it takes the first cut not yet taken that comes after it, within `judge_ns`: several
-    CNPs before one visible cut give the cut to the first. Reaction = the cut's time - the CNP's;
+    CNPs before one visible cut give the cut to the first (unless the cut lies nearer the next
+    CNP's typical reaction: cc_match._plan). Reaction = the cut's time - the CNP's;
     rate before and after, depth, recovery from the cut;
   - no cut within judge_ns: ignored when the sender had an envelope before the CNP (it was at
     its limiter's rate, not below it) and kept sending in messages over the window (>= MIN_AFTER
