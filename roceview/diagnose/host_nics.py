@@ -9,9 +9,11 @@ decrements the IPv4 TTL / IPv6 hop limit of what it forwards (RFC 791, RFC 8200;
 as any UDP), and a host starts its frames at a usual initial value: 64 (Linux, so rxe and mlx5's
 RoCEv2 GIDs by default), 255 or 128. A MAC whose RoCEv2 frames' highest TTL is one to MAX_HOPS
 below such a value forwarded them all: it is no host's NIC, and its frames do not count against
-the NIC that really sends for that address. RoCEv1 (never routed) and MACs without a TTL are
-judged by their addresses alone; a host stack set to start just below 64, 128 or 255 would be
-taken for a router.
+the NIC that really sends for that address, when another MAC's frames carry a higher TTL up to
+that initial value (the value is in use on this capture: a host stack set to start just below
+64, 128 or 255 on every host, as all at 60, keeps its NICs; one such host among hosts at 64 is
+taken for a router). RoCEv1 (never routed) and MACs without a TTL are judged by their
+addresses alone.
 """
 from __future__ import annotations
 
@@ -26,9 +28,22 @@ MAX_HOPS = 8                              # routers a frame may have crossed: a 
 def routed_ttl(ttl) -> np.ndarray:
     """Per TTL (-1: none), whether it is 1 to MAX_HOPS below the usual initial value at or above it."""
     ttl = np.asarray(ttl, dtype=np.int64)
-    start = INITIAL_TTLS[np.minimum(np.searchsorted(INITIAL_TTLS, ttl), len(INITIAL_TTLS) - 1)]
-    below = start - ttl
+    below = _start(ttl) - ttl
     return (ttl >= 0) & (below >= 1) & (below <= MAX_HOPS)
+
+
+def forwarded_ttl(ttl) -> np.ndarray:
+    """Per MAC's highest TTL: routed_ttl, and another MAC's highest is above it, up to the initial
+    value (what a host sends at is in use here, and this MAC's frames came one hop or more below)."""
+    ttl = np.asarray(ttl, dtype=np.int64)
+    ordered = np.sort(ttl)
+    higher = np.searchsorted(ordered, _start(ttl), side="right") - np.searchsorted(ordered, ttl, side="right")
+    return routed_ttl(ttl) & (higher > 0)
+
+
+def _start(ttl: np.ndarray) -> np.ndarray:
+    """The usual initial value at or above each TTL."""
+    return INITIAL_TTLS[np.minimum(np.searchsorted(INITIAL_TTLS, ttl), len(INITIAL_TTLS) - 1)]
 
 
 def host_macs(classes, address_text) -> dict[int, set]:
@@ -42,7 +57,7 @@ def host_macs(classes, address_text) -> dict[int, set]:
             if c.proto == "roce_v2":
                 highest[c.src_mac] = max(highest.get(c.src_mac, -1), c.ttl_max)
     macs = list(highest)
-    forwarded = {m for m, routed in zip(macs, routed_ttl([highest[m] for m in macs]).tolist()) if routed}
+    forwarded = {m for m, routed in zip(macs, forwarded_ttl([highest[m] for m in macs]).tolist()) if routed}
     senders: dict[str, set] = defaultdict(set)
     for mac, addresses in seen.items():
         for address in addresses if mac not in forwarded else ():

@@ -5,6 +5,7 @@ their sender's initial TTL. The PFC rules read the pausing MAC's owner from it: 
 taken for the peer's NIC made its pauses a false slow_receiver."""
 from __future__ import annotations
 
+import dataclasses
 from functools import lru_cache
 
 import numpy as np
@@ -23,13 +24,15 @@ PORT = "0e:5c:00:00:ff:10"           # the routed ToR's port toward 10.0.0.1
 NIC = "0e:c0:de:00:00:11"            # 10.0.0.2's NIC
 
 
-def _pair(routed: bool, mirrored: tuple, receiver_slow: bool, seed: int = 0) -> Capture:
+def _pair(routed: bool, mirrored: tuple, receiver_slow: bool, seed: int = 0, ttl: int = 64) -> Capture:
     """10.0.0.1 writes to 10.0.0.2 over one switch (no ECN marking); the mirror is the links of
     `mirrored`. Either 10.0.0.2's NIC drains slowly and pauses its link itself, or the switch
     pauses priority 3 toward 10.0.0.1 four times (the switch's own pauses, no host's)."""
     truth = Truth(scenario="pair", seed=seed)
     settings = NetworkSettings(hosts=2, until_ms=50, switch=SwitchSettings(ecn_marking=False), routed=routed)
     net = Network(settings, np.random.default_rng(seed), truth)
+    if ttl != 64:                                   # every host's stack starts its frames at `ttl`
+        net.addr = net.mirror.addr = dataclasses.replace(net.addr, ttl=ttl)
     net.connect(0, 1, Workload([("WRITE", 12_000)] * 12, qd=2), QpSettings(window=16))
     if receiver_slow:
         net.slow_receiver(1, drain_gbps=25.0, xoff_bytes=12_000, xon_bytes=6_000)
@@ -91,3 +94,12 @@ def test_a_ttl_a_few_hops_below_a_usual_initial_value_is_routed(ttl, routed):
     """Hosts start at 64 (Linux, rxe, mlx5), 255 or 128; up to 8 routed hops below is routed;
     anything else (an unusual initial value, no TTL: -1) is taken as a sender's own."""
     assert routed_ttl(np.array([ttl])).tolist() == [routed]
+
+
+def test_hosts_that_all_start_their_frames_a_few_below_64_keep_their_nics(tmp_path):
+    """A stack set to start at 60 on every host (bridged, the receiver pausing): no frame on the
+    capture carries more, so 60 is what the hosts send at, not a router's 64 - 4, and the
+    receiver's own pauses stay a slow_receiver (they were read as the fabric's, pfc_without_ecn)."""
+    path = tmp_path / "ttl60.pcap"
+    write_capture(_pair(False, (0, 1), True, ttl=60), path)
+    assert "slow_receiver" in {f["kind"] for f in _analyzed(str(path))}
