@@ -91,7 +91,7 @@ def cut_marks(rate: np.ndarray, same: np.ndarray, back: np.ndarray, fwd: np.ndar
     prev_env = _shift(back, same)
     prev_rate = _shift(rate, same)
     limit = (1 - MIN_CUT) * prev_env
-    nxt = next_sample(rate, same)
+    nxt = _next(rate, same)
     # slow, slow ahead, and the next sample slow too (or none): a stall just before a cut paced
     # at the old rate is followed by a fast gap, and the cut starts after it
     cand = (rate < limit) & (fwd < limit) & ~(nxt >= limit)   # NaN compares false
@@ -116,7 +116,7 @@ def cut_kinds(rate: np.ndarray, same: np.ndarray, rate_b: np.ndarray, before: np
              cut_marks) by more than MIN_CUT: it was the old rate's, stretched by the port
              sending something else, so the cut came after the previous packet left and by
              the time the next one did."""
-    r, nxt = rate[at], next_sample(rate, same)[at]
+    r, nxt = rate[at], _next(rate, same)[at]
     early = rate_b[at] < (1 - MIN_CUT) * before[at]
     stall = ~early & (r < STALL * nxt)                 # NaN (no next sample) compares false
     late = stall | (~early & (r * (1 - MIN_CUT) > after[at]))
@@ -128,12 +128,12 @@ def _after(rate: np.ndarray, same: np.ndarray) -> np.ndarray:
     first slow gap may be partly paced at the old rate), leaving out either when it is a stall
     against the other (a limiter recovering at low rates climbs a lot from one gap to the next,
     so the next sample is the only fair reference)."""
-    nxt = next_sample(rate, same)
+    nxt = _next(rate, same)
     low = np.where(rate < STALL * nxt, nxt, np.where(nxt < STALL * rate, rate, np.fmin(rate, nxt)))
     return np.where(np.isfinite(nxt), low, rate)
 
 
-def next_sample(values: np.ndarray, same: np.ndarray) -> np.ndarray:
+def _next(values: np.ndarray, same: np.ndarray) -> np.ndarray:
     """Row i: the value of row i+1 of its group (NaN at a group's last row)."""
     out = np.full(len(values), np.nan)
     out[:-1] = np.where(same[1:], values[1:], np.nan)

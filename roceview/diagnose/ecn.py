@@ -213,19 +213,26 @@ def _bursting(ctx: Context, tl, flows: set, senders_of: dict, w: int, width: int
 def _window_rows(ctx: Context, start: int, end: int) -> np.ndarray:
     """The timeline rows whose bucket starts in [start, end): one sort per Context, then a
     binary search per window (a receiver per window over a million rows stays cheap)."""
-    if "_timeline_order" not in ctx.__dict__:
-        ts = np.asarray(ctx.timeline["bucket_start"], np.int64)
-        order = np.argsort(ts, kind="stable")
-        flow = Coded.of(ctx.timeline["flow"])
-        code_of = {n: i for i, n in enumerate(flow.names)}
-        ctx.__dict__["_timeline_order"] = (order, ts[order], flow.codes, flow.names, code_of)
-    order, ts, *_ = ctx.__dict__["_timeline_order"]
+    order, ts, *_ = _timeline_order(ctx)
     return order[np.searchsorted(ts, start):np.searchsorted(ts, end)]
+
+
+def _timeline_order(ctx: Context) -> tuple:
+    """(the timeline's rows in bucket order, their bucket starts, the flow column's codes, its
+    names, name -> code), built once per Context."""
+    return ctx.once("_timeline_order", _order_timeline)
+
+
+def _order_timeline(ctx: Context) -> tuple:
+    ts = np.asarray(ctx.timeline["bucket_start"], np.int64)
+    order = np.argsort(ts, kind="stable")
+    flow = Coded.of(ctx.timeline["flow"])
+    return order, ts[order], flow.codes, flow.names, {n: i for i, n in enumerate(flow.names)}
 
 
 def _of_flows(ctx: Context, rows: np.ndarray, flows) -> np.ndarray:
     """The rows (timeline row numbers) that belong to `flows`, by the flow column's codes."""
-    _, _, codes, names, code_of = ctx.__dict__["_timeline_order"]
+    _, _, codes, names, code_of = _timeline_order(ctx)
     wanted = np.zeros(len(names), bool)
     wanted[[code_of[n] for n in flows if n in code_of]] = True
     return rows[wanted[codes[rows]]]
@@ -242,7 +249,7 @@ def _window_flows(ctx: Context, tl, w: int, width: int) -> set:
 def _flows_in(ctx: Context, tl, w: int, width: int) -> set:
     rows = _window_rows(ctx, w * width, (w + 1) * width)
     rows = rows[np.asarray(tl["bytes"])[rows] != 0]
-    _, _, codes, names, _ = ctx.__dict__["_timeline_order"]
+    _, _, codes, names, _ = _timeline_order(ctx)
     return {names[c] for c in sorted_distinct(codes[rows]).tolist()}   # (np.unique imports numpy.ma)
 
 

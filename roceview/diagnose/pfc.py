@@ -24,9 +24,7 @@ def pause_frames(ctx: Context) -> dict[tuple[str, str], np.ndarray]:
     """(source MAC, priority) -> its pause and resume frames as rows [ts, quanta] in time order,
     from the events' pfc_priority / pfc_quanta columns. Built once per Context; the frames (up
     to the event log's 250,000 per kind) stay numpy."""
-    if "_pause_frames" not in ctx.__dict__:
-        ctx.__dict__["_pause_frames"] = _pause_frames(ctx)
-    return ctx.__dict__["_pause_frames"]
+    return ctx.once("_pause_frames", _pause_frames)
 
 def _pause_frames(ctx: Context) -> dict[tuple[str, str], np.ndarray]:
     parts: dict[tuple[str, str], list] = defaultdict(list)

@@ -43,14 +43,16 @@ def flow_priorities(ctx: Context, name: str, cnp: bool = False) -> dict[int, int
 def class_priorities(ctx: Context) -> tuple[np.ndarray, np.ndarray]:
     """Per packet class (FlowFactsTable), the flows-table row of its flow (-1: none) and its
     priority (-1: none); built once per Context."""
-    if "_class_priorities" not in ctx.__dict__:
-        facts, a = ctx.flow_facts, ctx.arrays
-        fact_row, prio = facts.class_priorities(lambda pcp, dscp: priority_of(ctx, pcp, dscp))
-        table_row = np.full(len(facts), -1, np.int64)
-        known = np.flatnonzero(a.fact >= 0)
-        table_row[a.fact[known]] = known
-        ctx.__dict__["_class_priorities"] = (table_row[fact_row], prio)
-    return ctx.__dict__["_class_priorities"]
+    return ctx.once("_class_priorities", _class_priorities)
+
+
+def _class_priorities(ctx: Context) -> tuple[np.ndarray, np.ndarray]:
+    facts, a = ctx.flow_facts, ctx.arrays
+    fact_row, prio = facts.class_priorities(lambda pcp, dscp: priority_of(ctx, pcp, dscp))
+    table_row = np.full(len(facts), -1, np.int64)
+    known = np.flatnonzero(a.fact >= 0)
+    table_row[a.fact[known]] = known
+    return table_row[fact_row], prio
 
 
 def priority_rows(ctx: Context, cnp: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

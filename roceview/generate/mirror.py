@@ -16,8 +16,8 @@ Two faults of the capture path only, which the endpoints never see either:
 `zero_ids` renders frames as senders that leave the IPv4 identification 0 send them (DF set;
 some NICs for their CNPs, some soft-RoCE set-ups for everything): "cnp" the CNPs, "all" every
 RoCE frame, "" (the default) as the hosts numbered them. Without an identification a CNP's
-copies are byte-identical to a second CNP to the same QP (PSN 0), which the analysis must tell
-apart by time alone (analysis/copies.py).
+copies are byte-identical to a second CNP to the same QP (PSN 0): the analysis counts such a
+copy as a CNP of its own (analysis/copies.py).
 
 Each mirrored link can have its own `Addressing` (`attach(..., addr=)`): on a routed ToR
 (NetworkSettings.routed) a frame carries the MACs of the link it crosses, host NIC and switch
