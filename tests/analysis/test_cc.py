@@ -343,10 +343,10 @@ def _nan_equal(a: dict, b: dict) -> bool:
 @pytest.mark.parametrize("seed", [6, 23])
 def test_a_cut_the_spacing_cannot_show_does_not_hand_each_later_cnp_the_next_ones_cut(seed, tmp_path):
     """dcqcn-ignored's reacting sender (10.0.0.2, 2 us) at about 11 Gb/s: the generator's fast
-    recovery climbs 5-10 % a packet, so one cut is back within 4 packets and shows no cut. Its
-    CNP took the next CNP's cut and every later one the cut after its own (median reaction 7-8
-    us, one CNP judged ignored). The sender's typical delay gives the cut back to the CNP it
-    lies nearest; the CNP whose cut could not be seen is not judged."""
+    recovery climbs 5-10 % a packet, so one cut is back within 4 packets and shows no cut.
+    Taking the first cut after it, its CNP would take the next CNP's and every later CNP the one
+    after its own (a median of 7-8 us, a CNP judged ignored). The sender's typical delay gives
+    each cut to the CNP it lies nearest; the CNP whose cut could not be seen is not judged."""
     _, _, _, cc, table = _run("dcqcn-ignored", seed, tmp_path)
     rows = [r for r in _rows(table) if r["flow"].startswith("10.0.0.2>")]
     assert rows and not any(r["ignored"] == "true" for r in rows)
